@@ -117,6 +117,18 @@ func (m *Model) checkBatch(a *Acts, b Batch) error {
 // a.Logp [N] (log-probability of each target; 0 where the target is -1) and
 // a.Entropy [N] (entropy of each position's next-token distribution).
 func (m *Model) Forward(a *Acts, b Batch) error {
+	if err := m.forwardBody(a, b); err != nil {
+		return err
+	}
+	be, c, N := m.be, m.Config, b.B*b.T
+	be.MatmulForward(a.Logits, a.lnf, m.Params.LMHead, nil, N, c.C, c.V)
+	be.LogprobForward(a.Logp, a.Entropy, a.lse, a.Logits, a.targets, N, c.V)
+	return nil
+}
+
+// forwardBody runs the decoder up to the final norm: a.lnf [N,C] is the last
+// hidden state (what a head reads).
+func (m *Model) forwardBody(a *Acts, b Batch) error {
 	if err := m.checkBatch(a, b); err != nil {
 		return err
 	}
@@ -161,8 +173,6 @@ func (m *Model) Forward(a *Acts, b Batch) error {
 		be.ResidualForward(out, la.r2, a.dtmp, N*c.C)
 	}
 	be.RMSNormForward(a.lnf, a.rstdf, a.xf, p.NormF, N, c.C, c.Eps)
-	be.MatmulForward(a.Logits, a.lnf, p.LMHead, nil, N, c.C, c.V)
-	be.LogprobForward(a.Logp, a.Entropy, a.lse, a.Logits, a.targets, N, c.V)
 	return nil
 }
 
@@ -178,7 +188,6 @@ func (m *Model) Backward(a *Acts, dlogp, dentropy []float32) error {
 	if len(dlogp) != N || len(dentropy) != N {
 		return fmt.Errorf("model: backward got %d dlogp and %d dentropy, want %d each", len(dlogp), len(dentropy), N)
 	}
-	QD, KD := c.NH*c.HD, c.NKV*c.HD
 
 	// g holds the base gradients; with a frozen base its weight and bias
 	// views are nil (MatmulBackward skips them) and its norm weights point at
@@ -200,6 +209,17 @@ func (m *Model) Backward(a *Acts, dlogp, dentropy []float32) error {
 	dlogits := a.Logits
 	be.LogprobBackward(dlogits, a.Logits, a.lse, a.Entropy, a.targets, dlogp, dentropy, N, c.V)
 	be.MatmulBackward(a.dln, g.LMHead, nil, dlogits, a.lnf, p.LMHead, N, c.C, c.V)
+	m.backwardBody(a, g, frozen)
+	return nil
+}
+
+// backwardBody propagates a.dln, the gradient of the last hidden state
+// a.lnf [N,C], through the decoder into g (accumulating).
+func (m *Model) backwardBody(a *Acts, g *Params, frozen bool) {
+	c, be, p := m.Config, m.be, m.Params
+	B, T := a.B, a.T
+	N := B * T
+	QD, KD := c.NH*c.HD, c.NKV*c.HD
 	be.RMSNormBackward(a.dres, g.NormF, a.dln, a.xf, p.NormF, a.rstdf, N, c.C)
 	// a.dres is now the gradient of the residual stream after the last layer.
 	for l := c.L - 1; l >= 0; l-- {
@@ -238,5 +258,4 @@ func (m *Model) Backward(a *Acts, dlogp, dentropy []float32) error {
 	if !frozen {
 		be.EmbeddingBackward(g.Embed, a.dres, a.tokens, N, c.C)
 	}
-	return nil
 }
