@@ -110,7 +110,7 @@ type Ref struct {
 
 // Rollout is actor_rollout_ref.rollout: generation.
 type Rollout struct {
-	Name                        string    `yaml:"name" enum:"cpu|vllm|sglang|hf" doc:"generation engine; rlhost has one built-in engine and runs vllm, sglang and hf configs on it (a warning says so)"`
+	Name                        string    `yaml:"name" enum:"cpu|openai|vllm|sglang|hf" doc:"generation engine: cpu = the built-in engine; openai = an external server at rollout.engine.base_url (docs/engines.md); vllm, sglang and hf run on the built-in engine (a warning says so)"`
 	N                           int       `yaml:"n" doc:"responses sampled per prompt (the GRPO group size)"`
 	Temperature                 float64   `yaml:"temperature" doc:"sampling temperature"`
 	TopP                        float64   `yaml:"top_p" doc:"nucleus sampling threshold; 1 = off"`
@@ -126,6 +126,22 @@ type Rollout struct {
 	MultiTurn                   MultiTurn `yaml:"multi_turn"`
 	Agent                       Agent     `yaml:"agent"`
 	Trace                       Trace     `yaml:"trace"`
+	Engine                      Engine    `yaml:"engine"`
+}
+
+// Engine is actor_rollout_ref.rollout.engine: the external server of rollout.name=openai
+// (docs/engines.md).
+type Engine struct {
+	BaseURL             string  `yaml:"base_url" doc:"the engine's base URL, e.g. http://127.0.0.1:8000 (rollout.name=openai)"`
+	Protocol            string  `yaml:"protocol" enum:"vllm|sglang|llamacpp|llama-cpp-python" doc:"how token ids and log-probs are asked for: vllm = /v1/completions with token-id prompts and return_token_ids; sglang = /generate with input_ids; llamacpp = llama.cpp server /completion with return_tokens; llama-cpp-python = /v1/completions with text, ids recovered from the pieces and verified"`
+	Model               string  `yaml:"model" doc:"model name sent in requests; empty = none sent"`
+	APIKeyEnv           string  `yaml:"api_key_env" doc:"environment variable holding the engine's API key (sent as a Bearer token, never logged); empty or unset = no key"`
+	Timeout             float64 `yaml:"timeout" doc:"seconds one request may take before it is retried"`
+	MaxRetries          int     `yaml:"max_retries" doc:"retries of a request after a connection error, timeout, 429 or 5xx (then the trajectory fails)"`
+	UpdateWeightsURL    string  `yaml:"update_weights_url" doc:"after every training step the policy is saved and this URL (absolute, or a path under base_url) is called to reload it; empty = the engine keeps its weights (a warning says so)"`
+	UpdateWeightsMethod string  `yaml:"update_weights_method" doc:"HTTP method of the reload call"`
+	UpdateWeightsBody   string  `yaml:"update_weights_body" doc:"body of the reload call; {path} becomes the saved directory (JSON-quoted inside a JSON string)"`
+	WeightsDir          string  `yaml:"weights_dir" doc:"where the policy is saved for the engine (a path the engine can read); empty = <run dir>/engine_weights"`
 }
 
 // ValKwargs is actor_rollout_ref.rollout.val_kwargs: sampling during validation.
@@ -283,6 +299,8 @@ func Default() *Config {
 					Format:                   "hermes",
 				},
 				Agent: Agent{DefaultAgentLoop: "single_turn_agent"},
+				Engine: Engine{Protocol: "vllm", APIKeyEnv: "RLHOST_ENGINE_API_KEY", Timeout: 300, MaxRetries: 3,
+					UpdateWeightsMethod: "POST", UpdateWeightsBody: `{"model_path": "{path}"}`},
 			},
 		},
 		Critic: Critic{

@@ -346,7 +346,11 @@ func (c *Config) Warnings() []string {
 		}
 		out = append(out, s)
 	}
-	if n := c.ActorRolloutRef.Rollout.Name; n != "cpu" {
+	if n := c.ActorRolloutRef.Rollout.Name; n == "openai" {
+		if c.ActorRolloutRef.Rollout.Engine.UpdateWeightsURL == "" {
+			out = append(out, "actor_rollout_ref.rollout.engine.update_weights_url is empty: the engine keeps its initial weights, so rollouts after step 1 are off-policy")
+		}
+	} else if n != "cpu" {
 		out = append(out, fmt.Sprintf("actor_rollout_ref.rollout.name=%s: rlhost generates with its built-in engine", n))
 	}
 	mt := c.ActorRolloutRef.Rollout.MultiTurn

@@ -46,6 +46,7 @@ func (c *Config) Validate() error {
 	a := &c.ActorRolloutRef.Actor
 	r := &c.ActorRolloutRef.Rollout
 	v.optim("actor_rollout_ref.actor.optim", a.Optim)
+	c.validateEngine(v)
 	v.atLeast("actor_rollout_ref.actor.ppo_mini_batch_size", a.PPOMiniBatchSize, 1)
 	v.atLeast("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", a.PPOMicroBatchSizePerGPU, 1)
 	v.atLeast("actor_rollout_ref.actor.ppo_epochs", a.PPOEpochs, 1)
