@@ -187,6 +187,7 @@ type Critic struct {
 	PPOMicroBatchSizePerGPU int     `yaml:"ppo_micro_batch_size_per_gpu" doc:"trajectories per critic forward/backward"`
 	CliprangeValue          float64 `yaml:"cliprange_value" doc:"value clipping range of the critic loss"`
 	LossAggMode             string  `yaml:"loss_agg_mode" doc:"how token value losses are reduced"`
+	GradClip                float64 `yaml:"grad_clip" doc:"clip the critic's global gradient norm to this value; 0 = no clipping"`
 }
 
 // RewardModel is veRL's reward_model section: how scores are obtained from the task plugin.
@@ -308,6 +309,7 @@ func Default() *Config {
 			PPOMicroBatchSizePerGPU: 2,
 			CliprangeValue:          0.5,
 			LossAggMode:             "token-mean",
+			GradClip:                1.0,
 		},
 		RewardModel: RewardModel{
 			RewardManager: "batch",

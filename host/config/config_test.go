@@ -86,6 +86,7 @@ func TestDefaults(t *testing.T) {
 		"critic.optim.lr":                                                  1e-5,
 		"critic.ppo_micro_batch_size_per_gpu":                              2,
 		"critic.cliprange_value":                                           0.5,
+		"critic.grad_clip":                                                 1.0,
 		"reward_model.reward_manager":                                      "batch",
 		"reward_model.num_workers":                                         2,
 		"reward_model.timeout":                                             300.0,
@@ -195,6 +196,7 @@ func TestApply(t *testing.T) {
 		{"actor_rollout_ref.actor.ppo_micro_batch_size=null", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", 2, ""},
 		{"actor_rollout_ref.rollout.log_prob_micro_batch_size=8", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", 8, ""},
 		{"actor_rollout_ref.actor.optim.clip_grad=0.5", "actor_rollout_ref.actor.grad_clip", 0.5, ""},
+		{"critic.optim.clip_grad=0.5", "critic.grad_clip", 0.5, ""},
 		{"reward.reward_manager.name=naive", "reward_model.reward_manager", "naive", ""},
 		{"reward={num_workers: 3, reward_manager: {name: dapo}}", "reward_model.reward_manager", "dapo", ""},
 		// veRL keys without effect.

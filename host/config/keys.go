@@ -41,6 +41,7 @@ var aliases = map[string]string{
 	"actor_rollout_ref.actor.optim.lr_scheduler_type":                 "actor_rollout_ref.actor.optim.warmup_style",
 	"critic.optim.lr_scheduler_type":                                  "critic.optim.warmup_style",
 	"actor_rollout_ref.actor.optim.clip_grad":                         "actor_rollout_ref.actor.grad_clip",
+	"critic.optim.clip_grad":                                          "critic.grad_clip",
 	"reward.reward_manager.name":                                      "reward_model.reward_manager",
 	"reward.num_workers":                                              "reward_model.num_workers",
 	// veRL's deprecated global micro-batch sizes: one process here, so the same thing.

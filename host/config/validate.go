@@ -117,6 +117,7 @@ func (c *Config) Validate() error {
 				a.PPOMiniBatchSize*r.N, cr.PPOMicroBatchSizePerGPU)
 		}
 		v.positive("critic.cliprange_value", cr.CliprangeValue)
+		v.nonNegative("critic.grad_clip", cr.GradClip)
 	}
 
 	rm := &c.RewardModel
