@@ -46,9 +46,15 @@ var benchLoRA = &LoRAConfig{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}
 func BenchmarkTrainStepLoRA(b *testing.B) { benchTrainStep(b, benchLoRA) }
 
 func benchTrainStep(b *testing.B, lora *LoRAConfig) {
-	for _, bt := range [][2]int{{4, 256}} {
-		B, T := bt[0], bt[1]
-		b.Run(fmt.Sprintf("smollm2-135m-B%d-T%d", B, T), func(b *testing.B) {
+	// {B, T, prompt}: with a prompt, its rows have no target and the batch
+	// is ScoredOnly (the lm_head runs on the T-prompt-1 scored rows).
+	for _, bt := range [][3]int{{4, 256, 0}, {4, 256, 128}} {
+		B, T, prompt := bt[0], bt[1], bt[2]
+		name := fmt.Sprintf("smollm2-135m-B%d-T%d", B, T)
+		if prompt > 0 {
+			name += fmt.Sprintf("-prompt%d-scored", prompt)
+		}
+		b.Run(name, func(b *testing.B) {
 			m := randomModel(smolLM2)
 			if lora != nil {
 				if err := m.EnableLoRA(*lora); err != nil {
@@ -58,14 +64,16 @@ func benchTrainStep(b *testing.B, lora *LoRAConfig) {
 			c := m.Config
 			N := B * T
 			r := rand.New(rand.NewPCG(2, 2))
-			batch := Batch{B: B, T: T, Tokens: make([]int32, N), Targets: make([]int32, N)}
+			batch := Batch{B: B, T: T, Tokens: make([]int32, N), Targets: make([]int32, N), ScoredOnly: prompt > 0}
 			dlogp, dent := make([]float32, N), make([]float32, N)
 			for n := range batch.Tokens {
 				batch.Tokens[n] = int32(r.IntN(c.V))
 			}
+			scored := 0
 			for n := range batch.Targets {
 				batch.Targets[n] = -1
-				if n%T < T-1 {
+				if t := n % T; t >= prompt && t < T-1 {
+					scored++
 					batch.Targets[n] = batch.Tokens[n+1]
 					dlogp[n] = -float32(r.NormFloat64()) / float32(N)
 				}
@@ -92,7 +100,11 @@ func benchTrainStep(b *testing.B, lora *LoRAConfig) {
 			sec := b.Elapsed().Seconds() / float64(b.N)
 			b.ReportMetric(float64(N)/sec, "tokens/s")
 			if lora == nil { // (with LoRA the base's weight gradients are skipped: not the same count)
-				b.ReportMetric(trainFLOPs(c, B, T)/sec/1e9, "GFLOPS")
+				fl := trainFLOPs(c, B, T)
+				if batch.ScoredOnly { // the lm_head ran on the scored rows only
+					fl -= 6 * float64(c.V*c.C) * float64(N-scored)
+				}
+				b.ReportMetric(fl/sec/1e9, "GFLOPS")
 			}
 		})
 	}

@@ -12,6 +12,14 @@ type Batch struct {
 	B, T    int
 	Tokens  []int32 // [B*T]
 	Targets []int32 // [B*T]
+
+	// ScoredOnly computes the lm_head logits, the log-softmax and the
+	// entropy only at the rows whose target is >= 0: prompt and padding
+	// rows need none, and the lm_head is the largest product of a step.
+	// Acts.Logits then holds the scored rows packed in order (Acts.Scored
+	// lists their row indexes), Logp and Entropy are 0 at the other rows,
+	// and the backward ignores dlogp and dentropy there.
+	ScoredOnly bool
 }
 
 // layerActs are the activations one layer saves for its backward. The
@@ -38,13 +46,22 @@ type Acts struct {
 	xf      []float32 // [N,C] output of the last layer
 	lnf     []float32 // [N,C]
 	rstdf   []float32 // [N]
-	Logits  []float32 // [N,V]; the backward overwrites it with dlogits
+	Logits  []float32 // [N,V] (or [len(Scored),V] after a ScoredOnly batch); the backward overwrites it with dlogits
+	Scored  []int32   // after a ScoredOnly forward: the rows of Logits, in order; nil otherwise
 	Logp    []float32 // [N]
 	Entropy []float32 // [N]
 	lse     []float32 // [N]
 	pos     []int32   // [N]
 	targets []int32   // [N]
 	tokens  []int32   // [N]
+
+	// a ScoredOnly forward packs its M scored rows here
+	lnfS          []float32 // [M,C] rows of lnf
+	targetsS      []int32   // [M]
+	logpS, entS   []float32 // [M]
+	dlogpS, dentS []float32 // [M] (backward)
+	scoredBuf     []int32   // backs Scored, capacity N
+	scoredOnly    bool      // the last forward was ScoredOnly
 
 	// shared by every layer, forward and backward
 	ln     []float32 // [N,C] a normalised input
@@ -79,6 +96,9 @@ func (m *Model) NewActs(B, T int) *Acts {
 	a.xf, a.lnf, a.rstdf = f(N*c.C), f(N*c.C), f(N)
 	a.Logits, a.Logp, a.Entropy, a.lse = f(N*c.V), f(N), f(N), f(N)
 	a.pos, a.targets, a.tokens = make([]int32, N), make([]int32, N), make([]int32, N)
+	a.lnfS, a.targetsS = f(N*c.C), make([]int32, N)
+	a.logpS, a.entS, a.dlogpS, a.dentS = f(N), f(N), f(N), f(N)
+	a.scoredBuf = make([]int32, 0, N)
 	for n := range a.pos {
 		a.pos[n] = int32(n % T)
 	}
@@ -115,14 +135,41 @@ func (m *Model) checkBatch(a *Acts, b Batch) error {
 
 // Forward runs the batch through the model and fills a.Logits [N,V],
 // a.Logp [N] (log-probability of each target; 0 where the target is -1) and
-// a.Entropy [N] (entropy of each position's next-token distribution).
+// a.Entropy [N] (entropy of each position's next-token distribution); with
+// b.ScoredOnly, only the rows that have a target (see Batch.ScoredOnly).
 func (m *Model) Forward(a *Acts, b Batch) error {
 	if err := m.forwardBody(a, b); err != nil {
 		return err
 	}
 	be, c, N := m.be, m.Config, b.B*b.T
-	be.MatmulForward(a.Logits, a.lnf, m.Params.LMHead, nil, N, c.C, c.V)
-	be.LogprobForward(a.Logp, a.Entropy, a.lse, a.Logits, a.targets, N, c.V)
+	a.scoredOnly = b.ScoredOnly
+	if !b.ScoredOnly {
+		a.Scored = nil
+		be.MatmulForward(a.Logits, a.lnf, m.Params.LMHead, nil, N, c.C, c.V)
+		be.LogprobForward(a.Logp, a.Entropy, a.lse, a.Logits, a.targets, N, c.V)
+		return nil
+	}
+	// Pack the scored rows: lm_head and log-softmax on M <= N rows.
+	a.Scored = a.scoredBuf[:0]
+	for n, t := range a.targets {
+		if t >= 0 {
+			M := len(a.Scored)
+			copy(a.lnfS[M*c.C:(M+1)*c.C], a.lnf[n*c.C:(n+1)*c.C])
+			a.targetsS[M] = t
+			a.Scored = append(a.Scored, int32(n))
+		}
+	}
+	M := len(a.Scored)
+	clear(a.Logp)
+	clear(a.Entropy)
+	if M == 0 {
+		return nil
+	}
+	be.MatmulForward(a.Logits, a.lnfS, m.Params.LMHead, nil, M, c.C, c.V)
+	be.LogprobForward(a.logpS, a.entS, a.lse, a.Logits, a.targetsS, M, c.V)
+	for i, n := range a.Scored {
+		a.Logp[n], a.Entropy[n] = a.logpS[i], a.entS[i]
+	}
 	return nil
 }
 
@@ -207,8 +254,24 @@ func (m *Model) Backward(a *Acts, dlogp, dentropy []float32) error {
 	}
 
 	dlogits := a.Logits
-	be.LogprobBackward(dlogits, a.Logits, a.lse, a.Entropy, a.targets, dlogp, dentropy, N, c.V)
-	be.MatmulBackward(a.dln, g.LMHead, nil, dlogits, a.lnf, p.LMHead, N, c.C, c.V)
+	if !a.scoredOnly {
+		be.LogprobBackward(dlogits, a.Logits, a.lse, a.Entropy, a.targets, dlogp, dentropy, N, c.V)
+		be.MatmulBackward(a.dln, g.LMHead, nil, dlogits, a.lnf, p.LMHead, N, c.C, c.V)
+	} else {
+		// the packed rows of a ScoredOnly forward; the others get no gradient
+		M := len(a.Scored)
+		for i, n := range a.Scored {
+			a.dlogpS[i], a.dentS[i] = dlogp[n], dentropy[n]
+		}
+		clear(a.dln)
+		if M > 0 {
+			be.LogprobBackward(dlogits, a.Logits, a.lse, a.entS, a.targetsS, a.dlogpS, a.dentS, M, c.V)
+			be.MatmulBackward(a.dtmp, g.LMHead, nil, dlogits, a.lnfS, p.LMHead, M, c.C, c.V)
+			for i, n := range a.Scored {
+				copy(a.dln[int(n)*c.C:int(n+1)*c.C], a.dtmp[i*c.C:(i+1)*c.C])
+			}
+		}
+	}
 	m.backwardBody(a, g, frozen)
 	return nil
 }
