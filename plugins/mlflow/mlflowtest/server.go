@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -213,6 +214,60 @@ func (s Span) Attr(key string) map[string]any {
 		if a.Key == key {
 			return a.Value
 		}
+	}
+	return nil
+}
+
+// Value returns an attribute decoded to what it holds (nil if absent): the trace API answers
+// with the OTLP AnyValue of the decoded JSON text, so a JSON object comes back as a kvlist_value,
+// a number as int_value (a decimal string in protobuf's JSON) or double_value. Objects become
+// map[string]any, arrays []any, numbers float64.
+func (s Span) Value(key string) any {
+	v := s.Attr(key)
+	if v == nil {
+		return nil
+	}
+	return anyValue(v)
+}
+
+func anyValue(v map[string]any) any {
+	if x, ok := v["string_value"]; ok {
+		return x
+	}
+	if x, ok := v["bool_value"]; ok {
+		return x
+	}
+	if x, ok := v["int_value"]; ok {
+		switch n := x.(type) {
+		case string:
+			f, _ := strconv.ParseFloat(n, 64)
+			return f
+		default:
+			return n
+		}
+	}
+	if x, ok := v["double_value"]; ok {
+		return x
+	}
+	if x, ok := v["array_value"].(map[string]any); ok {
+		vals, _ := x["values"].([]any)
+		out := make([]any, 0, len(vals))
+		for _, e := range vals {
+			m, _ := e.(map[string]any)
+			out = append(out, anyValue(m))
+		}
+		return out
+	}
+	if x, ok := v["kvlist_value"].(map[string]any); ok {
+		vals, _ := x["values"].([]any)
+		out := make(map[string]any, len(vals))
+		for _, e := range vals {
+			kv, _ := e.(map[string]any)
+			k, _ := kv["key"].(string)
+			m, _ := kv["value"].(map[string]any)
+			out[k] = anyValue(m)
+		}
+		return out
 	}
 	return nil
 }
