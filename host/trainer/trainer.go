@@ -52,6 +52,7 @@ type Trainer struct {
 	opt     *model.AdamW
 	policy  *rollout.ModelPolicy
 	chat    *chatserver.Server // external_episode tasks: the policy as an OpenAI endpoint
+	engine  *engine            // rollout.name=openai: rollouts from an external engine (engine.go)
 	acts    *actsCache
 	refActs *actsCache
 	rew     reward.Manager
@@ -163,11 +164,15 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	t.opt = model.NewAdamW(t.actor, model.AdamWConfig{LR: float32(o.LR), Beta1: float32(betas[0]), Beta2: float32(betas[1]),
 		Eps: float32(eps), WeightDecay: float32(o.WeightDecay), MaxGradNorm: float32(cfg.ActorRolloutRef.Actor.GradClip)})
 	maxT := cfg.PromptLength() + cfg.ResponseLength() + 8
-	if t.policy, err = rollout.NewModelPolicy(t.actor, cfg.ActorRolloutRef.Rollout.MaxNumSeqs, maxT); err != nil {
+	if err := t.openEngine(); err != nil {
 		return nil, err
+	} else if t.engine == nil {
+		if t.policy, err = rollout.NewModelPolicy(t.actor, cfg.ActorRolloutRef.Rollout.MaxNumSeqs, maxT); err != nil {
+			return nil, err
+		}
 	}
 	if t.task.CachedInfo().Has(task.FeatureExternalEpisode) {
-		t.chat = chatserver.New(t.policy, t.tk, chatserver.Options{MaxContext: maxT})
+		t.chat = chatserver.New(t.rolloutPolicy(), t.tk, chatserver.Options{MaxContext: maxT})
 		if err := t.chat.Start(); err != nil {
 			return nil, err
 		}
@@ -392,6 +397,9 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
+		if err := t.afterStepEngine(ctx, step, vals); err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
 		last := step == t.totalSteps
 		if cfg.TestFreq > 0 && (step%cfg.TestFreq == 0 || last) {
 			v, err := t.validate(ctx, step)
@@ -467,7 +475,7 @@ func (t *Trainer) rolloutDeps(validate bool) rollout.Deps {
 	if t.task.CachedInfo().Has(task.FeatureEnvironment) && mt.Enable {
 		env = t.task
 	}
-	d := rollout.Deps{Policy: t.policy, Tokenizer: t.tk, Env: env, Config: c, Tracer: t.tracer, TaskName: t.task.Name()}
+	d := rollout.Deps{Policy: t.rolloutPolicy(), Tokenizer: t.tk, Env: env, Config: c, Tracer: t.tracer, TaskName: t.task.Name()}
 	if t.chat != nil { // external_episode: the environment calls the policy through t.chat
 		d.Env = t.task
 		d.Config.DefaultAgentLoop = rollout.ExternalAgent

@@ -1,0 +1,148 @@
+package trainer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rlhost/rlhost/gpu/weights"
+	"github.com/rlhost/rlhost/host/rollout"
+)
+
+// engine is the external rollout engine of actor_rollout_ref.rollout.name=openai: rollouts go
+// to it, and after every training step the policy is saved to a directory and the engine is
+// told to reload it (docs/engines.md).
+type engine struct {
+	policy *rollout.EnginePolicy
+	dir    string // where the weights are saved for the engine
+	last   string // the directory the engine loaded last (removed after the next reload)
+	client *http.Client
+	apiKey string
+}
+
+// openEngine sets up the external engine when the config asks for one.
+func (t *Trainer) openEngine() error {
+	r := t.cfg.ActorRolloutRef.Rollout
+	if r.Name != "openai" {
+		return nil
+	}
+	ec := r.Engine
+	key := ""
+	if ec.APIKeyEnv != "" {
+		key = os.Getenv(ec.APIKeyEnv)
+	}
+	p, err := rollout.NewEnginePolicy(rollout.EngineConfig{BaseURL: ec.BaseURL, Protocol: ec.Protocol, Model: ec.Model,
+		APIKey: key, Timeout: time.Duration(ec.Timeout * float64(time.Second)), MaxRetries: ec.MaxRetries, Tokenizer: t.tk})
+	if err != nil {
+		return fmt.Errorf("trainer: actor_rollout_ref.rollout.engine: %w", err)
+	}
+	dir := ec.WeightsDir
+	if dir == "" {
+		dir = filepath.Join(t.runDir, "engine_weights")
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	t.engine = &engine{policy: p, dir: dir, apiKey: key, client: &http.Client{Timeout: time.Duration(ec.Timeout * float64(time.Second))}}
+	if ec.UpdateWeightsURL == "" {
+		t.log.Warn("the external engine is not told about new weights (actor_rollout_ref.rollout.engine.update_weights_url is empty): rollouts after the first step are off-policy", "engine", p.BaseURL())
+	}
+	t.log.Info("rollouts go to an external engine", "engine", p.BaseURL(), "protocol", ec.Protocol)
+	return nil
+}
+
+// rolloutPolicy is what generates rollouts: the external engine, or the built-in one.
+func (t *Trainer) rolloutPolicy() rollout.Policy {
+	if t.engine != nil {
+		return t.engine.policy
+	}
+	return t.policy
+}
+
+// afterStepEngine brings the engine the weights of the step just trained and adds the
+// engine's counts to the step's metrics.
+func (t *Trainer) afterStepEngine(ctx context.Context, step int, vals map[string]float64) error {
+	if t.engine == nil {
+		return nil
+	}
+	s := t.engine.policy.Stats()
+	vals["engine/requests"] = float64(s.Requests)
+	vals["engine/retries"] = float64(s.Retries)
+	vals["engine/failures"] = float64(s.Failures)
+	vals["engine/missing_logprobs"] = float64(s.MissingLogprobs)
+	vals["engine/end_token_missing"] = float64(s.EndTokenMissing)
+	if t.cfg.ActorRolloutRef.Rollout.Engine.UpdateWeightsURL == "" {
+		return nil
+	}
+	start := time.Now()
+	if err := t.syncEngine(ctx, step); err != nil {
+		return err
+	}
+	vals["timing_s/engine_weights"] = time.Since(start).Seconds()
+	return nil
+}
+
+// syncEngine saves the policy as a Hugging Face checkpoint under the engine's weights
+// directory and calls the reload URL with its path.
+func (t *Trainer) syncEngine(ctx context.Context, step int) error {
+	e := t.engine
+	ec := t.cfg.ActorRolloutRef.Rollout.Engine
+	dir := filepath.Join(e.dir, fmt.Sprintf("global_step_%d", step))
+	tmp := dir + ".tmp"
+	os.RemoveAll(tmp)
+	ck := t.actor.Params.Checkpoint(t.actor.HF)
+	if t.actor.LoRA() != nil {
+		ck = t.actor.MergedCheckpoint()
+	}
+	if err := weights.Save(tmp, ck); err != nil {
+		return fmt.Errorf("trainer: saving the weights for the engine: %w", err)
+	}
+	os.RemoveAll(dir)
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("trainer: saving the weights for the engine: %w", err)
+	}
+	url := ec.UpdateWeightsURL
+	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+		url = e.policy.BaseURL() + "/" + strings.TrimLeft(url, "/")
+	}
+	q, _ := json.Marshal(dir)
+	body := strings.ReplaceAll(ec.UpdateWeightsBody, "{path}", string(q[1:len(q)-1]))
+	req, err := http.NewRequestWithContext(ctx, ec.UpdateWeightsMethod, url, bytes.NewReader([]byte(body)))
+	if err != nil {
+		return fmt.Errorf("trainer: engine reload call: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if e.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+e.apiKey)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("trainer: engine reload %s %s: %w", ec.UpdateWeightsMethod, url, err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("trainer: engine reload %s %s: HTTP %d: %s", ec.UpdateWeightsMethod, url, resp.StatusCode, strings.TrimSpace(string(msg)))
+	}
+	// SGLang answers 200 with {"success": false, "message": ...} when the load failed.
+	var r struct {
+		Success *bool  `json:"success"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(msg, &r) == nil && r.Success != nil && !*r.Success {
+		return fmt.Errorf("trainer: engine reload %s %s: the engine says it failed: %s", ec.UpdateWeightsMethod, url, r.Message)
+	}
+	if e.last != "" && e.last != dir {
+		os.RemoveAll(e.last)
+	}
+	e.last = dir
+	fmt.Fprintf(t.opts.Progress, "engine: reloaded %s\n", dir)
+	return nil
+}
