@@ -24,6 +24,8 @@ import (
 //
 //	actor/            model.safetensors + config.json (transformers loads it)
 //	optimizer.bin     AdamW moments, little-endian float32: m then v
+//	critic/           with a critic: its decoder (as actor/) and value_head.safetensors
+//	critic_optimizer.bin  the critic's AdamW moments
 //	state.json        step, optimizer step, data position, KL coefficient
 //
 // written to a temporary directory and renamed, so a crash never leaves a partial checkpoint
@@ -36,6 +38,7 @@ type trainerState struct {
 	Pos        int     `json:"pos"`
 	KLCoef     float64 `json:"kl_coef"`
 	TotalSteps int     `json:"total_steps"`
+	CriticStep int     `json:"critic_optimizer_step,omitempty"`
 }
 
 func (t *Trainer) checkpointDir() string { return filepath.Join(t.runDir, "checkpoints") }
@@ -65,6 +68,12 @@ func (t *Trainer) checkpoint() error {
 	}
 	st := trainerState{Step: t.step, OptStep: t.opt.Step, Epoch: t.sampler.Epoch, Pos: t.sampler.Pos,
 		KLCoef: t.klCtl.Beta(), TotalSteps: t.totalSteps}
+	if t.critic != nil {
+		if err := t.critic.save(tmp); err != nil {
+			return err
+		}
+		st.CriticStep = t.critic.opt.Step
+	}
 	b, _ := json.MarshalIndent(st, "", "  ")
 	if err := os.WriteFile(filepath.Join(tmp, "state.json"), b, 0o644); err != nil {
 		return err
@@ -147,6 +156,11 @@ func (t *Trainer) resume() error {
 		return fmt.Errorf("trainer: resume: %w", err)
 	}
 	t.opt.Step = st.OptStep
+	if t.critic != nil {
+		if err := t.critic.load(dir, st.CriticStep); err != nil {
+			return err
+		}
+	}
 	t.step = st.Step
 	if t.sampler != nil {
 		t.sampler.Seek(st.Epoch, st.Pos)

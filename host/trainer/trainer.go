@@ -50,6 +50,7 @@ type Trainer struct {
 	actor   *model.Model
 	ref     *model.Model // nil when no KL term needs it
 	opt     *model.AdamW
+	critic  *critic // nil without a critic (critic.enable, adv_estimator=gae)
 	policy  *rollout.ModelPolicy
 	chat    *chatserver.Server // external_episode tasks: the policy as an OpenAI endpoint
 	engine  *engine            // rollout.name=openai: rollouts from an external engine (engine.go)
@@ -79,9 +80,6 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	}
 	if cfg.Task.Name == "" {
 		return nil, fmt.Errorf("trainer: no task: pass --task NAME (or set task.name)")
-	}
-	if cfg.CriticEnabled() || cfg.Algorithm.AdvEstimator == "gae" {
-		return nil, fmt.Errorf("trainer: algorithm.adv_estimator=%s needs a critic (value head), which this version does not train yet; use grpo, rloo, reinforce_plus_plus or another critic-free estimator", cfg.Algorithm.AdvEstimator)
 	}
 	ac := cfg.ActorRolloutRef.Actor
 	for _, err := range []error{algo.CheckEstimator(cfg.Algorithm.AdvEstimator), algo.CheckAggMode(ac.LossAggMode), algo.CheckKLKind(ac.KLLossType), algo.CheckKLKind(cfg.Algorithm.KLPenalty),
@@ -149,6 +147,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 			return nil, err
 		}
 		t.refActs = &actsCache{m: t.ref}
+	}
+	if cfg.CriticEnabled() {
+		if t.critic, err = newCritic(be, ck, cfg.Critic); err != nil {
+			return nil, err
+		}
 	}
 	ck = nil
 	t.acts = &actsCache{m: t.actor}
@@ -732,22 +735,32 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 	for i, o := range outs {
 		groups[i] = o.Sample.UID
 	}
-	adv, _, err := algo.Advantages(cfg.Algorithm.AdvEstimator, algo.AdvantageInput{TokenRewards: tokenRewards, Mask: b.mask,
-		B: b.B, T: b.Tr, Groups: groups, Gamma: cfg.Algorithm.Gamma, Lam: cfg.Algorithm.Lam, NormByStd: cfg.Algorithm.NormAdvByStdInGRPO})
+	values, err := t.criticValues(b, vals)
+	if err != nil {
+		return nil, err
+	}
+	adv, returns, err := algo.Advantages(cfg.Algorithm.AdvEstimator, algo.AdvantageInput{TokenRewards: tokenRewards, Mask: b.mask,
+		B: b.B, T: b.Tr, Groups: groups, Values: values, Gamma: cfg.Algorithm.Gamma, Lam: cfg.Algorithm.Lam, NormByStd: cfg.Algorithm.NormAdvByStdInGRPO})
 	if err != nil {
 		return nil, err
 	}
 
-	// update
-	upd := time.Now()
-	um, err := t.update(ctx, b, adv, oldLogp, refLogp, step)
-	if err != nil {
+	// update: the critic, then the actor once trainer.critic_warmup steps have passed (veRL:
+	// the actor updates when critic_warmup <= step)
+	if err := t.updateCritic(ctx, b, values, returns, adv, step, vals); err != nil {
 		return nil, err
 	}
-	for k, v := range um {
-		vals[k] = v
+	if cfg.Trainer.CriticWarmup <= step {
+		upd := time.Now()
+		um, err := t.update(ctx, b, adv, oldLogp, refLogp, step)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range um {
+			vals[k] = v
+		}
+		vals[metrics.TimingUpdateActor] = time.Since(upd).Seconds()
 	}
-	vals[metrics.TimingUpdateActor] = time.Since(upd).Seconds()
 
 	// batch statistics
 	var seqScore, seqReward, promptLen, respLen, clipped float64
@@ -952,15 +965,5 @@ func permuteRows(x []float32, order []int, Tr int) []float32 {
 // learningRate is the actor's learning rate at a step: linear warm-up, then constant or
 // cosine decay to min_lr_ratio.
 func (t *Trainer) learningRate(step int) float64 {
-	o := t.cfg.ActorRolloutRef.Actor.Optim
-	warm := o.WarmupSteps(t.totalSteps)
-	if warm > 0 && step <= warm {
-		return o.LR * float64(step) / float64(warm)
-	}
-	if o.WarmupStyle == "cosine" && t.totalSteps > warm {
-		p := float64(step-warm) / float64(t.totalSteps-warm)
-		min := o.LR * o.MinLRRatio
-		return min + (o.LR-min)*0.5*(1+math.Cos(math.Pi*p))
-	}
-	return o.LR
+	return scheduledLR(t.cfg.ActorRolloutRef.Actor.Optim, step, t.totalSteps)
 }

@@ -1,0 +1,289 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"time"
+
+	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/model"
+	"github.com/rlhost/rlhost/gpu/weights"
+	"github.com/rlhost/rlhost/host/algo"
+	"github.com/rlhost/rlhost/host/config"
+)
+
+// critic is the value model of PPO with GAE (veRL's critic worker): its own copy of the
+// policy's weights with a one-output head (model.ValueModel), its own AdamW (critic.optim),
+// trained on the clipped value loss (critic.cliprange_value, critic.loss_agg_mode).
+//
+// The value of response token j of a trajectory is read at the position before it, where the
+// token was chosen (veRL: values[:, -response_length-1:-1]); tokens outside the response mask
+// (tool observations, padding) have value 0 and no loss.
+type critic struct {
+	vm   *model.ValueModel
+	opt  *model.ValueAdamW
+	acts map[[2]int]*model.ValueActs
+}
+
+// criticOptimizerFile and criticDir are the critic's part of a checkpoint directory.
+const (
+	criticDir           = "critic"
+	criticOptimizerFile = "critic_optimizer.bin"
+)
+
+func newCritic(be gpu.Backend, ck *weights.Checkpoint, cc config.Critic) (*critic, error) {
+	vm, err := model.NewValueModel(be, ck)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: critic: %w", err)
+	}
+	o := cc.Optim
+	betas := o.Betas
+	if len(betas) != 2 {
+		betas = []float64{0.9, 0.999}
+	}
+	eps := o.Eps
+	if eps == 0 {
+		eps = 1e-8
+	}
+	opt := model.NewValueAdamW(vm, model.AdamWConfig{LR: float32(o.LR), Beta1: float32(betas[0]), Beta2: float32(betas[1]),
+		Eps: float32(eps), WeightDecay: float32(o.WeightDecay), MaxGradNorm: float32(cc.GradClip)})
+	return &critic{vm: vm, opt: opt}, nil
+}
+
+// actsFor keeps activation buffers per shape (at most four shapes).
+func (c *critic) actsFor(B, T int) *model.ValueActs {
+	k := [2]int{B, T}
+	if a, ok := c.acts[k]; ok {
+		return a
+	}
+	if c.acts == nil || len(c.acts) >= 4 {
+		c.acts = map[[2]int]*model.ValueActs{}
+	}
+	a := c.vm.NewActs(B, T)
+	c.acts[k] = a
+	return a
+}
+
+// values runs the critic over the batch in micro-batches: [B*Tr], the value of each response
+// model token, 0 elsewhere.
+func (c *critic) values(b *batchOf, micro int) ([]float32, error) {
+	out := make([]float32, b.B*b.Tr)
+	micro = max(micro, 1)
+	for lo := 0; lo < b.B; lo += micro {
+		hi := min(lo+micro, b.B)
+		mb, plen := b.pack(lo, hi)
+		a := c.actsFor(mb.B, mb.T)
+		if err := c.vm.Forward(a, mb); err != nil {
+			return nil, fmt.Errorf("trainer: critic forward: %w", err)
+		}
+		b.extract(b.rows(out, lo, hi), a.Values, mb.T, plen, lo, hi)
+	}
+	return out, nil
+}
+
+// criticUpdate are the settings of one critic update.
+type criticUpdate struct {
+	MiniSeqs  int // trajectories per optimiser step (the actor's ppo_mini_batch_size * rollout.n)
+	Micro     int // trajectories per forward/backward (critic.ppo_micro_batch_size_per_gpu)
+	Epochs    int // passes over the batch (the actor's ppo_epochs)
+	ClipRange float64
+	AggMode   string
+	NormLen   int // seq-mean-token-sum-norm's divisor
+	LR        float64
+}
+
+// update trains the critic on the step's returns: epochs over mini-batches (in order, as
+// veRL's critic), each an AdamW step over micro-batches with gradient accumulation. The value
+// loss of a mini-batch is aggregated over the whole mini-batch (the global token and
+// sequence counts), as the actor's loss is. oldValues are the values the advantages were
+// computed with (the clipping centre). It returns veRL's critic/* update metrics.
+func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []float32, u criticUpdate) (map[string]float64, error) {
+	c.opt.Config.LR = float32(u.LR)
+	miniSeqs, micro := max(u.MiniSeqs, 1), max(u.Micro, 1)
+	sums, counts := map[string]float64{}, map[string]float64{}
+	add := func(k string, v float64) { sums[k] += v; counts[k]++ }
+	for epoch := 0; epoch < max(u.Epochs, 1); epoch++ {
+		for lo := 0; lo < b.B; lo += miniSeqs {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			hi := min(lo+miniSeqs, b.B)
+			gTok, gSeq := maskCounts(b.rows(b.mask, lo, hi), b.Tr)
+			agg := algo.Agg{Mode: u.AggMode, GlobalTokens: gTok, GlobalSeqs: gSeq, NormLen: u.NormLen}
+			c.vm.ZeroGrads()
+			var miniLoss float64
+			for mlo := lo; mlo < hi; mlo += micro {
+				mhi := min(mlo+micro, hi)
+				Bm := mhi - mlo
+				mb, plen := b.pack(mlo, mhi)
+				a := c.actsFor(mb.B, mb.T)
+				if err := c.vm.Forward(a, mb); err != nil {
+					return nil, fmt.Errorf("trainer: critic forward: %w", err)
+				}
+				vpreds := make([]float32, Bm*b.Tr)
+				b.extract(vpreds, a.Values, mb.T, plen, mlo, mhi)
+				mmask := b.rows(b.mask, mlo, mhi)
+				loss, dv, clipFrac := algo.ValueLossAgg(vpreds, b.rows(oldValues, mlo, mhi), b.rows(returns, mlo, mhi), mmask,
+					Bm, b.Tr, u.ClipRange, agg)
+				miniLoss += loss
+				add("critic/vf_clipfrac", clipFrac)
+				add("critic/vpred_mean", algo.MaskedMean(vpreds, mmask))
+				rows := make([]float32, mb.B*mb.T)
+				b.scatter(rows, dv, mb.T, plen, mlo, mhi)
+				if err := c.vm.Backward(a, rows); err != nil {
+					return nil, fmt.Errorf("trainer: critic backward: %w", err)
+				}
+			}
+			norm, err := c.opt.Update(c.vm)
+			if err != nil {
+				return nil, fmt.Errorf("trainer: critic: %w", err)
+			}
+			if math.IsNaN(norm) || math.IsInf(norm, 0) {
+				return nil, fmt.Errorf("trainer: critic gradient norm is %v: the update was not finite", norm)
+			}
+			add("critic/vf_loss", miniLoss)
+			add("critic/grad_norm", norm)
+		}
+	}
+	out := map[string]float64{"critic/lr": u.LR}
+	for k, v := range sums {
+		out[k] = v / counts[k]
+	}
+	return out, nil
+}
+
+// maskCounts returns the valid tokens and the sequences with at least one valid token of
+// a [rows*Tr] mask.
+func maskCounts(mask []float32, Tr int) (tokens, seqs int) {
+	for i := 0; i < len(mask)/Tr; i++ {
+		has := false
+		for _, m := range mask[i*Tr : (i+1)*Tr] {
+			if m != 0 {
+				tokens++
+				has = true
+			}
+		}
+		if has {
+			seqs++
+		}
+	}
+	return tokens, seqs
+}
+
+// criticDataMetrics are veRL's batch statistics of a step with a critic: the values and
+// returns over the valid response tokens (mean, max, min) and the explained variance
+// 1 - var(returns - values) / (var(returns) + 1e-5), variances with Bessel's correction.
+func criticDataMetrics(values, returns, adv, mask []float32) map[string]float64 {
+	out := map[string]float64{}
+	var n float64
+	var sv, sr, sd, sr2, sd2 float64
+	vmax, vmin, rmax, rmin, amax, amin := math.Inf(-1), math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1), math.Inf(1)
+	for i, m := range mask {
+		if m == 0 {
+			continue
+		}
+		v, r, a := float64(values[i]), float64(returns[i]), float64(adv[i])
+		n++
+		sv += v
+		sr += r
+		sr2 += r * r
+		sd += r - v
+		sd2 += (r - v) * (r - v)
+		vmax, vmin = math.Max(vmax, v), math.Min(vmin, v)
+		rmax, rmin = math.Max(rmax, r), math.Min(rmin, r)
+		amax, amin = math.Max(amax, a), math.Min(amin, a)
+	}
+	if n == 0 {
+		return out
+	}
+	out["critic/values/mean"], out["critic/values/max"], out["critic/values/min"] = sv/n, vmax, vmin
+	out["critic/returns/mean"], out["critic/returns/max"], out["critic/returns/min"] = sr/n, rmax, rmin
+	out["critic/advantages/max"], out["critic/advantages/min"] = amax, amin
+	if n > 1 {
+		varR := (sr2 - sr*sr/n) / (n - 1)
+		varD := (sd2 - sd*sd/n) / (n - 1)
+		out["critic/vf_explained_var"] = 1 - varD/(varR+1e-5)
+	}
+	return out
+}
+
+// save writes the critic (decoder + head) and its optimizer moments into a checkpoint
+// directory.
+func (c *critic) save(dir string) error {
+	if err := c.vm.Save(filepath.Join(dir, criticDir)); err != nil {
+		return fmt.Errorf("trainer: critic checkpoint: %w", err)
+	}
+	m, v := c.opt.Moments()
+	return writeFloats(filepath.Join(dir, criticOptimizerFile), m, v)
+}
+
+// load restores what save wrote, and the optimizer's step count.
+func (c *critic) load(dir string, optStep int) error {
+	if err := c.vm.Load(filepath.Join(dir, criticDir)); err != nil {
+		return fmt.Errorf("trainer: resume the critic from %s (a checkpoint of a run without a critic cannot resume one with): %w", dir, err)
+	}
+	m, v := c.opt.Moments()
+	if err := readFloats(filepath.Join(dir, criticOptimizerFile), m, v); err != nil {
+		return fmt.Errorf("trainer: resume the critic: %w", err)
+	}
+	c.opt.Step = optStep
+	return nil
+}
+
+// scheduledLR is an optimiser section's learning rate at a step: linear warm-up, then
+// constant or cosine decay to min_lr_ratio.
+func scheduledLR(o config.Optim, step, total int) float64 {
+	warm := o.WarmupSteps(total)
+	if warm > 0 && step <= warm {
+		return o.LR * float64(step) / float64(warm)
+	}
+	if o.WarmupStyle == "cosine" && total > warm {
+		p := float64(step-warm) / float64(total-warm)
+		min := o.LR * o.MinLRRatio
+		return min + (o.LR-min)*0.5*(1+math.Cos(math.Pi*p))
+	}
+	return o.LR
+}
+
+// criticValues computes the critic's values of the step's response tokens (nil without a
+// critic) and logs timing_s/values.
+func (t *Trainer) criticValues(b *batchOf, vals map[string]float64) ([]float32, error) {
+	if t.critic == nil {
+		return nil, nil
+	}
+	s := time.Now()
+	v, err := t.critic.values(b, t.cfg.Critic.PPOMicroBatchSizePerGPU)
+	if err != nil {
+		return nil, err
+	}
+	vals["timing_s/values"] = time.Since(s).Seconds()
+	return v, nil
+}
+
+// updateCritic trains the critic on the step's returns (no-op without a critic) and logs
+// veRL's critic/* metrics and timing_s/update_critic.
+func (t *Trainer) updateCritic(ctx context.Context, b *batchOf, values, returns, adv []float32, step int, vals map[string]float64) error {
+	if t.critic == nil {
+		return nil
+	}
+	cfg := t.cfg
+	ac := cfg.ActorRolloutRef.Actor
+	s := time.Now()
+	m, err := t.critic.update(ctx, b, values, returns, criticUpdate{
+		MiniSeqs: ac.PPOMiniBatchSize * cfg.ActorRolloutRef.Rollout.N, Micro: cfg.Critic.PPOMicroBatchSizePerGPU,
+		Epochs: ac.PPOEpochs, ClipRange: cfg.Critic.CliprangeValue, AggMode: cfg.Critic.LossAggMode,
+		NormLen: cfg.ResponseLength(), LR: scheduledLR(cfg.Critic.Optim, step, t.totalSteps)})
+	if err != nil {
+		return err
+	}
+	for k, v := range m {
+		vals[k] = v
+	}
+	for k, v := range criticDataMetrics(values, returns, adv, b.mask) {
+		vals[k] = v
+	}
+	vals["timing_s/update_critic"] = time.Since(s).Seconds()
+	return nil
+}
