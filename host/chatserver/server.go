@@ -185,6 +185,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, typ, "%v", err)
 		return
 	}
+	if req.Stream {
+		writeStream(w, resp, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+		return
+	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -202,6 +206,9 @@ type chatRequest struct {
 	TopLogprobs         int               `json:"top_logprobs"`
 	Stop                json.RawMessage   `json:"stop"`
 	Stream              bool              `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 }
 
 type wireMessage struct {
@@ -445,9 +452,6 @@ var toolCallRE = regexp.MustCompile(`(?s)<tool_call>.*?</tool_call>`)
 
 // complete serves one request of the session.
 func (ss *session) complete(ctx context.Context, req *chatRequest) (*chatResponse, int, error) {
-	if req.Stream {
-		return nil, http.StatusBadRequest, errors.New("chatserver: stream is not supported; send stream=false")
-	}
 	msgs, err := req.messages()
 	if err != nil {
 		return nil, http.StatusBadRequest, err

@@ -119,7 +119,7 @@ func TestErrors(t *testing.T) {
 		{"bad content", s.URL() + "/v1/chat/completions", sess.APIKey(), `{"messages": [{"role": "user", "content": 3}]}`, 400, "messages[0].content"},
 		{"bad arguments", s.URL() + "/v1/chat/completions", sess.APIKey(), `{"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "a", "type": "function", "function": {"name": "calc", "arguments": "{nope"}}]}]}`, 400, "messages[0].tool_calls[0].function.arguments"},
 		{"bad tool", s.URL() + "/v1/chat/completions", sess.APIKey(), `{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "x"}]}`, 400, "tools[0]"},
-		{"stream", s.URL() + "/v1/chat/completions", sess.APIKey(), `{"messages": [{"role": "user", "content": "x"}], "stream": true}`, 400, "stream is not supported"},
+		{"stream with a bad field", s.URL() + "/v1/chat/completions", sess.APIKey(), `{"messages": [{"role": "user", "content": "x"}], "stream": true, "n": 0}`, 400, "n must be"},
 		{"bad n", s.URL() + "/v1/chat/completions", sess.APIKey(), `{"messages": [{"role": "user", "content": "x"}], "n": 0}`, 400, "n must be"},
 		{"bad temperature", s.URL() + "/v1/chat/completions", sess.APIKey(), `{"messages": [{"role": "user", "content": "x"}], "temperature": 9}`, 400, "temperature"},
 		{"bad stop", s.URL() + "/v1/chat/completions", sess.APIKey(), `{"messages": [{"role": "user", "content": "x"}], "stop": 5}`, 400, "stop must be"},
