@@ -405,11 +405,18 @@ def kl_ctrl_cases():
     return out
 
 
-def value_cases():
+VALUE_CASES = (("token-mean", 4, 7, 0.2, "token-mean", 0, 0),
+               ("seq-mean-token-mean", 4, 7, 0.5, "seq-mean-token-mean", 0, 0),
+               ("global", 3, 5, 0.2, "token-mean", 30, 0))
+# drawn after every other file's cases, so adding them left the other goldens unchanged
+VALUE_CASES_MORE = (("seq-mean-token-sum", 4, 6, 0.3, "seq-mean-token-sum", 0, 0),
+                    ("seq-mean-token-sum-norm", 3, 6, 0.3, "seq-mean-token-sum-norm", 0, 0),
+                    ("global-seq-mean-token-mean", 3, 5, 0.5, "seq-mean-token-mean", 0, 7))
+
+
+def value_cases(cases=VALUE_CASES):
     out = []
-    for name, B, T, clip, mode, gtok, gseq in (("token-mean", 4, 7, 0.2, "token-mean", 0, 0),
-                                               ("seq-mean-token-mean", 4, 7, 0.5, "seq-mean-token-mean", 0, 0),
-                                               ("global", 3, 5, 0.2, "token-mean", 30, 0)):
+    for name, B, T, clip, mode, gtok, gseq in cases:
         m = holes_mask(B, T, empty_rows=(2,) if B > 3 else ())
         old = rand((B, T))
         v = (old + rand((B, T), -3 * clip, 3 * clip)).astype(np.float32)
@@ -476,6 +483,7 @@ def main():
         "value_loss.json": value_cases(),
         "actor_loss.json": actor_cases(),
     }
+    files["value_loss.json"] += value_cases(VALUE_CASES_MORE)
     for name, data in files.items():
         with open(os.path.join(outdir, name), "w") as f:
             json.dump(plain_keys(data), f, indent=None, separators=(",", ":"))
