@@ -209,6 +209,10 @@ func attentionProbs(p []float32, q, k []float32, b, T, NH, NKV, HD int) {
 	}
 	// row r = h*T + t is query t of head h
 	parallelRows(NH*T, T*4, func(lo, hi int) {
+		if useKernels {
+			softmaxCausalC(p, T, lo, hi)
+			return
+		}
 		for r := lo; r < hi; r++ {
 			softmaxCausal(p[r*T:(r+1)*T], r%T)
 		}
@@ -322,6 +326,10 @@ func (Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, po
 // SwiGLUForward: out = silu(gate) * up.
 func (Backend) SwiGLUForward(out, gate, up []float32, n int) {
 	parallelRows(n, 8, func(lo, hi int) {
+		if useKernels {
+			swigluFwdC(out[lo:hi], gate[lo:hi], up[lo:hi])
+			return
+		}
 		for i := lo; i < hi; i++ {
 			g := gate[i]
 			out[i] = g / (1 + expf(-g)) * up[i]
@@ -332,6 +340,10 @@ func (Backend) SwiGLUForward(out, gate, up []float32, n int) {
 // SwiGLUBackward: dgate = dout*up*silu'(gate), dup = dout*silu(gate).
 func (Backend) SwiGLUBackward(dgate, dup []float32, dout, gate, up []float32, n int) {
 	parallelRows(n, 10, func(lo, hi int) {
+		if useKernels {
+			swigluBwdC(dgate[lo:hi], dup[lo:hi], dout[lo:hi], gate[lo:hi], up[lo:hi])
+			return
+		}
 		for i := lo; i < hi; i++ {
 			g := gate[i]
 			s := 1 / (1 + expf(-g))
@@ -365,6 +377,10 @@ func (Backend) ResidualBackward(da, db []float32, dout []float32, n int) {
 // LogprobForward: see gpu.Backend. Sums are taken in float64.
 func (Backend) LogprobForward(logp, entropy, lse []float32, logits []float32, targets []int32, N, V int) {
 	parallelRows(N, V*4, func(lo, hi int) {
+		if useKernels {
+			logprobFwdC(logp, entropy, lse, logits, targets, lo, hi, V)
+			return
+		}
 		for n := lo; n < hi; n++ {
 			z := logits[n*V : (n+1)*V]
 			m := z[0]
@@ -395,6 +411,10 @@ func (Backend) LogprobForward(logp, entropy, lse []float32, logits []float32, ta
 func (Backend) LogprobBackward(dlogits []float32, logits, lse, entropy []float32, targets []int32,
 	dlogp, dentropy []float32, N, V int) {
 	parallelRows(N, V*4, func(lo, hi int) {
+		if useKernels {
+			logprobBwdC(dlogits, logits, lse, entropy, targets, dlogp, dentropy, lo, hi, V)
+			return
+		}
 		for n := lo; n < hi; n++ {
 			z := logits[n*V : (n+1)*V]
 			dz := dlogits[n*V : (n+1)*V]
@@ -462,6 +482,10 @@ func (Backend) AdamW(params, grads, m, v []float32, step int, lr, beta1, beta2, 
 	bc1 := float32(1 - math.Pow(float64(beta1), float64(step)))
 	bc2 := float32(1 - math.Pow(float64(beta2), float64(step)))
 	parallelRows(len(params), 12, func(lo, hi int) {
+		if useKernels {
+			adamwC(params[lo:hi], grads[lo:hi], m[lo:hi], v[lo:hi], lr, beta1, beta2, eps, weightDecay, bc1, bc2)
+			return
+		}
 		for i := lo; i < hi; i++ {
 			g := grads[i]
 			mi := beta1*m[i] + (1-beta1)*g

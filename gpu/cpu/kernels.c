@@ -1,0 +1,284 @@
+// Vectorised (AVX2 + FMA) row loops of the CPU backend: the exp-bound
+// SwiGLU, causal softmax and log-softmax passes and the memory-bound AdamW.
+// Each kernel works on a range the Go side hands it (one goroutine's rows);
+// the Go loops in backend.go remain the portable path and the reference the
+// tests compare these kernels with. Compiled with -ffp-contract=off (the
+// pragma below, for this file alone): every multiply-add that is fused is
+// fused explicitly.
+
+#pragma GCC optimize("fp-contract=off")
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+int rl_have_avx2(void) {
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+#define AVX2 __attribute__((target("avx2,fma")))
+
+// exp8 is e^x on 8 lanes, the algorithm of expf in exp.go: x = n ln2 + r,
+// e^r by its degree-7 Taylor polynomial, times 2^n. 0 below -87.33654, +Inf
+// above 88.72283, NaN for NaN.
+static inline AVX2 __m256 exp8(__m256 x) {
+	const __m256 hi = _mm256_set1_ps(88.72283f), lo = _mm256_set1_ps(-87.33654f);
+	__m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+	__m256 fn = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+		_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(0.693359375f), xc);
+	r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(-2.12194440e-4f), r);
+	__m256 p = _mm256_set1_ps(1.0f / 5040);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+	// 2^n as 2^(n>>1) * 2^(n-(n>>1)): both factors stay normal for n in [-126, 128]
+	__m256i n = _mm256_cvtps_epi32(fn);
+	__m256i n1 = _mm256_srai_epi32(n, 1);
+	__m256i n2 = _mm256_sub_epi32(n, n1);
+	__m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+	__m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+	__m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+	y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+	y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+	return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+// tailmask has the first k < 8 lanes set: the masked loads and stores of the
+// loops' tails.
+static inline AVX2 __m256i tailmask(long k) {
+	const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)k), idx);
+}
+
+static inline AVX2 float hsum8(__m256 v) {
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+static inline AVX2 float hmax8(__m256 v) {
+	__m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_max_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+static inline AVX2 double hsum4d(__m256d v) {
+	__m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+	return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+// sigmoid8 is 1/(1+e^-g).
+static inline AVX2 __m256 sigmoid8(__m256 g) {
+	const __m256 one = _mm256_set1_ps(1.0f);
+	return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+}
+
+AVX2 void rl_swiglu_fwd(float *out, const float *gate, const float *up, long n) {
+	long i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 g = _mm256_loadu_ps(gate + i);
+		__m256 s = sigmoid8(g);
+		_mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(g, s), _mm256_loadu_ps(up + i)));
+	}
+	if (i < n) {
+		__m256i m = tailmask(n - i);
+		__m256 g = _mm256_maskload_ps(gate + i, m);
+		__m256 s = sigmoid8(g);
+		_mm256_maskstore_ps(out + i, m, _mm256_mul_ps(_mm256_mul_ps(g, s), _mm256_maskload_ps(up + i, m)));
+	}
+}
+
+// dgate = dout*up*s*(1 + g*(1-s)), dup = dout*g*s with s = sigmoid(g).
+static inline AVX2 void swiglu_bwd8(__m256 d, __m256 g, __m256 u, __m256 *dg, __m256 *du) {
+	const __m256 one = _mm256_set1_ps(1.0f);
+	__m256 s = sigmoid8(g);
+	*du = _mm256_mul_ps(_mm256_mul_ps(d, g), s);
+	__m256 t = _mm256_add_ps(one, _mm256_mul_ps(g, _mm256_sub_ps(one, s)));
+	*dg = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(d, u), s), t);
+}
+
+AVX2 void rl_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate, const float *up, long n) {
+	long i = 0;
+	__m256 dg, du;
+	for (; i + 8 <= n; i += 8) {
+		swiglu_bwd8(_mm256_loadu_ps(dout + i), _mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i), &dg, &du);
+		_mm256_storeu_ps(dgate + i, dg);
+		_mm256_storeu_ps(dup + i, du);
+	}
+	if (i < n) {
+		__m256i m = tailmask(n - i);
+		swiglu_bwd8(_mm256_maskload_ps(dout + i, m), _mm256_maskload_ps(gate + i, m), _mm256_maskload_ps(up + i, m), &dg, &du);
+		_mm256_maskstore_ps(dgate + i, m, dg);
+		_mm256_maskstore_ps(dup + i, m, du);
+	}
+}
+
+// rl_softmax_causal turns rows r0..r1-1 of p [*,T] into the causal softmax:
+// row r holds query t = r%T, whose entries 0..t become probabilities and the
+// rest 0.
+AVX2 void rl_softmax_causal(float *p, long T, long r0, long r1) {
+	const __m256 ninf = _mm256_set1_ps(-INFINITY);
+	for (long r = r0; r < r1; r++) {
+		float *row = p + r * T;
+		long len = r % T + 1, j;
+		__m256 mv = ninf;
+		for (j = 0; j + 8 <= len; j += 8)
+			mv = _mm256_max_ps(mv, _mm256_loadu_ps(row + j));
+		if (j < len) {
+			__m256i m = tailmask(len - j);
+			mv = _mm256_max_ps(mv, _mm256_blendv_ps(ninf, _mm256_maskload_ps(row + j, m), _mm256_castsi256_ps(m)));
+		}
+		__m256 mx = _mm256_set1_ps(hmax8(mv));
+		__m256 sv = _mm256_setzero_ps();
+		for (j = 0; j + 8 <= len; j += 8) {
+			__m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), mx));
+			_mm256_storeu_ps(row + j, e);
+			sv = _mm256_add_ps(sv, e);
+		}
+		if (j < len) {
+			__m256i m = tailmask(len - j);
+			__m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(row + j, m), mx));
+			e = _mm256_and_ps(e, _mm256_castsi256_ps(m));
+			_mm256_maskstore_ps(row + j, m, e);
+			sv = _mm256_add_ps(sv, e);
+		}
+		__m256 inv = _mm256_set1_ps(1.0f / hsum8(sv));
+		for (j = 0; j + 8 <= len; j += 8)
+			_mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
+		for (; j < len; j++)
+			row[j] *= _mm256_cvtss_f32(inv);
+		for (j = len; j < T; j++)
+			row[j] = 0;
+	}
+}
+
+// rl_logprob_fwd: rows n0..n1-1 of logits [*,V]: lse, entropy and the
+// log-prob of the target (0 without one); sums in double, as in Go.
+AVX2 void rl_logprob_fwd(float *logp, float *entropy, float *lse, const float *logits,
+	const int32_t *targets, long n0, long n1, long V) {
+	const __m256 ninf = _mm256_set1_ps(-INFINITY);
+	for (long n = n0; n < n1; n++) {
+		const float *z = logits + n * V;
+		long j;
+		__m256 mv = ninf;
+		for (j = 0; j + 8 <= V; j += 8)
+			mv = _mm256_max_ps(mv, _mm256_loadu_ps(z + j));
+		if (j < V) {
+			__m256i m = tailmask(V - j);
+			mv = _mm256_max_ps(mv, _mm256_blendv_ps(ninf, _mm256_maskload_ps(z + j, m), _mm256_castsi256_ps(m)));
+		}
+		float mx = hmax8(mv);
+		__m256 mxv = _mm256_set1_ps(mx);
+		__m256d se0 = _mm256_setzero_pd(), se1 = _mm256_setzero_pd();
+		__m256d sz0 = _mm256_setzero_pd(), sz1 = _mm256_setzero_pd();
+		for (j = 0; j < V; j += 8) {
+			__m256 d, dp; // dp: d in the product e*d (0 in the lanes past V)
+			if (j + 8 <= V) {
+				d = dp = _mm256_sub_ps(_mm256_loadu_ps(z + j), mxv);
+			} else { // tail: lanes past V get e = exp(-Inf) = 0 and e*d = 0
+				__m256i mi = tailmask(V - j);
+				__m256 m = _mm256_castsi256_ps(mi);
+				dp = _mm256_and_ps(_mm256_sub_ps(_mm256_maskload_ps(z + j, mi), mxv), m);
+				d = _mm256_blendv_ps(ninf, dp, m);
+			}
+			__m256 e = exp8(d);
+			__m256d e0 = _mm256_cvtps_pd(_mm256_castps256_ps128(e)), e1 = _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1));
+			__m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(dp)), d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(dp, 1));
+			se0 = _mm256_add_pd(se0, e0);
+			se1 = _mm256_add_pd(se1, e1);
+			sz0 = _mm256_add_pd(sz0, _mm256_mul_pd(e0, d0));
+			sz1 = _mm256_add_pd(sz1, _mm256_mul_pd(e1, d1));
+		}
+		double se = hsum4d(_mm256_add_pd(se0, se1)), sez = hsum4d(_mm256_add_pd(sz0, sz1));
+		double l = log(se);
+		lse[n] = mx + (float)l;
+		entropy[n] = (float)(l - sez / se);
+		int32_t t = targets[n];
+		logp[n] = t >= 0 ? z[t] - lse[n] : 0;
+	}
+}
+
+// rl_logprob_bwd: dlogits = dlogp*(onehot - p) - dentropy*p*(log p + H) for
+// rows n0..n1-1; dlogits may alias logits.
+AVX2 void rl_logprob_bwd(float *dlogits, const float *logits, const float *lse, const float *entropy,
+	const int32_t *targets, const float *dlogp, const float *dentropy, long n0, long n1, long V) {
+	for (long n = n0; n < n1; n++) {
+		const float *z = logits + n * V;
+		float *dz = dlogits + n * V;
+		int32_t t = targets[n];
+		float dl = t >= 0 ? dlogp[n] : 0;
+		__m256 l = _mm256_set1_ps(lse[n]), H = _mm256_set1_ps(entropy[n]);
+		__m256 ndl = _mm256_set1_ps(-dl), ndh = _mm256_set1_ps(-dentropy[n]);
+		long j = 0;
+		for (; j + 8 <= V; j += 8) {
+			__m256 lp = _mm256_sub_ps(_mm256_loadu_ps(z + j), l);
+			__m256 p = exp8(lp);
+			__m256 a = _mm256_mul_ps(ndl, p);
+			__m256 b = _mm256_mul_ps(_mm256_mul_ps(ndh, p), _mm256_add_ps(lp, H));
+			_mm256_storeu_ps(dz + j, _mm256_add_ps(a, b));
+		}
+		if (j < V) {
+			__m256i m = tailmask(V - j);
+			__m256 lp = _mm256_sub_ps(_mm256_maskload_ps(z + j, m), l);
+			__m256 p = exp8(lp);
+			__m256 a = _mm256_mul_ps(ndl, p);
+			__m256 b = _mm256_mul_ps(_mm256_mul_ps(ndh, p), _mm256_add_ps(lp, H));
+			_mm256_maskstore_ps(dz + j, m, _mm256_add_ps(a, b));
+		}
+		if (t >= 0)
+			dz[t] += dl;
+	}
+}
+
+// rl_adamw is torch.optim.AdamW's step on n values, the arithmetic of the Go
+// loop in backend.go (bc1, bc2: the bias corrections 1-beta^step).
+AVX2 void rl_adamw(float *params, const float *grads, float *m, float *v, long n, float lr,
+	float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+	const __m256 b1 = _mm256_set1_ps(beta1), b2 = _mm256_set1_ps(beta2);
+	const __m256 c1 = _mm256_set1_ps(1 - beta1), c2 = _mm256_set1_ps(1 - beta2);
+	const __m256 decay = _mm256_set1_ps(1 - lr * wd), lrv = _mm256_set1_ps(lr), epsv = _mm256_set1_ps(eps);
+	const __m256 bc1v = _mm256_set1_ps(bc1), bc2v = _mm256_set1_ps(bc2);
+	long i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 g = _mm256_loadu_ps(grads + i);
+		__m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(c1, g));
+		__m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)), _mm256_mul_ps(_mm256_mul_ps(c2, g), g));
+		_mm256_storeu_ps(m + i, mi);
+		_mm256_storeu_ps(v + i, vi);
+		__m256 p = _mm256_mul_ps(_mm256_loadu_ps(params + i), decay);
+		__m256 mhat = _mm256_div_ps(mi, bc1v), vhat = _mm256_div_ps(vi, bc2v);
+		__m256 step = _mm256_div_ps(_mm256_mul_ps(lrv, mhat), _mm256_add_ps(_mm256_sqrt_ps(vhat), epsv));
+		_mm256_storeu_ps(params + i, _mm256_sub_ps(p, step));
+	}
+	for (; i < n; i++) {
+		float g = grads[i];
+		float mi = beta1 * m[i] + (1 - beta1) * g;
+		float vi = beta2 * v[i] + (1 - beta2) * g * g;
+		m[i] = mi;
+		v[i] = vi;
+		float p = params[i] * (1 - lr * wd);
+		float mhat = mi / bc1, vhat = vi / bc2;
+		params[i] = p - lr * mhat / (sqrtf(vhat) + eps);
+	}
+}
+
+// rl_exp is exp8 over n values, for the tests.
+AVX2 void rl_exp(float *out, const float *x, long n) {
+	long i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(out + i, exp8(_mm256_loadu_ps(x + i)));
+	if (i < n) {
+		__m256i m = tailmask(n - i);
+		_mm256_maskstore_ps(out + i, m, exp8(_mm256_maskload_ps(x + i, m)));
+	}
+}

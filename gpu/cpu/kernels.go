@@ -1,0 +1,94 @@
+package cpu
+
+/*
+#cgo LDFLAGS: -lm
+#include "kernels.h"
+*/
+import "C"
+
+import "unsafe"
+
+// haveAVX2 says whether the vectorised kernels of kernels.c can run here
+// (AVX2 and FMA); without them the Go loops of this package do the work.
+var haveAVX2 = C.rl_have_avx2() != 0
+
+// useKernels selects the kernels of kernels.c over the Go loops; the tests
+// switch it off to compare the two.
+var useKernels = haveAVX2
+
+func fptr(x []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(x))) }
+
+func iptr(x []int32) *C.int32_t { return (*C.int32_t)(unsafe.Pointer(unsafe.SliceData(x))) }
+
+func swigluFwdC(out, gate, up []float32) {
+	n := len(out)
+	if n == 0 {
+		return
+	}
+	_, _ = gate[n-1], up[n-1]
+	C.rl_swiglu_fwd(fptr(out), fptr(gate), fptr(up), C.long(n))
+}
+
+func swigluBwdC(dgate, dup, dout, gate, up []float32) {
+	n := len(dgate)
+	if n == 0 {
+		return
+	}
+	_, _, _, _ = dup[n-1], dout[n-1], gate[n-1], up[n-1]
+	C.rl_swiglu_bwd(fptr(dgate), fptr(dup), fptr(dout), fptr(gate), fptr(up), C.long(n))
+}
+
+// softmaxCausalC is softmaxCausal on the rows lo..hi-1 of p [*,T].
+func softmaxCausalC(p []float32, T, lo, hi int) {
+	if lo >= hi {
+		return
+	}
+	_ = p[hi*T-1]
+	C.rl_softmax_causal(fptr(p), C.long(T), C.long(lo), C.long(hi))
+}
+
+func logprobFwdC(logp, entropy, lse, logits []float32, targets []int32, lo, hi, V int) {
+	if lo >= hi {
+		return
+	}
+	_, _, _, _, _ = logp[hi-1], entropy[hi-1], lse[hi-1], targets[hi-1], logits[hi*V-1]
+	for _, t := range targets[lo:hi] {
+		if int(t) >= V {
+			panic("cpu: LogprobForward target outside the vocabulary")
+		}
+	}
+	C.rl_logprob_fwd(fptr(logp), fptr(entropy), fptr(lse), fptr(logits), iptr(targets), C.long(lo), C.long(hi), C.long(V))
+}
+
+func logprobBwdC(dlogits, logits, lse, entropy []float32, targets []int32, dlogp, dentropy []float32, lo, hi, V int) {
+	if lo >= hi {
+		return
+	}
+	_, _, _, _, _, _, _ = dlogits[hi*V-1], logits[hi*V-1], lse[hi-1], entropy[hi-1], targets[hi-1], dlogp[hi-1], dentropy[hi-1]
+	for _, t := range targets[lo:hi] {
+		if int(t) >= V {
+			panic("cpu: LogprobBackward target outside the vocabulary")
+		}
+	}
+	C.rl_logprob_bwd(fptr(dlogits), fptr(logits), fptr(lse), fptr(entropy), iptr(targets), fptr(dlogp), fptr(dentropy),
+		C.long(lo), C.long(hi), C.long(V))
+}
+
+func adamwC(params, grads, m, v []float32, lr, beta1, beta2, eps, wd, bc1, bc2 float32) {
+	n := len(params)
+	if n == 0 {
+		return
+	}
+	_, _, _ = grads[n-1], m[n-1], v[n-1]
+	C.rl_adamw(fptr(params), fptr(grads), fptr(m), fptr(v), C.long(n), C.float(lr), C.float(beta1), C.float(beta2),
+		C.float(eps), C.float(wd), C.float(bc1), C.float(bc2))
+}
+
+// expC is the kernels' vectorised e^x over x (tests only).
+func expC(out, x []float32) {
+	if len(out) == 0 {
+		return
+	}
+	_ = x[len(out)-1]
+	C.rl_exp(fptr(out), fptr(x), C.long(len(out)))
+}

@@ -1,0 +1,185 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// withGo runs f with the Go loops instead of the kernels of kernels.c.
+func withGo(f func()) {
+	saved := useKernels
+	useKernels = false
+	defer func() { useKernels = saved }()
+	f()
+}
+
+func needKernels(t *testing.T) {
+	t.Helper()
+	if !haveAVX2 {
+		t.Skip("no AVX2+FMA on this CPU: the Go loops run and are the only path")
+	}
+	if !useKernels {
+		t.Fatal("AVX2+FMA present but the kernels are off")
+	}
+}
+
+// closeTo reports whether got is within rel (relative to max(|want|, floor))
+// of want; NaNs must match NaNs and infinities must be equal.
+func closeTo(got, want float32, rel, floor float64) bool {
+	g, w := float64(got), float64(want)
+	if math.IsNaN(w) || math.IsNaN(g) {
+		return math.IsNaN(w) && math.IsNaN(g)
+	}
+	if math.IsInf(w, 0) || math.IsInf(g, 0) {
+		return g == w
+	}
+	return math.Abs(g-w) <= rel*math.Max(math.Abs(w), floor)
+}
+
+func compare(t *testing.T, what string, got, want []float32, rel, floor float64) {
+	t.Helper()
+	for i := range want {
+		if !closeTo(got[i], want[i], rel, floor) {
+			t.Fatalf("%s[%d] = %v, want %v (Go loop)", what, i, got[i], want[i])
+		}
+	}
+}
+
+// special are inputs at and beyond the edges of expf's range.
+var special = []float32{0, -0, 1, -1, 88.72283, 88.72284, 89, -87.33654, -87.33655, -88, -100, 100, 1e-30, -1e-30,
+	float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0.34657359, -0.34657359, 0.5, 20, -20}
+
+// TestExpKernel: the vectorised exp against float64 math.Exp over a sweep of
+// [-87, 88] and the special values, lengths that exercise the masked tail.
+func TestExpKernel(t *testing.T) {
+	needKernels(t)
+	var x []float32
+	for v := -87.3; v <= 88.7; v += 0.01 {
+		x = append(x, float32(v))
+	}
+	x = append(x, special...)
+	for _, n := range []int{len(x), 1, 7, 9} {
+		out := make([]float32, n+1)
+		out[n] = 42 // past the end: must stay
+		expC(out[:n], x[:n])
+		if out[n] != 42 {
+			t.Fatalf("n=%d: wrote past the end", n)
+		}
+		for i, xi := range x[:n] {
+			want := float32(math.Exp(float64(xi)))
+			if xi < -87.33654 { // no subnormals, like expf
+				want = 0
+			}
+			if !closeTo(out[i], want, 3e-7, 0) {
+				t.Fatalf("exp(%v) = %v, want %v", xi, out[i], want)
+			}
+			if g := expf(xi); !closeTo(out[i], g, 3e-7, 0) {
+				t.Fatalf("exp(%v) = %v, Go expf %v", xi, out[i], g)
+			}
+		}
+	}
+}
+
+func TestSwiGLUKernel(t *testing.T) {
+	needKernels(t)
+	r := rand.New(rand.NewPCG(7, 1))
+	for _, n := range []int{0, 1, 5, 8, 9, 15, 16, 17, len(special), 1000, 1 << 16} {
+		gate, up, dout := randSlice(r, n, 12), randSlice(r, n, 2), randSlice(r, n, 1)
+		if n == len(special) {
+			copy(gate, special)
+		}
+		out, dg, du := make([]float32, n), make([]float32, n), make([]float32, n)
+		wout, wdg, wdu := make([]float32, n), make([]float32, n), make([]float32, n)
+		be.SwiGLUForward(out, gate, up, n)
+		be.SwiGLUBackward(dg, du, dout, gate, up, n)
+		withGo(func() {
+			be.SwiGLUForward(wout, gate, up, n)
+			be.SwiGLUBackward(wdg, wdu, dout, gate, up, n)
+		})
+		// (1 + g(1-s)) cancels near g = -1.28: errors relative to the operands' scale
+		compare(t, "out", out, wout, 1e-6, 1e-3)
+		for i := range wdg { // relative to the operands' scale |dout*up|*(1+|g|)
+			scale := math.Abs(float64(dout[i]*up[i])) * (1 + math.Abs(float64(gate[i])))
+			if !closeTo(dg[i], wdg[i], 1e-6, scale) {
+				t.Fatalf("dgate[%d] = %v, want %v (Go loop; gate %v)", i, dg[i], wdg[i], gate[i])
+			}
+		}
+		compare(t, "dup", du, wdu, 1e-6, 1e-3)
+	}
+}
+
+func TestSoftmaxCausalKernel(t *testing.T) {
+	needKernels(t)
+	r := rand.New(rand.NewPCG(7, 2))
+	for _, T := range []int{1, 2, 7, 8, 9, 16, 17, 37, 256} {
+		const NH = 3
+		p := randSlice(r, NH*T*T, 20)
+		p[T*T-1] = 80 // a large score
+		want := slices.Clone(p)
+		softmaxCausalC(p, T, 0, NH*T)
+		for row := 0; row < NH*T; row++ {
+			softmaxCausal(want[row*T:(row+1)*T], row%T)
+		}
+		compare(t, "p", p, want, 2e-6, 1e-30)
+		// a sub-range of rows leaves the others alone
+		q := randSlice(r, NH*T*T, 5)
+		orig := slices.Clone(q)
+		softmaxCausalC(q, T, 1, NH*T-1)
+		if !slices.Equal(q[:T], orig[:T]) || !slices.Equal(q[(NH*T-1)*T:], orig[(NH*T-1)*T:]) {
+			t.Fatalf("T=%d: rows outside [lo, hi) changed", T)
+		}
+	}
+}
+
+func TestLogprobKernel(t *testing.T) {
+	needKernels(t)
+	r := rand.New(rand.NewPCG(7, 3))
+	for _, V := range []int{1, 2, 7, 8, 9, 13, 16, 17, 49, 1000, 49152} {
+		const N = 5
+		logits := randSlice(r, N*V, 15)
+		targets := make([]int32, N)
+		for n := range targets {
+			targets[n] = int32(r.IntN(V))
+		}
+		targets[2] = -1
+		if V > 3 {
+			logits[V+1] = -200 // an exp that underflows to 0
+		}
+		dlogp, dent := randSlice(r, N, 1), randSlice(r, N, 1)
+		logp, ent, lse := make([]float32, N), make([]float32, N), make([]float32, N)
+		wlogp, went, wlse := make([]float32, N), make([]float32, N), make([]float32, N)
+		be.LogprobForward(logp, ent, lse, logits, targets, N, V)
+		withGo(func() { be.LogprobForward(wlogp, went, wlse, logits, targets, N, V) })
+		compare(t, "lse", lse, wlse, 1e-6, 1)
+		compare(t, "logp", logp, wlogp, 1e-6, 1)
+		compare(t, "entropy", ent, went, 1e-5, 1)
+		dl, wdl := make([]float32, N*V), slices.Clone(logits) // the Go loop runs in place (aliasing allowed)
+		be.LogprobBackward(dl, logits, lse, ent, targets, dlogp, dent, N, V)
+		withGo(func() { be.LogprobBackward(wdl, wdl, lse, ent, targets, dlogp, dent, N, V) })
+		compare(t, "dlogits", dl, wdl, 1e-5, 1e-3)
+	}
+}
+
+// TestAdamWKernel: the vectorised AdamW is the Go loop's arithmetic, so the
+// results must be bit-identical.
+func TestAdamWKernel(t *testing.T) {
+	needKernels(t)
+	r := rand.New(rand.NewPCG(7, 4))
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 1000, 1 << 16} {
+		p, m, v := randSlice(r, n, 1), randSlice(r, n, 0.1), randSlice(r, n, 0.01)
+		for i := range v {
+			v[i] = v[i] * v[i]
+		}
+		wp, wm, wv := slices.Clone(p), slices.Clone(m), slices.Clone(v)
+		for step := 1; step <= 3; step++ {
+			g := randSlice(r, n, 1)
+			be.AdamW(p, g, m, v, step, 1e-3, 0.9, 0.999, 1e-8, 0.01)
+			withGo(func() { be.AdamW(wp, g, wm, wv, step, 1e-3, 0.9, 0.999, 1e-8, 0.01) })
+		}
+		if !slices.Equal(p, wp) || !slices.Equal(m, wm) || !slices.Equal(v, wv) {
+			t.Fatalf("n=%d: AdamW differs from the Go loop", n)
+		}
+	}
+}
