@@ -57,6 +57,7 @@ type Generator struct {
 	logits           []float32 // [M,V]
 	rstd             []float32
 	lora             loraScratch
+	lowp             *lowpCopy // reduced-precision weights (SetDtype); nil: fp32
 }
 
 // NewGenerator allocates a KV cache for slots sequences of maxT tokens.
@@ -88,7 +89,7 @@ func grow(b []float32, n int) []float32 {
 // returns the logits [len(rows), V] of the tokens at indexes rows.
 func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	m := g.m
-	be, c, p := m.be, m.Config, m.Params
+	be, c, p := g.backend(), m.Config, m.Params
 	N := len(tokens)
 	QD, KD := c.NH*c.HD, c.NKV*c.HD
 	g.x, g.ln, g.tmp = grow(g.x, N*c.C), grow(g.ln, N*c.C), grow(g.tmp, N*c.C)
@@ -156,6 +157,9 @@ type running struct {
 // IgnoreEOS), its Stop func, or the end of the slot (MaxT positions).
 func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 	c := g.m.Config
+	if err := g.syncLowp(); err != nil {
+		return nil, err
+	}
 	for i, r := range reqs {
 		if len(r.Prompt) == 0 {
 			return nil, fmt.Errorf("model: request %d has an empty prompt", i)

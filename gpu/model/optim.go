@@ -44,5 +44,8 @@ func (o *AdamW) Update(m *Model) (float64, error) {
 	o.Step++
 	c := o.Config
 	be.AdamW(params, grads, o.m, o.v, o.Step, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay)
+	if m.lora == nil { // the base weights moved: generator copies are refreshed (lowp.go)
+		m.Params.Changed()
+	}
 	return norm, nil
 }

@@ -29,6 +29,8 @@ type Params struct {
 	NormF  []float32 // model.norm.weight [C]
 	LMHead []float32 // lm_head.weight [V, C]; aliases Embed when tied
 	Names  []ParamInfo
+
+	version uint64 // bumped by Changed (lowp.go)
 }
 
 // ParamInfo names one tensor of Params: its Hugging Face name, shape and view.
@@ -101,6 +103,7 @@ func (p *Params) Get(name string) []float32 {
 func (p *Params) Load(ck *weights.Checkpoint) error {
 	src := ck.Source
 	seen := map[string]bool{}
+	p.Changed() // even a failed load may have copied some tensors
 	for _, n := range p.Names {
 		t, ok := ck.Tensors[n.Name]
 		if !ok {

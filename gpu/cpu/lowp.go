@@ -1,0 +1,242 @@
+package cpu
+
+/*
+#include "lowp.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// Dtype is the storage type of a reduced-precision weight copy (LowpMatrix).
+type Dtype int
+
+const (
+	Float32  Dtype = iota // no copy: the fp32 weights themselves
+	BFloat16              // bfloat16, rounded to nearest even: 2 bytes per weight
+	Int8                  // blocks of 32 int8 with an fp32 scale (absmax/127): 1.125 bytes per weight
+)
+
+// String gives the veRL spelling (actor_rollout_ref.rollout.dtype).
+func (d Dtype) String() string {
+	switch d {
+	case Float32:
+		return "float32"
+	case BFloat16:
+		return "bfloat16"
+	case Int8:
+		return "int8"
+	}
+	return fmt.Sprintf("Dtype(%d)", int(d))
+}
+
+// ParseDtype reads a dtype name: float32 (fp32), bfloat16 (bf16) or int8.
+func ParseDtype(s string) (Dtype, error) {
+	switch s {
+	case "float32", "fp32", "":
+		return Float32, nil
+	case "bfloat16", "bf16":
+		return BFloat16, nil
+	case "int8":
+		return Int8, nil
+	}
+	return 0, fmt.Errorf("cpu: unknown dtype %q (want float32, bfloat16 or int8)", s)
+}
+
+// LowpBlock is the number of int8 weights sharing one scale.
+const LowpBlock = C.LOWP_BLOCK
+
+// LowpMatrix is a reduced-precision copy of an fp32 weight [Rows, Cols]
+// (out = inp W^T), for generation. Build it with Quantize and refresh it
+// in place with Requantize.
+type LowpMatrix struct {
+	Dtype      Dtype
+	Rows, Cols int
+	BF         []uint16  // BFloat16: [Rows*Cols]
+	Q          []int8    // Int8: [Rows*Cols]
+	Scale      []float32 // Int8: [Rows*ceil(Cols/LowpBlock)]
+}
+
+// Quantize returns the dtype copy of w [rows, cols].
+func Quantize(dtype Dtype, w []float32, rows, cols int) (*LowpMatrix, error) {
+	if dtype != BFloat16 && dtype != Int8 {
+		return nil, fmt.Errorf("cpu: no reduced-precision copy for dtype %v", dtype)
+	}
+	if rows <= 0 || cols <= 0 || len(w) != rows*cols {
+		return nil, fmt.Errorf("cpu: quantize: weight has %d values, want %d x %d", len(w), rows, cols)
+	}
+	q := &LowpMatrix{Dtype: dtype, Rows: rows, Cols: cols}
+	if dtype == BFloat16 {
+		q.BF = make([]uint16, rows*cols)
+	} else {
+		q.Q = make([]int8, rows*cols)
+		q.Scale = make([]float32, rows*q.blocks())
+	}
+	q.Requantize(w)
+	return q, nil
+}
+
+func (q *LowpMatrix) blocks() int { return (q.Cols + LowpBlock - 1) / LowpBlock }
+
+// Bytes is the size of the copy.
+func (q *LowpMatrix) Bytes() int { return 2*len(q.BF) + len(q.Q) + 4*len(q.Scale) }
+
+// Requantize overwrites the copy from w [Rows, Cols] (same shape as built).
+func (q *LowpMatrix) Requantize(w []float32) {
+	if len(w) != q.Rows*q.Cols {
+		panic(fmt.Sprintf("cpu: requantize: weight has %d values, want %d x %d", len(w), q.Rows, q.Cols))
+	}
+	parallelRows(q.Rows, 4*q.Cols, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			row := w[r*q.Cols : (r+1)*q.Cols]
+			if q.Dtype == BFloat16 {
+				out := q.BF[r*q.Cols : (r+1)*q.Cols]
+				for i, x := range row {
+					out[i] = ToBF16(x)
+				}
+				continue
+			}
+			nb := q.blocks()
+			for b := 0; b < nb; b++ {
+				blk := row[b*LowpBlock : min((b+1)*LowpBlock, q.Cols)]
+				var amax float32
+				for _, x := range blk {
+					amax = max(amax, float32(math.Abs(float64(x))))
+				}
+				d := amax / 127
+				q.Scale[r*nb+b] = d
+				inv := float32(0)
+				if d > 0 {
+					inv = 1 / d
+				}
+				out := q.Q[r*q.Cols+b*LowpBlock:]
+				for i, x := range blk {
+					out[i] = int8(math.RoundToEven(float64(x * inv)))
+				}
+			}
+		}
+	})
+}
+
+// ToBF16 rounds x to bfloat16, nearest even (NaN stays NaN), as torch does.
+func ToBF16(x float32) uint16 {
+	u := math.Float32bits(x)
+	if u&0x7fffffff > 0x7f800000 {
+		return uint16(u>>16) | 0x40
+	}
+	return uint16((u + 0x7fff + (u>>16)&1) >> 16)
+}
+
+// FromBF16 widens a bfloat16 to float32 (exact).
+func FromBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// Dequantize writes the copy back as fp32 [Rows*Cols] (for tests and error bounds).
+func (q *LowpMatrix) Dequantize() []float32 {
+	out := make([]float32, q.Rows*q.Cols)
+	nb := q.blocks()
+	for r := 0; r < q.Rows; r++ {
+		for c := 0; c < q.Cols; c++ {
+			i := r*q.Cols + c
+			if q.Dtype == BFloat16 {
+				out[i] = FromBF16(q.BF[i])
+			} else {
+				out[i] = float32(q.Q[i]) * q.Scale[r*nb+c/LowpBlock]
+			}
+		}
+	}
+	return out
+}
+
+// LowpISA names the instruction sets of the kernels.
+type LowpISA int
+
+const (
+	ISAGeneric LowpISA = C.LOWP_ISA_GENERIC // portable C
+	ISAAVX2    LowpISA = C.LOWP_ISA_AVX2    // AVX2 + FMA
+	ISAAVX512  LowpISA = C.LOWP_ISA_AVX512  // AVX-512 F/BW/VL/DQ
+)
+
+func (i LowpISA) String() string {
+	return [...]string{"generic", "avx2", "avx512"}[i]
+}
+
+// BestLowpISA is the widest kernel this CPU runs, chosen at start-up.
+var BestLowpISA = LowpISA(C.lowp_best_isa())
+
+// LowpMatmul computes out [N, Rows] = inp [N, Cols] W^T + bias with the copy
+// W, bias [Rows] or nil, in fp32 arithmetic on the widened weights, with the
+// best kernel for the CPU, over GOMAXPROCS goroutines.
+func LowpMatmul(out, inp []float32, w *LowpMatrix, bias []float32, N int) {
+	LowpMatmulISA(BestLowpISA, out, inp, w, bias, N)
+}
+
+var lowpBufs sync.Pool
+
+// LowpMatmulISA is LowpMatmul with a given kernel (tests compare them all).
+func LowpMatmulISA(isa LowpISA, out, inp []float32, w *LowpMatrix, bias []float32, N int) {
+	K, OC := w.Cols, w.Rows
+	if N <= 0 {
+		return
+	}
+	if len(inp) < N*K || len(out) < N*OC || (bias != nil && len(bias) < OC) {
+		panic(fmt.Sprintf("cpu: lowp matmul: inp %d, out %d, bias %d values for N=%d, [%d,%d]", len(inp), len(out), len(bias), N, OC, K))
+	}
+	if isa > BestLowpISA {
+		panic(fmt.Sprintf("cpu: lowp matmul: this CPU does not run the %v kernel", isa))
+	}
+	dtype := C.int(C.LOWP_BF16)
+	var wb *C.uint16_t
+	var wq *C.int8_t
+	var sc *C.float
+	switch w.Dtype {
+	case BFloat16:
+		wb = (*C.uint16_t)(unsafe.Pointer(&w.BF[0]))
+	case Int8:
+		dtype = C.LOWP_Q8
+		wq = (*C.int8_t)(unsafe.Pointer(&w.Q[0]))
+		sc = (*C.float)(&w.Scale[0])
+	default:
+		panic("cpu: lowp matmul: matrix has no reduced-precision copy")
+	}
+	var cb *C.float
+	if bias != nil {
+		cb = (*C.float)(&bias[0])
+	}
+	run := func(lo, hi int) {
+		bp, _ := lowpBufs.Get().(*[]float32)
+		if bp == nil || len(*bp) < 4*K {
+			b := make([]float32, 4*K)
+			bp = &b
+		}
+		C.lowp_matmul(C.int(isa), dtype, (*C.float)(&out[0]), (*C.float)(&inp[0]), wb, wq, sc, cb,
+			C.int(N), C.int(K), C.int(OC), C.int(lo), C.int(hi), (*C.float)(&(*bp)[0]))
+		lowpBufs.Put(bp)
+	}
+	// split the output rows in multiples of 4 over the workers
+	workers := runtime.GOMAXPROCS(0)
+	tiles := (OC + 3) / 4
+	if work := OC * K * max(N, 4); work < 1<<17 || workers <= 1 {
+		workers = 1
+	}
+	workers = min(workers, tiles)
+	if workers == 1 {
+		run(0, OC)
+		return
+	}
+	var wg sync.WaitGroup
+	per := (tiles + workers - 1) / workers
+	for t := 0; t < tiles; t += per {
+		lo, hi := 4*t, min(4*(t+per), OC)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run(lo, hi)
+		}()
+	}
+	wg.Wait()
+}

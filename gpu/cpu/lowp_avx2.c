@@ -1,0 +1,15 @@
+// AVX2 + FMA build of the reduced-precision kernels.
+#if defined(__x86_64__)
+#pragma GCC optimize("O3")
+#pragma GCC target("avx2,fma,f16c")
+#define LOWP_ISA LOWP_ISA_AVX2
+#define LOWP_FN lowp_matmul_avx2
+#include "lowp_kern.h"
+#else
+#include "lowp.h"
+void lowp_matmul_avx2(int dtype, float *out, const float *x, const uint16_t *wb, const int8_t *wq,
+                      const float *s, const float *bias, int N, int K, int OC, int o_lo, int o_hi,
+                      float *buf) {
+	lowp_matmul_generic(dtype, out, x, wb, wq, s, bias, N, K, OC, o_lo, o_hi, buf);
+}
+#endif

@@ -1,0 +1,57 @@
+package cpu
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkLowpMatmul compares the fp32 product (OpenBLAS) with the bfloat16
+// and int8 kernels on SmolLM2-135M's MLP and lm_head shapes at decode batch
+// sizes; it reports weight bytes streamed per second.
+func BenchmarkLowpMatmul(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, sh := range []struct {
+		name  string
+		OC, K int
+	}{{"gate-1536x576", 1536, 576}, {"lmhead-49152x576", 49152, 576}} {
+		w := randVec(r, sh.OC*sh.K)
+		for _, N := range []int{1, 16} {
+			x := randVec(r, N*sh.K)
+			out := make([]float32, N*sh.OC)
+			for _, dt := range []Dtype{Float32, BFloat16, Int8} {
+				b.Run(fmt.Sprintf("%s/N%d/%v", sh.name, N, dt), func(b *testing.B) {
+					var q *LowpMatrix
+					bytes := 4 * len(w)
+					if dt != Float32 {
+						q, _ = Quantize(dt, w, sh.OC, sh.K)
+						bytes = q.Bytes()
+					}
+					b.SetBytes(int64(bytes))
+					for b.Loop() {
+						if q == nil {
+							Backend{}.MatmulForward(out, x, w, nil, N, sh.K, sh.OC)
+						} else {
+							LowpMatmul(out, x, q, nil, N)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkQuantize is the cost of refreshing a copy after an optimizer step.
+func BenchmarkQuantize(b *testing.B) {
+	r := rand.New(rand.NewPCG(9, 10))
+	w := randVec(r, 1536*576)
+	for _, dt := range []Dtype{BFloat16, Int8} {
+		b.Run(dt.String(), func(b *testing.B) {
+			q, _ := Quantize(dt, w, 1536, 576)
+			b.SetBytes(int64(4 * len(w)))
+			for b.Loop() {
+				q.Requantize(w)
+			}
+		})
+	}
+}

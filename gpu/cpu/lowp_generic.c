@@ -1,0 +1,5 @@
+// Portable build of the reduced-precision kernels (SSE2 on x86-64).
+#pragma GCC optimize("O3")
+#define LOWP_ISA LOWP_ISA_GENERIC
+#define LOWP_FN lowp_matmul_generic
+#include "lowp_kern.h"

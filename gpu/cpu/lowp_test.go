@@ -1,0 +1,180 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestToBF16(t *testing.T) {
+	for _, tc := range []struct {
+		in   float32
+		want uint16
+	}{
+		{0, 0},
+		{1, 0x3f80},
+		{-2, 0xc000},
+		{math.Float32frombits(0x3f808000), 0x3f80}, // tie, even stays
+		{math.Float32frombits(0x3f818000), 0x3f82}, // tie, odd rounds up
+		{math.Float32frombits(0x3f808001), 0x3f81}, // above the tie
+		{float32(math.Inf(1)), 0x7f80},
+		{math.MaxFloat32, 0x7f80}, // rounds to +inf, as torch does
+	} {
+		if got := ToBF16(tc.in); got != tc.want {
+			t.Errorf("ToBF16(%g) = %#04x, want %#04x", tc.in, got, tc.want)
+		}
+	}
+	if nan := FromBF16(ToBF16(float32(math.NaN()))); !math.IsNaN(float64(nan)) {
+		t.Errorf("ToBF16(NaN) widens to %g", nan)
+	}
+}
+
+func TestParseDtype(t *testing.T) {
+	for in, want := range map[string]Dtype{"float32": Float32, "fp32": Float32, "bfloat16": BFloat16, "bf16": BFloat16, "int8": Int8} {
+		if got, err := ParseDtype(in); err != nil || got != want {
+			t.Errorf("ParseDtype(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParseDtype("float16"); err == nil {
+		t.Error("ParseDtype(float16) gave no error")
+	}
+}
+
+// TestQuantizeBound checks every element of the copies against the format's
+// bound: bfloat16 relative error <= 2^-8, int8 absolute error <= scale/2 =
+// absmax(block)/254.
+func TestQuantizeBound(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const rows, cols = 7, 77 // a partial last block
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(r.NormFloat64()) * float32(math.Pow(10, float64(r.IntN(5)-3)))
+	}
+	w[5] = 0
+	for i := 2 * cols; i < 3*cols; i++ { // an all-zero row: scale 0
+		w[i] = 0
+	}
+	for _, dt := range []Dtype{BFloat16, Int8} {
+		q, err := Quantize(dt, w, rows, cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := q.Dequantize()
+		for i, x := range w {
+			var bound float64
+			if dt == BFloat16 {
+				bound = math.Abs(float64(x)) / 256
+			} else {
+				r, c := i/cols, i%cols
+				var amax float64
+				for _, y := range w[r*cols+c/LowpBlock*LowpBlock : r*cols+min(c/LowpBlock*LowpBlock+LowpBlock, cols)] {
+					amax = max(amax, math.Abs(float64(y)))
+				}
+				bound = amax / 254 * (1 + 1e-6)
+			}
+			if e := math.Abs(float64(d[i]) - float64(x)); e > bound {
+				t.Fatalf("%v: element %d is %g after the round trip, want %g within %g", dt, i, d[i], x, bound)
+			}
+		}
+	}
+	if _, err := Quantize(Float32, w, rows, cols); err == nil {
+		t.Error("Quantize(Float32) gave no error")
+	}
+	if _, err := Quantize(Int8, w, rows, cols+1); err == nil {
+		t.Error("Quantize with a wrong shape gave no error")
+	}
+}
+
+// TestLowpMatmul compares every kernel this CPU runs, for both formats, with
+// a float64 product of the dequantised weights (so only the fp32 arithmetic
+// differs: bound 1e-5 relative to sum |x w|), and with the product of the
+// original fp32 weights within the format's bound sum_k |x_k| |w_k - q_k|
+// (the copy's own error, measured) plus the same arithmetic slack.
+func TestLowpMatmul(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	shapes := []struct{ N, K, OC int }{
+		{1, 576, 192}, {1, 64, 4}, {2, 48, 5}, {3, 33, 7}, {4, 96, 9}, {5, 1536, 13},
+		{9, 40, 6}, {16, 576, 64}, {1, 17, 3}, {7, 7, 1},
+	}
+	for isa := ISAGeneric; isa <= BestLowpISA; isa++ {
+		for _, dt := range []Dtype{BFloat16, Int8} {
+			for _, sh := range shapes {
+				for _, withBias := range []bool{false, true} {
+					name := fmt.Sprintf("%v/%v/N%d-K%d-OC%d-bias%v", isa, dt, sh.N, sh.K, sh.OC, withBias)
+					t.Run(name, func(t *testing.T) {
+						N, K, OC := sh.N, sh.K, sh.OC
+						x, w := randVec(r, N*K), randVec(r, OC*K)
+						var bias []float32
+						if withBias {
+							bias = randVec(r, OC)
+						}
+						q, err := Quantize(dt, w, OC, K)
+						if err != nil {
+							t.Fatal(err)
+						}
+						dq := q.Dequantize()
+						out := randVec(r, N*OC) // overwritten
+						LowpMatmulISA(isa, out, x, q, bias, N)
+						for n := 0; n < N; n++ {
+							for o := 0; o < OC; o++ {
+								var ref, refW, mag, qerr float64
+								for k := 0; k < K; k++ {
+									xv := float64(x[n*K+k])
+									ref += xv * float64(dq[o*K+k])
+									refW += xv * float64(w[o*K+k])
+									mag += math.Abs(xv * float64(dq[o*K+k]))
+									qerr += math.Abs(xv) * math.Abs(float64(dq[o*K+k])-float64(w[o*K+k]))
+								}
+								if bias != nil {
+									ref += float64(bias[o])
+									refW += float64(bias[o])
+									mag += math.Abs(float64(bias[o]))
+								}
+								got := float64(out[n*OC+o])
+								if d := math.Abs(got - ref); d > 1e-5*mag+1e-30 {
+									t.Fatalf("out[%d,%d] = %g, float64 product of the copy %g (|diff| %g > %g)", n, o, got, ref, d, 1e-5*mag)
+								}
+								if d := math.Abs(got - refW); d > qerr+1e-5*mag {
+									t.Fatalf("out[%d,%d] = %g, fp32 weights give %g (|diff| %g > format bound %g)", n, o, got, refW, d, qerr+1e-5*mag)
+								}
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestLowpMatmulKernelsAgree runs the same product on every kernel: the
+// lane layout and summation order are the same, so they agree to within FMA
+// rounding (1e-6 relative to sum |x w|).
+func TestLowpMatmulKernelsAgree(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const N, K, OC = 6, 200, 11
+	x, w := randVec(r, N*K), randVec(r, OC*K)
+	for _, dt := range []Dtype{BFloat16, Int8} {
+		q, _ := Quantize(dt, w, OC, K)
+		ref := make([]float32, N*OC)
+		LowpMatmulISA(ISAGeneric, ref, x, q, nil, N)
+		for isa := ISAGeneric + 1; isa <= BestLowpISA; isa++ {
+			out := make([]float32, N*OC)
+			LowpMatmulISA(isa, out, x, q, nil, N)
+			for i := range out {
+				if d := math.Abs(float64(out[i] - ref[i])); d > 1e-4 {
+					t.Errorf("%v %v: out[%d] = %g, generic kernel %g", isa, dt, i, out[i], ref[i])
+				}
+			}
+		}
+	}
+	t.Logf("best kernel on this CPU: %v", BestLowpISA)
+}
+
+func randVec(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}

@@ -1,0 +1,167 @@
+package model
+
+import (
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cpu"
+)
+
+// Reduced-precision rollouts.
+//
+// A Generator computes with the fp32 master weights unless SetDtype asks for
+// a bfloat16 or int8 copy of the linear layers' weights (q/k/v/o, gate, up,
+// down and lm_head; embeddings, norms and biases stay fp32, activations and
+// accumulation are fp32). The copy belongs to the generator and is rebuilt
+// from the master weights at the start of a Generate call whenever
+// Params.Version has moved since it was built: Params.Load and AdamW.Update
+// bump it, so a trainer that alternates optimizer steps and rollouts needs
+// no refresh call. LoRA adapters are not part of the copy: generation
+// applies them in fp32 on top (they are read live), so adapter updates need
+// no rebuild. Code that writes Params.Data directly must call
+// Params.Changed.
+
+// Changed records that the parameters were modified in place; reduced-
+// precision generator copies are rebuilt before their next use.
+func (p *Params) Changed() { p.version++ }
+
+// Version counts the recorded modifications of the parameters.
+func (p *Params) Version() uint64 { return p.version }
+
+// lowpCopy is a generator's reduced-precision copy of the linear weights.
+type lowpCopy struct {
+	dtype   cpu.Dtype
+	params  *Params
+	version uint64
+	src     [][]float32 // the fp32 weights, in the order of mats
+	mats    map[*float32]*cpu.LowpMatrix
+	list    []*cpu.LowpMatrix
+	Rebuild time.Duration // time of the last (re)build
+}
+
+// lowpBackend is the model's backend with MatmulForward on the copy for the
+// weights it holds.
+type lowpBackend struct {
+	gpu.Backend
+	c *lowpCopy
+}
+
+func (b lowpBackend) MatmulForward(out, inp, weight, bias []float32, N, C, OC int) {
+	if q := b.c.mats[unsafe.SliceData(weight)]; q != nil && q.Rows == OC && q.Cols == C {
+		cpu.LowpMatmul(out, inp, q, bias, N)
+		return
+	}
+	b.Backend.MatmulForward(out, inp, weight, bias, N, C, OC)
+}
+
+// Dtype is the weight type the generator computes with.
+func (g *Generator) Dtype() cpu.Dtype {
+	if g.lowp == nil {
+		return cpu.Float32
+	}
+	return g.lowp.dtype
+}
+
+// SetDtype chooses the weight type of generation: cpu.Float32 (the master
+// weights: log-probs equal the training forward's), cpu.BFloat16 or
+// cpu.Int8. The copy is built here and refreshed by Generate when the
+// parameters change. Reduced types need the CPU backend.
+func (g *Generator) SetDtype(d cpu.Dtype) error {
+	switch d {
+	case cpu.Float32:
+		g.lowp = nil
+		return nil
+	case cpu.BFloat16, cpu.Int8:
+	default:
+		return fmt.Errorf("model: unknown generation dtype %v", d)
+	}
+	if _, ok := g.m.be.(cpu.Backend); !ok {
+		return fmt.Errorf("model: generation dtype %v needs the cpu backend, not %s", d, g.m.be.Name())
+	}
+	c := g.m.Config
+	p := g.m.Params
+	lc := &lowpCopy{dtype: d, mats: map[*float32]*cpu.LowpMatrix{}}
+	QD, KD := c.NH*c.HD, c.NKV*c.HD
+	add := func(w []float32, rows, cols int) error {
+		if lc.mats[unsafe.SliceData(w)] != nil {
+			return nil
+		}
+		q, err := cpu.Quantize(d, w, rows, cols)
+		if err != nil {
+			return err
+		}
+		lc.mats[unsafe.SliceData(w)] = q
+		lc.list = append(lc.list, q)
+		lc.src = append(lc.src, w)
+		return nil
+	}
+	start := time.Now()
+	for l := range p.Layers {
+		lp := &p.Layers[l]
+		for _, t := range []struct {
+			w          []float32
+			rows, cols int
+		}{{lp.WQ, QD, c.C}, {lp.WK, KD, c.C}, {lp.WV, KD, c.C}, {lp.WO, c.C, QD},
+			{lp.WGate, c.F, c.C}, {lp.WUp, c.F, c.C}, {lp.WDown, c.C, c.F}} {
+			if err := add(t.w, t.rows, t.cols); err != nil {
+				return fmt.Errorf("model: layer %d: %w", l, err)
+			}
+		}
+	}
+	if err := add(p.LMHead, c.V, c.C); err != nil {
+		return fmt.Errorf("model: lm_head: %w", err)
+	}
+	lc.params, lc.version, lc.Rebuild = p, p.version, time.Since(start)
+	g.lowp = lc
+	return nil
+}
+
+// syncLowp rebuilds the copy if the parameters changed since it was built.
+func (g *Generator) syncLowp() error {
+	lc := g.lowp
+	if lc == nil {
+		return nil
+	}
+	if lc.params != g.m.Params { // the parameter set was replaced: build anew
+		return g.SetDtype(lc.dtype)
+	}
+	if lc.version == lc.params.version {
+		return nil
+	}
+	start := time.Now()
+	for i, q := range lc.list {
+		q.Requantize(lc.src[i])
+	}
+	lc.version, lc.Rebuild = lc.params.version, time.Since(start)
+	return nil
+}
+
+// LowpRebuildTime is how long the last build or refresh of the reduced-
+// precision copy took (0 with fp32 weights).
+func (g *Generator) LowpRebuildTime() time.Duration {
+	if g.lowp == nil {
+		return 0
+	}
+	return g.lowp.Rebuild
+}
+
+// LowpBytes is the size of the reduced-precision copy (0 with fp32 weights).
+func (g *Generator) LowpBytes() int {
+	n := 0
+	if g.lowp != nil {
+		for _, q := range g.lowp.list {
+			n += q.Bytes()
+		}
+	}
+	return n
+}
+
+// backend is what forward computes with.
+func (g *Generator) backend() gpu.Backend {
+	if g.lowp == nil {
+		return g.m.be
+	}
+	return lowpBackend{g.m.be, g.lowp}
+}
