@@ -234,7 +234,7 @@ type Trainer struct {
 	RunDir             *string    `yaml:"run_dir" doc:"this run's directory (config, metrics, checkpoints, traces, logs); null = default_local_dir/project_name/experiment_name"`
 	ResumeMode         string     `yaml:"resume_mode" enum:"auto|disable|resume_path" doc:"auto: resume from the run directory's latest checkpoint if any; resume_path: from resume_from_path"`
 	ResumeFromPath     *string    `yaml:"resume_from_path" doc:"checkpoint directory to resume from (resume_mode=resume_path)"`
-	CriticWarmup       int        `yaml:"critic_warmup" doc:"steps that train only the critic before the actor starts"`
+	CriticWarmup       int        `yaml:"critic_warmup" doc:"the actor updates from this step on (as veRL: when critic_warmup <= step); the steps before train only the critic"`
 	MaxActorCkptToKeep *int       `yaml:"max_actor_ckpt_to_keep" doc:"keep only the newest N checkpoints; null = all"`
 	Seed               int        `yaml:"seed" doc:"seed of sampling, initialisation and everything random but the data shuffle"`
 	Device             string     `yaml:"device" enum:"cpu|cuda" doc:"compute device"`
