@@ -6,10 +6,10 @@ GENCHAT_PY   := $(GENCHAT_VENV)/bin/python
 GENCHAT_REQS := examples/genchat-env/requirements.txt
 GENCHAT_PKGS := ./host/chatserver/... ./tasks/genchat/...
 
-.PHONY: setup-genchat genchat-plugin test-genchat bench-genchat
+.PHONY: setup-genchat genchat-plugin test-genchat bench-genchat test-engine
 
 SETUP_TARGETS += setup-genchat
-TEST_TARGETS  += test-genchat
+TEST_TARGETS  += test-genchat test-engine
 BENCH_TARGETS += bench-genchat
 
 setup-genchat: ## virtualenv $(CACHE)/genchat-venv with the example environment's pinned openai client (idempotent)
@@ -32,3 +32,8 @@ test-genchat: setup-blas tokenizers-lib model setup-genchat ## chat server, exte
 
 bench-genchat: setup-blas tokenizers-lib model ## chat endpoint overhead per call (p50) beside direct generation -> docs/bench/genchat.md
 	$(GO) test -run '^$$' -bench Endpoint -benchtime 20x ./host/chatserver/
+
+test-engine: setup-blas tokenizers-lib model setup-llamacpp ## external rollout engines: protocol and fault tests, exact ids and log-probs through llama-cpp-python's server on the default GGUF, the weight reload
+	$(GO) vet ./host/rollout/ ./host/trainer/
+	$(GO) test -count=1 -run 'Engine|PieceSplit' ./host/rollout/
+	RLHOST_LLAMACPP_PYTHON=$(LLAMACPP_PY) $(GO) test -count=1 -run 'Engine' ./host/trainer/
