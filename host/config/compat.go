@@ -57,7 +57,6 @@ var compatKeys = map[string]string{
 	"actor_rollout_ref.ref.use_torch_compile":              "",
 
 	"actor_rollout_ref.rollout.mode":                                      "",
-	"actor_rollout_ref.rollout.dtype":                                     "",
 	"actor_rollout_ref.rollout.tensor_model_parallel_size":                "",
 	"actor_rollout_ref.rollout.gpu_memory_utilization":                    "",
 	"actor_rollout_ref.rollout.enforce_eager":                             "",

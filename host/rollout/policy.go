@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/rlhost/rlhost/gpu/cpu"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
@@ -65,6 +66,16 @@ func NewModelPolicy(m *model.Model, slots, maxT int) (*ModelPolicy, error) {
 	p := &ModelPolicy{gen: g, reqs: make(chan *pending, 4096), done: make(chan struct{})}
 	go p.loop()
 	return p, nil
+}
+
+// SetDtype sets the weight type the generator computes with (actor_rollout_ref.rollout.dtype:
+// float32, bfloat16 or int8; model.Generator.SetDtype). Call it before the first Generate.
+func (p *ModelPolicy) SetDtype(name string) error {
+	d, err := cpu.ParseDtype(name)
+	if err != nil {
+		return err
+	}
+	return p.gen.SetDtype(d)
 }
 
 // ErrPolicyClosed is returned by Generate after Close.

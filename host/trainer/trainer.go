@@ -173,6 +173,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		if t.policy, err = rollout.NewModelPolicy(t.actor, cfg.ActorRolloutRef.Rollout.MaxNumSeqs, maxT); err != nil {
 			return nil, err
 		}
+		if err := t.policy.SetDtype(cfg.ActorRolloutRef.Rollout.Dtype); err != nil {
+			return nil, fmt.Errorf("trainer: actor_rollout_ref.rollout.dtype: %w", err)
+		}
 	}
 	if t.task.CachedInfo().Has(task.FeatureExternalEpisode) {
 		t.chat = chatserver.New(t.rolloutPolicy(), t.tk, chatserver.Options{MaxContext: maxT})
