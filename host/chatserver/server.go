@@ -478,6 +478,9 @@ func (ss *session) complete(ctx context.Context, req *chatRequest) (*chatRespons
 	if n < 1 || n > 16 {
 		return nil, http.StatusBadRequest, fmt.Errorf("chatserver: n must be in [1, 16], got %d", n)
 	}
+	if err := ss.srv.checkTopLogprobs(req); err != nil {
+		return nil, http.StatusBadRequest, err
+	}
 	sp := ss.sp
 	if req.Temperature != nil {
 		if *req.Temperature < 0 || *req.Temperature > 2 {
@@ -598,6 +601,11 @@ func (ss *session) complete(ctx context.Context, req *chatRequest) (*chatRespons
 				content[k] = tokenLogprob{Token: t, Bytes: bs, TopLogprobs: []any{}}
 				if k < len(lps) {
 					content[k].Logprob = lps[k]
+				}
+			}
+			if req.TopLogprobs > 0 {
+				if err := ss.srv.addTopLogprobs(ctx, content, prompt, tokens, req.TopLogprobs, sp.Temperature); err != nil {
+					return nil, http.StatusInternalServerError, err
 				}
 			}
 			ch.Logprobs = map[string]any{"content": content}

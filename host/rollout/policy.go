@@ -36,7 +36,9 @@ type Policy interface {
 // that arrive while a batch runs are collected and run together as the next batch (inside a
 // batch, finished sequences free their slots for waiting ones).
 type ModelPolicy struct {
+	m    *model.Model
 	gen  *model.Generator
+	use  sync.Mutex // the model runs one thing at a time: a generate batch or a TopLogprobs forward
 	reqs chan *pending
 	done chan struct{}
 	once sync.Once
@@ -63,7 +65,7 @@ func NewModelPolicy(m *model.Model, slots, maxT int) (*ModelPolicy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &ModelPolicy{gen: g, reqs: make(chan *pending, 4096), done: make(chan struct{})}
+	p := &ModelPolicy{m: m, gen: g, reqs: make(chan *pending, 4096), done: make(chan struct{})}
 	go p.loop()
 	return p, nil
 }
@@ -137,11 +139,15 @@ func (p *ModelPolicy) loop() {
 		for i, pd := range batch {
 			reqs[i] = pd.req
 		}
+		p.use.Lock()
 		res, err := p.gen.Generate(reqs)
+		p.use.Unlock()
 		if err != nil && len(batch) > 1 {
 			// One bad request must not fail the others: run them one by one.
 			for _, pd := range batch {
+				p.use.Lock()
 				r, err := p.gen.Generate([]model.Request{pd.req})
+				p.use.Unlock()
 				if err != nil {
 					pd.out <- pendingResult{err: fmt.Errorf("rollout: generate: %w", err)}
 				} else {
