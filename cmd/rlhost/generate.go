@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
 	"github.com/rlhost/rlhost/gpu/model"
@@ -27,6 +28,9 @@ func generateCommand() *cli.Command {
 			&cli.IntFlag{Name: "top-k", Value: 0},
 			&cli.Uint64Flag{Name: "seed", Value: 1},
 			&cli.BoolFlag{Name: "logprobs", Usage: "include per-token log-probs"},
+			&cli.StringFlag{Name: "dtype", Value: "float32", Usage: "weight type of the matrix products: float32, bfloat16 or int8 (actor_rollout_ref.rollout.dtype)"},
+			&cli.BoolFlag{Name: "ignore-eos", Usage: "do not stop at the end-of-sequence token (always max-tokens new tokens)"},
+			&cli.BoolFlag{Name: "timing", Usage: "include the generation wall time (prompt + new tokens, model load excluded) and new tokens/s"},
 		},
 		Action: func(c *cli.Context) error {
 			path := c.String("model")
@@ -59,16 +63,29 @@ func generateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			res, err := g.Generate([]model.Request{{Prompt: prompt, Sample: model.SampleConfig{MaxTokens: n,
-				Temperature: float32(c.Float64("temperature")), TopP: float32(c.Float64("top-p")), TopK: c.Int("top-k"), Seed: c.Uint64("seed")}}})
+			dtype, err := cpu.ParseDtype(c.String("dtype"))
 			if err != nil {
 				return err
 			}
+			if err := g.SetDtype(dtype); err != nil {
+				return err
+			}
+			start := time.Now()
+			res, err := g.Generate([]model.Request{{Prompt: prompt, Sample: model.SampleConfig{MaxTokens: n,
+				Temperature: float32(c.Float64("temperature")), TopP: float32(c.Float64("top-p")), TopK: c.Int("top-k"), Seed: c.Uint64("seed"), IgnoreEOS: c.Bool("ignore-eos")}}})
+			if err != nil {
+				return err
+			}
+			elapsed := time.Since(start)
 			r := res[0]
 			out := map[string]any{"prompt_ids": ids, "token_ids": r.Tokens, "text": tk.Decode(int32sToInts(r.Tokens), true),
 				"finish_reason": r.FinishReason}
 			if c.Bool("logprobs") {
 				out["logprobs"] = r.Logprobs
+			}
+			if c.Bool("timing") {
+				out["timing"] = map[string]float64{"generate_s": elapsed.Seconds(),
+					"tokens_per_s": float64(len(r.Tokens)) / elapsed.Seconds()}
 			}
 			enc := json.NewEncoder(c.App.Writer)
 			enc.SetEscapeHTML(false)
