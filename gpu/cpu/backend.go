@@ -49,6 +49,10 @@ func (Backend) EmbeddingBackward(dwte []float32, dout []float32, tokens []int32,
 func (Backend) RMSNormForward(out, rstd []float32, inp, weight []float32, N, C int, eps float32) {
 	w := weight[:C]
 	parallelRows(N, 3*C, func(lo, hi int) {
+		if useKernels {
+			rmsnormFwdC(out, rstd, inp, w, lo, hi, C, eps)
+			return
+		}
 		for n := lo; n < hi; n++ {
 			x := inp[n*C : (n+1)*C]
 			o := out[n*C : (n+1)*C]
@@ -70,6 +74,16 @@ func (Backend) RMSNormForward(out, rstd []float32, inp, weight []float32, N, C i
 //	dinp_i = rstd * (w_i*dout_i - x_i * rstd^2 * mean_j(w_j*dout_j*x_j))
 func (Backend) RMSNormBackward(dinp, dweight []float32, dout, inp, weight, rstd []float32, N, C int) {
 	w := weight[:C]
+	if useKernels {
+		// dweight: each goroutine reduces all rows for its columns (8-aligned ranges)
+		parallelRows((C+7)/8, 8*N, func(lo, hi int) {
+			rmsnormBwdDwC(dweight, dout, inp, rstd, N, C, lo*8, min(hi*8, C))
+		})
+		parallelRows(N, 4*C, func(lo, hi int) {
+			rmsnormBwdDinpC(dinp, dout, inp, w, rstd, lo, hi, C)
+		})
+		return
+	}
 	for n := 0; n < N; n++ { // dweight: a sequential reduction over rows
 		x := inp[n*C : (n+1)*C]
 		d := dout[n*C : (n+1)*C]
@@ -449,6 +463,10 @@ func sumSquares(x []float32) float64 {
 	parts := make([]float64, (len(x)+chunk-1)/chunk)
 	parallelRows(len(parts), chunk, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
+			if useKernels {
+				parts[c] = sumSquaresC(x[c*chunk : min((c+1)*chunk, len(x))])
+				continue
+			}
 			var s float64
 			var s32 float32
 			for i, xi := range x[c*chunk : min((c+1)*chunk, len(x))] {
@@ -471,6 +489,10 @@ func sumSquares(x []float32) float64 {
 // Scale multiplies x by s.
 func (Backend) Scale(x []float32, s float32) {
 	parallelRows(len(x), 1, func(lo, hi int) {
+		if useKernels {
+			scaleC(x[lo:hi], s)
+			return
+		}
 		for i := lo; i < hi; i++ {
 			x[i] *= s
 		}

@@ -282,3 +282,103 @@ AVX2 void rl_exp(float *out, const float *x, long n) {
 		_mm256_maskstore_ps(out + i, m, exp8(_mm256_maskload_ps(x + i, m)));
 	}
 }
+
+// rl_sumsq is sum(x^2): float32 partial sums over blocks of 256 values per
+// lane, added up in double (as sumSquares in Go, 8 lanes at a time).
+AVX2 double rl_sumsq(const float *x, long n) {
+	__m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+	long i = 0;
+	while (i + 8 <= n) {
+		__m256 s = _mm256_setzero_ps();
+		long end = i + 8 * 256 < n ? i + 8 * 256 : n;
+		for (; i + 8 <= end; i += 8) {
+			__m256 v = _mm256_loadu_ps(x + i);
+			s = _mm256_fmadd_ps(v, v, s);
+		}
+		acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(s)));
+		acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(s, 1)));
+	}
+	double total = hsum4d(_mm256_add_pd(acc0, acc1));
+	for (; i < n; i++)
+		total += (double)x[i] * x[i];
+	return total;
+}
+
+// rl_scale multiplies x by s.
+AVX2 void rl_scale(float *x, long n, float s) {
+	__m256 sv = _mm256_set1_ps(s);
+	long i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), sv));
+	for (; i < n; i++)
+		x[i] *= s;
+}
+
+// dot3 is sum_i a_i*b_i*c_i (c may be NULL: sum a_i*b_i) over n values.
+static inline AVX2 float dot3(const float *a, const float *b, const float *c, long n) {
+	__m256 s = _mm256_setzero_ps();
+	long i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 ab = _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+		s = c ? _mm256_fmadd_ps(ab, _mm256_loadu_ps(c + i), s) : _mm256_add_ps(ab, s);
+	}
+	float t = hsum8(s);
+	for (; i < n; i++)
+		t += c ? a[i] * b[i] * c[i] : a[i] * b[i];
+	return t;
+}
+
+// rl_rmsnorm_fwd: rows lo..hi-1 of out [*,C] = inp * rstd * weight.
+AVX2 void rl_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *weight, long lo, long hi, long C, float eps) {
+	for (long n = lo; n < hi; n++) {
+		const float *x = inp + n * C;
+		float *o = out + n * C;
+		float ss = dot3(x, x, 0, C);
+		float r = (float)(1 / sqrt((double)(ss / (float)C + eps)));
+		__m256 rv = _mm256_set1_ps(r);
+		long i = 0;
+		for (; i + 8 <= C; i += 8)
+			_mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), rv), _mm256_loadu_ps(weight + i)));
+		for (; i < C; i++)
+			o[i] = x[i] * r * weight[i];
+		rstd[n] = r;
+	}
+}
+
+// rl_rmsnorm_bwd_dinp: rows lo..hi-1 of
+// dinp = rstd * (w*dout - x * rstd^2 * mean(w*dout*x)).
+AVX2 void rl_rmsnorm_bwd_dinp(float *dinp, const float *dout, const float *inp, const float *weight, const float *rstd,
+	long lo, long hi, long C) {
+	for (long n = lo; n < hi; n++) {
+		const float *x = inp + n * C, *d = dout + n * C;
+		float *di = dinp + n * C;
+		float r = rstd[n];
+		float c = r * r * dot3(weight, d, x, C) / (float)C;
+		__m256 rv = _mm256_set1_ps(r), cv = _mm256_set1_ps(c);
+		long i = 0;
+		for (; i + 8 <= C; i += 8) {
+			__m256 wd = _mm256_mul_ps(_mm256_loadu_ps(weight + i), _mm256_loadu_ps(d + i));
+			__m256 xc = _mm256_mul_ps(_mm256_loadu_ps(x + i), cv);
+			_mm256_storeu_ps(di + i, _mm256_mul_ps(rv, _mm256_sub_ps(wd, xc)));
+		}
+		for (; i < C; i++)
+			di[i] = r * (weight[i] * d[i] - x[i] * c);
+	}
+}
+
+// rl_rmsnorm_bwd_dw: dweight[c0..c1-1] += sum over the N rows of dout*x*rstd,
+// row by row (the Go loop's order and arithmetic).
+AVX2 void rl_rmsnorm_bwd_dw(float *dweight, const float *dout, const float *inp, const float *rstd, long N, long C,
+	long c0, long c1) {
+	for (long n = 0; n < N; n++) {
+		const float *x = inp + n * C, *d = dout + n * C;
+		__m256 rv = _mm256_set1_ps(rstd[n]);
+		long i = c0;
+		for (; i + 8 <= c1; i += 8) {
+			__m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(d + i), _mm256_loadu_ps(x + i)), rv);
+			_mm256_storeu_ps(dweight + i, _mm256_add_ps(_mm256_loadu_ps(dweight + i), t));
+		}
+		for (; i < c1; i++)
+			dweight[i] += d[i] * x[i] * rstd[n];
+	}
+}

@@ -92,3 +92,41 @@ func expC(out, x []float32) {
 	_ = x[len(out)-1]
 	C.rl_exp(fptr(out), fptr(x), C.long(len(out)))
 }
+
+func sumSquaresC(x []float32) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	return float64(C.rl_sumsq(fptr(x), C.long(len(x))))
+}
+
+func scaleC(x []float32, s float32) {
+	if len(x) == 0 {
+		return
+	}
+	C.rl_scale(fptr(x), C.long(len(x)), C.float(s))
+}
+
+func rmsnormFwdC(out, rstd, inp, weight []float32, lo, hi, nc int, eps float32) {
+	if lo >= hi {
+		return
+	}
+	_, _, _, _ = out[hi*nc-1], inp[hi*nc-1], rstd[hi-1], weight[nc-1]
+	C.rl_rmsnorm_fwd(fptr(out), fptr(rstd), fptr(inp), fptr(weight), C.long(lo), C.long(hi), C.long(nc), C.float(eps))
+}
+
+func rmsnormBwdDinpC(dinp, dout, inp, weight, rstd []float32, lo, hi, nc int) {
+	if lo >= hi {
+		return
+	}
+	_, _, _, _, _ = dinp[hi*nc-1], dout[hi*nc-1], inp[hi*nc-1], weight[nc-1], rstd[hi-1]
+	C.rl_rmsnorm_bwd_dinp(fptr(dinp), fptr(dout), fptr(inp), fptr(weight), fptr(rstd), C.long(lo), C.long(hi), C.long(nc))
+}
+
+func rmsnormBwdDwC(dweight, dout, inp, rstd []float32, N, nc, c0, c1 int) {
+	if N == 0 || c0 >= c1 {
+		return
+	}
+	_, _, _, _ = dweight[nc-1], dout[N*nc-1], inp[N*nc-1], rstd[N-1]
+	C.rl_rmsnorm_bwd_dw(fptr(dweight), fptr(dout), fptr(inp), fptr(rstd), C.long(N), C.long(nc), C.long(c0), C.long(c1))
+}

@@ -12,3 +12,10 @@ void rl_logprob_bwd(float *dlogits, const float *logits, const float *lse, const
 void rl_adamw(float *params, const float *grads, float *m, float *v, long n, float lr,
 	float beta1, float beta2, float eps, float wd, float bc1, float bc2);
 void rl_exp(float *out, const float *x, long n);
+double rl_sumsq(const float *x, long n);
+void rl_scale(float *x, long n, float s);
+void rl_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *weight, long lo, long hi, long C, float eps);
+void rl_rmsnorm_bwd_dinp(float *dinp, const float *dout, const float *inp, const float *weight, const float *rstd,
+	long lo, long hi, long C);
+void rl_rmsnorm_bwd_dw(float *dweight, const float *dout, const float *inp, const float *rstd, long N, long C,
+	long c0, long c1);

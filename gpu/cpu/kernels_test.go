@@ -183,3 +183,55 @@ func TestAdamWKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestSumSquaresScaleKernel: sum of squares against float64 and the Go loop,
+// scale bit-identical to the Go loop, on lengths around the blocks and lanes.
+func TestSumSquaresScaleKernel(t *testing.T) {
+	needKernels(t)
+	r := rand.New(rand.NewPCG(7, 5))
+	for _, n := range []int{0, 1, 7, 8, 9, 2047, 2048, 2049, 1<<16 + 5, 3<<20 + 1} {
+		x := randSlice(r, n, 3)
+		var want float64
+		for _, v := range x {
+			want += float64(v) * float64(v)
+		}
+		got := be.SumSquares(x)
+		var goLoop float64
+		withGo(func() { goLoop = be.SumSquares(x) })
+		if math.Abs(got-want) > 1e-6*want || math.Abs(goLoop-want) > 1e-6*want {
+			t.Fatalf("n=%d: SumSquares %v, Go loop %v, want %v", n, got, goLoop, want)
+		}
+		y := slices.Clone(x)
+		be.Scale(x, 0.37)
+		withGo(func() { be.Scale(y, 0.37) })
+		if !slices.Equal(x, y) {
+			t.Fatalf("n=%d: Scale differs from the Go loop", n)
+		}
+	}
+}
+
+// TestRMSNormKernel: forward and the input gradient against the Go loop
+// (float32 sums in another order), the weight gradient bit-identical.
+func TestRMSNormKernel(t *testing.T) {
+	needKernels(t)
+	r := rand.New(rand.NewPCG(7, 6))
+	for _, sh := range [][2]int{{1, 1}, {3, 7}, {5, 8}, {4, 9}, {7, 17}, {64, 576}, {3, 1000}} {
+		N, C := sh[0], sh[1]
+		inp, w, dout := randSlice(r, N*C, 2), randSlice(r, C, 1), randSlice(r, N*C, 1)
+		out, rstd := make([]float32, N*C), make([]float32, N)
+		wout, wrstd := make([]float32, N*C), make([]float32, N)
+		be.RMSNormForward(out, rstd, inp, w, N, C, 1e-5)
+		withGo(func() { be.RMSNormForward(wout, wrstd, inp, w, N, C, 1e-5) })
+		compare(t, "out", out, wout, 2e-6, 1e-3)
+		compare(t, "rstd", rstd, wrstd, 2e-6, 0)
+		dw0 := randSlice(r, C, 1) // accumulated into
+		dinp, dw := make([]float32, N*C), slices.Clone(dw0)
+		wdinp, wdw := make([]float32, N*C), slices.Clone(dw0)
+		be.RMSNormBackward(dinp, dw, dout, inp, w, wrstd, N, C)
+		withGo(func() { be.RMSNormBackward(wdinp, wdw, dout, inp, w, wrstd, N, C) })
+		compare(t, "dinp", dinp, wdinp, 1e-5, 1e-2)
+		if !slices.Equal(dw, wdw) {
+			t.Fatalf("%dx%d: dweight differs from the Go loop", N, C)
+		}
+	}
+}
