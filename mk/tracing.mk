@@ -35,18 +35,23 @@ tracing-weave: ## weave 0.52.38 and its trace server's imports (pip, in $(CACHE)
 	@$(WEAVE_VENV)/bin/python -c "import weave.scorers, fastapi, uvicorn; from weave.trace_server.sqlite_trace_server import SqliteTraceServer" 2>/dev/null || \
 		{ python3 -m venv $(WEAVE_VENV) && $(WEAVE_VENV)/bin/pip install --quiet $(WEAVE_PIP); }
 
-test-tracing: tracing-deps tracing-mlflow tracing-weave plugins-tracing ## host/tracing, the trace plugins, `rlhost traces` (real plugins, a crash, the viewer in Chromium)
+test-tracing: tracing-deps tracing-mlflow tracing-weave plugins-tracing tokenizers-lib model ## host/tracing, the trace plugins, `rlhost traces` (real plugins, a crash, the viewer in Chromium, MLflow after `rlhost train`)
 	$(GO) vet $(TRACING_PKGS)
 	RLHOST_MLFLOW_E2E=1 RLHOST_MLFLOW=$(MLFLOW_VENV)/bin/mlflow RLHOST_WEAVE_E2E=1 RLHOST_WEAVE_PYTHON=$(WEAVE_VENV)/bin/python \
 		$(GO) test -p 1 -count=1 $(TRACING_PKGS)
 	RLHOST_VIEWER_E2E=1 RLHOST_PLAYWRIGHT_NODE_PATH=$(TRACING_NODE)/node_modules \
 		RLHOST_MLFLOW_E2E=1 RLHOST_MLFLOW=$(MLFLOW_VENV)/bin/mlflow \
-		$(GO) test -p 1 -count=1 -run 'Traces|TracePlugin' ./cmd/rlhost
+		$(GO) test -p 1 -count=1 -timeout 30m -run 'Traces|TracePlugin' ./cmd/rlhost
 
 test-tracing-conformance: plugins-tracing $(BIN)/rlhost ## `rlhost conformance` on the local plugin (mlflow and weave are checked against real servers by their tests)
 	$(BIN)/rlhost conformance $(PLUGINS)/rlhost-trace-local
 
-bench-tracing: tracing-mlflow plugins-tracing ## tracing cost per span and per trajectory, bytes per trajectory, vs MLflow's Python SDK -> docs/bench/tracing.md
+# BENCH_TRACING_PAIRS: pairs of real training runs (untraced, traced) for the step-time overhead.
+BENCH_TRACING_PAIRS ?= 6
+
+bench-tracing: tracing-mlflow plugins-tracing tokenizers-lib model ## tracing cost per span, per trajectory and per real training step, bytes per trajectory, vs MLflow's Python SDK -> docs/bench/tracing.md
 	$(GO) test -p 1 -run '^$$' -bench Span -benchmem ./host/tracing/
 	$(GO) test -p 1 -run '^$$' -bench TrajectoryLocal -benchtime 2000x -benchmem ./host/tracing/
 	$(MLFLOW_VENV)/bin/python scripts/goldens/tracing/bench_mlflow_python.py 300
+	uptime
+	$(GO) test -p 1 -count=1 -timeout 120m -run '^$$' -bench TrainStepTracing -benchtime $(BENCH_TRACING_PAIRS)x ./cmd/rlhost

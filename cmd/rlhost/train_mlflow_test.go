@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rlhost/rlhost/plugins/local"
 	"github.com/rlhost/rlhost/plugins/mlflow"
@@ -29,7 +30,9 @@ func TestTracesMLflowAfterTraining(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the default model")
 	}
+	t0 := time.Now()
 	srv := mlflowtest.Start(t)
+	t.Logf("mlflow server up in %s", time.Since(t0).Round(time.Second))
 	buildTraceMLflow.Do(func() {
 		out, err := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "rlhost-trace-mlflow"), "../../plugins/mlflow/cmd/rlhost-trace-mlflow").CombinedOutput()
 		if err != nil {
@@ -48,10 +51,12 @@ func TestTracesMLflowAfterTraining(t *testing.T) {
 		"trainer.val_before_train=false", "trainer.project_name="+project, "trainer.experiment_name=mlflow-proof",
 		"trainer.logger=[console,jsonl,mlflow]", "trainer.mlflow_tracking_uri="+srv.URI,
 		"actor_rollout_ref.rollout.trace.backend=[mlflow,local]", "actor_rollout_ref.rollout.trace.token2text=true")
+	t0 = time.Now()
 	_, stderr, err := run(t, args...)
 	if err != nil {
 		t.Fatalf("train: %v\n%s", err, stderr)
 	}
+	t.Logf("rlhost train (2 steps, validation at each) in %s", time.Since(t0).Round(time.Second))
 
 	// The experiment and its one run, which holds the metrics.
 	var exp struct {
