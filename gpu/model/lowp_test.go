@@ -1,12 +1,16 @@
 package model
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
+	"github.com/rlhost/rlhost/gpu/weights"
 )
 
 // lowpReport is how generation with a reduced-precision copy compares with
@@ -248,5 +252,43 @@ func TestLowpSetDtypeErrors(t *testing.T) {
 	}
 	if err := g.SetDtype(cpu.Float32); err != nil || g.Dtype() != cpu.Float32 || g.LowpBytes() != 0 {
 		t.Errorf("SetDtype(Float32): %v, dtype %v, %d bytes", err, g.Dtype(), g.LowpBytes())
+	}
+}
+
+// TestLowpSmolLM2 compares bfloat16 and int8 generation with fp32 on the
+// real SmolLM2-135M-Instruct GGUF (the ChatML prompt of TestSmolLM2, 32
+// greedy tokens): equal tokens up to the first step whose fp32 top-2 margin
+// is within twice the measured logit error, and the logit error bounded.
+func TestLowpSmolLM2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads a 135M-parameter model")
+	}
+	path := smollm2GGUF(t)
+	var meta struct {
+		Prompt []int32 `json:"prompt"`
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "smollm2-golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := weights.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(cpu.New(), ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounds := map[cpu.Dtype]float64{cpu.BFloat16: 0.01, cpu.Int8: 0.05} // measured 0.0052 and 0.030
+	for _, dt := range []cpu.Dtype{cpu.BFloat16, cpu.Int8} {
+		r := compareLowp(t, m, dt, meta.Prompt, 32)
+		t.Logf("%v: %d/%d tokens equal (%d guaranteed by the margins); logit error %.3g (max |logit| %.3g, min margin %.3g); log-prob diff %.3g teacher-forced, %.3g generated",
+			dt, r.same, r.steps, r.guaranteed, r.maxErr, r.maxLogit, r.minMargin, r.lpDiff, r.lpDiffGen)
+		if rel := r.maxErr / r.maxLogit; rel > bounds[dt] {
+			t.Errorf("%v: logit error %.3g is %.3g of the largest logit, want <= %g", dt, r.maxErr, rel, bounds[dt])
+		}
 	}
 }
