@@ -192,36 +192,53 @@ func rope(out, inp []float32, pos []int32, cos, sin []float32, N, H, HD int, lay
 // ---------------------------------------------------------------------------
 // attention
 
+// attnBlock is the row block of the causal attention products: the query
+// rows [r0, r1) of a block only need the keys [0, r1), so with T/attnBlock
+// blocks the products skip most of the upper triangle (3/4 of the full
+// T x T FLOPs at two blocks, 5/8 at four). A variable so the tests can
+// exercise many blocks on small T.
+var attnBlock = 128
+
 // AttentionForward is causal GQA attention; see gpu.Backend.
 // B batch, T time, NH query heads, NKV key/value heads, HD head dim.
-// One sequence at a time: sgemm per head for the scores and the weighted
-// values, the causal softmax of all NH*T rows spread over goroutines.
+// One sequence at a time: sgemm per head and row block for the scores and
+// the weighted values, the causal softmax of all NH*T rows spread over
+// goroutines.
 func (Backend) AttentionForward(out, scratch []float32, q, k, v []float32, B, T, NH, NKV, HD int) {
 	group := NH / NKV
 	qs, ks := NH*HD, NKV*HD // row strides of q/out and k/v
 	p := scratch[:NH*T*T]   // [NH,T,T] probabilities of one sequence
 	for b := 0; b < B; b++ {
 		attentionProbs(p, q, k, b, T, NH, NKV, HD)
-		// out[b,:,h,:] = P[h] v[b,:,h/group,:]
+		// out[b,r0:r1,h,:] = P[h][r0:r1,:r1] v[b,:r1,h/group,:]
 		for h := 0; h < NH; h++ {
 			kh := h / group
-			Sgemm(false, false, T, HD, T, 1, p[h*T*T:], T, v[b*T*ks+kh*HD:], ks,
-				0, out[b*T*qs+h*HD:], qs)
+			for r0 := 0; r0 < T; r0 += attnBlock {
+				r1 := min(r0+attnBlock, T)
+				Sgemm(false, false, r1-r0, HD, r1, 1, p[h*T*T+r0*T:], T, v[b*T*ks+kh*HD:], ks,
+					0, out[(b*T+r0)*qs+h*HD:], qs)
+			}
 		}
 	}
 }
 
 // attentionProbs fills p [NH,T,T] with the causal softmax of
-// q[b,:,h,:] k[b,:,h/group,:]^T / sqrt(HD) for every head h of sequence b.
+// q[b,:,h,:] k[b,:,h/group,:]^T / sqrt(HD) for every head h of sequence b
+// (the upper triangle 0).
 func attentionProbs(p []float32, q, k []float32, b, T, NH, NKV, HD int) {
 	group := NH / NKV
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	qs, ks := NH*HD, NKV*HD
 	for h := 0; h < NH; h++ {
 		kh := h / group
-		Sgemm(false, true, T, T, HD, scale, q[b*T*qs+h*HD:], qs, k[b*T*ks+kh*HD:], ks, 0, p[h*T*T:], T)
+		for r0 := 0; r0 < T; r0 += attnBlock { // scores of the rows [r0, r1) against the keys [0, r1)
+			r1 := min(r0+attnBlock, T)
+			Sgemm(false, true, r1-r0, r1, HD, scale, q[(b*T+r0)*qs+h*HD:], qs, k[b*T*ks+kh*HD:], ks,
+				0, p[h*T*T+r0*T:], T)
+		}
 	}
-	// row r = h*T + t is query t of head h
+	// row r = h*T + t is query t of head h; the softmax reads row[0..t] and
+	// zeroes the rest (which the blocked products left unwritten)
 	parallelRows(NH*T, T*4, func(lo, hi int) {
 		if useKernels {
 			softmaxCausalC(p, T, lo, hi)
@@ -254,7 +271,9 @@ func softmaxCausal(row []float32, t int) {
 
 // AttentionBackward: see gpu.Backend. Per sequence it recomputes P, then
 // dP = dout V^T, dV += P^T dout, dS = P*(dP - rowsum(dP*P))/sqrt(HD),
-// dQ = dS K, dK += dS^T Q.
+// dQ = dS K, dK += dS^T Q. P and dS are lower triangular: the products by
+// rows (dP, dQ) take the keys [0, r1) of each row block [r0, r1), the
+// products by columns (dV, dK) the rows [c0, T) of each column block.
 func (Backend) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v []float32, B, T, NH, NKV, HD int) {
 	group := NH / NKV
 	scale := float32(1 / math.Sqrt(float64(HD)))
@@ -267,8 +286,15 @@ func (Backend) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v []
 		for h := 0; h < NH; h++ {
 			kh := h / group
 			do := dout[b*T*qs+h*HD:]
-			Sgemm(false, true, T, T, HD, 1, do, qs, v[b*T*ks+kh*HD:], ks, 0, dp[h*T*T:], T)
-			Sgemm(true, false, T, HD, T, 1, p[h*T*T:], T, do, qs, 1, dv[b*T*ks+kh*HD:], ks)
+			ph, dph := p[h*T*T:], dp[h*T*T:]
+			for r0 := 0; r0 < T; r0 += attnBlock {
+				r1 := min(r0+attnBlock, T)
+				// dP[r0:r1, :r1] = dout[r0:r1] V[:r1]^T
+				Sgemm(false, true, r1-r0, r1, HD, 1, do[r0*qs:], qs, v[b*T*ks+kh*HD:], ks, 0, dph[r0*T:], T)
+				// dV[r0:r1] += P[r0:T, r0:r1]^T dout[r0:T]
+				Sgemm(true, false, r1-r0, HD, T-r0, 1, ph[r0*T+r0:], T, do[r0*qs:], qs,
+					1, dv[(b*T+r0)*ks+kh*HD:], ks)
+			}
 		}
 		parallelRows(NH*T, T*4, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
@@ -288,8 +314,15 @@ func (Backend) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v []
 		for h := 0; h < NH; h++ {
 			kh := h / group
 			ds := dp[h*T*T:]
-			Sgemm(false, false, T, HD, T, 1, ds, T, k[b*T*ks+kh*HD:], ks, 0, dq[b*T*qs+h*HD:], qs)
-			Sgemm(true, false, T, HD, T, 1, ds, T, q[b*T*qs+h*HD:], qs, 1, dk[b*T*ks+kh*HD:], ks)
+			for r0 := 0; r0 < T; r0 += attnBlock {
+				r1 := min(r0+attnBlock, T)
+				// dQ[r0:r1] = dS[r0:r1, :r1] K[:r1]
+				Sgemm(false, false, r1-r0, HD, r1, 1, ds[r0*T:], T, k[b*T*ks+kh*HD:], ks,
+					0, dq[(b*T+r0)*qs+h*HD:], qs)
+				// dK[r0:r1] += dS[r0:T, r0:r1]^T Q[r0:T]
+				Sgemm(true, false, r1-r0, HD, T-r0, 1, ds[r0*T+r0:], T, q[(b*T+r0)*qs+h*HD:], qs,
+					1, dk[(b*T+r0)*ks+kh*HD:], ks)
+			}
 		}
 	}
 }

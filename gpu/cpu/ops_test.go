@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -266,31 +267,38 @@ func TestAttentionGrad(t *testing.T) {
 		{"GQA", 2, 6, 4, 2, 8},
 		{"MQA T=1", 3, 1, 3, 1, 4},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			B, T, NH, NKV, HD := tt.B, tt.T, tt.NH, tt.NKV, tt.HD
-			r := rand.New(rand.NewPCG(1, 5))
-			q := randSlice(r, B*T*NH*HD, 1)
-			k := randSlice(r, B*T*NKV*HD, 1)
-			v := randSlice(r, B*T*NKV*HD, 1)
-			out := make([]float32, B*T*NH*HD)
-			scratch := randSlice(r, 2*NH*T*T, 9) // garbage: must not matter
-			fwd := func() []float32 { be.AttentionForward(out, scratch, q, k, v, B, T, NH, NKV, HD); return out }
-			fwd()
-			want := naiveAttention(q, k, v, B, T, NH, NKV, HD)
-			for i := range want {
-				if math.Abs(float64(out[i])-want[i]) > 1e-5 {
-					t.Fatalf("out[%d] = %v, want %v", i, out[i], want[i])
-				}
-			}
-			gradCheck(t, []string{"q", "k", "v"}, [][]float32{q, k, v}, fwd, func(dout []float32) [][]float32 {
-				dq := make([]float32, len(q))
-				dk, dv := randSlice(r, len(k), 9), randSlice(r, len(v), 9) // garbage: must be overwritten
-				be.AttentionBackward(dq, dk, dv, randSlice(r, 2*NH*T*T, 9), dout, q, k, v, B, T, NH, NKV, HD)
-				return [][]float32{dq, dk, dv}
-			}, 1e-2, 2e-3)
-		})
+	defer func(b int) { attnBlock = b }(attnBlock)
+	for _, blk := range []int{attnBlock, 2, 3} { // one block, and many with a partial last one
+		attnBlock = blk
+		for _, tt := range tests {
+			testAttentionGrad(t, fmt.Sprintf("%s block %d", tt.name, blk), tt.B, tt.T, tt.NH, tt.NKV, tt.HD)
+		}
 	}
+}
+
+func testAttentionGrad(t *testing.T, name string, B, T, NH, NKV, HD int) {
+	t.Run(name, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(1, 5))
+		q := randSlice(r, B*T*NH*HD, 1)
+		k := randSlice(r, B*T*NKV*HD, 1)
+		v := randSlice(r, B*T*NKV*HD, 1)
+		out := make([]float32, B*T*NH*HD)
+		scratch := randSlice(r, 2*NH*T*T, 9) // garbage: must not matter
+		fwd := func() []float32 { be.AttentionForward(out, scratch, q, k, v, B, T, NH, NKV, HD); return out }
+		fwd()
+		want := naiveAttention(q, k, v, B, T, NH, NKV, HD)
+		for i := range want {
+			if math.Abs(float64(out[i])-want[i]) > 1e-5 {
+				t.Fatalf("out[%d] = %v, want %v", i, out[i], want[i])
+			}
+		}
+		gradCheck(t, []string{"q", "k", "v"}, [][]float32{q, k, v}, fwd, func(dout []float32) [][]float32 {
+			dq := make([]float32, len(q))
+			dk, dv := randSlice(r, len(k), 9), randSlice(r, len(v), 9) // garbage: must be overwritten
+			be.AttentionBackward(dq, dk, dv, randSlice(r, 2*NH*T*T, 9), dout, q, k, v, B, T, NH, NKV, HD)
+			return [][]float32{dq, dk, dv}
+		}, 1e-2, 2e-3)
+	})
 }
 
 func TestSwiGLUGrad(t *testing.T) {

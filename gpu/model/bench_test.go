@@ -112,7 +112,8 @@ func benchTrainStep(b *testing.B, lora *LoRAConfig) {
 
 // trainFLOPs counts the matmul FLOPs of one training step: 6 per parameter
 // per token for the linear layers (lm_head included, embedding gather not),
-// plus the attention products (QK^T and PV, full T x T as computed).
+// plus the attention products (QK^T and PV) counted at the full T x T, the
+// usual model-FLOPs convention (the causal blocks compute 3/4 of it at T=256).
 func trainFLOPs(c Config, B, T int) float64 {
 	N := float64(B * T)
 	lin := float64(c.L) * float64(c.C*c.NH*c.HD*2+c.C*c.NKV*c.HD*2+3*c.C*c.F)
