@@ -17,7 +17,7 @@ func main() {
 	out := flag.String("out", "data/arith", "output directory")
 	train := flag.Int("train", 2000, "training problems")
 	test := flag.Int("test", 200, "test problems")
-	max := flag.Int("max", 50, "operands are in [0, max)")
+	max := flag.Int("max", 20, "operands of + and - are in [0, max); of * in [0, 13)")
 	seed := flag.Uint64("seed", 1, "random seed")
 	flag.Parse()
 	if err := os.MkdirAll(*out, 0o755); err != nil {

@@ -1,0 +1,41 @@
+# The GRPO step against TRL's GRPOTrainer (bench-grpo), and the learnable example's run
+# (example-arith). TRL (PyPI trl, pinned) lives in a virtualenv of its own under $(CACHE)
+# that sees the system site-packages, so the torch / transformers / gguf the goldens use are
+# shared and not downloaded again; pip installs them into the venv only where missing.
+TRL_PYPI  ?= trl==1.16.0
+TRL_VENV  := $(CACHE)/trl-venv
+TRL_PY    := $(TRL_VENV)/bin/python
+GRPO_BENCH_ARGS ?=
+
+ARITH_RAW  := data/arith-raw
+ARITH_DATA := data/arith
+ARITH_ARGS ?=
+
+.PHONY: setup-trl bench-grpo example-arith
+
+BENCH_TARGETS += bench-grpo
+
+setup-trl: ## virtualenv $(CACHE)/trl-venv with $(TRL_PYPI) (+ torch, transformers, gguf, pyarrow if the system lacks them)
+	@$(TRL_PY) -c 'import importlib.metadata as m, sys; sys.exit(m.version("trl") != "$(subst trl==,,$(TRL_PYPI))")' 2>/dev/null || { \
+		{ python3 -m venv --system-site-packages $(TRL_VENV) || \
+		  { python3 -m pip install --quiet virtualenv && python3 -m virtualenv --system-site-packages $(TRL_VENV); }; } && \
+		$(TRL_VENV)/bin/pip install --quiet '$(TRL_PYPI)' gguf pyarrow && \
+		$(TRL_PY) -c 'import trl, torch, transformers; print("setup-trl: trl", trl.__version__, "torch", torch.__version__, "transformers", transformers.__version__)'; }
+
+data/gsm8k/train.parquet: | $(BIN)/rlhost
+	$(BIN)/rlhost preprocess --task gsm8k --output-dir data/gsm8k
+
+# One GRPO configuration, rlhost then TRL in the same command: 4 GSM8K prompts x n=4,
+# 128 response tokens, 3 steps per side (the first a warm-up). -> docs/bench/training.md
+bench-grpo: setup-blas model build setup-trl data/gsm8k/train.parquet ## GRPO step breakdown, rlhost vs TRL GRPOTrainer (same model, batch, n, lengths) -> docs/bench/training.md
+	uptime
+	$(TRL_PY) scripts/bench/trl_grpo.py --rlhost $(BIN)/rlhost $(GRPO_BENCH_ARGS)
+	uptime
+
+# The learnable example (docs/training.md, "A learnable example"): two-operand arithmetic
+# through the examples/arith plugin, curves in runs/arith/curves.png.
+example-arith: setup-blas model build ## GRPO on the arith example (examples/configs/arith.yaml): mean reward rises in about 10 minutes
+	@test -s $(ARITH_RAW)/train.jsonl || (cd examples/arith && $(GO) run ./gendata -out ../../$(ARITH_RAW))
+	@test -s $(ARITH_DATA)/train.parquet || $(BIN)/rlhost preprocess --task arith --input $(ARITH_RAW) --output-dir $(ARITH_DATA)
+	$(BIN)/rlhost train -c examples/configs/arith.yaml $(ARITH_ARGS)
+	@echo "== the run is in runs/arith: curves.png, metrics.jsonl =="
