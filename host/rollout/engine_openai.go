@@ -324,16 +324,14 @@ func finish(r string) string {
 // SGLang: the native /generate with input_ids; meta_info.output_token_logprobs holds
 // [logprob, token_id, text] per output token.
 func (e *EnginePolicy) sglang(ctx context.Context, prompt []int, sp SamplingParams) (Generation, error) {
+	// No seed: SGLang versions before sampling_seed reject unknown sampling parameters, so the
+	// engine draws its own random stream (docs/engines.md).
 	params := map[string]any{"max_new_tokens": sp.MaxTokens, "temperature": sp.Temperature, "top_p": topP(sp.TopP),
-		"top_k": -1, "min_p": 0, "repetition_penalty": 1, "skip_special_tokens": false, "no_stop_trim": true,
-		"sampling_seed": seed31(sp.Seed)}
+		"top_k": -1, "min_p": 0, "repetition_penalty": 1, "skip_special_tokens": false, "no_stop_trim": true}
 	if sp.TopK > 0 {
 		params["top_k"] = sp.TopK
 	}
 	body := map[string]any{"input_ids": prompt, "sampling_params": params, "return_logprob": true}
-	if e.cfg.Model != "" {
-		body["model"] = e.cfg.Model
-	}
 	var resp struct {
 		OutputIDs []int `json:"output_ids"`
 		MetaInfo  struct {
