@@ -413,18 +413,22 @@ func (e *EnginePolicy) llamacpp(ctx context.Context, prompt []int, sp SamplingPa
 	if resp.Probs == nil {
 		return Generation{}, &missingError{url, "completion_probabilities (n_probs)"}
 	}
-	if len(resp.Probs) != len(resp.Tokens) {
-		return Generation{}, fmt.Errorf("POST %s: %d completion_probabilities for %d tokens", url, len(resp.Probs), len(resp.Tokens))
-	}
+	// The server keeps no probability for a token that leaves an incomplete UTF-8 character
+	// (tools/server: add_token only once the text is valid), so entries are matched by id.
 	g := Generation{Tokens: resp.Tokens, Logprobs: make([]float32, len(resp.Tokens)), FinishReason: "stop"}
-	for i, p := range resp.Probs {
-		if p.Logprob == nil {
-			return Generation{}, &missingError{url, fmt.Sprintf("completion_probabilities[%d].logprob", i)}
+	k := 0
+	for i, id := range resp.Tokens {
+		if k >= len(resp.Probs) || resp.Probs[k].ID == nil || *resp.Probs[k].ID != id {
+			return Generation{}, &missingError{url, fmt.Sprintf("completion_probabilities entry for tokens[%d] = %d (the server keeps none for a token that ends inside a UTF-8 character)", i, id)}
 		}
-		if p.ID == nil || *p.ID != resp.Tokens[i] {
-			return Generation{}, fmt.Errorf("POST %s: completion_probabilities[%d].id is not tokens[%d] = %d", url, i, i, resp.Tokens[i])
+		if resp.Probs[k].Logprob == nil {
+			return Generation{}, &missingError{url, fmt.Sprintf("completion_probabilities[%d].logprob", k)}
 		}
-		g.Logprobs[i] = float32(*p.Logprob)
+		g.Logprobs[i] = float32(*resp.Probs[k].Logprob)
+		k++
+	}
+	if k != len(resp.Probs) {
+		return Generation{}, fmt.Errorf("POST %s: %d completion_probabilities for %d tokens", url, len(resp.Probs), len(resp.Tokens))
 	}
 	if resp.StopType == "limit" || resp.StoppedLimit {
 		g.FinishReason = "length"

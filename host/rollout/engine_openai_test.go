@@ -141,6 +141,8 @@ func TestEngineMissingFields(t *testing.T) {
 		{ProtocolSGLang, "/generate", map[string]any{"text": "x", "meta_info": map[string]any{}}, "has no meta_info.output_token_logprobs"},
 		{ProtocolLlamaCpp, "/completion", map[string]any{"content": "x", "tokens": wantIDs}, "has no completion_probabilities"},
 		{ProtocolLlamaCpp, "/completion", map[string]any{"content": "x"}, "has no tokens (return_tokens)"},
+		{ProtocolLlamaCpp, "/completion", map[string]any{"content": "x", "tokens": wantIDs, "completion_probabilities": []any{
+			map[string]any{"id": 17, "logprob": -0.5}, map[string]any{"id": 2, "logprob": -0.1}}}, "has no completion_probabilities entry for tokens[1] = 42"},
 	} {
 		srv, _ := engineServer(t, tc.path, func(map[string]any) (int, any) { return 200, tc.answer })
 		e, err := NewEnginePolicy(EngineConfig{BaseURL: srv.URL, Protocol: tc.protocol, APIKey: "sekret"})
