@@ -60,6 +60,7 @@ type LowpMatrix struct {
 	BF         []uint16  // BFloat16: [Rows*Cols]
 	Q          []int8    // Int8: [Rows*Cols]
 	Scale      []float32 // Int8: [Rows*ceil(Cols/LowpBlock)]
+	goQuant    bool      // Int8: quantise in Go (the reference the C quantiser is tested against)
 }
 
 // Quantize returns the dtype copy of w [rows, cols].
@@ -92,6 +93,11 @@ func (q *LowpMatrix) Requantize(w []float32) {
 		panic(fmt.Sprintf("cpu: requantize: weight has %d values, want %d x %d", len(w), q.Rows, q.Cols))
 	}
 	parallelRows(q.Rows, 4*q.Cols, func(lo, hi int) {
+		if q.Dtype == Int8 && !q.goQuant {
+			C.lowp_quant_q8(C.int(BestLowpISA), (*C.float)(&w[0]), (*C.int8_t)(unsafe.Pointer(&q.Q[0])),
+				(*C.float)(&q.Scale[0]), C.int(q.Cols), C.int(lo), C.int(hi))
+			return
+		}
 		for r := lo; r < hi; r++ {
 			row := w[r*q.Cols : (r+1)*q.Cols]
 			if q.Dtype == BFloat16 {

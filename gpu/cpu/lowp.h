@@ -23,6 +23,12 @@ typedef void lowp_matmul_fn(int dtype, float *out, const float *x, const uint16_
 
 lowp_matmul_fn lowp_matmul_generic, lowp_matmul_avx2, lowp_matmul_avx512;
 
+// lowp_quant_q8 writes rows [r_lo, r_hi) of w [*, cols] as int8 q with
+// scales s [*, ceil(cols/32)].
+typedef void lowp_quant_fn(const float *w, int8_t *q, float *s, int cols, int r_lo, int r_hi);
+lowp_quant_fn lowp_quant_q8_generic, lowp_quant_q8_avx2, lowp_quant_q8_avx512;
+void lowp_quant_q8(int isa, const float *w, int8_t *q, float *s, int cols, int r_lo, int r_hi);
+
 // lowp_best_isa is the widest kernel this CPU runs (LOWP_ISA_*).
 int lowp_best_isa(void);
 // lowp_matmul runs the kernel of the given ISA.

@@ -26,3 +26,15 @@ void lowp_matmul(int isa, int dtype, float *out, const float *x, const uint16_t 
 	}
 	lowp_matmul_generic(dtype, out, x, wb, wq, s, bias, N, K, OC, o_lo, o_hi, buf);
 }
+
+void lowp_quant_q8(int isa, const float *w, int8_t *q, float *s, int cols, int r_lo, int r_hi) {
+	switch (isa) {
+	case LOWP_ISA_AVX512:
+		lowp_quant_q8_avx512(w, q, s, cols, r_lo, r_hi);
+		return;
+	case LOWP_ISA_AVX2:
+		lowp_quant_q8_avx2(w, q, s, cols, r_lo, r_hi);
+		return;
+	}
+	lowp_quant_q8_generic(w, q, s, cols, r_lo, r_hi);
+}

@@ -136,6 +136,27 @@ static void rows(const int no, float *out, const float *x, const float *buf, con
 	}
 }
 
+// LOWP_QFN quantises rows [r_lo, r_hi) of w [*, cols] to int8 blocks: scale
+// absmax/127 per block, values rounded to nearest even (as Requantize in Go).
+void LOWP_QFN(const float *w, int8_t *q, float *s, int cols, int r_lo, int r_hi) {
+	const int nb = (cols + LOWP_BLOCK - 1) / LOWP_BLOCK;
+	for (int r = r_lo; r < r_hi; r++) {
+		for (int b = 0; b < nb; b++) {
+			const int lo = b * LOWP_BLOCK, hi = lo + LOWP_BLOCK < cols ? lo + LOWP_BLOCK : cols;
+			const float *x = w + (long)r * cols;
+			float amax = 0;
+			for (int i = lo; i < hi; i++) {
+				const float a = __builtin_fabsf(x[i]);
+				amax = a > amax ? a : amax;
+			}
+			const float d = amax / 127;
+			const float inv = d > 0 ? 1 / d : 0;
+			s[(long)r * nb + b] = d;
+			for (int i = lo; i < hi; i++) q[(long)r * cols + i] = (int8_t)__builtin_rintf(x[i] * inv);
+		}
+	}
+}
+
 void LOWP_FN(int dtype, float *out, const float *x, const uint16_t *wb, const int8_t *wq,
              const float *s, const float *bias, int N, int K, int OC, int o_lo, int o_hi,
              float *buf) {

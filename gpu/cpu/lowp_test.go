@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -83,6 +84,24 @@ func TestQuantizeBound(t *testing.T) {
 	}
 	if _, err := Quantize(Int8, w, rows, cols+1); err == nil {
 		t.Error("Quantize with a wrong shape gave no error")
+	}
+}
+
+// TestQuantizeC: the C int8 quantiser gives the Go reference's bytes and scales.
+func TestQuantizeC(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, cols := range []int{32, 77, 576, 5} {
+		rows := 9
+		w := randVec(r, rows*cols)
+		for i := range w {
+			w[i] *= float32(math.Pow(10, float64(r.IntN(7)-3)))
+		}
+		c, _ := Quantize(Int8, w, rows, cols)
+		g := &LowpMatrix{Dtype: Int8, Rows: rows, Cols: cols, Q: make([]int8, len(c.Q)), Scale: make([]float32, len(c.Scale)), goQuant: true}
+		g.Requantize(w)
+		if !slices.Equal(c.Q, g.Q) || !slices.Equal(c.Scale, g.Scale) {
+			t.Errorf("cols %d: C and Go int8 copies differ", cols)
+		}
 	}
 }
 
