@@ -47,7 +47,7 @@ test-tracing-conformance: plugins-tracing $(BIN)/rlhost ## `rlhost conformance` 
 	$(BIN)/rlhost conformance $(PLUGINS)/rlhost-trace-local
 
 # BENCH_TRACING_PAIRS: pairs of real training runs (untraced, traced) for the step-time overhead.
-BENCH_TRACING_PAIRS ?= 6
+BENCH_TRACING_PAIRS ?= 5
 
 bench-tracing: tracing-mlflow plugins-tracing tokenizers-lib model ## tracing cost per span, per trajectory and per real training step, bytes per trajectory, vs MLflow's Python SDK -> docs/bench/tracing.md
 	$(GO) test -p 1 -run '^$$' -bench Span -benchmem ./host/tracing/
