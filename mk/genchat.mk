@@ -36,4 +36,4 @@ bench-genchat: setup-blas tokenizers-lib model ## chat endpoint overhead per cal
 test-engine: setup-blas tokenizers-lib model setup-llamacpp ## external rollout engines: protocol and fault tests, exact ids and log-probs through llama-cpp-python's server on the default GGUF, the weight reload
 	$(GO) vet ./host/rollout/ ./host/trainer/
 	$(GO) test -count=1 -run 'Engine|PieceSplit' ./host/rollout/
-	RLHOST_LLAMACPP_PYTHON=$(LLAMACPP_PY) $(GO) test -count=1 -run 'Engine' ./host/trainer/
+	RLHOST_LLAMACPP_PYTHON=$(LLAMACPP_PY) $(GO) test -count=1 -timeout 30m -run 'Engine' ./host/trainer/
