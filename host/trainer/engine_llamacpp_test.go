@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,6 +44,8 @@ func startLlamaCppServer(t *testing.T, py, gguf string) string {
 	cmd := exec.Command(py, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1", "--port", fmt.Sprint(port),
 		"--n_ctx", "1024", "--n_threads", "2", "--verbose", "false")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
+	// A test binary killed by its timeout runs no cleanup: the server dies with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
