@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"time"
 
 	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/host/tracing"
@@ -338,6 +339,7 @@ func (l *ToolAgentLoop) Run(ctx context.Context, s *Sample) (*Output, error) {
 		switch {
 		case len(assistant.ToolCalls) > 0:
 			// PROCESSING_TOOLS
+			obsStart := time.Now()
 			obs, err := l.d.Env.Obs(ctx, task.ObsRequest{InstanceID: st.InstanceID, Assistant: assistant, Kind: task.ObsTools, Turn: turn})
 			if err != nil {
 				return nil, fmt.Errorf("Obs: %w", err)
@@ -353,6 +355,13 @@ func (l *ToolAgentLoop) Run(ctx context.Context, s *Sample) (*Output, error) {
 					args = assistant.ToolCalls[i].Arguments
 				}
 				cs := tr.Start("tool_call:"+r.Name, nil, map[string]any{"arguments": args})
+				// The plugin ran the call inside Obs and timed it: the span covers that run,
+				// from the Obs request on (a plugin that did not time it: the whole Obs call).
+				if r.Duration > 0 {
+					cs.SetTiming(obsStart, r.Duration)
+				} else {
+					cs.SetTiming(obsStart, time.Since(obsStart))
+				}
 				cs.SetAttr("step_reward", r.StepReward)
 				cs.SetAttr("duration_ms", float64(r.Duration.Microseconds())/1000)
 				var cerr error

@@ -52,7 +52,8 @@ type Span struct {
 	start    time.Time
 	attrs    map[string]any
 	inputs   string
-	outputs  string // preset outputs (Generate), kept when End gets nil
+	outputs  string    // preset outputs (Generate), kept when End gets nil
+	end      time.Time // set by SetTiming; zero: End's time
 	ended    bool
 }
 
@@ -189,6 +190,15 @@ func (s *Span) SetAttr(key string, v any) {
 	s.attrs[key] = normAttr(v)
 }
 
+// SetTiming sets the span's start and duration when the operation ran before the span could
+// be opened (a tool call timed by the task plugin inside one Obs call): End then keeps them.
+func (s *Span) SetTiming(start time.Time, d time.Duration) {
+	if s == nil {
+		return
+	}
+	s.start, s.end = start, start.Add(d)
+}
+
 // End closes the span with its outputs (encoded as JSON; nil keeps outputs set by Generate)
 // and error, and queues it for export. Ending a span twice does nothing.
 func (s *Span) End(outputs any, err error) {
@@ -200,7 +210,11 @@ func (s *Span) End(outputs any, err error) {
 	if outputs != nil {
 		out = encode(outputs)
 	}
-	sp := s.finish(out, time.Now())
+	end := s.end
+	if end.IsZero() {
+		end = time.Now()
+	}
+	sp := s.finish(out, end)
 	if err != nil {
 		sp.Error = err.Error()
 	}

@@ -437,3 +437,28 @@ func TestSpoolLeftByACrashedRunIsReplayed(t *testing.T) {
 		t.Errorf("%d spooled spans replayed; want 15", got)
 	}
 }
+
+// A span timed after the fact (a tool call the plugin ran and timed inside one Obs call) keeps
+// the start and duration it was given, not the moment it was opened and ended.
+func TestSetTiming(t *testing.T) {
+	mem := &tracingtest.Memory{}
+	tr := newTracer(t, tracing.Config{Experiment: "exp"}, map[string]*tracingtest.Memory{"local": mem})
+	tr.BeginStep(1, false, []int64{0})
+	traj := tr.Trajectory(tracing.TrajectoryAttrs{Step: 1, SampleIndex: 0, AgentName: "tool_agent", Task: "t"})
+	start := time.Now().Add(-3 * time.Second)
+	s := traj.Start("tool_call:calc", nil, nil)
+	s.SetTiming(start, 1500*time.Millisecond)
+	s.End(nil, nil)
+	traj.End(0, nil)
+	closeTracer(t, tr)
+	for _, sp := range mem.Snapshot() {
+		if sp.Name != "tool_call:calc" {
+			continue
+		}
+		if !sp.Start.Equal(start) || sp.End.Sub(sp.Start) != 1500*time.Millisecond {
+			t.Fatalf("span %s..%s; want %s + 1.5s", sp.Start, sp.End, start)
+		}
+		return
+	}
+	t.Fatal("no tool_call span exported")
+}
