@@ -19,6 +19,8 @@ SETUP_TARGETS += tracing-deps tracing-mlflow tracing-weave plugins-tracing
 TEST_TARGETS  += test-tracing test-tracing-conformance
 BENCH_TARGETS += bench-tracing
 
+build: plugins-tracing
+
 plugins-tracing: ## build the trace-backend plugins into bin/plugins
 	@mkdir -p $(PLUGINS)
 	for p in $(TRACE_PLUGINS); do $(GO) build -o $(PLUGINS)/rlhost-trace-$$p ./plugins/$$p/cmd/rlhost-trace-$$p || exit 1; done
