@@ -3,7 +3,7 @@
 # virtualenv with the [server] extra, so that
 #   - gpu/model's greedy output on the default GGUF is checked against llama.cpp's
 #     (golden written by scripts/goldens/llamacpp/greedy.py, committed),
-#   - decode speed is compared with llama.cpp on the same file (bench-llamacpp),
+#   - decode speed is compared with llama.cpp on the same file (bench-llamacpp, scripts/bench/lowp_decode.py),
 #   - the external rollout engine is tested against llama-cpp-python's OpenAI server.
 LLAMACPP_VERSION := 0.3.36
 LLAMACPP_VENV    := $(CACHE)/llamacpp-venv
@@ -39,6 +39,6 @@ llamacpp-goldens: setup-llamacpp model ## regenerate gpu/model/testdata/llamacpp
 	$(LLAMACPP_PY) scripts/goldens/llamacpp/greedy.py --model $(MODEL_GGUF) --model-f32 $$tmp/f32.gguf \
 		--out gpu/model/testdata/llamacpp_greedy.json
 
-bench-llamacpp: setup-blas setup-llamacpp tokenizers-lib model ## decode tokens/s on the default GGUF: rlhost vs llama.cpp, same run -> docs/bench/llamacpp.md
+bench-llamacpp: setup-blas setup-llamacpp tokenizers-lib model ## decode tokens/s at batch 1 per rollout dtype vs llama.cpp (1 and 2 threads), same run -> docs/bench/decode.md
 	$(GO) build -o $(BIN)/rlhost ./cmd/rlhost
-	$(LLAMACPP_PY) scripts/bench/llamacpp_decode.py --model $(MODEL_GGUF) --rlhost $(BIN)/rlhost
+	$(LLAMACPP_PY) scripts/bench/lowp_decode.py --model $(MODEL_GGUF) --rlhost $(BIN)/rlhost --tokens 128 --rounds 3 --llama-threads 1,2
