@@ -42,7 +42,9 @@ func bucket(n int) int {
 
 // pack builds the model batch of trajectories [lo, hi): prompt and response tokens, right
 // padded; the target of row (b, P+j-1) is response token j where it is a model token, -1
-// elsewhere (prompt, observation tokens, padding).
+// elsewhere (prompt, observation tokens, padding). Only rows with a target are scored: the
+// lm_head and log-softmax skip the prompt, observation and padding rows, whose log-probs and
+// entropies no loss or metric reads.
 func (b *batchOf) pack(lo, hi int) (model.Batch, []int) {
 	Bm := hi - lo
 	T := 1
@@ -50,7 +52,7 @@ func (b *batchOf) pack(lo, hi int) (model.Batch, []int) {
 		T = max(T, len(o.PromptIDs)+len(o.ResponseIDs))
 	}
 	T = bucket(T)
-	mb := model.Batch{B: Bm, T: T, Tokens: make([]int32, Bm*T), Targets: make([]int32, Bm*T)}
+	mb := model.Batch{B: Bm, T: T, Tokens: make([]int32, Bm*T), Targets: make([]int32, Bm*T), ScoredOnly: true}
 	for i := range mb.Targets {
 		mb.Targets[i] = -1
 	}
