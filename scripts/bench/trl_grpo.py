@@ -74,7 +74,7 @@ def run_rlhost(a, data, work):
            f"trainer.total_training_steps={a.steps}",
            "trainer.val_before_train=false", "trainer.test_freq=-1", "trainer.save_freq=-1",
            "trainer.resume_mode=disable", "trainer.logger=[console,jsonl]",
-           f"trainer.run_dir={run_dir}"]
+           f"trainer.run_dir={run_dir}"] + a.rlhost_set
     print("rlhost:", " ".join(cmd), flush=True)
     t0 = time.time()
     subprocess.run(cmd, check=True)
@@ -205,6 +205,8 @@ def main():
     p.add_argument("--lr", type=float, default=1e-6)
     p.add_argument("--steps", type=int, default=3, help="training steps per side; the first is a warm-up")
     p.add_argument("--skip", choices=["rlhost", "trl"], help="run one side only")
+    p.add_argument("--rlhost-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an extra rlhost config override (repeatable), e.g. actor_rollout_ref.rollout.dtype=bfloat16")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     data = os.path.join(a.work, "gsm8k-bench.parquet")
