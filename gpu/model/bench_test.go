@@ -144,24 +144,30 @@ func benchDecode(b *testing.B, lora *LoRAConfig) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			r := rand.New(rand.NewPCG(3, 3))
-			reqs := make([]Request, batch)
-			for i := range reqs {
-				p := make([]int32, prompt)
-				for j := range p {
-					p[j] = int32(r.IntN(m.Config.V))
-				}
-				reqs[i] = Request{Prompt: p, Sample: SampleConfig{MaxTokens: gen, IgnoreEOS: true}}
-			}
-			b.ResetTimer()
-			for b.Loop() {
-				if _, err := g.Generate(reqs); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(batch*gen*b.N)/b.Elapsed().Seconds(), "tokens/s")
+			runDecode(b, m, g, batch, prompt, gen)
 		})
 	}
+}
+
+// runDecode times g generating gen greedy tokens (EOS ignored) for batch random prompts of
+// prompt tokens, and reports new tokens/s.
+func runDecode(b *testing.B, m *Model, g *Generator, batch, prompt, gen int) {
+	r := rand.New(rand.NewPCG(3, 3))
+	reqs := make([]Request, batch)
+	for i := range reqs {
+		p := make([]int32, prompt)
+		for j := range p {
+			p[j] = int32(r.IntN(m.Config.V))
+		}
+		reqs[i] = Request{Prompt: p, Sample: SampleConfig{MaxTokens: gen, IgnoreEOS: true}}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := g.Generate(reqs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(batch*gen*b.N)/b.Elapsed().Seconds(), "tokens/s")
 }
 
 // BenchmarkGRPOStep is a GRPO-sized update of SmolLM2-135M: 16 sequences of

@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
@@ -23,22 +22,7 @@ func BenchmarkDecodeDtype(b *testing.B) {
 				if err := g.SetDtype(dt); err != nil {
 					b.Fatal(err)
 				}
-				r := rand.New(rand.NewPCG(3, 3))
-				reqs := make([]Request, batch)
-				for i := range reqs {
-					p := make([]int32, prompt)
-					for j := range p {
-						p[j] = int32(r.IntN(m.Config.V))
-					}
-					reqs[i] = Request{Prompt: p, Sample: SampleConfig{MaxTokens: gen, IgnoreEOS: true}}
-				}
-				b.ResetTimer()
-				for b.Loop() {
-					if _, err := g.Generate(reqs); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(batch*gen*b.N)/b.Elapsed().Seconds(), "tokens/s")
+				runDecode(b, m, g, batch, prompt, gen)
 			})
 		}
 	}
