@@ -60,7 +60,10 @@ type LowpMatrix struct {
 	BF         []uint16  // BFloat16: [Rows*Cols]
 	Q          []int8    // Int8: [Rows*Cols]
 	Scale      []float32 // Int8: [Rows*ceil(Cols/LowpBlock)]
-	goQuant    bool      // Int8: quantise in Go (the reference the C quantiser is tested against)
+	// Packed is BF in the layout of the bfloat16 dot-product kernel
+	// (lowp.h): built only on CPUs that run it (ISAAVX512BF16).
+	Packed  []uint16
+	goQuant bool // Int8: quantise in Go (the reference the C quantiser is tested against)
 }
 
 // Quantize returns the dtype copy of w [rows, cols].
@@ -74,6 +77,9 @@ func Quantize(dtype Dtype, w []float32, rows, cols int) (*LowpMatrix, error) {
 	q := &LowpMatrix{Dtype: dtype, Rows: rows, Cols: cols}
 	if dtype == BFloat16 {
 		q.BF = make([]uint16, rows*cols)
+		if BestLowpISA >= ISAAVX512BF16 {
+			q.Packed = make([]uint16, q.outBlocks()*q.pairs()*32)
+		}
 	} else {
 		q.Q = make([]int8, rows*cols)
 		q.Scale = make([]float32, rows*q.blocks())
@@ -84,8 +90,23 @@ func Quantize(dtype Dtype, w []float32, rows, cols int) (*LowpMatrix, error) {
 
 func (q *LowpMatrix) blocks() int { return (q.Cols + LowpBlock - 1) / LowpBlock }
 
-// Bytes is the size of the copy.
-func (q *LowpMatrix) Bytes() int { return 2*len(q.BF) + len(q.Q) + 4*len(q.Scale) }
+// outBlocks and pairs are the packed layout's blocks of 16 rows and
+// column pairs.
+func (q *LowpMatrix) outBlocks() int { return (q.Rows + 15) / 16 }
+func (q *LowpMatrix) pairs() int     { return (q.Cols + 1) / 2 }
+
+// Bytes is the size of the copy (the packed layout replaces the row-major
+// one for the products when it is there; both are counted).
+func (q *LowpMatrix) Bytes() int { return 2*len(q.BF) + 2*len(q.Packed) + len(q.Q) + 4*len(q.Scale) }
+
+// productBytes is what one product streams: the packed weights when the
+// dot-product kernel runs, else the row-major copy.
+func (q *LowpMatrix) productBytes() int {
+	if q.Packed != nil {
+		return 2 * len(q.Packed)
+	}
+	return q.Bytes()
+}
 
 // Requantize overwrites the copy from w [Rows, Cols] (same shape as built).
 func (q *LowpMatrix) Requantize(w []float32) {
@@ -127,6 +148,11 @@ func (q *LowpMatrix) Requantize(w []float32) {
 			}
 		}
 	})
+	if q.Packed != nil {
+		parallelRows(q.outBlocks(), 32*q.Cols, func(lo, hi int) {
+			C.lowp_bf16_pack((*C.uint16_t)(&q.BF[0]), (*C.uint16_t)(&q.Packed[0]), C.int(q.Rows), C.int(q.Cols), C.int(lo), C.int(hi))
+		})
+	}
 }
 
 // ToBF16 rounds x to bfloat16, nearest even (NaN stays NaN), as torch does.
@@ -165,14 +191,26 @@ const (
 	ISAGeneric LowpISA = C.LOWP_ISA_GENERIC // portable C
 	ISAAVX2    LowpISA = C.LOWP_ISA_AVX2    // AVX2 + FMA
 	ISAAVX512  LowpISA = C.LOWP_ISA_AVX512  // AVX-512 F/BW/VL/DQ
+	// ISAAVX512BF16 adds the bfloat16 dot-product kernel (VDPBF16PS) for
+	// BFloat16 copies: activations are rounded to bfloat16 too (as in
+	// torch's bfloat16 matmuls). Int8 copies use the AVX-512 kernel.
+	ISAAVX512BF16 LowpISA = ISAAVX512 + 1
 )
 
 func (i LowpISA) String() string {
-	return [...]string{"generic", "avx2", "avx512"}[i]
+	return [...]string{"generic", "avx2", "avx512", "avx512-bf16"}[i]
 }
 
 // BestLowpISA is the widest kernel this CPU runs, chosen at start-up.
-var BestLowpISA = LowpISA(C.lowp_best_isa())
+var BestLowpISA = bestLowpISA()
+
+func bestLowpISA() LowpISA {
+	isa := LowpISA(C.lowp_best_isa())
+	if isa == ISAAVX512 && C.lowp_bf16dot_supported() != 0 {
+		return ISAAVX512BF16
+	}
+	return isa
+}
 
 // LowpMatmul computes out [N, Rows] = inp [N, Cols] W^T + bias with the copy
 // W, bias [Rows] or nil, in fp32 arithmetic on the widened weights, with the
@@ -194,6 +232,13 @@ func LowpMatmulISA(isa LowpISA, out, inp []float32, w *LowpMatrix, bias []float3
 	}
 	if isa > BestLowpISA {
 		panic(fmt.Sprintf("cpu: lowp matmul: this CPU does not run the %v kernel", isa))
+	}
+	if isa == ISAAVX512BF16 {
+		if w.Dtype == BFloat16 {
+			bf16DotMatmul(out, inp, w, bias, N)
+			return
+		}
+		isa = ISAAVX512
 	}
 	dtype := C.int(C.LOWP_BF16)
 	var wb *C.uint16_t
@@ -238,6 +283,57 @@ func LowpMatmulISA(isa LowpISA, out, inp []float32, w *LowpMatrix, bias []float3
 	per := (tiles + workers - 1) / workers
 	for t := 0; t < tiles; t += per {
 		lo, hi := 4*t, min(4*(t+per), OC)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+var pairBufs sync.Pool
+
+// bf16DotMatmul is LowpMatmul on the bfloat16 dot-product kernel: the
+// activations are rounded to bfloat16 pairs once, then the output blocks of
+// 16 are spread over the workers.
+func bf16DotMatmul(out, inp []float32, w *LowpMatrix, bias []float32, N int) {
+	if w.Packed == nil {
+		panic("cpu: lowp matmul: bfloat16 copy has no packed layout (built on a CPU without AVX-512 BF16?)")
+	}
+	K, OC, K2 := w.Cols, w.Rows, w.pairs()
+	bp, _ := pairBufs.Get().(*[]uint32)
+	if bp == nil || len(*bp) < N*K2 {
+		b := make([]uint32, N*K2)
+		bp = &b
+	}
+	defer pairBufs.Put(bp)
+	xb := *bp
+	C.lowp_bf16_pairs((*C.float)(&inp[0]), (*C.uint32_t)(&xb[0]), C.int(N), C.int(K))
+	var cb *C.float
+	if bias != nil {
+		cb = (*C.float)(&bias[0])
+	}
+	run := func(lo, hi int) {
+		C.lowp_bf16dot_matmul((*C.float)(&out[0]), (*C.uint32_t)(&xb[0]), (*C.uint16_t)(&w.Packed[0]), cb,
+			C.int(N), C.int(K), C.int(OC), C.int(lo), C.int(hi))
+	}
+	blocks := w.outBlocks()
+	workers := runtime.GOMAXPROCS(0)
+	if OC*K*max(N, 4) < 1<<17 {
+		workers = 1
+	}
+	// whole tiles of 3 blocks per worker (the kernel's width)
+	tiles := (blocks + 2) / 3
+	workers = min(workers, tiles)
+	if workers <= 1 {
+		run(0, blocks)
+		return
+	}
+	var wg sync.WaitGroup
+	per := (tiles + workers - 1) / workers
+	for t := 0; t < tiles; t += per {
+		lo, hi := 3*t, min(3*(t+per), blocks)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

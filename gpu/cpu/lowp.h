@@ -36,4 +36,16 @@ void lowp_matmul(int isa, int dtype, float *out, const float *x, const uint16_t 
                  const int8_t *wq, const float *s, const float *bias, int N, int K, int OC,
                  int o_lo, int o_hi, float *buf);
 
+// The bfloat16 dot-product kernel (lowp_bf16dot.c; AVX-512 BF16). Weights
+// W [OC,K] are packed in blocks of 16 output rows: pw[((ob*K2 + kp)*16 + j)*2
+// + t] = W[16*ob + j, 2*kp + t], K2 = ceil(K/2), zero past OC and K.
+// Activations x [N,K] become bfloat16 pairs xb [N,K2] (round to nearest
+// even). lowp_bf16dot_matmul writes out[n*OC+o] for the output blocks
+// [ob_lo, ob_hi), every n < N.
+int lowp_bf16dot_supported(void);
+void lowp_bf16_pack(const uint16_t *bf, uint16_t *pw, int OC, int K, int ob_lo, int ob_hi);
+void lowp_bf16_pairs(const float *x, uint32_t *xb, int N, int K);
+void lowp_bf16dot_matmul(float *out, const uint32_t *xb, const uint16_t *pw, const float *bias,
+                         int N, int K, int OC, int ob_lo, int ob_hi);
+
 #endif

@@ -25,7 +25,7 @@ func BenchmarkLowpMatmul(b *testing.B) {
 					bytes := 4 * len(w)
 					if dt != Float32 {
 						q, _ = Quantize(dt, w, sh.OC, sh.K)
-						bytes = q.Bytes()
+						bytes = q.productBytes()
 					}
 					b.SetBytes(int64(bytes))
 					for b.Loop() {

@@ -282,7 +282,18 @@ func TestLowpSmolLM2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bounds := map[cpu.Dtype]float64{cpu.BFloat16: 0.01, cpu.Int8: 0.05} // measured 0.0052 and 0.030
+	// bfloat16: no more than PyTorch's own bfloat16 inference on the same
+	// positions (testdata/smollm2-bf16.json, 0.0217; measured here 0.0154 with
+	// bfloat16 activations, 0.0052 with fp32 ones); int8 measured 0.030.
+	var torchBF16 struct {
+		Rel float64 `json:"rel_logit_err"`
+	}
+	if b, err := os.ReadFile(filepath.Join("testdata", "smollm2-bf16.json")); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &torchBF16); err != nil || torchBF16.Rel <= 0 {
+		t.Fatalf("testdata/smollm2-bf16.json: %v (rel_logit_err %g)", err, torchBF16.Rel)
+	}
+	bounds := map[cpu.Dtype]float64{cpu.BFloat16: torchBF16.Rel, cpu.Int8: 0.05}
 	for _, dt := range []cpu.Dtype{cpu.BFloat16, cpu.Int8} {
 		r := compareLowp(t, m, dt, meta.Prompt, 32)
 		t.Logf("%v: %d/%d tokens equal (%d guaranteed by the margins); logit error %.3g (max |logit| %.3g, min margin %.3g); log-prob diff %.3g teacher-forced, %.3g generated",
