@@ -337,6 +337,13 @@ func (Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, po
 	for n := 0; n < N; n++ {
 		maxLen = max(maxLen, int(pos[n])+1)
 	}
+	if useKernels && HD%8 == 0 && group <= 8 {
+		// one item per (token, kv head): the group's query heads share each key and value row
+		parallelRows(N*NKV, maxLen*HD*2*group, func(lo, hi int) {
+			attentionCachedC(out, q, kcache, vcache, slot, pos, N, NH, NKV, HD, maxT, lo, hi, scale, maxLen)
+		})
+		return
+	}
 	parallelRows(N*NH, maxLen*HD*2, func(lo, hi int) {
 		scores := make([]float32, maxLen)
 		for r := lo; r < hi; r++ {

@@ -382,3 +382,96 @@ AVX2 void rl_rmsnorm_bwd_dw(float *dweight, const float *dout, const float *inp,
 			dweight[i] += d[i] * x[i] * rstd[n];
 	}
 }
+
+// rl_attention_cached: attention of one token through the KV cache for the
+// work items lo..hi-1, item r = (token n = r / NKV, kv head kh = r % NKV) with
+// its G = NH/NKV query heads (each key and value row is loaded once for the
+// group). Token n sits at position pos[n] of cache slot slot[n] and attends to
+// positions 0..pos[n]. HD is a multiple of 8, G <= 8; s holds G*maxLen
+// floats of scratch (maxLen > every pos[n]).
+AVX2 void rl_attention_cached(float *out, const float *q, const float *kc, const float *vc, const int32_t *slot,
+	const int32_t *pos, long NH, long NKV, long HD, long maxT, long lo, long hi, float scale, float *s, long maxLen) {
+	const long G = NH / NKV, KD = NKV * HD;
+	for (long r = lo; r < hi; r++) {
+		const long n = r / NKV, kh = r % NKV, P = (long)pos[n] + 1;
+		const float *kb = kc + (long)slot[n] * maxT * KD + kh * HD;
+		const float *vb = vc + (long)slot[n] * maxT * KD + kh * HD;
+		const float *qh = q + (n * NH + kh * G) * HD;
+		float *oh = out + (n * NH + kh * G) * HD;
+		for (long j = 0; j < P; j++) {
+			__m256 acc[8];
+			for (long g = 0; g < G; g++)
+				acc[g] = _mm256_setzero_ps();
+			for (long c = 0; c < HD; c += 8) {
+				const __m256 kv = _mm256_loadu_ps(kb + j * KD + c);
+				for (long g = 0; g < G; g++)
+					acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qh + g * HD + c), kv, acc[g]);
+			}
+			for (long g = 0; g < G; g++)
+				s[g * maxLen + j] = hsum8(acc[g]) * scale;
+		}
+		float inv[8];
+		for (long g = 0; g < G; g++) {
+			float *sg = s + g * maxLen;
+			float m = sg[0];
+			for (long j = 1; j < P; j++)
+				m = sg[j] > m ? sg[j] : m;
+			const __m256 mv = _mm256_set1_ps(m);
+			__m256 sum = _mm256_setzero_ps();
+			long j = 0;
+			for (; j + 8 <= P; j += 8) {
+				const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sg + j), mv));
+				_mm256_storeu_ps(sg + j, e);
+				sum = _mm256_add_ps(sum, e);
+			}
+			if (j < P) {
+				const __m256i tm = tailmask(P - j);
+				const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(sg + j, tm), mv)),
+					_mm256_castsi256_ps(tm));
+				_mm256_maskstore_ps(sg + j, tm, e);
+				sum = _mm256_add_ps(sum, e);
+			}
+			inv[g] = 1 / hsum8(sum);
+		}
+		for (long c = 0; c < HD; c += 8) {
+			__m256 acc[8];
+			for (long g = 0; g < G; g++)
+				acc[g] = _mm256_setzero_ps();
+			for (long j = 0; j < P; j++) {
+				const __m256 vv = _mm256_loadu_ps(vb + j * KD + c);
+				for (long g = 0; g < G; g++)
+					acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(s[g * maxLen + j]), vv, acc[g]);
+			}
+			for (long g = 0; g < G; g++)
+				_mm256_storeu_ps(oh + g * HD + c, _mm256_mul_ps(acc[g], _mm256_set1_ps(inv[g])));
+		}
+	}
+}
+
+// rl_exp_shift writes out[i] = exp((x[i] - m) * s) and returns their sum,
+// float32 partial sums per lane over blocks of 256 values, added in double.
+AVX2 double rl_exp_shift(float *out, const float *x, long n, float m, float s) {
+	const __m256 mv = _mm256_set1_ps(m), sv = _mm256_set1_ps(s);
+	__m256d acc = _mm256_setzero_pd();
+	long i = 0;
+	while (i < n) {
+		const long end = i + 256 < n ? i + 256 : n;
+		__m256 part = _mm256_setzero_ps();
+		for (; i + 8 <= end; i += 8) {
+			const __m256 e = exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv), sv));
+			_mm256_storeu_ps(out + i, e);
+			part = _mm256_add_ps(part, e);
+		}
+		if (i < end) {
+			const __m256i tm = tailmask(end - i);
+			const __m256 e = _mm256_and_ps(exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, tm), mv), sv)),
+				_mm256_castsi256_ps(tm));
+			_mm256_maskstore_ps(out + i, tm, e);
+			part = _mm256_add_ps(part, e);
+			i = end;
+		}
+		acc = _mm256_add_pd(acc, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(part)),
+			_mm256_cvtps_pd(_mm256_extractf128_ps(part, 1))));
+	}
+	return hsum4d(acc);
+}

@@ -130,3 +130,48 @@ func rmsnormBwdDwC(dweight, dout, inp, rstd []float32, N, nc, c0, c1 int) {
 	_, _, _, _ = dweight[nc-1], dout[N*nc-1], inp[N*nc-1], rstd[N-1]
 	C.rl_rmsnorm_bwd_dw(fptr(dweight), fptr(dout), fptr(inp), fptr(rstd), C.long(N), C.long(nc), C.long(c0), C.long(c1))
 }
+
+// attentionCachedC is AttentionCachedForward's items lo..hi-1 (token, kv
+// head) in C. The caller checks HD%8 == 0 and NH/NKV <= 8.
+func attentionCachedC(out, q, kc, vc []float32, slot, pos []int32, N, NH, NKV, HD, maxT, lo, hi int, scale float32, maxLen int) {
+	if lo >= hi {
+		return
+	}
+	KD := NKV * HD
+	_, _, _, _ = out[N*NH*HD-1], q[N*NH*HD-1], slot[N-1], pos[N-1]
+	for n := lo / NKV; n <= (hi-1)/NKV; n++ {
+		if p := int(pos[n]); p < 0 || p >= maxT || p >= maxLen || int(slot[n]) < 0 || (int(slot[n])+1)*maxT*KD > min(len(kc), len(vc)) {
+			panic("cpu: AttentionCachedForward: position or slot outside the cache")
+		}
+	}
+	s := make([]float32, NH/NKV*maxLen)
+	C.rl_attention_cached(fptr(out), fptr(q), fptr(kc), fptr(vc), iptr(slot), iptr(pos), C.long(NH), C.long(NKV),
+		C.long(HD), C.long(maxT), C.long(lo), C.long(hi), C.float(scale), fptr(s), C.long(maxLen))
+}
+
+// ExpShift writes out[i] = exp((x[i]-m)*s) (the float32 exp of this
+// package, see expf) and returns their sum in double: the unnormalised
+// probabilities of a sampling step, logits x shifted by their maximum m and
+// scaled by 1/temperature s.
+func ExpShift(out, x []float32, m, s float32) float64 {
+	n := len(x)
+	if n == 0 {
+		return 0
+	}
+	_ = out[n-1]
+	if useKernels {
+		return float64(C.rl_exp_shift(fptr(out), fptr(x), C.long(n), C.float(m), C.float(s)))
+	}
+	var sum float64
+	for lo := 0; lo < n; lo += 256 {
+		var part [8]float32 // the kernel's lanes and blocks
+		for i := lo; i < min(lo+256, n); i++ {
+			out[i] = expf((x[i] - m) * s)
+			part[i%8] += out[i]
+		}
+		for _, p := range part {
+			sum += float64(p)
+		}
+	}
+	return sum
+}

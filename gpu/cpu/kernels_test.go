@@ -235,3 +235,58 @@ func TestRMSNormKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionCachedKernel compares the C cached attention with the Go loop
+// on SmolLM2's head layout (9 query heads over 3 kv heads, 64 wide) and an
+// odd one, tokens at assorted positions of shuffled slots.
+func TestAttentionCachedKernel(t *testing.T) {
+	needKernels(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, sh := range []struct{ NH, NKV, HD int }{{9, 3, 64}, {4, 4, 8}, {14, 2, 16}, {8, 1, 24}} {
+		const S, maxT = 5, 70
+		KD := sh.NKV * sh.HD
+		kc, vc := randSlice(r, S*maxT*KD, 3), randSlice(r, S*maxT*KD, 3)
+		var slot, pos []int32
+		for n := 0; n < 23; n++ {
+			slot, pos = append(slot, int32(r.IntN(S))), append(pos, int32(r.IntN(maxT)))
+		}
+		pos[0], pos[1] = 0, maxT-1
+		N := len(slot)
+		q := randSlice(r, N*sh.NH*sh.HD, 2)
+		want := make([]float32, N*sh.NH*sh.HD)
+		withGo(func() { be.AttentionCachedForward(want, q, kc, vc, slot, pos, N, sh.NH, sh.NKV, sh.HD, maxT) })
+		got := make([]float32, len(want))
+		be.AttentionCachedForward(got, q, kc, vc, slot, pos, N, sh.NH, sh.NKV, sh.HD, maxT)
+		for i := range want {
+			if !closeTo(got[i], want[i], 1e-5, 1) {
+				t.Fatalf("%+v: out[%d] = %v, Go loop %v", sh, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestExpShift compares the kernel with the Go loop and with float64 exp.
+func TestExpShift(t *testing.T) {
+	needKernels(t)
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, n := range []int{1, 7, 8, 9, 255, 256, 257, 1000, 49152} {
+		x := randSlice(r, n, 8)
+		m := slices.Max(x)
+		got, want := make([]float32, n), make([]float32, n)
+		sg := ExpShift(got, x, m, 1/0.7)
+		var sw float64
+		withGo(func() { sw = ExpShift(want, x, m, 1/0.7) })
+		var exact float64
+		for i := range x {
+			e := math.Exp(float64(x[i]-m) / 0.7)
+			exact += e
+			// vs float64: the float32 argument (x-m)*s is rounded (|arg| <= ~40: 3e-6 relative)
+			if !closeTo(got[i], want[i], 1e-6, 1e-30) || !closeTo(got[i], float32(e), 1e-5, 1e-30) {
+				t.Fatalf("n=%d: out[%d] = %v, Go %v, float64 %v", n, i, got[i], want[i], e)
+			}
+		}
+		if math.Abs(sg-sw) > 1e-6*sw || math.Abs(sg-exact) > 1e-6*exact {
+			t.Fatalf("n=%d: sum %v, Go %v, float64 %v", n, sg, sw, exact)
+		}
+	}
+}

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"sync"
+
+	"github.com/rlhost/rlhost/gpu/cpu"
 )
 
 // SampleConfig controls how one request's tokens are chosen.
@@ -182,6 +186,8 @@ func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 	var tokens, slot, pos []int32
 	var rows []int
 	var rowSlot []int
+	var toks []int32
+	var lps []float32
 	for {
 		tokens, slot, pos, rows, rowSlot = tokens[:0], slot[:0], pos[:0], rows[:0], rowSlot[:0]
 		// decode tokens of the running requests
@@ -211,10 +217,15 @@ func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 			return results, nil
 		}
 		logits := g.forward(tokens, slot, pos, rows)
+		toks, lps = grow32(toks, len(rowSlot)), grow(lps, len(rowSlot))
+		eachRow(len(rowSlot), func(i int) {
+			r := slots[rowSlot[i]]
+			toks[i], lps[i] = sampleToken(logits[i*c.V:(i+1)*c.V], &reqs[r.req].Sample, r.rng)
+		})
 		for i, s := range rowSlot {
 			r := slots[s]
 			sc := &reqs[r.req].Sample
-			tok, lp := sampleToken(logits[i*c.V:(i+1)*c.V], sc, r.rng)
+			tok, lp := toks[i], lps[i]
 			r.res.Tokens = append(r.res.Tokens, tok)
 			r.res.Logprobs = append(r.res.Logprobs, lp)
 			r.next, r.pos = tok, r.pos+1
@@ -232,15 +243,50 @@ func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 	}
 }
 
+func grow32(b []int32, n int) []int32 {
+	if cap(b) < n {
+		return make([]int32, n)
+	}
+	return b[:n]
+}
+
+// eachRow runs f(0..n-1) over up to GOMAXPROCS goroutines (rows of a
+// sampling step: each request has its own random stream, so the result does
+// not depend on the order).
+func eachRow(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// probBufs holds sampleToken's [V] scratch.
+var probBufs sync.Pool
+
 // sampleToken picks a token from logits [V] and returns it with its
-// log-probability (see Result.Logprobs).
+// log-probability (see Result.Logprobs). It may run concurrently for
+// different requests (each has its own rng).
 func sampleToken(logits []float32, sc *SampleConfig, rng *rand.Rand) (int32, float32) {
 	temp := sc.Temperature
 	greedy := temp <= 0
 	if greedy {
 		temp = 1
 	}
-	// log-softmax of logits/temp, in float64
+	V := len(logits)
 	m := logits[0]
 	best := 0
 	for i, z := range logits {
@@ -248,78 +294,82 @@ func sampleToken(logits []float32, sc *SampleConfig, rng *rand.Rand) (int32, flo
 			m, best = z, i
 		}
 	}
-	var se float64
-	for _, z := range logits {
-		se += math.Exp(float64((z - m) / temp))
+	// e[i] = exp((z_i - m)/temp), the unnormalised probabilities
+	bp, _ := probBufs.Get().(*[]float32)
+	if bp == nil || len(*bp) < V {
+		b := make([]float32, V)
+		bp = &b
 	}
+	defer probBufs.Put(bp)
+	e := (*bp)[:V]
+	se := cpu.ExpShift(e, logits, m, 1/temp)
 	lse := math.Log(se)
 	logp := func(i int) float32 { return float32(float64((logits[i]-m)/temp) - lse) }
 	if greedy {
 		return int32(best), logp(best)
 	}
-	// candidates: every token, or a superset of the nucleus / top-k found by
-	// a probability threshold, then sorted by probability.
-	V := len(logits)
-	prob := func(i int) float64 { return math.Exp(float64((logits[i]-m)/temp) - lse) }
 	keepP := float64(sc.TopP)
 	if keepP <= 0 || keepP >= 1 {
 		keepP = 1
 	}
-	var cand []int
-	if keepP < 1 || (sc.TopK > 0 && sc.TopK < V) {
-		for thresh := 1e-3; ; thresh /= 16 {
-			cand = cand[:0]
-			var mass float64
-			for i := 0; i < V; i++ {
-				if p := prob(i); p >= thresh {
-					cand = append(cand, i)
-					mass += p
-				}
-			}
-			enoughK := sc.TopK <= 0 || len(cand) >= sc.TopK
-			if (mass >= keepP && enoughK) || thresh < 1e-30 {
-				break
-			}
-		}
-		slices.SortFunc(cand, func(a, b int) int {
-			if logits[a] != logits[b] {
-				if logits[a] > logits[b] {
-					return -1
-				}
-				return 1
-			}
-			return a - b
-		})
-		if sc.TopK > 0 && len(cand) > sc.TopK {
-			cand = cand[:sc.TopK]
-		}
-		if keepP < 1 {
-			var cum float64
-			for j, i := range cand {
-				cum += prob(i)
-				if cum >= keepP {
-					cand = cand[:j+1]
-					break
-				}
-			}
-		}
-	} else { // no filtering: sample from the whole distribution
-		u := rng.Float64()
-		for i := 0; i < V; i++ {
-			u -= prob(i)
+	if keepP == 1 && (sc.TopK <= 0 || sc.TopK >= V) { // no filtering: the whole distribution
+		u := rng.Float64() * se
+		for i, p := range e {
+			u -= float64(p)
 			if u < 0 {
 				return int32(i), logp(i)
 			}
 		}
 		return int32(best), logp(best) // u exceeded the rounded total mass
 	}
+	// candidates: a superset of the nucleus / top-k found by a probability
+	// threshold, then sorted by probability.
+	var cand []int
+	for thresh := 1e-3; ; thresh /= 16 {
+		cand = cand[:0]
+		var mass float64
+		t := float32(thresh * se)
+		for i, p := range e {
+			if p >= t {
+				cand = append(cand, i)
+				mass += float64(p)
+			}
+		}
+		mass /= se
+		enoughK := sc.TopK <= 0 || len(cand) >= sc.TopK
+		if (mass >= keepP && enoughK) || thresh < 1e-30 {
+			break
+		}
+	}
+	slices.SortFunc(cand, func(a, b int) int {
+		if logits[a] != logits[b] {
+			if logits[a] > logits[b] {
+				return -1
+			}
+			return 1
+		}
+		return a - b
+	})
+	if sc.TopK > 0 && len(cand) > sc.TopK {
+		cand = cand[:sc.TopK]
+	}
+	if keepP < 1 {
+		var cum float64
+		for j, i := range cand {
+			cum += float64(e[i]) / se
+			if cum >= keepP {
+				cand = cand[:j+1]
+				break
+			}
+		}
+	}
 	var total float64
 	for _, i := range cand {
-		total += prob(i)
+		total += float64(e[i])
 	}
 	u := rng.Float64() * total
 	for _, i := range cand {
-		u -= prob(i)
+		u -= float64(e[i])
 		if u < 0 {
 			return int32(i), logp(i)
 		}
