@@ -398,7 +398,27 @@ AVX2 void rl_attention_cached(float *out, const float *q, const float *kc, const
 		const float *vb = vc + (long)slot[n] * maxT * KD + kh * HD;
 		const float *qh = q + (n * NH + kh * G) * HD;
 		float *oh = out + (n * NH + kh * G) * HD;
-		for (long j = 0; j < P; j++) {
+		long j = 0;
+		for (; j + 4 <= P; j += 4) { // 4 positions at once: 4G independent sums
+			__m256 acc[8][4];
+			for (long g = 0; g < G; g++)
+				for (int u = 0; u < 4; u++)
+					acc[g][u] = _mm256_setzero_ps();
+			for (long c = 0; c < HD; c += 8) {
+				__m256 kv[4];
+				for (int u = 0; u < 4; u++)
+					kv[u] = _mm256_loadu_ps(kb + (j + u) * KD + c);
+				for (long g = 0; g < G; g++) {
+					const __m256 qv = _mm256_loadu_ps(qh + g * HD + c);
+					for (int u = 0; u < 4; u++)
+						acc[g][u] = _mm256_fmadd_ps(qv, kv[u], acc[g][u]);
+				}
+			}
+			for (long g = 0; g < G; g++)
+				for (int u = 0; u < 4; u++)
+					s[g * maxLen + j + u] = hsum8(acc[g][u]) * scale;
+		}
+		for (; j < P; j++) {
 			__m256 acc[8];
 			for (long g = 0; g < G; g++)
 				acc[g] = _mm256_setzero_ps();
@@ -433,17 +453,25 @@ AVX2 void rl_attention_cached(float *out, const float *q, const float *kc, const
 			}
 			inv[g] = 1 / hsum8(sum);
 		}
-		for (long c = 0; c < HD; c += 8) {
-			__m256 acc[8];
+		for (long c0 = 0; c0 < HD; c0 += 32) { // 32 columns at once: 4G independent sums
+			const int nc = HD - c0 >= 32 ? 4 : (int)((HD - c0) / 8);
+			__m256 acc[8][4];
 			for (long g = 0; g < G; g++)
-				acc[g] = _mm256_setzero_ps();
+				for (int u = 0; u < nc; u++)
+					acc[g][u] = _mm256_setzero_ps();
 			for (long j = 0; j < P; j++) {
-				const __m256 vv = _mm256_loadu_ps(vb + j * KD + c);
-				for (long g = 0; g < G; g++)
-					acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(s[g * maxLen + j]), vv, acc[g]);
+				__m256 vv[4];
+				for (int u = 0; u < nc; u++)
+					vv[u] = _mm256_loadu_ps(vb + j * KD + c0 + 8 * u);
+				for (long g = 0; g < G; g++) {
+					const __m256 pb = _mm256_set1_ps(s[g * maxLen + j]);
+					for (int u = 0; u < nc; u++)
+						acc[g][u] = _mm256_fmadd_ps(pb, vv[u], acc[g][u]);
+				}
 			}
 			for (long g = 0; g < G; g++)
-				_mm256_storeu_ps(oh + g * HD + c, _mm256_mul_ps(acc[g], _mm256_set1_ps(inv[g])));
+				for (int u = 0; u < nc; u++)
+					_mm256_storeu_ps(oh + g * HD + c0 + 8 * u, _mm256_mul_ps(acc[g][u], _mm256_set1_ps(inv[g])));
 		}
 	}
 }
