@@ -268,21 +268,27 @@ func LowpMatmulISA(isa LowpISA, out, inp []float32, w *LowpMatrix, bias []float3
 			C.int(N), C.int(K), C.int(OC), C.int(lo), C.int(hi), (*C.float)(&(*bp)[0]))
 		lowpBufs.Put(bp)
 	}
-	// split the output rows in multiples of 4 over the workers
+	splitOut(OC, 4, OC*K*max(N, 4), run)
+}
+
+// splitOut runs run(lo, hi) over ranges of [0, n) in whole tiles of width,
+// one range per worker (GOMAXPROCS), or all of it at once when the work is
+// small.
+func splitOut(n, width, work int, run func(lo, hi int)) {
 	workers := runtime.GOMAXPROCS(0)
-	tiles := (OC + 3) / 4
-	if work := OC * K * max(N, 4); work < 1<<17 || workers <= 1 {
+	if work < 1<<17 {
 		workers = 1
 	}
+	tiles := (n + width - 1) / width
 	workers = min(workers, tiles)
-	if workers == 1 {
-		run(0, OC)
+	if workers <= 1 {
+		run(0, n)
 		return
 	}
 	var wg sync.WaitGroup
 	per := (tiles + workers - 1) / workers
 	for t := 0; t < tiles; t += per {
-		lo, hi := 4*t, min(4*(t+per), OC)
+		lo, hi := width*t, min(width*(t+per), n)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -318,27 +324,5 @@ func bf16DotMatmul(out, inp []float32, w *LowpMatrix, bias []float32, N int) {
 		C.lowp_bf16dot_matmul((*C.float)(&out[0]), (*C.uint32_t)(&xb[0]), (*C.uint16_t)(&w.Packed[0]), cb,
 			C.int(N), C.int(K), C.int(OC), C.int(lo), C.int(hi))
 	}
-	blocks := w.outBlocks()
-	workers := runtime.GOMAXPROCS(0)
-	if OC*K*max(N, 4) < 1<<17 {
-		workers = 1
-	}
-	// whole tiles of 3 blocks per worker (the kernel's width)
-	tiles := (blocks + 2) / 3
-	workers = min(workers, tiles)
-	if workers <= 1 {
-		run(0, blocks)
-		return
-	}
-	var wg sync.WaitGroup
-	per := (tiles + workers - 1) / workers
-	for t := 0; t < tiles; t += per {
-		lo, hi := 3*t, min(3*(t+per), blocks)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run(lo, hi)
-		}()
-	}
-	wg.Wait()
+	splitOut(w.outBlocks(), 3, OC*K*max(N, 4), run) // whole tiles of 3 blocks (the kernel's width)
 }
