@@ -30,6 +30,8 @@ def main():
     ap.add_argument("--T", type=int, default=256)
     ap.add_argument("--skip-decode", action="store_true")
     ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--decode-dtype", default="float32", choices=["float32", "bfloat16"],
+                    help="dtype of the model for the decode benchmark (weights and activations)")
     ap.add_argument("--lora", type=int, default=0,
                     help="rank of peft LoRA adapters on all linear layers (alpha 2*rank, base frozen); 0: full fine-tuning")
     args = ap.parse_args()
@@ -73,6 +75,8 @@ def main():
 
     if not args.skip_decode:
         model.eval()
+        if args.decode_dtype == "bfloat16":
+            model = model.to(torch.bfloat16)
         for batch in (1, 16):
             prompt = torch.randint(3, cfg.vocab_size, (batch, 32))
             kw = dict(max_new_tokens=64, min_new_tokens=64, do_sample=False, pad_token_id=0,
@@ -83,7 +87,7 @@ def main():
                 out = model.generate(input_ids=prompt, **kw)
                 sec = time.perf_counter() - t0
             n = (out.shape[1] - 32) * batch
-            print(f"decode batch={batch}: {n / sec:.1f} tokens/s")
+            print(f"decode {args.decode_dtype} batch={batch}: {n / sec:.1f} tokens/s")
 
 
 if __name__ == "__main__":
