@@ -503,3 +503,126 @@ AVX2 double rl_exp_shift(float *out, const float *x, long n, float m, float s) {
 	}
 	return hsum4d(acc);
 }
+
+// AVX-512 cached attention: the item loop of rl_attention_cached with the
+// group size G a compile-time constant (the accumulators stay in registers)
+// and 16-lane rows; HD a multiple of 16.
+#define AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+
+int rl_have_avx512(void) {
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && rl_have_avx2();
+}
+
+static inline AVX512 __attribute__((always_inline)) void att_item512(const int G, float *oh, const float *qh,
+	const float *kb, const float *vb, long P, long HD, long KD, float scale, float *s, long maxLen) {
+	long j = 0;
+	for (; j + 4 <= P; j += 4) {
+		__m512 acc[G][4];
+		for (int g = 0; g < G; g++)
+			for (int u = 0; u < 4; u++)
+				acc[g][u] = _mm512_setzero_ps();
+		for (long c = 0; c < HD; c += 16) {
+			__m512 kv[4];
+			for (int u = 0; u < 4; u++)
+				kv[u] = _mm512_loadu_ps(kb + (j + u) * KD + c);
+			for (int g = 0; g < G; g++) {
+				const __m512 qv = _mm512_loadu_ps(qh + g * HD + c);
+				for (int u = 0; u < 4; u++)
+					acc[g][u] = _mm512_fmadd_ps(qv, kv[u], acc[g][u]);
+			}
+		}
+		for (int g = 0; g < G; g++)
+			for (int u = 0; u < 4; u++)
+				s[g * maxLen + j + u] = _mm512_reduce_add_ps(acc[g][u]) * scale;
+	}
+	for (; j < P; j++) {
+		__m512 acc[G];
+		for (int g = 0; g < G; g++)
+			acc[g] = _mm512_setzero_ps();
+		for (long c = 0; c < HD; c += 16) {
+			const __m512 kv = _mm512_loadu_ps(kb + j * KD + c);
+			for (int g = 0; g < G; g++)
+				acc[g] = _mm512_fmadd_ps(_mm512_loadu_ps(qh + g * HD + c), kv, acc[g]);
+		}
+		for (int g = 0; g < G; g++)
+			s[g * maxLen + j] = _mm512_reduce_add_ps(acc[g]) * scale;
+	}
+	float inv[G];
+	for (int g = 0; g < G; g++) {
+		float *sg = s + g * maxLen;
+		float m = sg[0];
+		for (long i = 1; i < P; i++)
+			m = sg[i] > m ? sg[i] : m;
+		const __m256 mv = _mm256_set1_ps(m);
+		__m256 sum = _mm256_setzero_ps();
+		long i = 0;
+		for (; i + 8 <= P; i += 8) {
+			const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sg + i), mv));
+			_mm256_storeu_ps(sg + i, e);
+			sum = _mm256_add_ps(sum, e);
+		}
+		if (i < P) {
+			const __m256i tm = tailmask(P - i);
+			const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(sg + i, tm), mv)),
+				_mm256_castsi256_ps(tm));
+			_mm256_maskstore_ps(sg + i, tm, e);
+			sum = _mm256_add_ps(sum, e);
+		}
+		inv[g] = 1 / hsum8(sum);
+	}
+	for (long c0 = 0; c0 < HD; c0 += 64) {
+		const int nc = HD - c0 >= 64 ? 4 : (int)((HD - c0) / 16);
+		__m512 acc[G][4];
+		for (int g = 0; g < G; g++)
+			for (int u = 0; u < 4; u++)
+				acc[g][u] = _mm512_setzero_ps();
+		if (nc == 4) {
+			for (long jj = 0; jj < P; jj++) {
+				__m512 vv[4];
+				for (int u = 0; u < 4; u++)
+					vv[u] = _mm512_loadu_ps(vb + jj * KD + c0 + 16 * u);
+				for (int g = 0; g < G; g++) {
+					const __m512 pb = _mm512_set1_ps(s[g * maxLen + jj]);
+					for (int u = 0; u < 4; u++)
+						acc[g][u] = _mm512_fmadd_ps(pb, vv[u], acc[g][u]);
+				}
+			}
+		} else {
+			for (long jj = 0; jj < P; jj++)
+				for (int g = 0; g < G; g++) {
+					const __m512 pb = _mm512_set1_ps(s[g * maxLen + jj]);
+					for (int u = 0; u < nc; u++)
+						acc[g][u] = _mm512_fmadd_ps(pb, _mm512_loadu_ps(vb + jj * KD + c0 + 16 * u), acc[g][u]);
+				}
+		}
+		for (int g = 0; g < G; g++)
+			for (int u = 0; u < nc; u++)
+				_mm512_storeu_ps(oh + g * HD + c0 + 16 * u, _mm512_mul_ps(acc[g][u], _mm512_set1_ps(inv[g])));
+	}
+}
+
+// rl_attention_cached_avx512 is rl_attention_cached for HD a multiple of 16
+// and G = NH/NKV <= 8.
+AVX512 void rl_attention_cached_avx512(float *out, const float *q, const float *kc, const float *vc,
+	const int32_t *slot, const int32_t *pos, long NH, long NKV, long HD, long maxT, long lo, long hi, float scale,
+	float *s, long maxLen) {
+	const long G = NH / NKV, KD = NKV * HD;
+	for (long r = lo; r < hi; r++) {
+		const long n = r / NKV, kh = r % NKV, P = (long)pos[n] + 1;
+		const float *kb = kc + (long)slot[n] * maxT * KD + kh * HD;
+		const float *vb = vc + (long)slot[n] * maxT * KD + kh * HD;
+		const float *qh = q + (n * NH + kh * G) * HD;
+		float *oh = out + (n * NH + kh * G) * HD;
+		switch (G) {
+		case 1: att_item512(1, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
+		case 2: att_item512(2, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
+		case 3: att_item512(3, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
+		case 4: att_item512(4, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
+		case 5: att_item512(5, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
+		case 6: att_item512(6, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
+		case 7: att_item512(7, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
+		default: att_item512(8, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
+		}
+	}
+}

@@ -12,6 +12,10 @@ import "unsafe"
 // (AVX2 and FMA); without them the Go loops of this package do the work.
 var haveAVX2 = C.rl_have_avx2() != 0
 
+// useAVX512Attention selects the AVX-512 build of the cached attention
+// (HD a multiple of 16) over the AVX2 one; the tests compare the two.
+var useAVX512Attention = haveAVX2 && C.rl_have_avx512() != 0
+
 // useKernels selects the kernels of kernels.c over the Go loops; the tests
 // switch it off to compare the two.
 var useKernels = haveAVX2
@@ -145,6 +149,11 @@ func attentionCachedC(out, q, kc, vc []float32, slot, pos []int32, N, NH, NKV, H
 		}
 	}
 	s := make([]float32, NH/NKV*maxLen)
+	if useAVX512Attention && HD%16 == 0 {
+		C.rl_attention_cached_avx512(fptr(out), fptr(q), fptr(kc), fptr(vc), iptr(slot), iptr(pos), C.long(NH), C.long(NKV),
+			C.long(HD), C.long(maxT), C.long(lo), C.long(hi), C.float(scale), fptr(s), C.long(maxLen))
+		return
+	}
 	C.rl_attention_cached(fptr(out), fptr(q), fptr(kc), fptr(vc), iptr(slot), iptr(pos), C.long(NH), C.long(NKV),
 		C.long(HD), C.long(maxT), C.long(lo), C.long(hi), C.float(scale), fptr(s), C.long(maxLen))
 }

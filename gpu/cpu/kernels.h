@@ -22,3 +22,6 @@ void rl_rmsnorm_bwd_dw(float *dweight, const float *dout, const float *inp, cons
 void rl_attention_cached(float *out, const float *q, const float *kc, const float *vc, const int32_t *slot,
 	const int32_t *pos, long NH, long NKV, long HD, long maxT, long lo, long hi, float scale, float *s, long maxLen);
 double rl_exp_shift(float *out, const float *x, long n, float m, float s);
+int rl_have_avx512(void);
+void rl_attention_cached_avx512(float *out, const float *q, const float *kc, const float *vc, const int32_t *slot,
+	const int32_t *pos, long NH, long NKV, long HD, long maxT, long lo, long hi, float scale, float *s, long maxLen);

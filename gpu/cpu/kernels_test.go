@@ -242,7 +242,7 @@ func TestRMSNormKernel(t *testing.T) {
 func TestAttentionCachedKernel(t *testing.T) {
 	needKernels(t)
 	r := rand.New(rand.NewPCG(11, 12))
-	for _, sh := range []struct{ NH, NKV, HD int }{{9, 3, 64}, {4, 4, 8}, {14, 2, 16}, {8, 1, 24}} {
+	for _, sh := range []struct{ NH, NKV, HD int }{{9, 3, 64}, {4, 4, 8}, {14, 2, 16}, {8, 1, 24}, {12, 2, 128}, {16, 2, 48}, {5, 5, 32}} {
 		const S, maxT = 5, 70
 		KD := sh.NKV * sh.HD
 		kc, vc := randSlice(r, S*maxT*KD, 3), randSlice(r, S*maxT*KD, 3)
@@ -255,11 +255,20 @@ func TestAttentionCachedKernel(t *testing.T) {
 		q := randSlice(r, N*sh.NH*sh.HD, 2)
 		want := make([]float32, N*sh.NH*sh.HD)
 		withGo(func() { be.AttentionCachedForward(want, q, kc, vc, slot, pos, N, sh.NH, sh.NKV, sh.HD, maxT) })
-		got := make([]float32, len(want))
-		be.AttentionCachedForward(got, q, kc, vc, slot, pos, N, sh.NH, sh.NKV, sh.HD, maxT)
-		for i := range want {
-			if !closeTo(got[i], want[i], 1e-5, 1) {
-				t.Fatalf("%+v: out[%d] = %v, Go loop %v", sh, i, got[i], want[i])
+		for _, avx512 := range []bool{false, true} {
+			if avx512 && !useAVX512Attention {
+				t.Log("no AVX-512 on this CPU: the AVX2 kernel only")
+				continue
+			}
+			saved := useAVX512Attention
+			useAVX512Attention = avx512
+			got := make([]float32, len(want))
+			be.AttentionCachedForward(got, q, kc, vc, slot, pos, N, sh.NH, sh.NKV, sh.HD, maxT)
+			useAVX512Attention = saved
+			for i := range want {
+				if !closeTo(got[i], want[i], 1e-5, 1) {
+					t.Fatalf("%+v avx512 %v: out[%d] = %v, Go loop %v", sh, avx512, i, got[i], want[i])
+				}
 			}
 		}
 	}
