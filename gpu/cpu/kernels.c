@@ -383,6 +383,29 @@ AVX2 void rl_rmsnorm_bwd_dw(float *dweight, const float *dout, const float *inp,
 	}
 }
 
+// softmax_unnorm overwrites s[0..P) with exp(s - max) and returns 1/sum.
+static inline AVX2 float softmax_unnorm(float *s, long P) {
+	float m = s[0];
+	for (long j = 1; j < P; j++)
+		m = s[j] > m ? s[j] : m;
+	const __m256 mv = _mm256_set1_ps(m);
+	__m256 sum = _mm256_setzero_ps();
+	long j = 0;
+	for (; j + 8 <= P; j += 8) {
+		const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+		_mm256_storeu_ps(s + j, e);
+		sum = _mm256_add_ps(sum, e);
+	}
+	if (j < P) {
+		const __m256i tm = tailmask(P - j);
+		const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(s + j, tm), mv)),
+			_mm256_castsi256_ps(tm));
+		_mm256_maskstore_ps(s + j, tm, e);
+		sum = _mm256_add_ps(sum, e);
+	}
+	return 1 / hsum8(sum);
+}
+
 // rl_attention_cached: attention of one token through the KV cache for the
 // work items lo..hi-1, item r = (token n = r / NKV, kv head kh = r % NKV) with
 // its G = NH/NKV query heads (each key and value row is loaded once for the
@@ -431,28 +454,8 @@ AVX2 void rl_attention_cached(float *out, const float *q, const float *kc, const
 				s[g * maxLen + j] = hsum8(acc[g]) * scale;
 		}
 		float inv[8];
-		for (long g = 0; g < G; g++) {
-			float *sg = s + g * maxLen;
-			float m = sg[0];
-			for (long j = 1; j < P; j++)
-				m = sg[j] > m ? sg[j] : m;
-			const __m256 mv = _mm256_set1_ps(m);
-			__m256 sum = _mm256_setzero_ps();
-			long j = 0;
-			for (; j + 8 <= P; j += 8) {
-				const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sg + j), mv));
-				_mm256_storeu_ps(sg + j, e);
-				sum = _mm256_add_ps(sum, e);
-			}
-			if (j < P) {
-				const __m256i tm = tailmask(P - j);
-				const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(sg + j, tm), mv)),
-					_mm256_castsi256_ps(tm));
-				_mm256_maskstore_ps(sg + j, tm, e);
-				sum = _mm256_add_ps(sum, e);
-			}
-			inv[g] = 1 / hsum8(sum);
-		}
+		for (long g = 0; g < G; g++)
+			inv[g] = softmax_unnorm(s + g * maxLen, P);
 		for (long c0 = 0; c0 < HD; c0 += 32) { // 32 columns at once: 4G independent sums
 			const int nc = HD - c0 >= 32 ? 4 : (int)((HD - c0) / 8);
 			__m256 acc[8][4];
@@ -549,28 +552,8 @@ static inline AVX512 __attribute__((always_inline)) void att_item512(const int G
 			s[g * maxLen + j] = _mm512_reduce_add_ps(acc[g]) * scale;
 	}
 	float inv[G];
-	for (int g = 0; g < G; g++) {
-		float *sg = s + g * maxLen;
-		float m = sg[0];
-		for (long i = 1; i < P; i++)
-			m = sg[i] > m ? sg[i] : m;
-		const __m256 mv = _mm256_set1_ps(m);
-		__m256 sum = _mm256_setzero_ps();
-		long i = 0;
-		for (; i + 8 <= P; i += 8) {
-			const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sg + i), mv));
-			_mm256_storeu_ps(sg + i, e);
-			sum = _mm256_add_ps(sum, e);
-		}
-		if (i < P) {
-			const __m256i tm = tailmask(P - i);
-			const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(sg + i, tm), mv)),
-				_mm256_castsi256_ps(tm));
-			_mm256_maskstore_ps(sg + i, tm, e);
-			sum = _mm256_add_ps(sum, e);
-		}
-		inv[g] = 1 / hsum8(sum);
-	}
+	for (int g = 0; g < G; g++)
+		inv[g] = softmax_unnorm(s + g * maxLen, P);
 	for (long c0 = 0; c0 < HD; c0 += 64) {
 		const int nc = HD - c0 >= 64 ? 4 : (int)((HD - c0) / 16);
 		__m512 acc[G][4];
