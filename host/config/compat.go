@@ -78,8 +78,6 @@ var compatKeys = map[string]string{
 
 	"critic.strategy":                         "",
 	"critic.model":                            "the critic starts from actor_rollout_ref.model.path",
-	"critic.ppo_mini_batch_size":              "the critic uses the actor's mini-batches",
-	"critic.ppo_epochs":                       "the critic uses the actor's ppo_epochs",
 	"critic.shuffle":                          "",
 	"critic.use_dynamic_bsz":                  "",
 	"critic.ppo_max_token_len_per_gpu":        "",

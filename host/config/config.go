@@ -185,6 +185,8 @@ type Trace struct {
 type Critic struct {
 	Enable                  *bool   `yaml:"enable" doc:"train a critic (value head); null = only when algorithm.adv_estimator is gae"`
 	Optim                   Optim   `yaml:"optim"`
+	PPOMiniBatchSize        *int    `yaml:"ppo_mini_batch_size" doc:"prompts per critic optimiser step (times rollout.n trajectories); null = actor_rollout_ref.actor.ppo_mini_batch_size (veRL's default)"`
+	PPOEpochs               *int    `yaml:"ppo_epochs" doc:"critic passes over each step's trajectories; null = actor_rollout_ref.actor.ppo_epochs (veRL's default)"`
 	PPOMicroBatchSizePerGPU int     `yaml:"ppo_micro_batch_size_per_gpu" doc:"trajectories per critic forward/backward"`
 	CliprangeValue          float64 `yaml:"cliprange_value" doc:"value clipping range of the critic loss"`
 	LossAggMode             string  `yaml:"loss_agg_mode" doc:"how token value losses are reduced"`

@@ -437,6 +437,18 @@ func TestDerived(t *testing.T) {
 	if got := Default().ActorRolloutRef.Actor.Optim.WarmupSteps(1000); got != 0 {
 		t.Errorf("default WarmupSteps(1000) = %d, want 0", got)
 	}
+	if c.CriticMiniBatchSize() != c.ActorRolloutRef.Actor.PPOMiniBatchSize || c.CriticPPOEpochs() != c.ActorRolloutRef.Actor.PPOEpochs {
+		t.Errorf("null critic mini-batch / epochs = %d / %d, want the actor's %d / %d", c.CriticMiniBatchSize(), c.CriticPPOEpochs(),
+			c.ActorRolloutRef.Actor.PPOMiniBatchSize, c.ActorRolloutRef.Actor.PPOEpochs)
+	}
+	for _, o := range []string{"critic.ppo_mini_batch_size=2", "critic.ppo_epochs=3", "actor_rollout_ref.actor.ppo_epochs=2"} {
+		if err := c.Apply(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.CriticMiniBatchSize() != 2 || c.CriticPPOEpochs() != 3 || c.ActorRolloutRef.Actor.PPOEpochs != 2 {
+		t.Errorf("critic mini-batch / epochs = %d / %d, want 2 / 3", c.CriticMiniBatchSize(), c.CriticPPOEpochs())
+	}
 	c.Apply("critic.enable=false")
 	c.Apply("algorithm.adv_estimator=grpo")
 	if c.CriticEnabled() {

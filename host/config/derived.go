@@ -141,3 +141,19 @@ func (c *Config) OverlongBuffer() (OverlongBuffer, error) {
 	}
 	return ob, nil
 }
+
+// CriticMiniBatchSize is critic.ppo_mini_batch_size, or the actor's when null.
+func (c *Config) CriticMiniBatchSize() int {
+	if p := c.Critic.PPOMiniBatchSize; p != nil {
+		return *p
+	}
+	return c.ActorRolloutRef.Actor.PPOMiniBatchSize
+}
+
+// CriticPPOEpochs is critic.ppo_epochs, or the actor's when null.
+func (c *Config) CriticPPOEpochs() int {
+	if p := c.Critic.PPOEpochs; p != nil {
+		return *p
+	}
+	return c.ActorRolloutRef.Actor.PPOEpochs
+}

@@ -111,10 +111,19 @@ func (c *Config) Validate() error {
 	if c.CriticEnabled() {
 		v.optim("critic.optim", cr.Optim)
 		v.atLeast("critic.ppo_micro_batch_size_per_gpu", cr.PPOMicroBatchSizePerGPU, 1)
-		if a.PPOMiniBatchSize >= 1 && r.N >= 1 && cr.PPOMicroBatchSizePerGPU >= 1 && (a.PPOMiniBatchSize*r.N)%cr.PPOMicroBatchSizePerGPU != 0 {
+		v.atLeastPtr("critic.ppo_mini_batch_size", cr.PPOMiniBatchSize, 1)
+		v.atLeastPtr("critic.ppo_epochs", cr.PPOEpochs, 1)
+		mini, miniKey := c.CriticMiniBatchSize(), "critic.ppo_mini_batch_size"
+		if cr.PPOMiniBatchSize == nil {
+			miniKey = "actor_rollout_ref.actor.ppo_mini_batch_size"
+		}
+		if cr.PPOMiniBatchSize != nil && *cr.PPOMiniBatchSize > d.TrainBatchSize && d.TrainBatchSize >= 1 {
+			v.add("critic.ppo_mini_batch_size", "%d prompts per critic mini-batch, but data.train_batch_size is %d", *cr.PPOMiniBatchSize, d.TrainBatchSize)
+		}
+		if mini >= 1 && r.N >= 1 && cr.PPOMicroBatchSizePerGPU >= 1 && (mini*r.N)%cr.PPOMicroBatchSizePerGPU != 0 {
 			v.add("critic.ppo_micro_batch_size_per_gpu",
-				"actor_rollout_ref.actor.ppo_mini_batch_size * actor_rollout_ref.rollout.n (%d trajectories) must be divisible by critic.ppo_micro_batch_size_per_gpu (%d)",
-				a.PPOMiniBatchSize*r.N, cr.PPOMicroBatchSizePerGPU)
+				"%s * actor_rollout_ref.rollout.n (%d trajectories) must be divisible by critic.ppo_micro_batch_size_per_gpu (%d)",
+				miniKey, mini*r.N, cr.PPOMicroBatchSizePerGPU)
 		}
 		v.positive("critic.cliprange_value", cr.CliprangeValue)
 		v.nonNegative("critic.grad_clip", cr.GradClip)

@@ -30,6 +30,12 @@ func TestValidate(t *testing.T) {
 		{[]string{"algorithm.adv_estimator=gae"}, ""},
 		{[]string{"algorithm.adv_estimator=gae", "critic.ppo_micro_batch_size_per_gpu=5"}, "must be divisible by critic.ppo_micro_batch_size_per_gpu (5)"},
 		{[]string{"critic.ppo_micro_batch_size_per_gpu=5"}, ""}, // no critic, not checked
+		{[]string{"algorithm.adv_estimator=gae", "critic.ppo_mini_batch_size=2", "critic.ppo_micro_batch_size_per_gpu=8"}, ""},
+		{[]string{"algorithm.adv_estimator=gae", "critic.ppo_mini_batch_size=2", "critic.ppo_micro_batch_size_per_gpu=16"},
+			"critic.ppo_mini_batch_size * actor_rollout_ref.rollout.n (8 trajectories) must be divisible by critic.ppo_micro_batch_size_per_gpu (16)"},
+		{[]string{"algorithm.adv_estimator=gae", "critic.ppo_mini_batch_size=8"}, "8 prompts per critic mini-batch, but data.train_batch_size is 4"},
+		{[]string{"algorithm.adv_estimator=gae", "critic.ppo_mini_batch_size=0"}, "critic.ppo_mini_batch_size must be >= 1"},
+		{[]string{"algorithm.adv_estimator=gae", "critic.ppo_epochs=0"}, "critic.ppo_epochs must be >= 1"},
 		{[]string{"algorithm.adv_estimator=gae", "critic.optim.lr=0"}, "critic.optim.lr must be > 0, got 0"},
 		{[]string{"actor_rollout_ref.actor.optim.lr=-1e-5"}, "actor_rollout_ref.actor.optim.lr must be > 0"},
 		{[]string{"actor_rollout_ref.actor.optim.betas=[0.9]"}, "actor_rollout_ref.actor.optim.betas must be a list of two numbers, got 1"},

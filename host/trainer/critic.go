@@ -262,6 +262,16 @@ func (t *Trainer) criticValues(b *batchOf, vals map[string]float64) ([]float32, 
 	return v, nil
 }
 
+// criticUpdateFor is the critic's update settings at a step: its own mini-batch size and
+// epochs (the actor's when null, as veRL's defaults), micro-batches, clipping and scheduled
+// learning rate.
+func criticUpdateFor(cfg *config.Config, step, totalSteps int) criticUpdate {
+	return criticUpdate{
+		MiniSeqs: cfg.CriticMiniBatchSize() * cfg.ActorRolloutRef.Rollout.N, Micro: cfg.Critic.PPOMicroBatchSizePerGPU,
+		Epochs: cfg.CriticPPOEpochs(), ClipRange: cfg.Critic.CliprangeValue, AggMode: cfg.Critic.LossAggMode,
+		NormLen: cfg.ResponseLength(), LR: scheduledLR(cfg.Critic.Optim, step, totalSteps)}
+}
+
 // updateCritic trains the critic on the step's returns (no-op without a critic) and logs
 // veRL's critic/* metrics and timing_s/update_critic.
 func (t *Trainer) updateCritic(ctx context.Context, b *batchOf, values, returns, adv []float32, step int, vals map[string]float64) error {
@@ -269,12 +279,8 @@ func (t *Trainer) updateCritic(ctx context.Context, b *batchOf, values, returns,
 		return nil
 	}
 	cfg := t.cfg
-	ac := cfg.ActorRolloutRef.Actor
 	s := time.Now()
-	m, err := t.critic.update(ctx, b, values, returns, criticUpdate{
-		MiniSeqs: ac.PPOMiniBatchSize * cfg.ActorRolloutRef.Rollout.N, Micro: cfg.Critic.PPOMicroBatchSizePerGPU,
-		Epochs: ac.PPOEpochs, ClipRange: cfg.Critic.CliprangeValue, AggMode: cfg.Critic.LossAggMode,
-		NormLen: cfg.ResponseLength(), LR: scheduledLR(cfg.Critic.Optim, step, t.totalSteps)})
+	m, err := t.critic.update(ctx, b, values, returns, criticUpdateFor(cfg, step, t.totalSteps))
 	if err != nil {
 		return err
 	}

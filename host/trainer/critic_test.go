@@ -214,3 +214,48 @@ func TestCriticDataMetrics(t *testing.T) {
 		t.Error("metrics of an empty mask")
 	}
 }
+
+// critic.ppo_mini_batch_size and critic.ppo_epochs set the critic's optimiser steps per
+// training step (ceil(trajectories / (mini * n)) per epoch); null takes the actor's.
+func TestCriticMiniBatchesAndEpochs(t *testing.T) {
+	cfg := config.Default()
+	for _, o := range []string{"algorithm.adv_estimator=gae", "data.train_batch_size=4", "actor_rollout_ref.rollout.n=2",
+		"actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.actor.ppo_epochs=1", "critic.ppo_micro_batch_size_per_gpu=2"} {
+		if err := cfg.Apply(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		overrides          []string
+		miniSeqs, epochs   int
+		optimiserStepsWant int // over the 8 trajectories of fakeBatch(8)
+	}{
+		{nil, 8, 1, 1}, // the actor's: 4 prompts x n=2, one epoch
+		{[]string{"critic.ppo_mini_batch_size=1"}, 2, 1, 4},
+		{[]string{"critic.ppo_mini_batch_size=2", "critic.ppo_epochs=3"}, 4, 3, 6},
+		{[]string{"critic.ppo_mini_batch_size=null", "critic.ppo_epochs=null", "actor_rollout_ref.actor.ppo_epochs=2"}, 8, 2, 2},
+	}
+	for _, tc := range cases {
+		for _, o := range tc.overrides {
+			if err := cfg.Apply(o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		u := criticUpdateFor(cfg, 0, 10)
+		if u.MiniSeqs != tc.miniSeqs || u.Epochs != tc.epochs || u.Micro != 2 {
+			t.Errorf("%v: mini-batch %d trajectories, %d epochs, micro %d; want %d, %d, 2", tc.overrides, u.MiniSeqs, u.Epochs, u.Micro, tc.miniSeqs, tc.epochs)
+		}
+		c := tinyCritic(t, 1e-3)
+		b, rewards := fakeBatch(8, 5)
+		values, err := c.values(b, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.update(context.Background(), b, values, rewards, u); err != nil {
+			t.Fatal(err)
+		}
+		if c.opt.Step != tc.optimiserStepsWant {
+			t.Errorf("%v: %d critic optimiser steps, want %d", tc.overrides, c.opt.Step, tc.optimiserStepsWant)
+		}
+	}
+}
