@@ -287,7 +287,7 @@ func splitOut(n, width, work int, run func(lo, hi int)) {
 	}
 	var wg sync.WaitGroup
 	per := (tiles + workers - 1) / workers
-	for t := 0; t < tiles; t += per {
+	for t := per; t < tiles; t += per {
 		lo, hi := width*t, min(width*(t+per), n)
 		wg.Add(1)
 		go func() {
@@ -295,6 +295,7 @@ func splitOut(n, width, work int, run func(lo, hi int)) {
 			run(lo, hi)
 		}()
 	}
+	run(0, min(width*per, n)) // the first range on the calling goroutine
 	wg.Wait()
 }
 
