@@ -60,6 +60,7 @@ type Generator struct {
 	sel, lnsel       []float32 // [M,C] rows whose logits are needed
 	logits           []float32 // [M,V]
 	rstd             []float32
+	fused            []float32 // [N, sum of widths]: a fused product's output (reduced dtypes)
 	lora             loraScratch
 	lowp             *lowpCopy // reduced-precision weights (SetDtype); nil: fp32
 }
@@ -106,11 +107,18 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	for l := 0; l < c.L; l++ {
 		lp := &p.Layers[l]
 		be.RMSNormForward(g.ln, g.rstd, g.x, lp.LN1, N, c.C, c.Eps)
-		be.MatmulForward(g.q, g.ln, lp.WQ, lp.BQ, N, c.C, QD)
+		fl := g.fusedLayer(l)
+		if fl != nil { // one product for q, k and v
+			g.fused = grow(g.fused, N*(QD+2*KD))
+			cpu.LowpMatmul(g.fused, g.ln, fl.qkv, fl.bqkv, N)
+			unstack(g.fused, N, [][]float32{g.q, g.k, g.v}, []int{QD, KD, KD})
+		} else {
+			be.MatmulForward(g.q, g.ln, lp.WQ, lp.BQ, N, c.C, QD)
+			be.MatmulForward(g.k, g.ln, lp.WK, lp.BK, N, c.C, KD)
+			be.MatmulForward(g.v, g.ln, lp.WV, lp.BV, N, c.C, KD)
+		}
 		m.loraForward(&g.lora, nil, g.q, g.ln, m.adapter(l, modQ), N)
-		be.MatmulForward(g.k, g.ln, lp.WK, lp.BK, N, c.C, KD)
 		m.loraForward(&g.lora, nil, g.k, g.ln, m.adapter(l, modK), N)
-		be.MatmulForward(g.v, g.ln, lp.WV, lp.BV, N, c.C, KD)
 		m.loraForward(&g.lora, nil, g.v, g.ln, m.adapter(l, modV), N)
 		be.RopeForward(g.q, g.q, pos, m.cos, m.sin, N, c.NH, c.HD, m.Rope)
 		be.RopeForward(g.k, g.k, pos, m.cos, m.sin, N, c.NKV, c.HD, m.Rope)
@@ -124,9 +132,15 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 		m.loraForward(&g.lora, nil, g.tmp, g.atty, m.adapter(l, modO), N)
 		be.ResidualForward(g.x, g.x, g.tmp, N*c.C)
 		be.RMSNormForward(g.ln, g.rstd, g.x, lp.LN2, N, c.C, c.Eps)
-		be.MatmulForward(g.gate, g.ln, lp.WGate, nil, N, c.C, c.F)
+		if fl != nil { // one product for gate and up
+			g.fused = grow(g.fused, N*2*c.F)
+			cpu.LowpMatmul(g.fused, g.ln, fl.gateUp, nil, N)
+			unstack(g.fused, N, [][]float32{g.gate, g.up}, []int{c.F, c.F})
+		} else {
+			be.MatmulForward(g.gate, g.ln, lp.WGate, nil, N, c.C, c.F)
+			be.MatmulForward(g.up, g.ln, lp.WUp, nil, N, c.C, c.F)
+		}
 		m.loraForward(&g.lora, nil, g.gate, g.ln, m.adapter(l, modGate), N)
-		be.MatmulForward(g.up, g.ln, lp.WUp, nil, N, c.C, c.F)
 		m.loraForward(&g.lora, nil, g.up, g.ln, m.adapter(l, modUp), N)
 		be.SwiGLUForward(g.gate, g.gate, g.up, N*c.F)
 		be.MatmulForward(g.tmp, g.gate, lp.WDown, nil, N, c.F, c.C)
@@ -142,6 +156,22 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	be.RMSNormForward(g.lnsel, g.rstd, g.sel, p.NormF, M, c.C, c.Eps)
 	be.MatmulForward(g.logits, g.lnsel, p.LMHead, nil, M, c.C, c.V)
 	return g.logits
+}
+
+// unstack splits the N rows of src, each the concatenation of parts of the
+// given widths, into the parts' own [N, width] buffers.
+func unstack(src []float32, N int, dst [][]float32, widths []int) {
+	total := 0
+	for _, w := range widths {
+		total += w
+	}
+	for n := 0; n < N; n++ {
+		off := n * total
+		for i, w := range widths {
+			copy(dst[i][n*w:(n+1)*w], src[off:off+w])
+			off += w
+		}
+	}
 }
 
 // ErrPromptTooLong is returned when a prompt leaves no room to generate.

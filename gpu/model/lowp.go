@@ -35,10 +35,49 @@ type lowpCopy struct {
 	dtype   cpu.Dtype
 	params  *Params
 	version uint64
-	src     [][]float32 // the fp32 weights, in the order of mats
+	src     [][][]float32 // per matrix of list: its fp32 weights, stacked by rows
 	mats    map[*float32]*cpu.LowpMatrix
 	list    []*cpu.LowpMatrix
+	layers  []lowpLayer
+	scratch []float32     // stacking buffer
 	Rebuild time.Duration // time of the last (re)build
+}
+
+// lowpLayer holds a layer's fused products: q, k and v in one matrix
+// [QD+2KD, C], gate and up in one [2F, C] (one product each: the activations
+// are read and converted once).
+type lowpLayer struct {
+	qkv, gateUp *cpu.LowpMatrix
+	bqkv        []float32 // the q, k, v biases side by side; nil without biases
+}
+
+// stack returns parts stacked (one part: itself), in lc.scratch.
+func (lc *lowpCopy) stack(parts [][]float32) []float32 {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	lc.scratch = grow(lc.scratch, n)
+	n = 0
+	for _, p := range parts {
+		n += copy(lc.scratch[n:], p)
+	}
+	return lc.scratch
+}
+
+// refreshBiases copies the live q/k/v biases into the fused bias vectors.
+func (lc *lowpCopy) refreshBiases() {
+	for l := range lc.layers {
+		if b := lc.layers[l].bqkv; b != nil {
+			lp := &lc.params.Layers[l]
+			n := copy(b, lp.BQ)
+			n += copy(b[n:], lp.BK)
+			copy(b[n:], lp.BV)
+		}
+	}
 }
 
 // lowpBackend is the model's backend with MatmulForward on the copy for the
@@ -84,27 +123,42 @@ func (g *Generator) SetDtype(d cpu.Dtype) error {
 	p := g.m.Params
 	lc := &lowpCopy{dtype: d, mats: map[*float32]*cpu.LowpMatrix{}}
 	QD, KD := c.NH*c.HD, c.NKV*c.HD
+	build := func(rows, cols int, parts ...[]float32) (*cpu.LowpMatrix, error) {
+		q, err := cpu.Quantize(d, lc.stack(parts), rows, cols)
+		if err != nil {
+			return nil, err
+		}
+		lc.list = append(lc.list, q)
+		lc.src = append(lc.src, parts)
+		return q, nil
+	}
 	add := func(w []float32, rows, cols int) error {
 		if lc.mats[unsafe.SliceData(w)] != nil {
 			return nil
 		}
-		q, err := cpu.Quantize(d, w, rows, cols)
-		if err != nil {
-			return err
-		}
+		q, err := build(rows, cols, w)
 		lc.mats[unsafe.SliceData(w)] = q
-		lc.list = append(lc.list, q)
-		lc.src = append(lc.src, w)
-		return nil
+		return err
 	}
 	start := time.Now()
+	lc.params = p
+	lc.layers = make([]lowpLayer, len(p.Layers))
 	for l := range p.Layers {
-		lp := &p.Layers[l]
+		lp, ll := &p.Layers[l], &lc.layers[l]
+		var err error
+		if ll.qkv, err = build(QD+2*KD, c.C, lp.WQ, lp.WK, lp.WV); err != nil {
+			return fmt.Errorf("model: layer %d: q/k/v: %w", l, err)
+		}
+		if ll.gateUp, err = build(2*c.F, c.C, lp.WGate, lp.WUp); err != nil {
+			return fmt.Errorf("model: layer %d: gate/up: %w", l, err)
+		}
+		if lp.BQ != nil {
+			ll.bqkv = make([]float32, QD+2*KD)
+		}
 		for _, t := range []struct {
 			w          []float32
 			rows, cols int
-		}{{lp.WQ, QD, c.C}, {lp.WK, KD, c.C}, {lp.WV, KD, c.C}, {lp.WO, c.C, QD},
-			{lp.WGate, c.F, c.C}, {lp.WUp, c.F, c.C}, {lp.WDown, c.C, c.F}} {
+		}{{lp.WO, c.C, QD}, {lp.WDown, c.C, c.F}} {
 			if err := add(t.w, t.rows, t.cols); err != nil {
 				return fmt.Errorf("model: layer %d: %w", l, err)
 			}
@@ -113,7 +167,9 @@ func (g *Generator) SetDtype(d cpu.Dtype) error {
 	if err := add(p.LMHead, c.V, c.C); err != nil {
 		return fmt.Errorf("model: lm_head: %w", err)
 	}
-	lc.params, lc.version, lc.Rebuild = p, p.version, time.Since(start)
+	lc.refreshBiases()
+	lc.scratch = nil
+	lc.version, lc.Rebuild = p.version, time.Since(start)
 	g.lowp = lc
 	return nil
 }
@@ -132,8 +188,10 @@ func (g *Generator) syncLowp() error {
 	}
 	start := time.Now()
 	for i, q := range lc.list {
-		q.Requantize(lc.src[i])
+		q.Requantize(lc.stack(lc.src[i]))
 	}
+	lc.refreshBiases()
+	lc.scratch = nil
 	lc.version, lc.Rebuild = lc.params.version, time.Since(start)
 	return nil
 }
@@ -156,6 +214,14 @@ func (g *Generator) LowpBytes() int {
 		}
 	}
 	return n
+}
+
+// fusedLayer is layer l's fused products, or nil (fp32 weights).
+func (g *Generator) fusedLayer(l int) *lowpLayer {
+	if g.lowp == nil {
+		return nil
+	}
+	return &g.lowp.layers[l]
 }
 
 // backend is what forward computes with.
