@@ -37,5 +37,6 @@ bench-grpo: setup-blas model build setup-trl data/gsm8k/train.parquet ## GRPO st
 example-arith: setup-blas model build ## GRPO on the arith example (examples/configs/arith.yaml): mean reward rises in about 10 minutes
 	@test -s $(ARITH_RAW)/train.jsonl || (cd examples/arith && $(GO) run ./gendata -out ../../$(ARITH_RAW))
 	@test -s $(ARITH_DATA)/train.parquet || $(BIN)/rlhost preprocess --task arith --input $(ARITH_RAW) --output-dir $(ARITH_DATA)
+	@if [ -d runs/arith ]; then echo "== removing the previous run in runs/arith =="; rm -rf runs/arith; fi
 	$(BIN)/rlhost train -c examples/configs/arith.yaml $(ARITH_ARGS)
 	@echo "== the run is in runs/arith: curves.png, metrics.jsonl =="

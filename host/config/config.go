@@ -235,7 +235,7 @@ type Trainer struct {
 	Logger             StringList `yaml:"logger" doc:"metric sinks: a name or a list (console, jsonl, mlflow)"`
 	DefaultLocalDir    string     `yaml:"default_local_dir" doc:"parent directory of run directories"`
 	RunDir             *string    `yaml:"run_dir" doc:"this run's directory (config, metrics, checkpoints, traces, logs); null = default_local_dir/project_name/experiment_name"`
-	ResumeMode         string     `yaml:"resume_mode" enum:"auto|disable|resume_path" doc:"auto: resume from the run directory's latest checkpoint if any; resume_path: from resume_from_path"`
+	ResumeMode         string     `yaml:"resume_mode" enum:"auto|disable|resume_path" doc:"auto: resume from the run directory's latest checkpoint if any; disable: start from step 0 (refused if the run directory already holds a run); resume_path: from resume_from_path"`
 	ResumeFromPath     *string    `yaml:"resume_from_path" doc:"checkpoint directory to resume from (resume_mode=resume_path)"`
 	CriticWarmup       int        `yaml:"critic_warmup" doc:"the actor updates from this step on (as veRL: when critic_warmup <= step); the steps before train only the critic"`
 	MaxActorCkptToKeep *int       `yaml:"max_actor_ckpt_to_keep" doc:"keep only the newest N checkpoints; null = all"`

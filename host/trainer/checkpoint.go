@@ -111,6 +111,27 @@ func (t *Trainer) checkpointSteps() []int {
 	return steps
 }
 
+// checkFreshRunDir refuses to start a run from scratch (resume_mode=disable) in a run
+// directory that already holds a run's metrics, checkpoints or traces: the new run would
+// append its steps to the old metrics.jsonl and trace store, and overwrite its checkpoints.
+func (t *Trainer) checkFreshRunDir() error {
+	var found []string
+	for _, name := range []string{"metrics.jsonl", "traces"} {
+		if _, err := os.Stat(filepath.Join(t.runDir, name)); err == nil {
+			found = append(found, name)
+		}
+	}
+	if steps := t.checkpointSteps(); len(steps) > 0 {
+		found = append(found, fmt.Sprintf("checkpoints/global_step_%d", steps[len(steps)-1]))
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	return fmt.Errorf("trainer: run directory %s already holds a run (%s) and trainer.resume_mode=disable starts a new one: "+
+		"choose another trainer.run_dir (or trainer.experiment_name), remove the directory, or set trainer.resume_mode=auto to continue it",
+		t.runDir, strings.Join(found, ", "))
+}
+
 // resume restores the latest checkpoint (resume_mode=auto) or the given one (resume_path).
 func (t *Trainer) resume() error {
 	tc := t.cfg.Trainer

@@ -101,6 +101,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 			t.Close()
 		}
 	}()
+	if cfg.Trainer.ResumeMode == "disable" {
+		if err := t.checkFreshRunDir(); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(t.runDir, 0o755); err != nil {
 		return nil, fmt.Errorf("trainer: run directory: %w", err)
 	}
