@@ -12,12 +12,10 @@ BENCH_TARGETS += bench-algo
 test-algo: ## host/algo (goldens from PyTorch, finite differences) + host/reward
 	$(GO) test -count=1 -p 1 $(ALGO_PKGS)
 
-bench-algo: ## advantage, loss and reward-manager benchmarks -> docs/bench/algo.md
+bench-algo: setup-trl ## advantage, loss and reward-manager benchmarks vs PyTorch -> docs/bench/algo.md
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime 50x $(ALGO_PKGS)
-	@if python3 -c 'import torch' 2>/dev/null; then \
-		python3 scripts/goldens/algo/bench_torch.py --iters 20; \
-	else echo "bench-algo: torch not installed, PyTorch peer skipped"; fi
+	$(TRL_PY) scripts/goldens/algo/bench_torch.py --iters 20
 
-algo-goldens: ## regenerate host/algo/testdata with PyTorch (not run by test)
-	python3 scripts/goldens/algo/make_goldens.py host/algo/testdata
+algo-goldens: setup-trl ## regenerate host/algo/testdata with PyTorch (not run by test)
+	$(TRL_PY) scripts/goldens/algo/make_goldens.py host/algo/testdata
 	$(GO) test -count=1 ./host/algo

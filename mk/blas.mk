@@ -16,15 +16,14 @@ setup-blas: ## install libopenblas-dev (apt) for gpu/cpu
 test-compute: setup-blas model ## gpu op set, CPU backend and model tests (goldens from transformers, committed)
 	$(GO) test -count=1 ./gpu/ ./gpu/cpu/... ./gpu/model/...
 
-# Go figures, then the PyTorch eager peer on the same shapes (skipped without
-# torch); the GRPO-sized step runs alone so that its peak memory is its own.
-bench-compute: setup-blas ## sgemm, training step, decode, GRPO step memory vs PyTorch -> docs/bench/compute.md
+# Go figures, then the PyTorch eager peer on the same shapes (torch and transformers from
+# the reference virtualenv of setup-trl); the GRPO-sized step runs alone so that its peak
+# memory is its own.
+bench-compute: setup-blas setup-trl ## sgemm, training step, decode, GRPO step memory vs PyTorch -> docs/bench/compute.md
 	$(GO) test -run '^$$' -bench 'Sgemm/(square|lmhead-N)' -benchtime 5x ./gpu/cpu/
 	$(GO) test -run '^$$' -bench 'TrainStep|Decode' -benchtime 2x ./gpu/model/
 	$(GO) test -run '^$$' -bench 'GRPOStep' -benchtime 1x -timeout 60m ./gpu/model/
-	@if python3 -c 'import torch, transformers' 2>/dev/null; then \
-		python3 scripts/goldens/model/bench_torch.py --steps 2; \
-	else echo "bench-compute: torch/transformers not installed, PyTorch peer skipped"; fi
+	$(TRL_PY) scripts/goldens/model/bench_torch.py --steps 2
 
-compute-goldens: ## regenerate gpu/model/testdata with transformers (needs torch; not run by test)
-	python3 scripts/goldens/model/make_goldens.py gpu/model/testdata
+compute-goldens: setup-trl ## regenerate gpu/model/testdata with transformers (not run by test)
+	$(TRL_PY) scripts/goldens/model/make_goldens.py gpu/model/testdata

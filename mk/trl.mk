@@ -2,6 +2,7 @@
 # (example-arith). TRL (PyPI trl, pinned) lives in a virtualenv of its own under $(CACHE)
 # that sees the system site-packages, so the torch / transformers / gguf the goldens use are
 # shared and not downloaded again; pip installs them into the venv only where missing.
+# It is also the PyTorch reference of bench-compute, bench-algo and the golden generators.
 TRL_PYPI  ?= trl==1.16.0
 TRL_VENV  := $(CACHE)/trl-venv
 TRL_PY    := $(TRL_VENV)/bin/python

