@@ -7,7 +7,10 @@ TRACE_PLUGINS    := local mlflow weave
 MLFLOW_VENV      := $(CACHE)/mlflow-venv
 # weave 0.52.38: the last 0.52.x checked to ship weave.trace_server.sqlite_trace_server (0.52.43 does not).
 WEAVE_VENV       := $(CACHE)/weave-venv
-WEAVE_PIP        := weave==0.52.38 fastapi uvicorn ddtrace emoji sqlparse redis clickhouse-connect numpy
+# opentelemetry-proto: imported by weave's sqlite trace server but not among weave's requirements.
+# WEAVE_PINS holds every version the tests last passed with (pip constraints).
+WEAVE_PINS       := plugins/weave/testdata/constraints.txt
+WEAVE_PIP        := weave==0.52.38 opentelemetry-proto fastapi uvicorn ddtrace emoji sqlparse redis clickhouse-connect numpy
 TRACE_BINS       := $(addprefix $(PLUGINS)/rlhost-trace-,$(TRACE_PLUGINS))
 TRACING_PKGS     := ./host/tracing/... ./plugins/...
 TRACING_NODE     := $(CACHE)/tracing-node
@@ -35,7 +38,7 @@ tracing-mlflow: ## the mlflow server (pip, in $(CACHE)/mlflow-venv) for the MLfl
 
 tracing-weave: ## weave 0.52.38 and its trace server's imports (pip, in $(CACHE)/weave-venv) for the weave plugin's tests (idempotent)
 	@$(WEAVE_VENV)/bin/python -c "import weave.scorers, fastapi, uvicorn; from weave.trace_server.sqlite_trace_server import SqliteTraceServer" 2>/dev/null || \
-		{ python3 -m venv $(WEAVE_VENV) && $(WEAVE_VENV)/bin/pip install --quiet $(WEAVE_PIP); }
+		{ python3 -m venv $(WEAVE_VENV) && $(WEAVE_VENV)/bin/pip install --quiet -c $(WEAVE_PINS) $(WEAVE_PIP); }
 
 test-tracing: tracing-deps tracing-mlflow tracing-weave plugins-tracing tokenizers-lib model ## host/tracing, the trace plugins, `rlhost traces` (real plugins, a crash, the viewer in Chromium, MLflow after `rlhost train`)
 	$(GO) vet $(TRACING_PKGS)
