@@ -51,7 +51,7 @@ bench-spine: build ## plugin round trip (Obs, Score) vs in-process, preprocess a
 
 DEMO_CONFIG ?= examples/configs/gsm8k-demo.yaml
 
-demo: setup build ## a short real GRPO run on GSM8K with the default model (about 10-15 minutes on 2 cores)
+demo: setup build ## a short real GRPO run on GSM8K with the default model (about 7 minutes on 2 idle cores)
 	$(BIN)/rlhost preprocess --task gsm8k --output-dir data/gsm8k
 	@if [ -d runs/demo ]; then echo "== removing the previous demo run in runs/demo =="; rm -rf runs/demo; fi
 	$(BIN)/rlhost train --task gsm8k -c $(DEMO_CONFIG) $(DEMO_ARGS)

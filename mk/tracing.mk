@@ -4,7 +4,6 @@
 # and tracing-weave install them (idempotent).
 
 TRACE_PLUGINS    := local mlflow weave
-MLFLOW_VENV      := $(CACHE)/mlflow-venv
 # weave 0.52.38: the last 0.52.x checked to ship weave.trace_server.sqlite_trace_server (0.52.43 does not).
 WEAVE_VENV       := $(CACHE)/weave-venv
 # opentelemetry-proto: imported by weave's sqlite trace server but not among weave's requirements.
@@ -33,8 +32,7 @@ tracing-deps: ## Debian chromium and playwright-core (npm) for the viewer test (
 	@test -d $(TRACING_NODE)/node_modules/playwright-core || \
 		{ mkdir -p $(TRACING_NODE) && npm install --silent --no-audit --no-fund --prefix $(TRACING_NODE) playwright-core@$(PLAYWRIGHT_CORE); }
 
-tracing-mlflow: ## the mlflow server (pip, in $(CACHE)/mlflow-venv) for the MLflow plugin's tests (idempotent)
-	@test -x $(MLFLOW_VENV)/bin/mlflow || { python3 -m venv $(MLFLOW_VENV) && $(MLFLOW_VENV)/bin/pip install --quiet mlflow; }
+tracing-mlflow: setup-mlflow ## the mlflow server for the MLflow plugin's tests: the pinned one of mk/metrics.mk (idempotent)
 
 tracing-weave: ## weave 0.52.38 and its trace server's imports (pip, in $(CACHE)/weave-venv) for the weave plugin's tests (idempotent)
 	@$(WEAVE_VENV)/bin/python -c "import weave.scorers, fastapi, uvicorn; from weave.trace_server.sqlite_trace_server import SqliteTraceServer" 2>/dev/null || \

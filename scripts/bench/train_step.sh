@@ -12,6 +12,9 @@
 # Usage: scripts/bench/train_step.sh [rounds]   (from the repository root; default 2 rounds)
 set -euo pipefail
 rounds=${1:-2}
+# PyTorch and transformers: the reference virtualenv of `make setup-trl` (override with PYTHON)
+py=${PYTHON:-$HOME/.cache/rlhost/trl-venv/bin/python}
+"$py" -c 'import torch, transformers' || { echo "train_step.sh: $py has no torch/transformers: run make setup-trl" >&2; exit 1; }
 export CGO_ENABLED=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -26,11 +29,7 @@ for r in $(seq 1 "$rounds"); do
 	(cd gpu/model && "$tmp/model.test" -test.run '^$' -test.bench 'TrainStep$' -test.benchtime 2x | grep Benchmark)
 	(cd gpu/cpu && "$tmp/cpu.test" -test.run '^$' -test.bench 'Sgemm/square-(576|1536)$' -test.benchtime 2s | grep Benchmark)
 	echo "load: $(uptime)"
-	if python3 -c 'import torch, transformers' 2>/dev/null; then
-		python3 scripts/goldens/model/bench_torch.py --steps 2 --skip-decode
-	else
-		echo "torch/transformers not installed: PyTorch peer skipped"
-	fi
+	"$py" scripts/goldens/model/bench_torch.py --steps 2 --skip-decode
 done
 echo "## GRPO-sized step (alone, for its peak memory)"
 echo "load: $(uptime)"

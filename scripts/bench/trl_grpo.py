@@ -18,6 +18,7 @@ Needs torch, transformers, gguf, pyarrow and trl (make setup-trl).
 """
 
 import argparse
+import copy
 import json
 import os
 import re
@@ -122,7 +123,15 @@ def run_trl(a, rows, work):
     if not os.path.exists(os.path.join(fp32, "config.json")):
         d, name = os.path.split(os.path.abspath(a.model))
         tok = AutoTokenizer.from_pretrained(d, gguf_file=name)
-        m = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, dtype=torch.float32)
+        q = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, dtype=torch.float32)
+        # save_pretrained refuses a model marked as gguf-quantized: copy the dequantised
+        # weights into a plain model of the same config.
+        c = copy.deepcopy(q.config)
+        if hasattr(c, "quantization_config"):
+            del c.quantization_config
+        m = AutoModelForCausalLM.from_config(c, dtype=torch.float32)
+        m.load_state_dict(q.state_dict())
+        del q
         m.save_pretrained(fp32 + ".tmp")
         tok.save_pretrained(fp32 + ".tmp")
         cfg_path = os.path.join(fp32 + ".tmp", "config.json")
