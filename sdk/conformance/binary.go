@@ -268,7 +268,7 @@ func checkHandshakeLine(ctx context.Context, path string, majors []int, timeout 
 		return err
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start: %v", err)
+		return fmt.Errorf("start: %w", err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	lines := make(chan string, 1)
@@ -307,7 +307,7 @@ func checkNegotiation(ctx context.Context, bin plugin.Binary, timeout time.Durat
 		return fmt.Errorf("offered only protocol version 99, the plugin accepted it")
 	}
 	if !strings.Contains(err.Error(), "protocol version") {
-		return fmt.Errorf("offered only protocol version 99: want a version mismatch, got: %v", err)
+		return fmt.Errorf("offered only protocol version 99: want a version mismatch, got: %w", err)
 	}
 	// Offered the host's versions and a future one, it picks one it speaks.
 	majors := append([]int{}, plugin.SupportedMajors[bin.Kind]...)

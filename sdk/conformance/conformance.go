@@ -121,12 +121,27 @@ func (s *session) exited(err error) bool {
 	return s.proc.Exited()
 }
 
+// timedOut reports whether err is the check's own deadline passing. gRPC can report it before
+// the context's timer fires: the server cancels the stream at the deadline it was sent
+// (DeadlineExceeded, "stream terminated by RST_STREAM"), so a DeadlineExceeded status within the
+// last tenth of the time budget counts too; one returned early is the plugin's own error.
+func timedOut(ctx context.Context, err error, timeout time.Duration) bool {
+	if err == nil {
+		return false
+	}
+	if ctx.Err() == context.DeadlineExceeded {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && status.Code(err) == codes.DeadlineExceeded && time.Until(deadline) <= timeout/10
+}
+
 func runChecks(ctx context.Context, s *session, checks []check, results *[]Result, timeout time.Duration) {
 	for i, c := range checks {
 		start := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		err := safeRun(cctx, c, s)
-		if err != nil && cctx.Err() == context.DeadlineExceeded {
+		if timedOut(cctx, err, timeout) {
 			err = fmt.Errorf("no answer within %s (does the plugin hang?): %w", timeout, err)
 		}
 		cancel()

@@ -23,7 +23,7 @@ func CheckToolParameters(raw json.RawMessage) error {
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return fmt.Errorf("parameters are not valid JSON: %v", err)
+		return fmt.Errorf("parameters are not valid JSON: %w", err)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {

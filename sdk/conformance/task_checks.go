@@ -66,7 +66,7 @@ func taskChecks() []check {
 func checkHealth(ctx context.Context, s *session) error {
 	resp, err := grpc_health_v1.NewHealthClient(s.conn).Check(ctx, &grpc_health_v1.HealthCheckRequest{Service: "plugin"})
 	if err != nil {
-		return fmt.Errorf("health check of service \"plugin\": %v", err)
+		return fmt.Errorf("health check of service \"plugin\": %w", err)
 	}
 	if resp.GetStatus() != grpc_health_v1.HealthCheckResponse_SERVING {
 		return fmt.Errorf("health of service \"plugin\" is %s; want SERVING", resp.GetStatus())
@@ -77,7 +77,7 @@ func checkHealth(ctx context.Context, s *session) error {
 func checkInfo(ctx context.Context, s *session) error {
 	info, err := client(s).Info(ctx)
 	if err != nil {
-		return fmt.Errorf("Info: %v", err)
+		return fmt.Errorf("Info: %w", err)
 	}
 	s.set("info", info)
 	var probs []string
@@ -143,7 +143,7 @@ func checkToolSchemas(_ context.Context, s *session) error {
 
 func checkConfigure(ctx context.Context, s *session) error {
 	if err := client(s).Configure(ctx, map[string]any{}); err != nil {
-		return fmt.Errorf("Configure with an empty config (defaults) failed: %v", err)
+		return fmt.Errorf("Configure with an empty config (defaults) failed: %w", err)
 	}
 	err := client(s).Configure(ctx, map[string]any{"no_such_key_xyz": 1})
 	if !s.info().Has(task.FeatureConfigure) {
@@ -153,10 +153,10 @@ func checkConfigure(ctx context.Context, s *session) error {
 		return err
 	}
 	if !strings.Contains(err.Error(), "no_such_key_xyz") {
-		return fmt.Errorf("Configure with an unknown key: the error should name the key; got %v", err)
+		return fmt.Errorf("Configure with an unknown key: the error should name the key; got %w", err)
 	}
 	if err := client(s).Configure(ctx, map[string]any{}); err != nil {
-		return fmt.Errorf("Configure back to defaults failed: %v", err)
+		return fmt.Errorf("Configure back to defaults failed: %w", err)
 	}
 	return nil
 }
@@ -291,7 +291,7 @@ func episode(ctx context.Context, s *session, row task.Row, id string) error {
 	c := client(s)
 	st, err := c.Start(ctx, task.StartRequest{Row: row, TrajectoryID: id, Step: -1})
 	if err != nil {
-		return fmt.Errorf("Start: %v", err)
+		return fmt.Errorf("Start: %w", err)
 	}
 	if st.InstanceID == "" {
 		return fmt.Errorf("Start returned an empty instance id")
@@ -305,7 +305,7 @@ func episode(ctx context.Context, s *session, row task.Row, id string) error {
 		obs, err := c.Obs(ctx, task.ObsRequest{InstanceID: st.InstanceID, Kind: task.ObsTools, Turn: 1,
 			Assistant: task.Message{Role: "assistant", ToolCalls: calls}})
 		if err != nil {
-			return fmt.Errorf("Obs with one call of each tool: %v", err)
+			return fmt.Errorf("Obs with one call of each tool: %w", err)
 		}
 		if len(obs.ToolResults) != len(calls) {
 			return fmt.Errorf("Obs with %d tool calls returned %d tool results", len(calls), len(obs.ToolResults))
@@ -317,7 +317,7 @@ func episode(ctx context.Context, s *session, row task.Row, id string) error {
 		}
 	}
 	if _, err := c.End(ctx, task.EndRequest{InstanceID: st.InstanceID}); err != nil {
-		return fmt.Errorf("End: %v", err)
+		return fmt.Errorf("End: %w", err)
 	}
 	if _, err := c.End(ctx, task.EndRequest{InstanceID: st.InstanceID}); status.Code(err) != codes.NotFound {
 		return fmt.Errorf("End of an instance already ended: got %v; want NotFound", err)
@@ -361,7 +361,7 @@ func checkMalformed(ctx context.Context, s *session) error {
 	c := client(s)
 	st, err := c.Start(ctx, task.StartRequest{Row: s.rows()[0], TrajectoryID: "conformance-malformed", Step: -1})
 	if err != nil {
-		return fmt.Errorf("Start: %v", err)
+		return fmt.Errorf("Start: %w", err)
 	}
 	defer c.End(ctx, task.EndRequest{InstanceID: st.InstanceID, Aborted: true})
 	tool := s.info().Tools[0].Name
@@ -374,7 +374,7 @@ func checkMalformed(ctx context.Context, s *session) error {
 	obs, err := c.Obs(ctx, task.ObsRequest{InstanceID: st.InstanceID, Kind: task.ObsTools, Turn: 1,
 		Assistant: task.Message{Role: "assistant", ToolCalls: cases}})
 	if err != nil {
-		return fmt.Errorf("Obs with malformed tool calls must answer with error tool results, not fail: %v", err)
+		return fmt.Errorf("Obs with malformed tool calls must answer with error tool results, not fail: %w", err)
 	}
 	if len(obs.ToolResults) != len(cases) {
 		return fmt.Errorf("Obs with %d malformed calls returned %d results", len(cases), len(obs.ToolResults))
@@ -398,7 +398,7 @@ func checkScore(ctx context.Context, s *session) error {
 	}
 	res, err := client(s).Score(ctx, items)
 	if err != nil {
-		return fmt.Errorf("Score: %v", err)
+		return fmt.Errorf("Score: %w", err)
 	}
 	for i := range rows {
 		ref, empty := res[2*i], res[2*i+1]

@@ -20,7 +20,7 @@ func traceChecks() []check {
 func checkTraceInfo(ctx context.Context, s *session) error {
 	info, err := trace.NewClient(s.conn).Info(ctx)
 	if err != nil {
-		return fmt.Errorf("Info: %v", err)
+		return fmt.Errorf("Info: %w", err)
 	}
 	if info.Name == "" || info.Version == "" {
 		return fmt.Errorf("Info: name %q and version %q must both be set", info.Name, info.Version)
@@ -40,7 +40,7 @@ func checkTraceExport(ctx context.Context, s *session) error {
 	c := trace.NewClient(s.conn)
 	if _, err := c.Init(ctx, trace.Run{Project: "conformance", Experiment: "conformance", RunID: "run-1",
 		RunName: "conformance", RunDir: dir, Config: map[string]any{}}); err != nil {
-		return fmt.Errorf("Init: %v", err)
+		return fmt.Errorf("Init: %w", err)
 	}
 	now := time.Now()
 	spans := []trace.Span{
@@ -52,16 +52,16 @@ func checkTraceExport(ctx context.Context, s *session) error {
 		{TraceID: "t1", SpanID: "s3", ParentID: "s1", Name: "tool_call:x", Start: now, End: now, Error: "boom"},
 	}
 	if err := c.Export(ctx, spans); err != nil {
-		return fmt.Errorf("Export: %v", err)
+		return fmt.Errorf("Export: %w", err)
 	}
 	if err := c.Export(ctx, []trace.Span{{Name: "no ids"}}); err == nil {
 		return fmt.Errorf("Export of a span without ids succeeded; want InvalidArgument")
 	}
 	if err := c.Flush(ctx); err != nil {
-		return fmt.Errorf("Flush: %v", err)
+		return fmt.Errorf("Flush: %w", err)
 	}
 	if err := c.Shutdown(ctx); err != nil {
-		return fmt.Errorf("Shutdown: %v", err)
+		return fmt.Errorf("Shutdown: %w", err)
 	}
 	return nil
 }
