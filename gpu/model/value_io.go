@@ -36,7 +36,12 @@ func (v *ValueModel) Load(dir string) error {
 	if err := v.Body.Params.Load(ck); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, ValueHeadFile)
+	return v.LoadHead(filepath.Join(dir, ValueHeadFile))
+}
+
+// LoadHead reads the head from a [ValueHeadFile] (score.weight [1,C],
+// score.bias [1]) into v.
+func (v *ValueModel) LoadHead(path string) error {
 	f, err := safetensors.Open(path)
 	if err != nil {
 		return fmt.Errorf("model: value head: %w", err)

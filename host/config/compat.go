@@ -77,7 +77,7 @@ var compatKeys = map[string]string{
 	"actor_rollout_ref.rollout.multi_turn.tokenization_sanity_check_mode": "",
 
 	"critic.strategy":                         "",
-	"critic.model":                            "the critic starts from actor_rollout_ref.model.path",
+	"critic.model":                            "critic.model.path takes effect; the rest (FSDP, LoRA, tokenizer_path: the critic uses the actor's tokenizer) does not",
 	"critic.shuffle":                          "",
 	"critic.use_dynamic_bsz":                  "",
 	"critic.ppo_max_token_len_per_gpu":        "",

@@ -183,14 +183,20 @@ type Trace struct {
 
 // Critic is the value model of PPO with GAE.
 type Critic struct {
-	Enable                  *bool   `yaml:"enable" doc:"train a critic (value head); null = only when algorithm.adv_estimator is gae"`
-	Optim                   Optim   `yaml:"optim"`
-	PPOMiniBatchSize        *int    `yaml:"ppo_mini_batch_size" doc:"prompts per critic optimiser step (times rollout.n trajectories); null = actor_rollout_ref.actor.ppo_mini_batch_size (veRL's default)"`
-	PPOEpochs               *int    `yaml:"ppo_epochs" doc:"critic passes over each step's trajectories; null = actor_rollout_ref.actor.ppo_epochs (veRL's default)"`
-	PPOMicroBatchSizePerGPU int     `yaml:"ppo_micro_batch_size_per_gpu" doc:"trajectories per critic forward/backward"`
-	CliprangeValue          float64 `yaml:"cliprange_value" doc:"value clipping range of the critic loss"`
-	LossAggMode             string  `yaml:"loss_agg_mode" doc:"how token value losses are reduced"`
-	GradClip                float64 `yaml:"grad_clip" doc:"clip the critic's global gradient norm to this value; 0 = no clipping"`
+	Enable                  *bool       `yaml:"enable" doc:"train a critic (value head); null = only when algorithm.adv_estimator is gae"`
+	Model                   CriticModel `yaml:"model"`
+	Optim                   Optim       `yaml:"optim"`
+	PPOMiniBatchSize        *int        `yaml:"ppo_mini_batch_size" doc:"prompts per critic optimiser step (times rollout.n trajectories); null = actor_rollout_ref.actor.ppo_mini_batch_size (veRL's default)"`
+	PPOEpochs               *int        `yaml:"ppo_epochs" doc:"critic passes over each step's trajectories; null = actor_rollout_ref.actor.ppo_epochs (veRL's default)"`
+	PPOMicroBatchSizePerGPU int         `yaml:"ppo_micro_batch_size_per_gpu" doc:"trajectories per critic forward/backward"`
+	CliprangeValue          float64     `yaml:"cliprange_value" doc:"value clipping range of the critic loss"`
+	LossAggMode             string      `yaml:"loss_agg_mode" doc:"how token value losses are reduced"`
+	GradClip                float64     `yaml:"grad_clip" doc:"clip the critic's global gradient norm to this value; 0 = no clipping"`
+}
+
+// CriticModel is critic.model: the checkpoint the critic starts from.
+type CriticModel struct {
+	Path string `yaml:"path" doc:"the critic's starting checkpoint (GGUF, safetensors directory, or the critic/ directory of an rlhost checkpoint, whose value head is loaded too); empty = actor_rollout_ref.model.path. It must use the actor's tokenizer"`
 }
 
 // RewardModel is veRL's reward_model section: how scores are obtained from the task plugin.

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/rlhost/rlhost/gpu"
 	"github.com/rlhost/rlhost/gpu/model"
+	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/gpu/weights"
 	"github.com/rlhost/rlhost/host/algo"
 	"github.com/rlhost/rlhost/host/config"
@@ -50,6 +53,64 @@ func newCritic(be gpu.Backend, ck *weights.Checkpoint, cc config.Critic) (*criti
 	opt := model.NewValueAdamW(vm, model.AdamWConfig{LR: float32(o.LR), Beta1: float32(betas[0]), Beta2: float32(betas[1]),
 		Eps: float32(eps), WeightDecay: float32(o.WeightDecay), MaxGradNorm: float32(cc.GradClip)})
 	return &critic{vm: vm, opt: opt}, nil
+}
+
+// tokenizerProbe is encoded by the actor's and the critic model's tokenizers: the critic
+// reads the actor's token ids, so the two must agree.
+const tokenizerProbe = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. 48/2 = <<48/2=24>>24\n#### 72 <tool_call>{\"name\": \"calc\"}</tool_call> 日本語 ü"
+
+// openCritic builds the critic from critic.model.path, or from the actor's checkpoint ck
+// (read from actorPath) when that is empty or the same path. A critic directory of an rlhost
+// checkpoint (critic/ with its value_head.safetensors) brings its trained head too. The
+// critic reads the actor's token ids, so its tokenizer must be the actor's tk; a checkpoint
+// directory without a tokenizer must have the actor's vocabulary size.
+func openCritic(be gpu.Backend, cc config.Critic, actorPath string, ck *weights.Checkpoint, actor *model.Model, tk *tokenizer.Tokenizer) (*critic, error) {
+	path := cc.Model.Path
+	if path == "" || filepath.Clean(path) == filepath.Clean(actorPath) {
+		return newCritic(be, ck, cc)
+	}
+	cck, err := weights.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: critic.model.path: %w", err)
+	}
+	c, err := newCritic(be, cck, cc)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: critic.model.path %s: %w", path, err)
+	}
+	cv, av := c.vm.Body.Config.V, actor.Config.V
+	if ctk, err := tokenizer.Load(path); err == nil {
+		if err := sameTokenizer(ctk, tk); err != nil {
+			return nil, fmt.Errorf("trainer: critic.model.path %s and actor_rollout_ref.model.path %s: %w: the critic must read the actor's tokens", path, actorPath, err)
+		}
+		if cv < tk.VocabSize() {
+			return nil, fmt.Errorf("trainer: critic.model.path %s embeds %d tokens, fewer than the tokenizer's %d", path, cv, tk.VocabSize())
+		}
+	} else if cv != av {
+		return nil, fmt.Errorf("trainer: critic.model.path %s has no tokenizer (%v) and a vocabulary of %d tokens, not the actor's %d: "+
+			"give a model with the actor's tokenizer", path, err, cv, av)
+	}
+	head := filepath.Join(path, model.ValueHeadFile)
+	if _, err := os.Stat(head); err == nil {
+		if err := c.vm.LoadHead(head); err != nil {
+			return nil, fmt.Errorf("trainer: critic.model.path: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// sameTokenizer reports how two tokenizers differ: vocabulary size, eos, or the ids of
+// tokenizerProbe.
+func sameTokenizer(a, b *tokenizer.Tokenizer) error {
+	if a.VocabSize() != b.VocabSize() {
+		return fmt.Errorf("the tokenizers differ: vocabularies of %d and %d tokens", a.VocabSize(), b.VocabSize())
+	}
+	if a.EOS() != b.EOS() {
+		return fmt.Errorf("the tokenizers differ: eos ids %d and %d", a.EOS(), b.EOS())
+	}
+	if ia, ib := a.Encode(tokenizerProbe, false), b.Encode(tokenizerProbe, false); !slices.Equal(ia, ib) {
+		return fmt.Errorf("the tokenizers differ: a probe text encodes to %d and %d tokens with other ids", len(ia), len(ib))
+	}
+	return nil
 }
 
 // actsFor keeps activation buffers per shape (at most four shapes).

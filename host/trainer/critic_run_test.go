@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rlhost/rlhost/host/config"
@@ -154,5 +156,70 @@ func TestTrainGAE(t *testing.T) {
 				t.Fatalf("%s[%d] = %v after resume, want %v", c.what, i, c.got[i], c.want[i])
 			}
 		}
+	}
+}
+
+// critic.model.path: a new run whose critic starts from the critic/ directory of this run's
+// last checkpoint gets that decoder and head bit for bit and a fresh optimizer, while the
+// actor still starts from actor_rollout_ref.model.path; a checkpoint with another vocabulary
+// and no tokenizer is refused with both paths named.
+func TestCriticModelPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the default model with a critic")
+	}
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "run")
+	overrides := gaeRun(t, dir)
+	cfg, err := config.Load(nil, append(overrides, "trainer.total_training_steps=1", "trainer.critic_warmup=1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(ctx, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Run(ctx); err != nil {
+		tr.Close()
+		t.Fatal(err)
+	}
+	params := append([]float32(nil), tr.critic.vm.Body.Params.Data...)
+	head := append([]float32(nil), tr.critic.vm.Head...)
+	tr.Close()
+	if !slices.ContainsFunc(head, func(x float32) bool { return x != 0 }) {
+		t.Fatal("the trained critic's head is still zero: the test would not tell a loaded head from a fresh one")
+	}
+
+	fresh := func(extra ...string) (*Trainer, error) {
+		o := append(slices.Clone(overrides), "trainer.run_dir="+filepath.Join(t.TempDir(), "run2"), "trainer.resume_mode=disable")
+		cfg, err := config.Load(nil, append(o, extra...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return New(ctx, cfg, Options{})
+	}
+	criticDir := filepath.Join(dir, "checkpoints", "global_step_1", "critic")
+	tr2, err := fresh("critic.model.path=" + criticDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr2.Close()
+	if tr2.step != 0 || tr2.critic.opt.Step != 0 {
+		t.Errorf("a new run starts at step %d with critic optimizer step %d, want 0 and 0", tr2.step, tr2.critic.opt.Step)
+	}
+	if !slices.Equal(tr2.critic.vm.Head, head) {
+		t.Errorf("critic head %v..., want the checkpoint's %v...", tr2.critic.vm.Head[:3], head[:3])
+	}
+	if !slices.Equal(tr2.critic.vm.Body.Params.Data, params) {
+		t.Error("the critic's decoder is not the checkpoint's")
+	}
+	if slices.Equal(tr2.actor.Params.Data, params) {
+		t.Error("the actor starts from the critic's checkpoint: it must start from actor_rollout_ref.model.path")
+	}
+
+	tiny := filepath.Join("..", "..", "gpu", "model", "testdata", "tiny-llama")
+	_, err = fresh("critic.model.path=" + tiny)
+	if err == nil || !strings.Contains(err.Error(), "critic.model.path "+tiny) || !strings.Contains(err.Error(), "no tokenizer") ||
+		!strings.Contains(err.Error(), "49152") {
+		t.Fatalf("a critic checkpoint with 128 tokens and no tokenizer: %v", err)
 	}
 }

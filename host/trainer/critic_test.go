@@ -2,12 +2,16 @@ package trainer
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
+	"github.com/rlhost/rlhost/gpu/gguf"
+	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/gpu/weights"
 	"github.com/rlhost/rlhost/host/algo"
 	"github.com/rlhost/rlhost/host/config"
@@ -257,5 +261,45 @@ func TestCriticMiniBatchesAndEpochs(t *testing.T) {
 		if c.opt.Step != tc.optimiserStepsWant {
 			t.Errorf("%v: %d critic optimiser steps, want %d", tc.overrides, c.opt.Step, tc.optimiserStepsWant)
 		}
+	}
+}
+
+// sameTokenizer accepts the actor's own tokenizer and refuses one whose vocabulary maps two
+// digits to each other's ids (same size, same eos: only the probe tells them apart).
+func TestSameTokenizer(t *testing.T) {
+	f, err := gguf.Open(modelPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	js, tcfg, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(name string, b []byte) *tokenizer.Tokenizer {
+		tk, err := tokenizer.FromJSON(name, b, tcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tk.Close() })
+		return tk
+	}
+	a, b := load("a", js), load("b", js)
+	if err := sameTokenizer(a, b); err != nil {
+		t.Fatalf("the same tokenizer twice: %v", err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(js, &doc); err != nil {
+		t.Fatal(err)
+	}
+	vocab := doc["model"].(map[string]any)["vocab"].(map[string]any)
+	vocab["4"], vocab["8"] = vocab["8"], vocab["4"]
+	swapped, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sameTokenizer(a, load("swapped", swapped))
+	if err == nil || !strings.Contains(err.Error(), "probe text") {
+		t.Fatalf("a tokenizer with two digits' ids swapped: %v, want the probe to differ", err)
 	}
 }

@@ -154,7 +154,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		t.refActs = &actsCache{m: t.ref}
 	}
 	if cfg.CriticEnabled() {
-		if t.critic, err = newCritic(be, ck, cfg.Critic); err != nil {
+		if t.critic, err = openCritic(be, cfg.Critic, mpath, ck, t.actor, t.tk); err != nil {
 			return nil, err
 		}
 	}
