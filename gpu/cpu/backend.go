@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
+	"runtime"
 
 	"github.com/rlhost/rlhost/gpu"
 )
@@ -114,8 +116,20 @@ func (Backend) RMSNormBackward(dinp, dweight []float32, dout, inp, weight, rstd 
 // ---------------------------------------------------------------------------
 // matmul
 
-// MatmulForward: out [N,OC] = inp [N,C] weight^T [C,OC] + bias [OC].
+// MatmulForward: out [N,OC] = inp [N,C] weight^T [C,OC] + bias [OC]. Up to
+// SmallMatmulMaxN rows (a decode step) on AVX-512 CPUs it runs the
+// small-batch kernel, which reads the weights in place; otherwise sgemm. (The
+// kernel's 4 x 4 register tile needs AVX-512's 32 vector registers: with
+// AVX2's 16 it spills and sgemm is faster.)
 func (Backend) MatmulForward(out, inp, weight, bias []float32, N, C, OC int) {
+	if N <= SmallMatmulMaxN && N > 0 && BestLowpISA >= ISAAVX512 {
+		if len(inp) < N*C || len(out) < N*OC || len(weight) < OC*C || (bias != nil && len(bias) < OC) {
+			panic(fmt.Sprintf("cpu: matmul: inp %d, out %d, weight %d, bias %d values for N=%d, C=%d, OC=%d",
+				len(inp), len(out), len(weight), len(bias), N, C, OC))
+		}
+		smallMatmul(BestLowpISA, out, inp, weight, bias, N, C, OC)
+		return
+	}
 	Sgemm(false, true, N, OC, C, 1, inp, C, weight, C, 0, out, OC)
 	if bias != nil {
 		b := bias[:OC]
@@ -338,10 +352,14 @@ func (Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, po
 		maxLen = max(maxLen, int(pos[n])+1)
 	}
 	if useKernels && HD%8 == 0 && group <= 8 {
-		// one item per (token, kv head): the group's query heads share each key and value row
-		parallelRows(N*NKV, maxLen*HD*2*group, func(lo, hi int) {
-			attentionCachedC(out, q, kcache, vcache, slot, pos, N, NH, NKV, HD, maxT, lo, hi, scale, maxLen)
-		})
+		// one item per (token, kv head): the group's query heads share each key and value row;
+		// the items are split over the C pool's threads (a decode step's other products run
+		// there too, so no goroutine competes with its spinning helpers)
+		parts := min(runtime.GOMAXPROCS(0), N*NKV)
+		if N*NKV*maxLen*HD*2*group < minWork {
+			parts = 1
+		}
+		attentionCachedC(out, q, kcache, vcache, slot, pos, N, NH, NKV, HD, maxT, 0, N*NKV, scale, maxLen, parts)
 		return
 	}
 	parallelRows(N*NH, maxLen*HD*2, func(lo, hi int) {

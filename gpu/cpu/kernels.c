@@ -11,8 +11,10 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "kernels.h"
+#include "pool.h"
 
 int rl_have_avx2(void) {
 	__builtin_cpu_init();
@@ -608,4 +610,43 @@ AVX512 void rl_attention_cached_avx512(float *out, const float *q, const float *
 		default: att_item512(8, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
 		}
 	}
+}
+
+// The cached attention over the thread pool (pool.h): the work items
+// [0, N*NKV) in nparts contiguous ranges, each part with its own score
+// buffer of NH/NKV*maxLen floats.
+struct attn_job {
+	float *out;
+	const float *q, *kc, *vc;
+	const int32_t *slot, *pos;
+	long NH, NKV, HD, maxT, items, maxLen;
+	float scale;
+	int avx512;
+};
+
+static void attn_part(void *ctx, int p, int n) {
+	const struct attn_job *j = ctx;
+	const long lo = j->items * p / n, hi = j->items * (p + 1) / n;
+	if (lo >= hi) return;
+	static __thread float *s;
+	static __thread long cap;
+	const long need = j->NH / j->NKV * j->maxLen;
+	if (cap < need) {
+		free(s);
+		s = malloc(sizeof(float) * (size_t)need);
+		cap = s ? need : 0;
+		if (!s) abort();
+	}
+	if (j->avx512)
+		rl_attention_cached_avx512(j->out, j->q, j->kc, j->vc, j->slot, j->pos, j->NH, j->NKV, j->HD, j->maxT, lo, hi,
+		                           j->scale, s, j->maxLen);
+	else
+		rl_attention_cached(j->out, j->q, j->kc, j->vc, j->slot, j->pos, j->NH, j->NKV, j->HD, j->maxT, lo, hi,
+		                    j->scale, s, j->maxLen);
+}
+
+void rl_attention_cached_mt(int nparts, int avx512, float *out, const float *q, const float *kc, const float *vc,
+	const int32_t *slot, const int32_t *pos, long N, long NH, long NKV, long HD, long maxT, float scale, long maxLen) {
+	struct attn_job j = {out, q, kc, vc, slot, pos, NH, NKV, HD, maxT, N * NKV, maxLen, scale, avx512};
+	rl_pool_run(attn_part, &j, nparts);
 }

@@ -137,7 +137,10 @@ func rmsnormBwdDwC(dweight, dout, inp, rstd []float32, N, nc, c0, c1 int) {
 
 // attentionCachedC is AttentionCachedForward's items lo..hi-1 (token, kv
 // head) in C. The caller checks HD%8 == 0 and NH/NKV <= 8.
-func attentionCachedC(out, q, kc, vc []float32, slot, pos []int32, N, NH, NKV, HD, maxT, lo, hi int, scale float32, maxLen int) {
+// attentionCachedC is the cached attention of kernels.c over the work items
+// [lo, hi) (token, kv head) on the calling goroutine, or, with parts > 1,
+// over all N*NKV items on that many threads of the C pool (pool.c).
+func attentionCachedC(out, q, kc, vc []float32, slot, pos []int32, N, NH, NKV, HD, maxT, lo, hi int, scale float32, maxLen, parts int) {
 	if lo >= hi {
 		return
 	}
@@ -148,8 +151,21 @@ func attentionCachedC(out, q, kc, vc []float32, slot, pos []int32, N, NH, NKV, H
 			panic("cpu: AttentionCachedForward: position or slot outside the cache")
 		}
 	}
+	avx512 := useAVX512Attention && HD%16 == 0
+	if parts > 1 {
+		if lo != 0 || hi != N*NKV {
+			panic("cpu: AttentionCachedForward: a pooled run covers every item")
+		}
+		a := C.int(0)
+		if avx512 {
+			a = 1
+		}
+		C.rl_attention_cached_mt(C.int(parts), a, fptr(out), fptr(q), fptr(kc), fptr(vc), iptr(slot), iptr(pos), C.long(N),
+			C.long(NH), C.long(NKV), C.long(HD), C.long(maxT), C.float(scale), C.long(maxLen))
+		return
+	}
 	s := make([]float32, NH/NKV*maxLen)
-	if useAVX512Attention && HD%16 == 0 {
+	if avx512 {
 		C.rl_attention_cached_avx512(fptr(out), fptr(q), fptr(kc), fptr(vc), iptr(slot), iptr(pos), C.long(NH), C.long(NKV),
 			C.long(HD), C.long(maxT), C.long(lo), C.long(hi), C.float(scale), fptr(s), C.long(maxLen))
 		return

@@ -76,12 +76,12 @@ func Quantize(dtype Dtype, w []float32, rows, cols int) (*LowpMatrix, error) {
 	}
 	q := &LowpMatrix{Dtype: dtype, Rows: rows, Cols: cols}
 	if dtype == BFloat16 {
-		q.BF = make([]uint16, rows*cols)
+		q.BF = HugeUint16s(rows * cols)
 		if BestLowpISA >= ISAAVX512BF16 {
-			q.Packed = make([]uint16, q.outBlocks()*q.pairs()*32)
+			q.Packed = HugeUint16s(q.outBlocks() * q.pairs() * 32)
 		}
 	} else {
-		q.Q = make([]int8, rows*cols)
+		q.Q = HugeInt8s(rows * cols)
 		q.Scale = make([]float32, rows*q.blocks())
 	}
 	q.Requantize(w)
@@ -219,8 +219,6 @@ func LowpMatmul(out, inp []float32, w *LowpMatrix, bias []float32, N int) {
 	LowpMatmulISA(BestLowpISA, out, inp, w, bias, N)
 }
 
-var lowpBufs sync.Pool
-
 // LowpMatmulISA is LowpMatmul with a given kernel (tests compare them all).
 func LowpMatmulISA(isa LowpISA, out, inp []float32, w *LowpMatrix, bias []float32, N int) {
 	K, OC := w.Cols, w.Rows
@@ -254,21 +252,40 @@ func LowpMatmulISA(isa LowpISA, out, inp []float32, w *LowpMatrix, bias []float3
 	default:
 		panic("cpu: lowp matmul: matrix has no reduced-precision copy")
 	}
+	lowpRun(isa, dtype, out, inp, nil, wb, wq, sc, bias, N, K, OC)
+}
+
+// lowpRun runs the C kernel of isa over the output rows, split between
+// GOMAXPROCS threads of the C pool (pool.c) in whole groups of 4 rows when
+// the product is large enough.
+func lowpRun(isa LowpISA, dtype C.int, out, inp []float32, wf *C.float, wb *C.uint16_t, wq *C.int8_t, sc *C.float,
+	bias []float32, N, K, OC int) {
 	var cb *C.float
 	if bias != nil {
 		cb = (*C.float)(&bias[0])
 	}
-	run := func(lo, hi int) {
-		bp, _ := lowpBufs.Get().(*[]float32)
-		if bp == nil || len(*bp) < 4*K {
-			b := make([]float32, 4*K)
-			bp = &b
-		}
-		C.lowp_matmul(C.int(isa), dtype, (*C.float)(&out[0]), (*C.float)(&inp[0]), wb, wq, sc, cb,
-			C.int(N), C.int(K), C.int(OC), C.int(lo), C.int(hi), (*C.float)(&(*bp)[0]))
-		lowpBufs.Put(bp)
+	parts := runtime.GOMAXPROCS(0)
+	if OC*K*max(N, 4) < 1<<17 {
+		parts = 1
 	}
-	splitOut(OC, 4, OC*K*max(N, 4), run)
+	parts = min(parts, (OC+3)/4)
+	C.lowp_matmul_mt(C.int(parts), C.int(isa), dtype, (*C.float)(&out[0]), (*C.float)(&inp[0]), wf, wb, wq, sc, cb,
+		C.int(N), C.int(K), C.int(OC))
+}
+
+// SmallMatmulMaxN is the most rows of activations for which MatmulForward
+// uses the small-batch kernel (fp32 weights read in place) instead of sgemm.
+const SmallMatmulMaxN = 32
+
+// smallMatmul is out [N,OC] = inp [N,K] weight^T + bias with the weights
+// [OC,K] read in place by the small-batch kernel: for the few rows of a
+// decode step, where sgemm's packing of the weights costs more than the
+// product.
+func smallMatmul(isa LowpISA, out, inp, weight, bias []float32, N, K, OC int) {
+	if isa == ISAAVX512BF16 {
+		isa = ISAAVX512
+	}
+	lowpRun(isa, C.LOWP_F32, out, inp, (*C.float)(&weight[0]), nil, nil, nil, bias, N, K, OC)
 }
 
 // splitOut runs run(lo, hi) over ranges of [0, n) in whole tiles of width,

@@ -8,18 +8,20 @@
 
 #define LOWP_BLOCK 32 // int8 weights per fp32 scale
 
-enum { LOWP_BF16 = 1, LOWP_Q8 = 2 };
+enum { LOWP_BF16 = 1, LOWP_Q8 = 2, LOWP_F32 = 3 };
 // kernels by instruction set (macros: lowp_kern.h tests them in #if)
 #define LOWP_ISA_GENERIC 0
 #define LOWP_ISA_AVX2 1
 #define LOWP_ISA_AVX512 2
 
 // lowp_matmul computes out[n*OC+o] = sum_k x[n*K+k] * W[o,k] (+ bias[o]) for
-// output rows o in [o_lo, o_hi), every n < N. W is [OC,K]: bf16 (wb) or int8
-// (wq) with scales s [OC, ceil(K/32)]. buf holds 4*K floats of scratch.
-typedef void lowp_matmul_fn(int dtype, float *out, const float *x, const uint16_t *wb,
-                            const int8_t *wq, const float *s, const float *bias, int N,
-                            int K, int OC, int o_lo, int o_hi, float *buf);
+// output rows o in [o_lo, o_hi), every n < N. W is [OC,K]: fp32 (wf, read in
+// place), bf16 (wb) or int8 (wq) with scales s [OC, ceil(K/32)]. buf holds
+// 4*K floats of scratch.
+typedef void lowp_matmul_fn(int dtype, float *out, const float *x, const float *wf,
+                            const uint16_t *wb, const int8_t *wq, const float *s,
+                            const float *bias, int N, int K, int OC, int o_lo, int o_hi,
+                            float *buf);
 
 lowp_matmul_fn lowp_matmul_generic, lowp_matmul_avx2, lowp_matmul_avx512;
 
@@ -32,9 +34,15 @@ void lowp_quant_q8(int isa, const float *w, int8_t *q, float *s, int cols, int r
 // lowp_best_isa is the widest kernel this CPU runs (LOWP_ISA_*).
 int lowp_best_isa(void);
 // lowp_matmul runs the kernel of the given ISA.
-void lowp_matmul(int isa, int dtype, float *out, const float *x, const uint16_t *wb,
-                 const int8_t *wq, const float *s, const float *bias, int N, int K, int OC,
-                 int o_lo, int o_hi, float *buf);
+void lowp_matmul(int isa, int dtype, float *out, const float *x, const float *wf,
+                 const uint16_t *wb, const int8_t *wq, const float *s, const float *bias, int N,
+                 int K, int OC, int o_lo, int o_hi, float *buf);
+
+// lowp_matmul_mt is lowp_matmul over all OC output rows, split into nparts
+// ranges of whole groups of 4 rows run on the thread pool (pool.h).
+void lowp_matmul_mt(int nparts, int isa, int dtype, float *out, const float *x, const float *wf,
+                    const uint16_t *wb, const int8_t *wq, const float *s, const float *bias, int N,
+                    int K, int OC);
 
 // The bfloat16 dot-product kernel (lowp_bf16dot.c; AVX-512 BF16). Weights
 // W [OC,K] are packed in blocks of 16 output rows: pw[((ob*K2 + kp)*16 + j)*2

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -53,5 +54,49 @@ func BenchmarkQuantize(b *testing.B) {
 				q.Requantize(w)
 			}
 		})
+	}
+}
+
+// BenchmarkLowpMatmulStream is BenchmarkLowpMatmul with the weights streamed
+// from memory, as in a decode step: the products cycle through copies of
+// the matrix totalling 512 MB of the format (more than the L3 cache), so
+// every product reads its weights from DRAM.
+func BenchmarkLowpMatmulStream(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 9))
+	const OC, K = 1536, 576
+	w := randVec(r, OC*K)
+	for _, N := range []int{1, 16} {
+		x := randVec(r, N*K)
+		out := make([]float32, N*OC)
+		for _, dt := range []Dtype{Float32, BFloat16, Int8} {
+			b.Run(fmt.Sprintf("gate-%dx%d/N%d/%v", OC, K, N, dt), func(b *testing.B) {
+				var ws [][]float32
+				var qs []*LowpMatrix
+				bytes := 4 * OC * K
+				if dt != Float32 {
+					q, _ := Quantize(dt, w, OC, K)
+					bytes = q.productBytes()
+				}
+				for n := 0; n*bytes < 512<<20; n++ {
+					if dt == Float32 {
+						ws = append(ws, slices.Clone(w))
+					} else {
+						q, _ := Quantize(dt, w, OC, K)
+						qs = append(qs, q)
+					}
+				}
+				b.SetBytes(int64(bytes))
+				i := 0
+				for b.Loop() {
+					if dt == Float32 {
+						Backend{}.MatmulForward(out, x, ws[i%len(ws)], nil, N, K, OC)
+					} else {
+						LowpMatmul(out, x, qs[i%len(qs)], nil, N)
+					}
+					i++
+				}
+				b.ReportMetric(2*float64(N*OC*K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+			})
+		}
 	}
 }

@@ -10,6 +10,10 @@
 
 #pragma GCC diagnostic ignored "-Wpsabi"
 
+#ifndef LOWP_PF_LOC
+#define LOWP_PF_LOC 2 // prefetch the next weights into L2 (prefetcht1)
+#endif
+
 typedef float v16f __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 typedef uint32_t v16u __attribute__((vector_size(64)));
@@ -26,15 +30,24 @@ static inline __attribute__((always_inline)) v16f ld(const float *p) {
 		memcpy((p), &st_v_, sizeof st_v_);                                        \
 	} while (0)
 
-static inline __attribute__((always_inline)) float hsum(const v16f *pv) {
-	// pairwise, so the order is the same on every instruction set
-	v16f v = *pv;
-	float s = 0;
-	for (int w = 8; w >= 1; w /= 2) {
-		for (int i = 0; i < w; i++) v[i] += v[i + w];
-	}
-	s = v[0];
-	return s;
+// red4 sums each of v[0..3] over its 16 lanes: [sum v0, sum v1, sum v2, sum v3].
+// The tree is the same for every vector and every instruction set: within each
+// group of 4 lanes (l0+l2)+(l1+l3), then the groups (g0+g2)+(g1+g3).
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+static inline __attribute__((always_inline)) v4f red4(const v16f *v4) {
+	const v16f a = v4[0], b = v4[1], c = v4[2], d = v4[3];
+	const v16f t0 = __builtin_shufflevector(a, b, 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29) +
+	                __builtin_shufflevector(a, b, 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31);
+	const v16f t1 = __builtin_shufflevector(c, d, 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29) +
+	                __builtin_shufflevector(c, d, 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31);
+	// per group of 4 lanes: t0 = [a02 b02 a13 b13], t1 = [c02 d02 c13 d13]
+	const v16f u = __builtin_shufflevector(t0, t1, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29) +
+	               __builtin_shufflevector(t0, t1, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+	// u = [a b c d] per group
+	const v8f v = __builtin_shufflevector(u, u, 0, 1, 2, 3, 4, 5, 6, 7) +
+	              __builtin_shufflevector(u, u, 8, 9, 10, 11, 12, 13, 14, 15);
+	return __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
 }
 
 // dequant writes row o of W as K floats to dst.
@@ -82,57 +95,119 @@ static inline void dequant(int dtype, float *dst, const uint16_t *wb, const int8
 	}
 }
 
-// tile: out[n, o..o+no) for nx x rows starting at n, W rows dequantised in
-// buf [4][K]. Accumulation: 16 lanes over k, then a fixed pairwise lane sum,
-// then the scalar tail.
-static inline __attribute__((always_inline)) void tile(const int nx, const int no, float *out,
-                                                      const float *x, const float *buf,
-                                                      const float *bias, int n, int K, int OC,
-                                                      int o) {
+// wrows are the 4 weight rows of a tile: fp32 (f: the weights in place or a
+// dequantised copy in L1), bfloat16 (h) or int8 with their block scales (q, s).
+struct wrows {
+	const float *f[4];
+	const uint16_t *h[4];
+	const int8_t *q[4];
+	const float *s[4];
+};
+
+typedef int8_t v16c __attribute__((vector_size(16)));
+
+// wload is row j's weights k..k+15 as fp32: exactly the values dequant
+// writes, so a tile gives the same sums from the rows as from their copy.
+static inline __attribute__((always_inline)) v16f wload(const int dtype, const struct wrows *r, int j, int k) {
+	if (dtype == LOWP_F32) return ld(r->f[j] + k);
+	if (dtype == LOWP_BF16) {
+		v16h h;
+		memcpy(&h, r->h[j] + k, sizeof h);
+		const v16u u = __builtin_convertvector(h, v16u) << 16;
+		v16f f;
+		memcpy(&f, &u, sizeof f);
+		return f;
+	}
+	const float d = r->s[j][k / LOWP_BLOCK];
+#if LOWP_ISA == LOWP_ISA_AVX512
+	const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(r->q[j] + k)))),
+	                               _mm512_set1_ps(d));
+	v16f v;
+	memcpy(&v, &f, sizeof v);
+	return v;
+#else
+	v16c q;
+	memcpy(&q, r->q[j] + k, sizeof q);
+	return __builtin_convertvector(__builtin_convertvector(q, v16i), v16f) * d;
+#endif
+}
+
+// wval is one weight of row j (for the K % 16 tail).
+static inline __attribute__((always_inline)) float wval(const int dtype, const struct wrows *r, int j, int k) {
+	if (dtype == LOWP_F32) return r->f[j][k];
+	if (dtype == LOWP_BF16) {
+		const uint32_t u = (uint32_t)r->h[j][k] << 16;
+		float f;
+		memcpy(&f, &u, 4);
+		return f;
+	}
+	return (float)r->q[j][k] * r->s[j][k / LOWP_BLOCK];
+}
+
+// tile: out[n+i, o..o+4) for i < nx from the 4 weight rows r, read as dtype.
+// Accumulation: 16 lanes over k (the K % 16 tail zero-padded), then red4:
+// the same for every tile shape and weight source, so a row's result does not
+// depend on its batch. While it runs, the tile touches pf_n cache lines from
+// pf (the next group's weights), a few per step of k, so that memory streams
+// while the products compute.
+static inline __attribute__((always_inline)) void tile(const int dtype, const int nx, float *out,
+                                                      const float *x, const struct wrows *r,
+                                                      const float *bias, int n, int K, int OC, int o,
+                                                      int no, const char *pf, int pf_n) {
 	v16f acc[4][4];
 	for (int i = 0; i < nx; i++)
-		for (int j = 0; j < no; j++) acc[i][j] = (v16f){0};
+		for (int j = 0; j < 4; j++) acc[i][j] = (v16f){0};
+	const int steps = K / 16, per = steps > 0 ? (pf_n + steps - 1) / steps : 0;
 	int k = 0;
 	for (; k + 16 <= K; k += 16) {
-		v16f w[4];
-		for (int j = 0; j < no; j++) w[j] = ld(buf + j * K + k);
+		for (int p = 0; p < per && pf_n > 0; p++, pf_n--, pf += 64) __builtin_prefetch(pf, 0, LOWP_PF_LOC);
+		const v16f w0 = wload(dtype, r, 0, k), w1 = wload(dtype, r, 1, k), w2 = wload(dtype, r, 2, k),
+		           w3 = wload(dtype, r, 3, k);
 		for (int i = 0; i < nx; i++) {
 			const v16f xv = ld(x + (long)(n + i) * K + k);
-			for (int j = 0; j < no; j++) acc[i][j] += xv * w[j];
+			acc[i][0] += xv * w0;
+			acc[i][1] += xv * w1;
+			acc[i][2] += xv * w2;
+			acc[i][3] += xv * w3;
+		}
+	}
+	if (k < K) { // the K % 16 tail: one more step on zero-padded vectors
+		v16f wt[4];
+		for (int j = 0; j < 4; j++) {
+			wt[j] = (v16f){0};
+			for (int kk = k; kk < K; kk++) wt[j][kk - k] = wval(dtype, r, j, kk);
+		}
+		for (int i = 0; i < nx; i++) {
+			v16f xv = {0};
+			memcpy(&xv, x + (long)(n + i) * K + k, sizeof(float) * (size_t)(K - k));
+			for (int j = 0; j < 4; j++) acc[i][j] += xv * wt[j];
 		}
 	}
 	for (int i = 0; i < nx; i++) {
+		const v4f rs = red4(acc[i]);
 		for (int j = 0; j < no; j++) {
-			float sum = hsum(&acc[i][j]);
-			const float *xr = x + (long)(n + i) * K;
-			for (int kk = k; kk < K; kk++) sum += xr[kk] * buf[j * K + kk];
+			float sum = rs[j];
 			if (bias) sum += bias[o + j];
 			out[(long)(n + i) * OC + o + j] = sum;
 		}
 	}
 }
 
-static void rows(const int no, float *out, const float *x, const float *buf, const float *bias,
-                 int N, int K, int OC, int o) {
+// rows: out[*, o..o+no) for every n < N, by tiles of 4 rows of x; the next
+// group's weight bytes [pf, pf + 64*pf_n) are prefetched across the tiles.
+static inline __attribute__((always_inline)) void rows(const int dtype, float *out, const float *x,
+                                                      const struct wrows *r, const float *bias, int N,
+                                                      int K, int OC, int o, int no, const char *pf,
+                                                      int pf_n) {
+	const int tiles = (N + 3) / 4, per = (pf_n + tiles - 1) / tiles;
 	int n = 0;
-	switch (no) {
-	case 4:
-		for (; n + 4 <= N; n += 4) tile(4, 4, out, x, buf, bias, n, K, OC, o);
-		switch (N - n) {
-		case 3: tile(3, 4, out, x, buf, bias, n, K, OC, o); break;
-		case 2: tile(2, 4, out, x, buf, bias, n, K, OC, o); break;
-		case 1: tile(1, 4, out, x, buf, bias, n, K, OC, o); break;
-		}
-		break;
-	default: // the last 1-3 rows of W: one row at a time
-		for (int j = 0; j < no; j++) {
-			for (n = 0; n + 4 <= N; n += 4) tile(4, 1, out, x, buf + j * K, bias, n, K, OC, o + j);
-			switch (N - n) {
-			case 3: tile(3, 1, out, x, buf + j * K, bias, n, K, OC, o + j); break;
-			case 2: tile(2, 1, out, x, buf + j * K, bias, n, K, OC, o + j); break;
-			case 1: tile(1, 1, out, x, buf + j * K, bias, n, K, OC, o + j); break;
-			}
-		}
+	for (; n + 4 <= N; n += 4, pf += 64L * per, pf_n -= per)
+		tile(dtype, 4, out, x, r, bias, n, K, OC, o, no, pf, pf_n < per ? (pf_n > 0 ? pf_n : 0) : per);
+	if (pf_n < 0) pf_n = 0;
+	switch (N - n) {
+	case 3: tile(dtype, 3, out, x, r, bias, n, K, OC, o, no, pf, pf_n); break;
+	case 2: tile(dtype, 2, out, x, r, bias, n, K, OC, o, no, pf, pf_n); break;
+	case 1: tile(dtype, 1, out, x, r, bias, n, K, OC, o, no, pf, pf_n); break;
 	}
 }
 
@@ -157,12 +232,54 @@ void LOWP_QFN(const float *w, int8_t *q, float *s, int cols, int r_lo, int r_hi)
 	}
 }
 
-void LOWP_FN(int dtype, float *out, const float *x, const uint16_t *wb, const int8_t *wq,
-             const float *s, const float *bias, int N, int K, int OC, int o_lo, int o_hi,
-             float *buf) {
+// group_src is where the weights of output rows [o, o+4) start; *lines is their size in cache lines.
+static inline const char *group_src(int dtype, const float *wf, const uint16_t *wb, const int8_t *wq,
+                                    int K, int o, int *lines) {
+	switch (dtype) {
+	case LOWP_F32: *lines = (int)((16L * K + 63) / 64); return (const char *)(wf + (long)o * K);
+	case LOWP_BF16: *lines = (int)((8L * K + 63) / 64); return (const char *)(wb + (long)o * K);
+	}
+	*lines = (int)((4L * K + 63) / 64);
+	return (const char *)(wq + (long)o * K);
+}
+
+void LOWP_FN(int dtype, float *out, const float *x, const float *wf, const uint16_t *wb,
+             const int8_t *wq, const float *s, const float *bias, int N, int K, int OC, int o_lo,
+             int o_hi, float *buf) {
+	const int nb = (K + LOWP_BLOCK - 1) / LOWP_BLOCK;
+	// Up to one tile of x rows, reduced weights are widened in registers as
+	// they are used; more rows share a dequantised copy of the 4 rows in buf.
+	const int direct = dtype == LOWP_F32 || N <= 4;
 	for (int o = o_lo; o < o_hi; o += 4) {
 		const int no = o_hi - o < 4 ? o_hi - o : 4;
-		for (int j = 0; j < no; j++) dequant(dtype, buf + j * K, wb, wq, s, K, o + j);
-		rows(no, out, x, buf, bias, N, K, OC, o);
+		struct wrows r;
+		for (int j = 0; j < 4; j++) {
+			// rows past the end repeat the group's first row; their sums are dropped
+			const long row = o + (j < no ? j : 0);
+			if (!direct) {
+				if (j < no) dequant(dtype, buf + j * K, wb, wq, s, K, (int)row);
+				r.f[j] = buf + (j < no ? j : 0) * K;
+			} else if (dtype == LOWP_F32) {
+				r.f[j] = wf + row * K;
+			} else if (dtype == LOWP_BF16) {
+				r.h[j] = wb + row * K;
+			} else {
+				r.q[j] = wq + row * K;
+				r.s[j] = s + row * nb;
+			}
+		}
+		int lines = 0;
+		const char *pf = NULL;
+		if (o + 4 < o_hi) {
+			pf = group_src(dtype, wf, wb, wq, K, o + 4, &lines);
+			const int left = (o_hi - o - 4) < 4 ? o_hi - o - 4 : 4;
+			lines = lines * left / 4;
+		}
+		if (!direct || dtype == LOWP_F32)
+			rows(LOWP_F32, out, x, &r, bias, N, K, OC, o, no, pf, lines);
+		else if (dtype == LOWP_BF16)
+			rows(LOWP_BF16, out, x, &r, bias, N, K, OC, o, no, pf, lines);
+		else
+			rows(LOWP_Q8, out, x, &r, bias, N, K, OC, o, no, pf, lines);
 	}
 }

@@ -209,3 +209,105 @@ func randVec(r *rand.Rand, n int) []float32 {
 	}
 	return v
 }
+
+// TestSmallMatmul checks the small-batch fp32 kernel (MatmulForward up to
+// SmallMatmulMaxN rows) on every instruction set this CPU runs against a
+// float64 product (1e-5 relative to sum |x w|), and that a row's result is
+// bit for bit the same whatever the batch it is in and its place there (the
+// lanes, tree and tail are the same for every tile), so sampling does not
+// depend on batching.
+func TestSmallMatmul(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	shapes := []struct{ N, K, OC int }{
+		{1, 576, 192}, {1, 17, 3}, {2, 48, 5}, {3, 33, 7}, {4, 96, 9}, {5, 1536, 13},
+		{7, 7, 1}, {16, 576, 64}, {17, 34, 49}, {32, 64, 30}, {12, 31, 100},
+	}
+	for isa := ISAGeneric; isa <= BestLowpISA; isa++ {
+		for _, sh := range shapes {
+			for _, withBias := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%v/N%d-K%d-OC%d-bias%v", isa, sh.N, sh.K, sh.OC, withBias), func(t *testing.T) {
+					N, K, OC := sh.N, sh.K, sh.OC
+					x, w := randVec(r, N*K), randVec(r, OC*K)
+					var bias []float32
+					if withBias {
+						bias = randVec(r, OC)
+					}
+					out := randVec(r, N*OC) // overwritten
+					smallMatmul(isa, out, x, w, bias, N, K, OC)
+					for n := 0; n < N; n++ {
+						for o := 0; o < OC; o++ {
+							var ref, mag float64
+							for k := 0; k < K; k++ {
+								ref += float64(x[n*K+k]) * float64(w[o*K+k])
+								mag += math.Abs(float64(x[n*K+k]) * float64(w[o*K+k]))
+							}
+							if bias != nil {
+								ref += float64(bias[o])
+								mag += math.Abs(float64(bias[o]))
+							}
+							if d := math.Abs(float64(out[n*OC+o]) - ref); d > 1e-5*mag+1e-30 {
+								t.Fatalf("out[%d,%d] = %g, float64 product %g (|diff| %g > %g)", n, o, out[n*OC+o], ref, d, 1e-5*mag)
+							}
+						}
+					}
+					one := make([]float32, OC)
+					for n := 0; n < N; n++ {
+						smallMatmul(isa, one, x[n*K:(n+1)*K], w, bias, 1, K, OC)
+						for o := range one {
+							if math.Float32bits(one[o]) != math.Float32bits(out[n*OC+o]) {
+								t.Fatalf("row %d alone gives out[%d] = %g, in the batch of %d %g", n, o, one[o], N, out[n*OC+o])
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+	// MatmulForward takes this kernel up to SmallMatmulMaxN rows and sgemm above: the same
+	// products within fp32 rounding.
+	const K, OC = 200, 37
+	for _, N := range []int{1, SmallMatmulMaxN, SmallMatmulMaxN + 1} {
+		x, w, bias := randVec(r, N*K), randVec(r, OC*K), randVec(r, OC)
+		got, ref := make([]float32, N*OC), make([]float32, N*OC)
+		Backend{}.MatmulForward(got, x, w, bias, N, K, OC)
+		Sgemm(false, true, N, OC, K, 1, x, K, w, K, 0, ref, OC)
+		for i := range ref {
+			ref[i] += bias[i%OC]
+			if d := math.Abs(float64(got[i] - ref[i])); d > 1e-4 {
+				t.Fatalf("N=%d: MatmulForward out[%d] = %g, sgemm %g", N, i, got[i], ref[i])
+			}
+		}
+	}
+}
+
+// A row's product with a reduced copy is bit for bit the same alone and in a
+// batch: up to 4 rows widen the weights in registers, more share a
+// dequantised copy, with the same values and summation order.
+func TestLowpMatmulBatchIndependent(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, K := range []int{96, 100} {
+		const OC = 22
+		w := randVec(r, OC*K)
+		for isa := ISAGeneric; isa <= BestLowpISA; isa++ {
+			for _, dt := range []Dtype{BFloat16, Int8} {
+				if isa == ISAAVX512BF16 && dt == BFloat16 {
+					continue // the dot-product kernel: its own arithmetic
+				}
+				q, _ := Quantize(dt, w, OC, K)
+				for _, N := range []int{2, 4, 5, 16} {
+					x, bias := randVec(r, N*K), randVec(r, OC)
+					out, one := make([]float32, N*OC), make([]float32, OC)
+					LowpMatmulISA(isa, out, x, q, bias, N)
+					for n := 0; n < N; n++ {
+						LowpMatmulISA(isa, one, x[n*K:(n+1)*K], q, bias, 1)
+						for o := range one {
+							if math.Float32bits(one[o]) != math.Float32bits(out[n*OC+o]) {
+								t.Errorf("K=%d %v %v N=%d: row %d alone gives out[%d] = %g, in the batch %g", K, isa, dt, N, n, o, one[o], out[n*OC+o])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -76,8 +76,8 @@ func (m *Model) NewGenerator(slots, maxT int) (*Generator, error) {
 	}
 	g := &Generator{m: m, Slots: slots, MaxT: maxT}
 	for l := 0; l < c.L; l++ {
-		g.kc = append(g.kc, make([]float32, slots*maxT*c.NKV*c.HD))
-		g.vc = append(g.vc, make([]float32, slots*maxT*c.NKV*c.HD))
+		g.kc = append(g.kc, cpu.HugeFloats(slots*maxT*c.NKV*c.HD))
+		g.vc = append(g.vc, cpu.HugeFloats(slots*maxT*c.NKV*c.HD))
 	}
 	return g, nil
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"github.com/rlhost/rlhost/gpu/cpu"
 
 	"github.com/rlhost/rlhost/gpu"
 )
@@ -25,7 +26,7 @@ type AdamW struct {
 func NewAdamW(m *Model, cfg AdamWConfig) *AdamW {
 	params, _ := m.Trainable()
 	n := len(params)
-	return &AdamW{Config: cfg, m: make([]float32, n), v: make([]float32, n)}
+	return &AdamW{Config: cfg, m: cpu.HugeFloats(n), v: cpu.HugeFloats(n)}
 }
 
 // Update clips the gradients of m.Trainable to the configured global norm

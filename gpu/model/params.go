@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"github.com/rlhost/rlhost/gpu/cpu"
 	"slices"
 	"strings"
 
@@ -42,7 +43,7 @@ type ParamInfo struct {
 
 // NewParams allocates a zeroed parameter set for c.
 func NewParams(c Config) *Params {
-	p := &Params{Data: make([]float32, c.NumParams())}
+	p := &Params{Data: cpu.HugeFloats(c.NumParams())} // streamed by every decode step: huge pages
 	off := 0
 	take := func(name string, shape ...int) []float32 {
 		n := 1

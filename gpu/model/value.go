@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"github.com/rlhost/rlhost/gpu/cpu"
 	"math"
 
 	"github.com/rlhost/rlhost/gpu"
@@ -108,7 +109,7 @@ type ValueAdamW struct {
 // NewValueAdamW returns a fresh optimizer for the critic.
 func NewValueAdamW(vm *ValueModel, cfg AdamWConfig) *ValueAdamW {
 	n := len(vm.Body.Params.Data) + len(vm.Head)
-	return &ValueAdamW{Config: cfg, m: make([]float32, n), v: make([]float32, n)}
+	return &ValueAdamW{Config: cfg, m: cpu.HugeFloats(n), v: cpu.HugeFloats(n)}
 }
 
 // Update clips the critic's gradients to the configured global norm and

@@ -1,0 +1,137 @@
+// The helper threads of the decode kernels.
+//
+// A decode step is a chain of small products (a few hundred microseconds
+// each) with serial work between them. Handing each one to a goroutine costs
+// a futex wake-up of an idle Go thread (tens of microseconds, often more than
+// the product's other half), so the products split their work here instead:
+// the calling thread runs part 0 and helper threads, which spin for a while
+// after each job before they sleep, run the rest. One job runs at a time; a
+// second caller that finds the pool busy runs its whole job itself.
+#define _GNU_SOURCE
+#include "pool.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+enum { POOL_MAX = 64 };
+
+// A helper spins this long after a job (and after waking) before it sleeps:
+// long enough to bridge the serial work between the products of a decode
+// step, short enough not to hold a core when nothing follows.
+static const long spin_ns = 200 * 1000;
+
+static struct {
+	pthread_mutex_t mu;     // held by the caller of the running job
+	atomic_uint gen;        // bumped for each job; helpers wait for a change
+	atomic_int pending;     // helpers that have not finished the current job
+	atomic_int sleepers;    // helpers blocked in futex_wait on gen
+	rl_job_fn *fn;          // the current job
+	void *ctx;
+	int nparts;
+	int helpers;            // helper threads started
+	unsigned born[POOL_MAX]; // gen when helper i was started: its first job is the next one
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static long now_ns(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+static void wait_gen(unsigned seen) {
+#if defined(__linux__)
+	syscall(SYS_futex, &pool.gen, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+#else
+	struct timespec t = {0, 50000};
+	nanosleep(&t, NULL);
+#endif
+}
+
+static void wake_all(void) {
+#if defined(__linux__)
+	syscall(SYS_futex, &pool.gen, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#endif
+}
+
+static void *helper(void *arg) {
+	const int id = (int)(intptr_t)arg; // 1, 2, ...: part 0 is the caller's
+	unsigned seen = pool.born[id];
+	for (;;) {
+		unsigned g;
+		long until = now_ns() + spin_ns;
+		for (int spins = 0; (g = atomic_load(&pool.gen)) == seen; spins++) {
+			// yield rather than pause: a Go thread that shares this core (the
+			// other half of a goroutine-parallel loop) runs at once
+			sched_yield();
+			if ((spins & 7) != 7 || now_ns() < until) continue;
+			// Dekker with rl_pool_run: it bumps gen, then reads sleepers.
+			atomic_fetch_add(&pool.sleepers, 1);
+			if (atomic_load(&pool.gen) == seen) wait_gen(seen);
+			atomic_fetch_sub(&pool.sleepers, 1);
+			until = now_ns() + spin_ns;
+		}
+		seen = g;
+		if (id < pool.nparts) pool.fn(pool.ctx, id, pool.nparts);
+		atomic_fetch_sub(&pool.pending, 1);
+	}
+	return NULL;
+}
+
+void rl_pool_run(rl_job_fn *fn, void *ctx, int n) {
+	if (n < 1) n = 1;
+	if (n > POOL_MAX) n = POOL_MAX;
+	if (n == 1 || pthread_mutex_trylock(&pool.mu) != 0) {
+		for (int p = 0; p < n; p++) fn(ctx, p, n);
+		return;
+	}
+	while (pool.helpers < n - 1) { // start helpers on demand
+		pthread_t t;
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pool.born[pool.helpers + 1] = atomic_load(&pool.gen);
+		const int ok = pthread_create(&t, &attr, helper, (void *)(intptr_t)(pool.helpers + 1)) == 0;
+		pthread_attr_destroy(&attr);
+		if (!ok) break;
+		pool.helpers++;
+	}
+	if (n > pool.helpers + 1) n = pool.helpers + 1;
+	pool.fn = fn;
+	pool.ctx = ctx;
+	pool.nparts = n;
+	atomic_store(&pool.pending, pool.helpers);
+	atomic_fetch_add(&pool.gen, 1);
+	if (atomic_load(&pool.sleepers) > 0) wake_all();
+	fn(ctx, 0, n);
+	while (atomic_load(&pool.pending) > 0) cpu_relax();
+	pthread_mutex_unlock(&pool.mu);
+}
+
+// rl_pool_check runs jobs of n parts in which each part adds one to its
+// counter: after `jobs` jobs every count[p] must be `jobs` (the tests' check
+// that each part runs exactly once per job, whatever thread runs it).
+static void count_part(void *ctx, int p, int n) {
+	(void)n;
+	atomic_fetch_add(&((atomic_int *)ctx)[p], 1);
+}
+
+void rl_pool_check(int *count, int n, int jobs) {
+	atomic_int c[POOL_MAX] = {0};
+	for (int i = 0; i < jobs; i++) rl_pool_run(count_part, c, n);
+	for (int p = 0; p < n && p < POOL_MAX; p++) count[p] = atomic_load(&c[p]);
+}
