@@ -214,8 +214,7 @@ func bestLowpISA() LowpISA {
 
 // LowpMatmul computes out [N, Rows] = inp [N, Cols] W^T + bias with the copy
 // W, bias [Rows] or nil, in fp32 arithmetic on the widened weights, with the
-// best kernel for the CPU over GOMAXPROCS threads; above SmallMatmulMaxN rows
-// (prefill), with sgemm on the widened weights.
+// best kernel for the CPU, over GOMAXPROCS goroutines.
 func LowpMatmul(out, inp []float32, w *LowpMatrix, bias []float32, N int) {
 	LowpMatmulISA(BestLowpISA, out, inp, w, bias, N)
 }
@@ -239,38 +238,21 @@ func LowpMatmulISA(isa LowpISA, out, inp []float32, w *LowpMatrix, bias []float3
 		}
 		isa = ISAAVX512
 	}
-	dtype, wb, wq, sc := w.cArgs()
-	if N > SmallMatmulMaxN {
-		// A prompt's worth of rows: sgemm on the widened weights (the same values) beats
-		// widening them in the kernel's tiles, which streams the activations once per
-		// group of 4 weight rows.
-		bp, _ := dequantBufs.Get().(*[]float32)
-		if bp == nil || len(*bp) < OC*K {
-			b := make([]float32, OC*K)
-			bp = &b
-		}
-		dq := (*bp)[:OC*K]
-		parallelRows(OC, 4*K, func(lo, hi int) {
-			C.lowp_dequant(C.int(isa), dtype, (*C.float)(&dq[0]), wb, wq, sc, C.int(K), C.int(lo), C.int(hi))
-		})
-		Backend{}.MatmulForward(out, inp, dq, bias, N, K, OC)
-		dequantBufs.Put(bp)
-		return
-	}
-	lowpRun(isa, dtype, out, inp, nil, wb, wq, sc, bias, N, K, OC)
-}
-
-var dequantBufs sync.Pool
-
-// cArgs are the copy's weights for the C kernels.
-func (w *LowpMatrix) cArgs() (dtype C.int, wb *C.uint16_t, wq *C.int8_t, sc *C.float) {
+	dtype := C.int(C.LOWP_BF16)
+	var wb *C.uint16_t
+	var wq *C.int8_t
+	var sc *C.float
 	switch w.Dtype {
 	case BFloat16:
-		return C.LOWP_BF16, (*C.uint16_t)(unsafe.Pointer(&w.BF[0])), nil, nil
+		wb = (*C.uint16_t)(unsafe.Pointer(&w.BF[0]))
 	case Int8:
-		return C.LOWP_Q8, nil, (*C.int8_t)(unsafe.Pointer(&w.Q[0])), (*C.float)(&w.Scale[0])
+		dtype = C.LOWP_Q8
+		wq = (*C.int8_t)(unsafe.Pointer(&w.Q[0]))
+		sc = (*C.float)(&w.Scale[0])
+	default:
+		panic("cpu: lowp matmul: matrix has no reduced-precision copy")
 	}
-	panic("cpu: lowp matmul: matrix has no reduced-precision copy")
+	lowpRun(isa, dtype, out, inp, nil, wb, wq, sc, bias, N, K, OC)
 }
 
 // lowpRun runs the C kernel of isa over the output rows, split between

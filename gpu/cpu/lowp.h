@@ -31,14 +31,6 @@ typedef void lowp_quant_fn(const float *w, int8_t *q, float *s, int cols, int r_
 lowp_quant_fn lowp_quant_q8_generic, lowp_quant_q8_avx2, lowp_quant_q8_avx512;
 void lowp_quant_q8(int isa, const float *w, int8_t *q, float *s, int cols, int r_lo, int r_hi);
 
-// lowp_dequant writes rows [r_lo, r_hi) of a bf16 (wb) or int8 (wq, s) copy
-// W [*, K] as fp32 to dst [*, K].
-typedef void lowp_dequant_fn(int dtype, float *dst, const uint16_t *wb, const int8_t *wq,
-                             const float *s, int K, int r_lo, int r_hi);
-lowp_dequant_fn lowp_dequant_generic, lowp_dequant_avx2, lowp_dequant_avx512;
-void lowp_dequant(int isa, int dtype, float *dst, const uint16_t *wb, const int8_t *wq,
-                  const float *s, int K, int r_lo, int r_hi);
-
 // lowp_best_isa is the widest kernel this CPU runs (LOWP_ISA_*).
 int lowp_best_isa(void);
 // lowp_matmul runs the kernel of the given ISA.

@@ -5,14 +5,9 @@
 #define LOWP_ISA LOWP_ISA_AVX2
 #define LOWP_FN lowp_matmul_avx2
 #define LOWP_QFN lowp_quant_q8_avx2
-#define LOWP_DQFN lowp_dequant_avx2
 #include "lowp_kern.h"
 #else
 #include "lowp.h"
-void lowp_dequant_avx2(int dtype, float *dst, const uint16_t *wb, const int8_t *wq, const float *s, int K,
-                     int r_lo, int r_hi) {
-	lowp_dequant_generic(dtype, dst, wb, wq, s, K, r_lo, r_hi);
-}
 void lowp_quant_q8_avx2(const float *w, int8_t *q, float *s, int cols, int r_lo, int r_hi) {
 	lowp_quant_q8_generic(w, q, s, cols, r_lo, r_hi);
 }

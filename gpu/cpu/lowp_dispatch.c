@@ -30,19 +30,6 @@ void lowp_matmul(int isa, int dtype, float *out, const float *x, const float *wf
 	lowp_matmul_generic(dtype, out, x, wf, wb, wq, s, bias, N, K, OC, o_lo, o_hi, buf);
 }
 
-void lowp_dequant(int isa, int dtype, float *dst, const uint16_t *wb, const int8_t *wq,
-                  const float *s, int K, int r_lo, int r_hi) {
-	switch (isa) {
-	case LOWP_ISA_AVX512:
-		lowp_dequant_avx512(dtype, dst, wb, wq, s, K, r_lo, r_hi);
-		return;
-	case LOWP_ISA_AVX2:
-		lowp_dequant_avx2(dtype, dst, wb, wq, s, K, r_lo, r_hi);
-		return;
-	}
-	lowp_dequant_generic(dtype, dst, wb, wq, s, K, r_lo, r_hi);
-}
-
 void lowp_quant_q8(int isa, const float *w, int8_t *q, float *s, int cols, int r_lo, int r_hi) {
 	switch (isa) {
 	case LOWP_ISA_AVX512:

@@ -3,5 +3,4 @@
 #define LOWP_ISA LOWP_ISA_GENERIC
 #define LOWP_FN lowp_matmul_generic
 #define LOWP_QFN lowp_quant_q8_generic
-#define LOWP_DQFN lowp_dequant_generic
 #include "lowp_kern.h"

@@ -211,13 +211,6 @@ static inline __attribute__((always_inline)) void rows(const int dtype, float *o
 	}
 }
 
-// LOWP_DQFN writes rows [r_lo, r_hi) of the copy W [*, K] as fp32 to
-// dst [*, K] (row r at dst + r*K).
-void LOWP_DQFN(int dtype, float *dst, const uint16_t *wb, const int8_t *wq, const float *s, int K,
-               int r_lo, int r_hi) {
-	for (int r = r_lo; r < r_hi; r++) dequant(dtype, dst + (long)r * K, wb, wq, s, K, r);
-}
-
 // LOWP_QFN quantises rows [r_lo, r_hi) of w [*, cols] to int8 blocks: scale
 // absmax/127 per block, values rounded to nearest even (as Requantize in Go).
 void LOWP_QFN(const float *w, int8_t *q, float *s, int cols, int r_lo, int r_hi) {

@@ -115,7 +115,6 @@ func TestLowpMatmul(t *testing.T) {
 	shapes := []struct{ N, K, OC int }{
 		{1, 576, 192}, {1, 64, 4}, {2, 48, 5}, {3, 33, 7}, {4, 96, 9}, {5, 1536, 13},
 		{9, 40, 6}, {16, 576, 64}, {1, 17, 3}, {7, 7, 1}, {17, 34, 49}, {8, 576, 48}, {12, 31, 100},
-		{SmallMatmulMaxN + 1, 67, 21}, {70, 576, 40}, // prefill: sgemm on the widened weights
 	}
 	for isa := ISAGeneric; isa <= BestLowpISA; isa++ {
 		for _, dt := range []Dtype{BFloat16, Int8} {
