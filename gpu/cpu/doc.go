@@ -4,18 +4,20 @@
 //
 // # Threading model
 //
-// Two kinds of parallelism, never nested:
+// Three kinds of parallelism, never nested:
 //
-//   - Matrix products run on OpenBLAS's own thread pool (one thread per core
-//     by default; OPENBLAS_NUM_THREADS changes it). Sgemm is only ever called
-//     from one goroutine at a time by this package.
+//   - Large matrix products (training, prefill) run on OpenBLAS's own thread
+//     pool (one thread per core by default; OPENBLAS_NUM_THREADS changes it).
+//     Sgemm is only ever called from one goroutine at a time by this package.
+//   - The products of a decode step (up to SmallMatmulMaxN rows) and the
+//     cached attention run on a C thread pool (pool.c): the caller runs part
+//     0, GOMAXPROCS-1 helpers the rest; helpers spin for a while after a job,
+//     so the many short products of a step are handed over without a futex
+//     wake-up.
 //   - Row-wise loops (RMSNorm, RoPE, softmax, SwiGLU, log-softmax, AdamW, the
 //     attention softmax) are split into contiguous chunks over GOMAXPROCS
 //     goroutines when the work is large enough to pay for it; small inputs
 //     run on the calling goroutine.
-//
-// While OpenBLAS works the Go workers are idle and vice versa, so the two
-// pools do not compete for the cores.
 //
 // # Core type
 //

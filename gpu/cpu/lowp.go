@@ -277,6 +277,25 @@ func lowpRun(isa LowpISA, dtype C.int, out, inp []float32, wf *C.float, wb *C.ui
 // uses the small-batch kernel (fp32 weights read in place) instead of sgemm.
 const SmallMatmulMaxN = 32
 
+// DecodeMatmul is MatmulForward for generation: on AVX-512 CPUs the
+// small-batch kernel for every N (prefill included), so that a row's result
+// does not depend on the other rows of its batch (sampling with a fixed seed
+// gives the same tokens whatever the batching); elsewhere MatmulForward.
+func DecodeMatmul(out, inp, weight, bias []float32, N, K, OC int) {
+	if N <= 0 {
+		return
+	}
+	if BestLowpISA < ISAAVX512 {
+		Backend{}.MatmulForward(out, inp, weight, bias, N, K, OC)
+		return
+	}
+	if len(inp) < N*K || len(out) < N*OC || len(weight) < OC*K || (bias != nil && len(bias) < OC) {
+		panic(fmt.Sprintf("cpu: decode matmul: inp %d, out %d, weight %d, bias %d values for N=%d, K=%d, OC=%d",
+			len(inp), len(out), len(weight), len(bias), N, K, OC))
+	}
+	smallMatmul(BestLowpISA, out, inp, weight, bias, N, K, OC)
+}
+
 // smallMatmul is out [N,OC] = inp [N,K] weight^T + bias with the weights
 // [OC,K] read in place by the small-batch kernel: for the few rows of a
 // decode step, where sgemm's packing of the weights costs more than the

@@ -73,8 +73,8 @@ static void lowp_part(void *ctx, int p, int n) {
 	int hi = (int)(4 * (groups * (p + 1) / n));
 	if (hi > j->OC) hi = j->OC;
 	if (lo >= hi) return;
-	float *buf = j->dtype == LOWP_F32 ? NULL : scratch(4 * j->K);
-	if (j->dtype != LOWP_F32 && !buf) abort();
+	float *buf = scratch(4 * j->K);
+	if (!buf) abort();
 	lowp_matmul(j->isa, j->dtype, j->out, j->x, j->wf, j->wb, j->wq, j->s, j->bias, j->N, j->K, j->OC,
 	            lo, hi, buf);
 }

@@ -51,8 +51,12 @@ static inline __attribute__((always_inline)) v4f red4(const v16f *v4) {
 }
 
 // dequant writes row o of W as K floats to dst.
-static inline void dequant(int dtype, float *dst, const uint16_t *wb, const int8_t *wq,
+static inline void dequant(int dtype, float *dst, const float *wf, const uint16_t *wb, const int8_t *wq,
                            const float *s, int K, int o) {
+	if (dtype == LOWP_F32) {
+		memcpy(dst, wf + (long)o * K, sizeof(float) * (size_t)K);
+		return;
+	}
 	if (dtype == LOWP_BF16) {
 		const uint16_t *r = wb + (long)o * K;
 		int k = 0;
@@ -247,9 +251,11 @@ void LOWP_FN(int dtype, float *out, const float *x, const float *wf, const uint1
              const int8_t *wq, const float *s, const float *bias, int N, int K, int OC, int o_lo,
              int o_hi, float *buf) {
 	const int nb = (K + LOWP_BLOCK - 1) / LOWP_BLOCK;
-	// Up to one tile of x rows, reduced weights are widened in registers as
-	// they are used; more rows share a dequantised copy of the 4 rows in buf.
-	const int direct = dtype == LOWP_F32 || N <= 4;
+	// Up to one tile of x rows, the weights are read (reduced ones widened in
+	// registers) as they are used; more rows share a copy of the 4 rows in
+	// buf, in L1 (fp32 rows too: reading them in place for every tile of x
+	// rows loses them from L1 when K is large).
+	const int direct = N <= 4;
 	for (int o = o_lo; o < o_hi; o += 4) {
 		const int no = o_hi - o < 4 ? o_hi - o : 4;
 		struct wrows r;
@@ -257,7 +263,7 @@ void LOWP_FN(int dtype, float *out, const float *x, const float *wf, const uint1
 			// rows past the end repeat the group's first row; their sums are dropped
 			const long row = o + (j < no ? j : 0);
 			if (!direct) {
-				if (j < no) dequant(dtype, buf + j * K, wb, wq, s, K, (int)row);
+				if (j < no) dequant(dtype, buf + j * K, wf, wb, wq, s, K, (int)row);
 				r.f[j] = buf + (j < no ? j : 0) * K;
 			} else if (dtype == LOWP_F32) {
 				r.f[j] = wf + row * K;

@@ -224,10 +224,20 @@ func (g *Generator) fusedLayer(l int) *lowpLayer {
 	return &g.lowp.layers[l]
 }
 
+// decodeBackend is the cpu backend with generation's products (cpu.DecodeMatmul).
+type decodeBackend struct{ cpu.Backend }
+
+func (decodeBackend) MatmulForward(out, inp, weight, bias []float32, N, C, OC int) {
+	cpu.DecodeMatmul(out, inp, weight, bias, N, C, OC)
+}
+
 // backend is what forward computes with.
 func (g *Generator) backend() gpu.Backend {
-	if g.lowp == nil {
-		return g.m.be
+	if g.lowp != nil {
+		return lowpBackend{g.m.be, g.lowp}
 	}
-	return lowpBackend{g.m.be, g.lowp}
+	if be, ok := g.m.be.(cpu.Backend); ok {
+		return decodeBackend{be}
+	}
+	return g.m.be
 }
