@@ -397,6 +397,14 @@ func (Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, po
 
 // SwiGLUForward: out = silu(gate) * up.
 func (Backend) SwiGLUForward(out, gate, up []float32, n int) {
+	if useKernels && n > 0 {
+		parts := runtime.GOMAXPROCS(0)
+		if n*8 < minWork {
+			parts = 1
+		}
+		swigluFwdPool(parts, out[:n], gate[:n], up[:n])
+		return
+	}
 	parallelRows(n, 8, func(lo, hi int) {
 		if useKernels {
 			swigluFwdC(out[lo:hi], gate[lo:hi], up[lo:hi])

@@ -650,3 +650,24 @@ void rl_attention_cached_mt(int nparts, int avx512, float *out, const float *q, 
 	struct attn_job j = {out, q, kc, vc, slot, pos, NH, NKV, HD, maxT, N * NKV, maxLen, scale, avx512};
 	rl_pool_run(attn_part, &j, nparts);
 }
+
+// SwiGLU forward over the thread pool: between the products of a decode step, where the pool's
+// helpers are spinning, this avoids waking a goroutine.
+struct swiglu_job {
+	float *out;
+	const float *gate, *up;
+	long n;
+};
+
+static void swiglu_part(void *ctx, int p, int n) {
+	const struct swiglu_job *j = ctx;
+	// ranges in whole 8-lane steps, so that only the last part has a tail
+	const long steps = (j->n + 7) / 8, lo = 8 * (steps * p / n), hi = 8 * (steps * (p + 1) / n);
+	const long end = hi < j->n ? hi : j->n;
+	if (lo < end) rl_swiglu_fwd(j->out + lo, j->gate + lo, j->up + lo, end - lo);
+}
+
+void rl_swiglu_fwd_mt(int nparts, float *out, const float *gate, const float *up, long n) {
+	struct swiglu_job j = {out, gate, up, n};
+	rl_pool_run(swiglu_part, &j, nparts);
+}

@@ -33,6 +33,16 @@ func swigluFwdC(out, gate, up []float32) {
 	C.rl_swiglu_fwd(fptr(out), fptr(gate), fptr(up), C.long(n))
 }
 
+// swigluFwdPool is swigluFwdC over parts threads of the C pool (pool.c).
+func swigluFwdPool(parts int, out, gate, up []float32) {
+	n := len(out)
+	if n == 0 {
+		return
+	}
+	_, _ = gate[n-1], up[n-1]
+	C.rl_swiglu_fwd_mt(C.int(parts), fptr(out), fptr(gate), fptr(up), C.long(n))
+}
+
 func swigluBwdC(dgate, dup, dout, gate, up []float32) {
 	n := len(dgate)
 	if n == 0 {

@@ -23,6 +23,8 @@ void rl_attention_cached(float *out, const float *q, const float *kc, const floa
 	const int32_t *pos, long NH, long NKV, long HD, long maxT, long lo, long hi, float scale, float *s, long maxLen);
 double rl_exp_shift(float *out, const float *x, long n, float m, float s);
 int rl_have_avx512(void);
+// rl_swiglu_fwd_mt is rl_swiglu_fwd split over nparts threads of the pool.
+void rl_swiglu_fwd_mt(int nparts, float *out, const float *gate, const float *up, long n);
 // rl_attention_cached_mt runs the cached attention of N tokens on nparts
 // threads of the pool (avx512: the AVX-512 build).
 void rl_attention_cached_mt(int nparts, int avx512, float *out, const float *q, const float *kc, const float *vc,
