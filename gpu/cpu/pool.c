@@ -118,7 +118,14 @@ void rl_pool_run(rl_job_fn *fn, void *ctx, int n) {
 	atomic_fetch_add(&pool.gen, 1);
 	if (atomic_load(&pool.sleepers) > 0) wake_all();
 	fn(ctx, 0, n);
-	while (atomic_load(&pool.pending) > 0) cpu_relax();
+	// wait for the helpers: a short spin, then yield, so that a helper the scheduler put
+	// on this thread's core gets to run
+	for (int spins = 0; atomic_load(&pool.pending) > 0; spins++) {
+		if (spins < 256)
+			cpu_relax();
+		else
+			sched_yield();
+	}
 	pthread_mutex_unlock(&pool.mu);
 }
 
