@@ -63,6 +63,13 @@ type Generator struct {
 	fused            []float32 // [N, sum of widths]: a fused product's output (reduced dtypes)
 	lora             loraScratch
 	lowp             *lowpCopy // reduced-precision weights (SetDtype); nil: fp32
+
+	// Prompts that share a prefix with a slot's cache (GRPO's n samples of a prompt, a
+	// later turn of a conversation in the same call) copy its keys and values instead of
+	// prefilling them again; NoPrefixSharing turns that off. PrefillTokens and
+	// SharedTokens count the prompt tokens run and copied.
+	NoPrefixSharing             bool
+	PrefillTokens, SharedTokens int
 }
 
 // NewGenerator allocates a KV cache for slots sequences of maxT tokens.
@@ -212,12 +219,19 @@ func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 	}
 	results := make([]Result, len(reqs))
 	slots := make([]*running, g.Slots)
-	nextReq := 0
+	// cached[s] are the tokens whose keys and values slot s holds at positions 0..len-1 in
+	// this call (a finished request's stay until the slot is reused).
+	cached := make([][]int32, g.Slots)
+	waiting := make([]int, len(reqs))
+	for i := range waiting {
+		waiting[i] = i
+	}
 	var tokens, slot, pos []int32
 	var rows []int
 	var rowSlot []int
 	var toks []int32
 	var lps []float32
+	var prefilling [][]int32
 	for {
 		tokens, slot, pos, rows, rowSlot = tokens[:0], slot[:0], pos[:0], rows[:0], rowSlot[:0]
 		// decode tokens of the running requests
@@ -228,25 +242,61 @@ func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 			tokens, slot, pos = append(tokens, r.next), append(slot, int32(s)), append(pos, int32(r.pos))
 			rows, rowSlot = append(rows, len(tokens)-1), append(rowSlot, s)
 		}
-		// admit waiting requests into free slots, prefilling their prompts
-		for s := range slots {
-			if slots[s] != nil || nextReq >= len(reqs) {
-				continue
+		// admit waiting requests into free slots, prefilling their prompts after the longest
+		// prefix a slot's cache already holds (copied, not recomputed)
+		prefilling = prefilling[:0]
+		for wi := 0; wi < len(waiting); {
+			dst := slices.Index(slots, nil)
+			if dst < 0 {
+				break
 			}
-			i := nextReq
-			nextReq++
+			i := waiting[wi]
+			prompt := reqs[i].Prompt
+			src, p := g.sharedPrefix(prompt, cached)
+			if !g.NoPrefixSharing {
+				// a longer prefix is being prefilled in this step: admit this one in the
+				// next, copying it
+				q := 0
+				for _, pf := range prefilling {
+					q = max(q, commonPrefix(prompt, pf))
+				}
+				if q >= p+minSharedPrefix {
+					wi++
+					continue
+				}
+			} else {
+				p = 0
+			}
+			waiting = slices.Delete(waiting, wi, wi+1)
+			if p > 0 && slots[src] == nil && src != dst && commonPrefix(prompt, cached[dst]) < p {
+				dst = src // the finished slot that holds the prefix: no copy
+			}
+			if p > 0 && src != dst {
+				g.copyPrefix(dst, src, p)
+			}
+			cached[dst] = append(cached[dst][:0], cached[src][:p]...)
+			g.SharedTokens += p
+			g.PrefillTokens += len(prompt) - p
 			r := &running{req: i, res: &results[i], rng: rand.New(rand.NewPCG(reqs[i].Sample.Seed, 0x6a09e667f3bcc909))}
-			slots[s] = r
-			for j, t := range reqs[i].Prompt {
-				tokens, slot, pos = append(tokens, t), append(slot, int32(s)), append(pos, int32(j))
+			slots[dst] = r
+			for j := p; j < len(prompt); j++ {
+				tokens, slot, pos = append(tokens, prompt[j]), append(slot, int32(dst)), append(pos, int32(j))
 			}
-			r.pos = len(reqs[i].Prompt) - 1
-			rows, rowSlot = append(rows, len(tokens)-1), append(rowSlot, s)
+			r.pos = len(prompt) - 1
+			rows, rowSlot = append(rows, len(tokens)-1), append(rowSlot, dst)
+			prefilling = append(prefilling, prompt)
 		}
 		if len(tokens) == 0 {
+			if len(waiting) > 0 {
+				return nil, errors.New("model: generate: requests left waiting with every slot free")
+			}
 			return results, nil
 		}
 		logits := g.forward(tokens, slot, pos, rows)
+		for n, t := range tokens { // the slots' caches now hold these tokens
+			s, j := slot[n], int(pos[n])
+			cached[s] = append(cached[s][:j], t)
+		}
 		toks, lps = grow32(toks, len(rowSlot)), grow(lps, len(rowSlot))
 		eachRow(len(rowSlot), func(i int) {
 			r := slots[rowSlot[i]]
@@ -270,6 +320,44 @@ func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 			}
 			slots[s] = nil // finished: the slot takes the next request
 		}
+	}
+}
+
+// minSharedPrefix is the shortest prefix worth waiting a step for: a request whose
+// prompt shares at least this many more tokens with one being prefilled than with any
+// cache is admitted in the next step, copying them.
+const minSharedPrefix = 16
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// sharedPrefix finds the slot whose cache holds the longest prefix of prompt and its
+// length, at most len(prompt)-1 (the last prompt token runs, for its logits).
+func (g *Generator) sharedPrefix(prompt []int32, cached [][]int32) (src, p int) {
+	for s, c := range cached {
+		if n := min(commonPrefix(prompt, c), len(prompt)-1); n > p {
+			src, p = s, n
+		}
+	}
+	return src, p
+}
+
+// copyPrefix copies the keys and values of positions [0, p) from slot src to slot dst.
+// Every row of a forward is computed the same way whatever else is in it, so these are
+// the values a prefill of dst would have written.
+func (g *Generator) copyPrefix(dst, src, p int) {
+	KD := g.m.Config.NKV * g.m.Config.HD
+	for l := range g.kc {
+		copy(g.kc[l][dst*g.MaxT*KD:dst*g.MaxT*KD+p*KD], g.kc[l][src*g.MaxT*KD:src*g.MaxT*KD+p*KD])
+		copy(g.vc[l][dst*g.MaxT*KD:dst*g.MaxT*KD+p*KD], g.vc[l][src*g.MaxT*KD:src*g.MaxT*KD+p*KD])
 	}
 }
 

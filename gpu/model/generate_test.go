@@ -200,7 +200,8 @@ func TestSampleDistribution(t *testing.T) {
 
 // TestGenerateBatchIndependent: a request samples the same tokens with the same
 // log-probabilities (bit for bit) whether it runs alone or batched with others, its prompt
-// prefilled in the same forward as their decode tokens, for every rollout dtype: each row
+// prefilled in the same forward as their decode tokens or its prefix copied from another
+// slot's cache, for every rollout dtype: each row
 // of a product is computed the same way whatever else is in the batch (cpu.DecodeMatmul and
 // the reduced-precision kernels; on CPUs without AVX-512 fp32 generation uses sgemm, which
 // does not promise it, and is skipped).
@@ -215,13 +216,22 @@ func TestGenerateBatchIndependent(t *testing.T) {
 		}
 		reqs = append(reqs, Request{Prompt: p, Sample: SampleConfig{MaxTokens: 12, Temperature: 1, Seed: uint64(100 + i), IgnoreEOS: true}})
 	}
+	// prompts that share prefixes (GRPO's samples of one prompt; a longer conversation):
+	// their keys and values are copied from the slot that holds them
+	for i, src := range []int{1, 1, 3, 6, 1} {
+		p := slices.Clone(reqs[src].Prompt)
+		if i >= 3 {
+			p = append(p[:len(p)-2], 5, 6, 7, 8) // diverges before the end
+		}
+		reqs = append(reqs, Request{Prompt: p, Sample: SampleConfig{MaxTokens: 12, Temperature: 1, Seed: uint64(200 + i), IgnoreEOS: true}})
+	}
 	for _, dt := range []cpu.Dtype{cpu.Float32, cpu.BFloat16, cpu.Int8} {
 		if dt == cpu.Float32 && cpu.BestLowpISA < cpu.ISAAVX512 {
 			t.Log("float32 skipped: no AVX-512 (sgemm rows depend on the batch)")
 			continue
 		}
 		var runs [][]Result
-		for _, slots := range []int{1, 3, 7} {
+		for k, slots := range []int{1, 1, 3, 7, 12} {
 			g, err := m.NewGenerator(slots, 64)
 			if err != nil {
 				t.Fatal(err)
@@ -229,9 +239,17 @@ func TestGenerateBatchIndependent(t *testing.T) {
 			if err := g.SetDtype(dt); err != nil {
 				t.Fatal(err)
 			}
+			g.NoPrefixSharing = k == 0 // the reference: every prompt prefilled, one at a time
 			res, err := g.Generate(reqs)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if k == 0 && g.SharedTokens != 0 {
+				t.Fatalf("NoPrefixSharing: %d prompt tokens copied", g.SharedTokens)
+			}
+			// one slot holds one request's tokens at a time: only neighbours share there
+			if want := map[bool]int{true: 39, false: 40 + 40 + 33}[slots == 1]; k > 0 && g.SharedTokens < want {
+				t.Errorf("%v slots=%d: %d prompt tokens copied, %d prefilled: the repeated prompts were not shared", dt, slots, g.SharedTokens, g.PrefillTokens)
 			}
 			runs = append(runs, res)
 		}
