@@ -64,12 +64,49 @@ type Generator struct {
 	lora             loraScratch
 	lowp             *lowpCopy // reduced-precision weights (SetDtype); nil: fp32
 
-	// Prompts that share a prefix with a slot's cache (GRPO's n samples of a prompt, a
-	// later turn of a conversation in the same call) copy its keys and values instead of
-	// prefilling them again; NoPrefixSharing turns that off. PrefillTokens and
-	// SharedTokens count the prompt tokens run and copied.
+	// Prompts that share a prefix with a slot's cache (GRPO's n samples of a prompt, the
+	// next turn of a conversation) copy its keys and values instead of prefilling them
+	// again; NoPrefixSharing turns that off. PrefillTokens and SharedTokens count the
+	// prompt tokens run and copied.
 	NoPrefixSharing             bool
 	PrefillTokens, SharedTokens int
+	// cache[s] are the tokens whose keys and values slot s holds at positions 0..len-1,
+	// computed with the weights of stamp (kept across calls while those do not change).
+	cache [][]int32
+	stamp weightsStamp
+}
+
+// weightsStamp identifies the weights a generator computes with: a change of any part
+// makes the keys and values in its cache stale.
+type weightsStamp struct {
+	params        *Params
+	paramsVersion uint64
+	lora          *LoRA
+	loraVersion   uint64
+	loraOff       bool
+	lowp          *lowpCopy
+	lowpVersion   uint64
+}
+
+func (g *Generator) weightsStamp() weightsStamp {
+	st := weightsStamp{params: g.m.Params, paramsVersion: g.m.Params.version, lora: g.m.lora, lowp: g.lowp}
+	if g.m.lora != nil {
+		st.loraVersion, st.loraOff = g.m.lora.version, g.m.lora.off
+	}
+	if g.lowp != nil {
+		st.lowpVersion = g.lowp.version
+	}
+	return st
+}
+
+// checkCache forgets the cached prompts when the weights changed since they were computed.
+func (g *Generator) checkCache() {
+	if st := g.weightsStamp(); st != g.stamp {
+		for s := range g.cache {
+			g.cache[s] = g.cache[s][:0]
+		}
+		g.stamp = st
+	}
 }
 
 // NewGenerator allocates a KV cache for slots sequences of maxT tokens.
@@ -81,7 +118,7 @@ func (m *Model) NewGenerator(slots, maxT int) (*Generator, error) {
 	if maxT > c.MaxPos {
 		return nil, fmt.Errorf("model: generator length %d exceeds the model's %d positions", maxT, c.MaxPos)
 	}
-	g := &Generator{m: m, Slots: slots, MaxT: maxT}
+	g := &Generator{m: m, Slots: slots, MaxT: maxT, cache: make([][]int32, slots)}
 	for l := 0; l < c.L; l++ {
 		g.kc = append(g.kc, cpu.HugeFloats(slots*maxT*c.NKV*c.HD))
 		g.vc = append(g.vc, cpu.HugeFloats(slots*maxT*c.NKV*c.HD))
@@ -110,6 +147,14 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	g.gate, g.up = grow(g.gate, N*c.F), grow(g.up, N*c.F)
 	g.rstd = grow(g.rstd, N)
 
+	g.checkCache()
+	for n, t := range tokens { // the slots' caches will hold these tokens
+		s, j := slot[n], int(pos[n])
+		if j > len(g.cache[s]) {
+			panic(fmt.Sprintf("model: generator: slot %d position %d written before position %d", s, j, len(g.cache[s])))
+		}
+		g.cache[s] = append(g.cache[s][:j], t)
+	}
 	be.EmbeddingForward(g.x, tokens, p.Embed, N, c.C)
 	for l := 0; l < c.L; l++ {
 		lp := &p.Layers[l]
@@ -219,9 +264,8 @@ func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 	}
 	results := make([]Result, len(reqs))
 	slots := make([]*running, g.Slots)
-	// cached[s] are the tokens whose keys and values slot s holds at positions 0..len-1 in
-	// this call (a finished request's stay until the slot is reused).
-	cached := make([][]int32, g.Slots)
+	g.checkCache() // prompts cached by earlier calls stay usable while the weights do not change
+	cached := g.cache
 	waiting := make([]int, len(reqs))
 	for i := range waiting {
 		waiting[i] = i
@@ -246,7 +290,12 @@ func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 		// prefix a slot's cache already holds (copied, not recomputed)
 		prefilling = prefilling[:0]
 		for wi := 0; wi < len(waiting); {
-			dst := slices.Index(slots, nil)
+			dst := -1 // the free slot whose cache is shortest: the longer ones may serve later prompts
+			for s, r := range slots {
+				if r == nil && (dst < 0 || len(cached[s]) < len(cached[dst])) {
+					dst = s
+				}
+			}
 			if dst < 0 {
 				break
 			}
@@ -293,10 +342,6 @@ func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 			return results, nil
 		}
 		logits := g.forward(tokens, slot, pos, rows)
-		for n, t := range tokens { // the slots' caches now hold these tokens
-			s, j := slot[n], int(pos[n])
-			cached[s] = append(cached[s][:j], t)
-		}
 		toks, lps = grow32(toks, len(rowSlot)), grow(lps, len(rowSlot))
 		eachRow(len(rowSlot), func(i int) {
 			r := slots[rowSlot[i]]

@@ -265,3 +265,48 @@ func TestGenerateBatchIndependent(t *testing.T) {
 		}
 	}
 }
+
+// The keys and values of a call's prompts and generated tokens stay for the next call while
+// the weights do not change: a second turn that extends a first turn's conversation
+// prefills only its new tokens, with the result of a generator that never saw the first;
+// after an optimizer step (or LoRA.Changed / Params.Changed) nothing is reused.
+func TestGeneratePrefixAcrossCalls(t *testing.T) {
+	m := newTiny(t, "tiny-llama")
+	r := rand.New(rand.NewPCG(23, 24))
+	prompt := make([]int32, 20)
+	for j := range prompt {
+		prompt[j] = int32(r.IntN(m.Config.V))
+	}
+	g, err := m.NewGenerator(4, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := g.Generate([]Request{{Prompt: prompt, Sample: SampleConfig{MaxTokens: 10, IgnoreEOS: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn2 := append(append(slices.Clone(prompt), first[0].Tokens...), 7, 8, 9) // + an observation
+	sample := SampleConfig{MaxTokens: 8, Temperature: 1, Seed: 3, IgnoreEOS: true}
+	g.PrefillTokens, g.SharedTokens = 0, 0
+	got, err := g.Generate([]Request{{Prompt: turn2, Sample: sample}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the first turn ran prompt + 9 of its 10 tokens (the last was never fed back)
+	if g.SharedTokens != len(prompt)+9 || g.PrefillTokens != len(turn2)-len(prompt)-9 {
+		t.Errorf("second turn: %d tokens copied, %d prefilled; want %d and %d", g.SharedTokens, g.PrefillTokens, len(prompt)+9, len(turn2)-len(prompt)-9)
+	}
+	fresh, _ := m.NewGenerator(4, 64)
+	want, _ := fresh.Generate([]Request{{Prompt: turn2, Sample: sample}})
+	if !slices.Equal(got[0].Tokens, want[0].Tokens) || !slices.Equal(got[0].Logprobs, want[0].Logprobs) {
+		t.Fatalf("second turn with the cached first: %v %v; a fresh generator: %v %v", got[0].Tokens, got[0].Logprobs, want[0].Tokens, want[0].Logprobs)
+	}
+	m.Params.Changed()
+	g.PrefillTokens, g.SharedTokens = 0, 0
+	if _, err := g.Generate([]Request{{Prompt: turn2, Sample: sample}}); err != nil {
+		t.Fatal(err)
+	}
+	if g.SharedTokens != 0 {
+		t.Errorf("after Params.Changed %d prompt tokens were copied from the old weights' cache", g.SharedTokens)
+	}
+}

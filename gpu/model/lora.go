@@ -50,7 +50,14 @@ type LoRA struct {
 	Names  []ParamInfo
 	layers [][numMods]*loraAdapter // nil where a module is not targeted
 	off    bool                    // SetAdaptersActive(false)
+
+	version uint64 // bumped by AdamW.Update and Changed: generators' cached prompts are stale
 }
+
+// Changed records that the adapters were modified in place (AdamW.Update records its
+// own): generators drop the prompts they cached with the old adapters. Code that writes
+// Data directly must call it.
+func (l *LoRA) Changed() { l.version++ }
 
 func (c Config) linearShape(mod int) (in, out int) {
 	switch mod {

@@ -21,7 +21,9 @@ import (
 // no refresh call. LoRA adapters are not part of the copy: generation
 // applies them in fp32 on top (they are read live), so adapter updates need
 // no rebuild. Code that writes Params.Data directly must call
-// Params.Changed.
+// Params.Changed, and code that writes LoRA.Data directly LoRA.Changed: the
+// generator also keeps the keys and values of the prompts it ran, for later
+// prompts that share their prefix, while the weights stay the same.
 
 // Changed records that the parameters were modified in place; reduced-
 // precision generator copies are rebuilt before their next use.

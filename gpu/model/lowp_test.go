@@ -236,6 +236,7 @@ func TestLowpRebuild(t *testing.T) {
 	for i := range m.LoRA().Data {
 		m.LoRA().Data[i] = float32(r.NormFloat64()) * 0.3
 	}
+	m.LoRA().Changed()
 	after, _ := g.Generate(reqs)
 	if m.Params.Version() != v {
 		t.Error("changing adapters moved the base's version")

@@ -47,6 +47,8 @@ func (o *AdamW) Update(m *Model) (float64, error) {
 	be.AdamW(params, grads, o.m, o.v, o.Step, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay)
 	if m.lora == nil { // the base weights moved: generator copies are refreshed (lowp.go)
 		m.Params.Changed()
+	} else {
+		m.lora.version++ // the adapters moved: generators forget their cached prompts
 	}
 	return norm, nil
 }
