@@ -172,6 +172,15 @@ func (p *ModelPolicy) loop() {
 	}
 }
 
+// PrefixStats returns the prompt tokens the generator has run and those it copied from
+// the cache of a prompt with the same prefix (GRPO's samples of a prompt, the next turn of
+// a conversation), so far.
+func (p *ModelPolicy) PrefixStats() (prefilled, shared int) {
+	p.use.Lock()
+	defer p.use.Unlock()
+	return p.gen.PrefillTokens, p.gen.SharedTokens
+}
+
 // Stats returns the number of batches run and tokens generated so far.
 func (p *ModelPolicy) Stats() (batches, tokens int) {
 	p.mu.Lock()

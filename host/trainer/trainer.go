@@ -647,12 +647,21 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 
 	// rollout
 	genStart := time.Now()
+	var prefilled0, shared0 int
+	if t.policy != nil {
+		prefilled0, shared0 = t.policy.PrefixStats()
+	}
 	bar := progress.New(t.opts.Progress, fmt.Sprintf("step %d/%d rollout", step, t.totalSteps), int64(len(samples)), "trajectories")
 	res, err := t.runRollouts(ctx, t.rolloutDeps(false), samples, bar)
 	if err != nil {
 		return nil, err
 	}
 	vals[metrics.TimingGen] = time.Since(genStart).Seconds()
+	if t.policy != nil {
+		prefilled, shared := t.policy.PrefixStats()
+		vals["rollout/prefill_tokens"] = float64(prefilled - prefilled0)
+		vals["rollout/prefix_shared_tokens"] = float64(shared - shared0)
+	}
 	vals["rollout/retried"] = float64(res.Retried)
 	vals["rollout/dropped"] = float64(res.Dropped)
 	if t.chat != nil {
