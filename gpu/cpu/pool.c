@@ -4,9 +4,13 @@
 // each) with serial work between them. Handing each one to a goroutine costs
 // a futex wake-up of an idle Go thread (tens of microseconds, often more than
 // the product's other half), so the products split their work here instead:
-// the calling thread runs part 0 and helper threads, which spin for a while
-// after each job before they sleep, run the rest. One job runs at a time; a
-// second caller that finds the pool busy runs its whole job itself.
+// helper threads, which spin for a while after each job before they sleep,
+// claim parts of it beside the calling thread. Parts are claimed one at a
+// time from a shared counter, and the caller claims them too, so it never
+// waits for a helper that has not started (one the scheduler has not run, say
+// on a machine busy with other work): it runs the unclaimed parts itself and
+// waits only for parts already running. One job runs at a time; a second
+// caller that finds the pool busy runs its whole job itself.
 #define _GNU_SOURCE
 #include "pool.h"
 
@@ -35,16 +39,23 @@ enum { POOL_MAX = 64 };
 // step, short enough not to hold a core when nothing follows.
 static const long spin_ns = 200 * 1000;
 
+// claim packs the running job's generation (high 32 bits), its number of
+// parts (bits 16-31) and the next unclaimed part (bits 0-15): a claim succeeds
+// only for the job whose generation the claimer saw, so a helper that wakes
+// late never runs a part of a job that has ended, or of the next one.
+static inline uint64_t claim_word(uint32_t gen, int nparts, int next) {
+	return (uint64_t)gen << 32 | (uint64_t)nparts << 16 | (uint64_t)next;
+}
+
 static struct {
 	pthread_mutex_t mu;     // held by the caller of the running job
 	atomic_uint gen;        // bumped for each job; helpers wait for a change
-	atomic_int pending;     // helpers that have not finished the current job
+	_Atomic uint64_t claim; // see claim_word
+	atomic_int done;        // parts of the current job finished
 	atomic_int sleepers;    // helpers blocked in futex_wait on gen
-	rl_job_fn *fn;          // the current job
+	rl_job_fn *fn;          // the current job (read by a claimer after its claim)
 	void *ctx;
-	int nparts;
 	int helpers;            // helper threads started
-	unsigned born[POOL_MAX]; // gen when helper i was started: its first job is the next one
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static long now_ns(void) {
@@ -68,15 +79,28 @@ static void wake_all(void) {
 #endif
 }
 
+// run_parts claims and runs parts of job gen until none is left (or the job
+// is no longer the current one).
+static void run_parts(uint32_t gen) {
+	for (;;) {
+		uint64_t c = atomic_load(&pool.claim);
+		const int nparts = (int)(c >> 16 & 0xffff), next = (int)(c & 0xffff);
+		if ((uint32_t)(c >> 32) != gen || next >= nparts) return;
+		if (!atomic_compare_exchange_weak(&pool.claim, &c, c + 1)) continue;
+		// the job cannot end before this part is done: its fn and ctx stay
+		pool.fn(pool.ctx, next, nparts);
+		atomic_fetch_add(&pool.done, 1);
+	}
+}
+
 static void *helper(void *arg) {
-	const int id = (int)(intptr_t)arg; // 1, 2, ...: part 0 is the caller's
-	unsigned seen = pool.born[id];
+	unsigned seen = (unsigned)(uintptr_t)arg; // the gen when this helper was started
 	for (;;) {
 		unsigned g;
 		long until = now_ns() + spin_ns;
 		for (int spins = 0; (g = atomic_load(&pool.gen)) == seen; spins++) {
-			// yield rather than pause: a Go thread that shares this core (the
-			// other half of a goroutine-parallel loop) runs at once
+			// yield rather than pause: a thread that shares this core (a goroutine,
+			// the caller) runs at once
 			sched_yield();
 			if ((spins & 7) != 7 || now_ns() < until) continue;
 			// Dekker with rl_pool_run: it bumps gen, then reads sleepers.
@@ -86,8 +110,7 @@ static void *helper(void *arg) {
 			until = now_ns() + spin_ns;
 		}
 		seen = g;
-		if (id < pool.nparts) pool.fn(pool.ctx, id, pool.nparts);
-		atomic_fetch_sub(&pool.pending, 1);
+		run_parts(g);
 	}
 	return NULL;
 }
@@ -104,23 +127,28 @@ void rl_pool_run(rl_job_fn *fn, void *ctx, int n) {
 		pthread_attr_t attr;
 		pthread_attr_init(&attr);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pool.born[pool.helpers + 1] = atomic_load(&pool.gen);
-		const int ok = pthread_create(&t, &attr, helper, (void *)(intptr_t)(pool.helpers + 1)) == 0;
+		const unsigned born = atomic_load(&pool.gen);
+		const int ok = pthread_create(&t, &attr, helper, (void *)(uintptr_t)born) == 0;
 		pthread_attr_destroy(&attr);
 		if (!ok) break;
 		pool.helpers++;
 	}
-	if (n > pool.helpers + 1) n = pool.helpers + 1;
+	if (pool.helpers == 0) {
+		pthread_mutex_unlock(&pool.mu);
+		for (int p = 0; p < n; p++) fn(ctx, p, n);
+		return;
+	}
+	const uint32_t gen = atomic_load(&pool.gen) + 1;
 	pool.fn = fn;
 	pool.ctx = ctx;
-	pool.nparts = n;
-	atomic_store(&pool.pending, pool.helpers);
-	atomic_fetch_add(&pool.gen, 1);
+	atomic_store(&pool.done, 0);
+	atomic_store(&pool.claim, claim_word(gen, n, 0));
+	atomic_store(&pool.gen, gen);
 	if (atomic_load(&pool.sleepers) > 0) wake_all();
-	fn(ctx, 0, n);
-	// wait for the helpers: a short spin, then yield, so that a helper the scheduler put
-	// on this thread's core gets to run
-	for (int spins = 0; atomic_load(&pool.pending) > 0; spins++) {
+	run_parts(gen);
+	// wait for the parts the helpers claimed: a short spin, then yield, so that a helper the
+	// scheduler put on this thread's core gets to run
+	for (int spins = 0; atomic_load(&pool.done) < n; spins++) {
 		if (spins < 256)
 			cpu_relax();
 		else
