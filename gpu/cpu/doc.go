@@ -9,11 +9,11 @@
 //   - Large matrix products (training, prefill) run on OpenBLAS's own thread
 //     pool (one thread per core by default; OPENBLAS_NUM_THREADS changes it).
 //     Sgemm is only ever called from one goroutine at a time by this package.
-//   - The products of a decode step (up to SmallMatmulMaxN rows) and the
-//     cached attention run on a C thread pool (pool.c): the caller runs part
-//     0, GOMAXPROCS-1 helpers the rest; helpers spin for a while after a job,
-//     so the many short products of a step are handed over without a futex
-//     wake-up.
+//   - The products of generation and the cached attention run on a C
+//     thread pool (pool.c): the caller and GOMAXPROCS-1 helpers claim their
+//     parts one at a time; helpers spin for a while after a job, so the many
+//     short products of a decode step are handed over without a futex
+//     wake-up, and the caller never waits for a helper that has not started.
 //   - Row-wise loops (RMSNorm, RoPE, softmax, SwiGLU, log-softmax, AdamW, the
 //     attention softmax) are split into contiguous chunks over GOMAXPROCS
 //     goroutines when the work is large enough to pay for it; small inputs
