@@ -63,7 +63,7 @@ type LowpMatrix struct {
 	// Packed is BF in the layout of the bfloat16 dot-product kernel
 	// (lowp.h): built only on CPUs that run it (ISAAVX512BF16).
 	Packed  []uint16
-	goQuant bool // Int8: quantise in Go (the reference the C quantiser is tested against)
+	goQuant bool // quantise in Go (the reference the C quantisers are tested against)
 }
 
 // Quantize returns the dtype copy of w [rows, cols].
@@ -114,6 +114,10 @@ func (q *LowpMatrix) Requantize(w []float32) {
 		panic(fmt.Sprintf("cpu: requantize: weight has %d values, want %d x %d", len(w), q.Rows, q.Cols))
 	}
 	parallelRows(q.Rows, 4*q.Cols, func(lo, hi int) {
+		if q.Dtype == BFloat16 && !q.goQuant {
+			C.lowp_to_bf16((*C.float)(&w[lo*q.Cols]), (*C.uint16_t)(&q.BF[lo*q.Cols]), C.long((hi-lo)*q.Cols))
+			return
+		}
 		if q.Dtype == Int8 && !q.goQuant {
 			C.lowp_quant_q8(C.int(BestLowpISA), (*C.float)(&w[0]), (*C.int8_t)(unsafe.Pointer(&q.Q[0])),
 				(*C.float)(&q.Scale[0]), C.int(q.Cols), C.int(lo), C.int(hi))

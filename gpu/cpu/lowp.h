@@ -31,6 +31,9 @@ typedef void lowp_quant_fn(const float *w, int8_t *q, float *s, int cols, int r_
 lowp_quant_fn lowp_quant_q8_generic, lowp_quant_q8_avx2, lowp_quant_q8_avx512;
 void lowp_quant_q8(int isa, const float *w, int8_t *q, float *s, int cols, int r_lo, int r_hi);
 
+// lowp_to_bf16 rounds x [n] to bfloat16 (nearest even; NaN stays a quiet NaN).
+void lowp_to_bf16(const float *x, uint16_t *out, long n);
+
 // lowp_best_isa is the widest kernel this CPU runs (LOWP_ISA_*).
 int lowp_best_isa(void);
 // lowp_matmul runs the kernel of the given ISA.

@@ -1,5 +1,6 @@
 // Run-time choice of the reduced-precision kernels.
 #include <stdlib.h>
+#include <string.h>
 
 #include "lowp.h"
 #include "pool.h"
@@ -84,4 +85,16 @@ void lowp_matmul_mt(int nparts, int isa, int dtype, float *out, const float *x, 
                     int K, int OC) {
 	struct lowp_job j = {isa, dtype, N, K, OC, out, x, wf, s, bias, wb, wq};
 	rl_pool_run(lowp_part, &j, nparts);
+}
+
+// lowp_to_bf16 rounds x [n] to bfloat16, nearest even, NaN kept quiet: ToBF16 of lowp.go
+// element by element, vectorised for each instruction set (one clone is chosen at load time).
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3"))) void lowp_to_bf16(
+	const float *restrict x, uint16_t *restrict out, long n) {
+	const uint32_t *u = (const uint32_t *)x;
+	for (long i = 0; i < n; i++) {
+		const uint32_t v = u[i], r = (v + 0x7fff + (v >> 16 & 1)) >> 16, q = (v >> 16) | 0x40;
+		const uint32_t nan = -(uint32_t)((v & 0x7fffffff) > 0x7f800000);
+		out[i] = (uint16_t)((r & ~nan) | (q & nan));
+	}
 }

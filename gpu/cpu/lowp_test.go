@@ -87,6 +87,32 @@ func TestQuantizeBound(t *testing.T) {
 	}
 }
 
+// TestQuantizeBF16C: the C bfloat16 rounding gives ToBF16's bits for every float32 class:
+// ties to even both ways, carries into the exponent, infinities, NaNs (kept quiet),
+// subnormals and signed zeros, and random values of every magnitude.
+func TestQuantizeBF16C(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	special := []uint32{0, 0x80000000, 0x00000001, 0x807fffff, 0x3f808000, 0x3f818000, 0x3f80ffff, 0x3f7fffff,
+		0x7f7fffff, 0xff7fffff, 0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xffbfffff, 0x4effffff}
+	const rows, cols = 3, 99
+	w := make([]float32, rows*cols)
+	for i := range w {
+		if i < len(special) {
+			w[i] = math.Float32frombits(special[i])
+		} else {
+			w[i] = math.Float32frombits(r.Uint32())
+		}
+	}
+	c, _ := Quantize(BFloat16, w, rows, cols)
+	g := &LowpMatrix{Dtype: BFloat16, Rows: rows, Cols: cols, BF: make([]uint16, len(c.BF)), goQuant: true}
+	g.Requantize(w)
+	for i := range w {
+		if c.BF[i] != g.BF[i] || g.BF[i] != ToBF16(w[i]) {
+			t.Fatalf("%#08x: C %#04x, Go %#04x", math.Float32bits(w[i]), c.BF[i], g.BF[i])
+		}
+	}
+}
+
 // TestQuantizeC: the C int8 quantiser gives the Go reference's bytes and scales.
 func TestQuantizeC(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
