@@ -12,32 +12,22 @@ const hugePage = 2 << 20
 // prefetcher at its boundary, and on the development machine huge pages made
 // a batch-16 decode step about 20% faster (docs/compute.md). Small buffers,
 // and systems without transparent huge pages, get plain memory.
-func HugeFloats(n int) []float32 {
-	if n*4 < 4*hugePage {
-		return make([]float32, n)
-	}
-	b := make([]float32, n+hugePage/4)
-	adviseHuge(unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), len(b)*4))
-	return b[:n:n]
-}
+func HugeFloats(n int) []float32 { return hugeSlice[float32](n) }
 
 // HugeUint16s is HugeFloats for uint16 (bfloat16 weights).
-func HugeUint16s(n int) []uint16 {
-	if n*2 < 4*hugePage {
-		return make([]uint16, n)
-	}
-	b := make([]uint16, n+hugePage/2)
-	adviseHuge(unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), len(b)*2))
-	return b[:n:n]
-}
+func HugeUint16s(n int) []uint16 { return hugeSlice[uint16](n) }
 
 // HugeInt8s is HugeFloats for int8 (int8 weights).
-func HugeInt8s(n int) []int8 {
-	if n < 4*hugePage {
-		return make([]int8, n)
+func HugeInt8s(n int) []int8 { return hugeSlice[int8](n) }
+
+func hugeSlice[T float32 | uint16 | int8](n int) []T {
+	var zero T
+	size := int(unsafe.Sizeof(zero))
+	if n*size < 4*hugePage {
+		return make([]T, n)
 	}
-	b := make([]int8, n+hugePage)
-	adviseHuge(unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), len(b)))
+	b := make([]T, n+hugePage/size) // room to start a whole huge page inside
+	adviseHuge(unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), len(b)*size))
 	return b[:n:n]
 }
 

@@ -12,15 +12,9 @@
 # Usage: scripts/bench/train_step.sh [rounds]   (from the repository root; default 2 rounds)
 set -euo pipefail
 rounds=${1:-2}
-# PyTorch and transformers: the reference virtualenv of `make setup-trl` (override with PYTHON)
-py=${PYTHON:-$HOME/.cache/rlhost/trl-venv/bin/python}
-"$py" -c 'import torch, transformers' || { echo "train_step.sh: $py has no torch/transformers: run make setup-trl" >&2; exit 1; }
-export CGO_ENABLED=1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/peer_env.sh"
 go test -c -o "$tmp/cpu.test" ./gpu/cpu/
 go test -c -o "$tmp/model.test" ./gpu/model/
-echo "# $(date -u +%FT%TZ) $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 for r in $(seq 1 "$rounds"); do
 	echo "## round $r"
 	echo "load: $(uptime)"
