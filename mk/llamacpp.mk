@@ -33,11 +33,12 @@ setup-llamacpp: ## virtualenv $(CACHE)/llamacpp-venv with llama-cpp-python[serve
 		$(LLAMACPP_PY) -m pip install -q --find-links $(LLAMACPP_WHEELS) 'llama-cpp-python[server]==$(LLAMACPP_VERSION)'; \
 		$(LLAMACPP_PY) -c 'import llama_cpp; print("setup-llamacpp: llama-cpp-python", llama_cpp.__version__, "in $(LLAMACPP_VENV)")'; }
 
-llamacpp-goldens: setup-llamacpp model ## regenerate gpu/model/testdata/llamacpp_greedy.json with llama.cpp on the default GGUF and its F32 copy (needs the gguf package)
+llamacpp-goldens: setup-llamacpp model ## regenerate gpu/model/testdata/llamacpp_greedy.json (llama.cpp on the default GGUF and its F32 copy) and smollm2-q8.json (its Q8_0 logit error) (needs the gguf package)
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 	python3 scripts/goldens/llamacpp/f32_gguf.py $(MODEL_GGUF) $$tmp/f32.gguf && \
 	$(LLAMACPP_PY) scripts/goldens/llamacpp/greedy.py --model $(MODEL_GGUF) --model-f32 $$tmp/f32.gguf \
-		--out gpu/model/testdata/llamacpp_greedy.json
+		--out gpu/model/testdata/llamacpp_greedy.json && \
+	$(LLAMACPP_PY) scripts/goldens/llamacpp/q8_error.py --model-f32 $$tmp/f32.gguf --out gpu/model/testdata
 
 bench-llamacpp: setup-blas setup-llamacpp tokenizers-lib model ## decode tokens/s at batch 1 per rollout dtype vs llama.cpp (1 and 2 threads), same run -> docs/bench/decode.md
 	$(GO) build -o $(BIN)/rlhost ./cmd/rlhost

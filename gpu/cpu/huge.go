@@ -20,7 +20,7 @@ func HugeUint16s(n int) []uint16 { return hugeSlice[uint16](n) }
 // HugeInt8s is HugeFloats for int8 (int8 weights).
 func HugeInt8s(n int) []int8 { return hugeSlice[int8](n) }
 
-func hugeSlice[T float32 | uint16 | int8](n int) []T {
+func hugeSlice[T float32 | uint16 | int8 | uint8](n int) []T {
 	var zero T
 	size := int(unsafe.Sizeof(zero))
 	if n*size < 4*hugePage {

@@ -61,8 +61,13 @@ type LowpMatrix struct {
 	Q          []int8    // Int8: [Rows*Cols]
 	Scale      []float32 // Int8: [Rows*ceil(Cols/LowpBlock)]
 	// Packed is BF in the layout of the bfloat16 dot-product kernel
-	// (lowp.h): built only on CPUs that run it (ISAAVX512BF16).
-	Packed  []uint16
+	// (lowp.h): built only on CPUs that run it (HasBF16Dot).
+	Packed []uint16
+	// QPacked and QPScale are Q and Scale in the layout of the int8
+	// dot-product kernel (lowp.h): built only on CPUs that run it
+	// (HasQ8Dot).
+	QPacked []uint8
+	QPScale []float32
 	goQuant bool // quantise in Go (the reference the C quantisers are tested against)
 }
 
@@ -77,12 +82,16 @@ func Quantize(dtype Dtype, w []float32, rows, cols int) (*LowpMatrix, error) {
 	q := &LowpMatrix{Dtype: dtype, Rows: rows, Cols: cols}
 	if dtype == BFloat16 {
 		q.BF = HugeUint16s(rows * cols)
-		if BestLowpISA >= ISAAVX512BF16 {
+		if HasBF16Dot {
 			q.Packed = HugeUint16s(q.outBlocks() * q.pairs() * 32)
 		}
 	} else {
 		q.Q = HugeInt8s(rows * cols)
 		q.Scale = make([]float32, rows*q.blocks())
+		if HasQ8Dot {
+			q.QPacked = hugeSlice[uint8](q.outBlocks() * 16 * q.blocks() * LowpBlock)
+			q.QPScale = make([]float32, q.outBlocks()*16*q.blocks())
+		}
 	}
 	q.Requantize(w)
 	return q, nil
@@ -97,13 +106,18 @@ func (q *LowpMatrix) pairs() int     { return (q.Cols + 1) / 2 }
 
 // Bytes is the size of the copy (the packed layout replaces the row-major
 // one for the products when it is there; both are counted).
-func (q *LowpMatrix) Bytes() int { return 2*len(q.BF) + 2*len(q.Packed) + len(q.Q) + 4*len(q.Scale) }
+func (q *LowpMatrix) Bytes() int {
+	return 2*len(q.BF) + 2*len(q.Packed) + len(q.Q) + 4*len(q.Scale) + len(q.QPacked) + 4*len(q.QPScale)
+}
 
-// productBytes is what one product streams: the packed weights when the
+// productBytes is what one product streams: the packed weights when a
 // dot-product kernel runs, else the row-major copy.
 func (q *LowpMatrix) productBytes() int {
-	if q.Packed != nil {
+	switch {
+	case q.Packed != nil:
 		return 2 * len(q.Packed)
+	case q.QPacked != nil:
+		return len(q.QPacked) + 4*len(q.QPScale)
 	}
 	return q.Bytes()
 }
@@ -119,8 +133,7 @@ func (q *LowpMatrix) Requantize(w []float32) {
 			return
 		}
 		if q.Dtype == Int8 && !q.goQuant {
-			C.lowp_quant_q8(C.int(BestLowpISA), (*C.float)(&w[0]), (*C.int8_t)(unsafe.Pointer(&q.Q[0])),
-				(*C.float)(&q.Scale[0]), C.int(q.Cols), C.int(lo), C.int(hi))
+			quantQ8C(min(BestLowpISA, ISAAVX512), w, q.Q, q.Scale, q.Cols, lo, hi)
 			return
 		}
 		for r := lo; r < hi; r++ {
@@ -157,6 +170,20 @@ func (q *LowpMatrix) Requantize(w []float32) {
 			C.lowp_bf16_pack((*C.uint16_t)(&q.BF[0]), (*C.uint16_t)(&q.Packed[0]), C.int(q.Rows), C.int(q.Cols), C.int(lo), C.int(hi))
 		})
 	}
+	if q.QPacked != nil {
+		parallelRows(q.outBlocks(), 16*q.Cols, func(lo, hi int) {
+			C.lowp_q8_pack((*C.int8_t)(unsafe.Pointer(&q.Q[0])), (*C.float)(&q.Scale[0]), (*C.uint8_t)(&q.QPacked[0]),
+				(*C.float)(&q.QPScale[0]), C.int(q.Rows), C.int(q.Cols), C.int(lo), C.int(hi))
+		})
+	}
+}
+
+// quantQ8C writes rows [lo, hi) of w [*, cols] as int8 blocks into q and
+// scale with the C quantiser of isa (at most ISAAVX512: the dot-product
+// level has no quantiser of its own).
+func quantQ8C(isa LowpISA, w []float32, q []int8, scale []float32, cols, lo, hi int) {
+	C.lowp_quant_q8(C.int(isa), (*C.float)(&w[0]), (*C.int8_t)(unsafe.Pointer(&q[0])),
+		(*C.float)(&scale[0]), C.int(cols), C.int(lo), C.int(hi))
 }
 
 // ToBF16 rounds x to bfloat16, nearest even (NaN stays NaN), as torch does.
@@ -195,25 +222,41 @@ const (
 	ISAGeneric LowpISA = C.LOWP_ISA_GENERIC // portable C
 	ISAAVX2    LowpISA = C.LOWP_ISA_AVX2    // AVX2 + FMA
 	ISAAVX512  LowpISA = C.LOWP_ISA_AVX512  // AVX-512 F/BW/VL/DQ
-	// ISAAVX512BF16 adds the bfloat16 dot-product kernel (VDPBF16PS) for
-	// BFloat16 copies: activations are rounded to bfloat16 too (as in
-	// torch's bfloat16 matmuls). Int8 copies use the AVX-512 kernel.
-	ISAAVX512BF16 LowpISA = ISAAVX512 + 1
+	// ISAAVX512Dot adds the dot-product kernels the CPU has: bfloat16
+	// (VDPBF16PS, AVX-512 BF16: HasBF16Dot) for BFloat16 copies, with the
+	// activations rounded to bfloat16 too (as in torch's bfloat16 matmuls),
+	// and int8 (VPDPBUSD, AVX-512 VNNI: HasQ8Dot) for Int8 copies, with the
+	// activations quantised like the weights (Q8Activations). A dtype whose
+	// instruction the CPU lacks uses the AVX-512 kernel.
+	ISAAVX512Dot LowpISA = ISAAVX512 + 1
 )
 
 func (i LowpISA) String() string {
-	return [...]string{"generic", "avx2", "avx512", "avx512-bf16"}[i]
+	return [...]string{"generic", "avx2", "avx512", "avx512-dot"}[i]
 }
+
+// HasBF16Dot and HasQ8Dot say whether this CPU runs the bfloat16 and int8
+// dot-product kernels.
+var (
+	HasBF16Dot = C.lowp_bf16dot_supported() != 0
+	HasQ8Dot   = C.lowp_q8dot_supported() != 0
+)
 
 // BestLowpISA is the widest kernel this CPU runs, chosen at start-up.
 var BestLowpISA = bestLowpISA()
 
 func bestLowpISA() LowpISA {
 	isa := LowpISA(C.lowp_best_isa())
-	if isa == ISAAVX512 && C.lowp_bf16dot_supported() != 0 {
-		return ISAAVX512BF16
+	if isa == ISAAVX512 && (HasBF16Dot || HasQ8Dot) {
+		return ISAAVX512Dot
 	}
 	return isa
+}
+
+// UsesDot says whether products of a dtype copy run on a dot-product
+// kernel with the given ISA (and so round the activations too).
+func UsesDot(isa LowpISA, dt Dtype) bool {
+	return isa == ISAAVX512Dot && (dt == BFloat16 && HasBF16Dot || dt == Int8 && HasQ8Dot)
 }
 
 // LowpMatmul computes out [N, Rows] = inp [N, Cols] W^T + bias with the copy
@@ -235,9 +278,13 @@ func LowpMatmulISA(isa LowpISA, out, inp []float32, w *LowpMatrix, bias []float3
 	if isa > BestLowpISA {
 		panic(fmt.Sprintf("cpu: lowp matmul: this CPU does not run the %v kernel", isa))
 	}
-	if isa == ISAAVX512BF16 {
-		if w.Dtype == BFloat16 {
+	if isa == ISAAVX512Dot {
+		switch {
+		case UsesDot(isa, w.Dtype) && w.Dtype == BFloat16:
 			bf16DotMatmul(out, inp, w, bias, N)
+			return
+		case UsesDot(isa, w.Dtype) && w.Dtype == Int8:
+			q8DotMatmul(out, inp, w, bias, N)
 			return
 		}
 		isa = ISAAVX512
@@ -305,7 +352,7 @@ func DecodeMatmul(out, inp, weight, bias []float32, N, K, OC int) {
 // decode step, where sgemm's packing of the weights costs more than the
 // product.
 func smallMatmul(isa LowpISA, out, inp, weight, bias []float32, N, K, OC int) {
-	if isa == ISAAVX512BF16 {
+	if isa == ISAAVX512Dot {
 		isa = ISAAVX512
 	}
 	lowpRun(isa, C.LOWP_F32, out, inp, (*C.float)(&weight[0]), nil, nil, nil, bias, N, K, OC)
@@ -366,4 +413,76 @@ func bf16DotMatmul(out, inp []float32, w *LowpMatrix, bias []float32, N int) {
 			C.int(N), C.int(K), C.int(OC), C.int(lo), C.int(hi))
 	}
 	splitOut(w.outBlocks(), 3, OC*K*max(N, 4), run) // whole tiles of 3 blocks (the kernel's width)
+}
+
+// q8Acts is the scratch of q8DotMatmul: an activation matrix quantised in
+// blocks (Q8Activations' layout).
+type q8Acts struct {
+	q     []int8
+	scale []float32
+	off   []int32
+}
+
+var q8ActBufs sync.Pool
+
+// quantize fills a with x [N,K] (the C quantiser, lowp_q8_acts).
+func (a *q8Acts) quantize(x []float32, N, K int) {
+	C.lowp_q8_acts((*C.float)(&x[0]), (*C.int8_t)(unsafe.Pointer(&a.q[0])), (*C.float)(&a.scale[0]),
+		(*C.int32_t)(&a.off[0]), C.int(N), C.int(K))
+}
+
+// q8DotMatmul is LowpMatmul on the int8 dot-product kernel: the activations
+// are quantised once, then the output blocks of 16 are spread over the C
+// thread pool.
+func q8DotMatmul(out, inp []float32, w *LowpMatrix, bias []float32, N int) {
+	if w.QPacked == nil {
+		panic("cpu: lowp matmul: int8 copy has no packed layout (built on a CPU without AVX-512 VNNI?)")
+	}
+	K, OC, NB := w.Cols, w.Rows, w.blocks()
+	a, _ := q8ActBufs.Get().(*q8Acts)
+	if a == nil || len(a.scale) < N*NB {
+		a = &q8Acts{q: make([]int8, N*NB*LowpBlock), scale: make([]float32, N*NB), off: make([]int32, N*NB)}
+	}
+	defer q8ActBufs.Put(a)
+	a.quantize(inp, N, K)
+	var cb *C.float
+	if bias != nil {
+		cb = (*C.float)(&bias[0])
+	}
+	parts := runtime.GOMAXPROCS(0)
+	if OC*K*max(N, 4) < 1<<17 {
+		parts = 1
+	}
+	parts = min(parts, (w.outBlocks()+2)/3) // whole tiles of 3 blocks (the kernel's width)
+	C.lowp_q8dot_matmul_mt(C.int(parts), (*C.float)(&out[0]), (*C.int8_t)(unsafe.Pointer(&a.q[0])),
+		(*C.float)(&a.scale[0]), (*C.int32_t)(&a.off[0]), (*C.uint8_t)(&w.QPacked[0]), (*C.float)(&w.QPScale[0]),
+		cb, C.int(N), C.int(K), C.int(OC))
+}
+
+// Q8Activations quantises x [N,K] as the int8 dot-product kernel does, per
+// row in blocks of LowpBlock: q [N, ceil(K/32)*32] = nearest-even(x / d)
+// (zero past K) with d = absmax/127 per block in scale [N, ceil(K/32)]. It
+// is the reference the C quantiser is tested against.
+func Q8Activations(x []float32, N, K int) (q []int8, scale []float32) {
+	nb := (K + LowpBlock - 1) / LowpBlock
+	q, scale = make([]int8, N*nb*LowpBlock), make([]float32, N*nb)
+	for n := 0; n < N; n++ {
+		for b := 0; b < nb; b++ {
+			blk := x[n*K+b*LowpBlock : n*K+min((b+1)*LowpBlock, K)]
+			var amax float32
+			for _, v := range blk {
+				amax = max(amax, float32(math.Abs(float64(v))))
+			}
+			d := amax / 127
+			inv := float32(0)
+			if d > 0 {
+				inv = 1 / d
+			}
+			scale[n*nb+b] = d
+			for i, v := range blk {
+				q[n*nb*LowpBlock+b*LowpBlock+i] = int8(math.RoundToEven(float64(v * inv)))
+			}
+		}
+	}
+	return q, scale
 }

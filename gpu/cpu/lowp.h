@@ -59,4 +59,24 @@ void lowp_bf16_pairs(const float *x, uint32_t *xb, int N, int K);
 void lowp_bf16dot_matmul(float *out, const uint32_t *xb, const uint16_t *pw, const float *bias,
                          int N, int K, int OC, int ob_lo, int ob_hi);
 
+// The int8 dot-product kernel (lowp_q8dot.c; AVX-512 VNNI). Weights q
+// [OC,K] with scales s [OC,NB] (NB = ceil(K/32)) are packed in blocks of 16
+// output rows as unsigned bytes q + 128: pw[((ob*KQ + kq)*16 + j)*4 + t] =
+// q[16*ob + j, 4*kq + t] + 128, KQ = 8*NB, and ps[(ob*NB + b)*16 + j] =
+// s[16*ob + j, b] (zero weights and scales past OC and K). Activations x
+// [N,K] become int8 blocks of 32 xq [N, 32*NB] with scales xs [N,NB] and
+// offsets xc [N,NB] (lowp_q8_acts). lowp_q8dot_matmul writes out[n*OC+o] for
+// the output blocks [ob_lo, ob_hi), every n < N; the _mt form runs all of
+// them in nparts ranges on the thread pool.
+int lowp_q8dot_supported(void);
+void lowp_q8_pack(const int8_t *q, const float *s, uint8_t *pw, float *ps, int OC, int K, int ob_lo,
+                  int ob_hi);
+void lowp_q8_acts(const float *x, int8_t *xq, float *xs, int32_t *xc, int N, int K);
+void lowp_q8dot_matmul(float *out, const int8_t *xq, const float *xs, const int32_t *xc,
+                       const uint8_t *pw, const float *ps, const float *bias, int N, int K, int OC,
+                       int ob_lo, int ob_hi);
+void lowp_q8dot_matmul_mt(int nparts, float *out, const int8_t *xq, const float *xs,
+                          const int32_t *xc, const uint8_t *pw, const float *ps, const float *bias,
+                          int N, int K, int OC);
+
 #endif

@@ -7,36 +7,49 @@ import (
 	"testing"
 )
 
-// BenchmarkLowpMatmul compares the fp32 product (OpenBLAS) with the bfloat16
-// and int8 kernels on SmolLM2-135M's MLP and lm_head shapes at decode batch
-// sizes; it reports weight bytes streamed per second.
+// BenchmarkLowpMatmul compares the fp32 product (MatmulForward) with the
+// bfloat16 and int8 kernels on SmolLM2-135M's MLP and lm_head shapes at
+// decode batch sizes and a prefill; it reports weight bytes streamed per
+// second and GFLOPS. Where a dot-product kernel runs (avx512-dot), the
+// AVX-512 kernel on the same copy is measured too (name suffix avx512).
 func BenchmarkLowpMatmul(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, sh := range []struct {
 		name  string
 		OC, K int
-	}{{"gate-1536x576", 1536, 576}, {"lmhead-49152x576", 49152, 576}} {
+	}{{"gate-1536x576", 1536, 576}, {"down-576x1536", 576, 1536}, {"lmhead-49152x576", 49152, 576}} {
 		w := randVec(r, sh.OC*sh.K)
-		for _, N := range []int{1, 16} {
+		for _, N := range []int{1, 16, 256} {
 			x := randVec(r, N*sh.K)
 			out := make([]float32, N*sh.OC)
 			for _, dt := range []Dtype{Float32, BFloat16, Int8} {
-				b.Run(fmt.Sprintf("%s/N%d/%v", sh.name, N, dt), func(b *testing.B) {
-					var q *LowpMatrix
-					bytes := 4 * len(w)
-					if dt != Float32 {
-						q, _ = Quantize(dt, w, sh.OC, sh.K)
-						bytes = q.productBytes()
+				isas := []LowpISA{BestLowpISA}
+				if UsesDot(BestLowpISA, dt) {
+					isas = append(isas, ISAAVX512)
+				}
+				for _, isa := range isas {
+					name := fmt.Sprintf("%s/N%d/%v", sh.name, N, dt)
+					if isa != BestLowpISA {
+						name += "/" + isa.String()
 					}
-					b.SetBytes(int64(bytes))
-					for b.Loop() {
-						if q == nil {
-							Backend{}.MatmulForward(out, x, w, nil, N, sh.K, sh.OC)
-						} else {
-							LowpMatmul(out, x, q, nil, N)
+					b.Run(name, func(b *testing.B) {
+						var q *LowpMatrix
+						bytes := 4 * len(w)
+						if dt != Float32 {
+							q, _ = Quantize(dt, w, sh.OC, sh.K)
+							bytes = q.productBytes()
 						}
-					}
-				})
+						b.SetBytes(int64(bytes))
+						for b.Loop() {
+							if q == nil {
+								Backend{}.MatmulForward(out, x, w, nil, N, sh.K, sh.OC)
+							} else {
+								LowpMatmulISA(isa, out, x, q, nil, N)
+							}
+						}
+						b.ReportMetric(2*float64(N*sh.OC*sh.K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+					})
+				}
 			}
 		}
 	}

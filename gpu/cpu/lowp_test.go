@@ -128,6 +128,13 @@ func TestQuantizeC(t *testing.T) {
 		if !slices.Equal(c.Q, g.Q) || !slices.Equal(c.Scale, g.Scale) {
 			t.Errorf("cols %d: C and Go int8 copies differ", cols)
 		}
+		for isa := ISAGeneric; isa <= min(BestLowpISA, ISAAVX512); isa++ {
+			q, sc := make([]int8, len(g.Q)), make([]float32, len(g.Scale))
+			quantQ8C(isa, w, q, sc, cols, 0, rows)
+			if !slices.Equal(q, g.Q) || !slices.Equal(sc, g.Scale) {
+				t.Errorf("cols %d: the %v quantiser and Go's int8 copies differ", cols, isa)
+			}
+		}
 	}
 }
 
@@ -159,13 +166,11 @@ func TestLowpMatmul(t *testing.T) {
 							t.Fatal(err)
 						}
 						dq := q.Dequantize()
-						// the dot-product kernel rounds the activations to bfloat16 as well
+						// the dot-product kernels round the activations as well: to
+						// bfloat16, or to int8 blocks like the weights
 						xr := x
-						if isa == ISAAVX512BF16 && dt == BFloat16 {
-							xr = make([]float32, len(x))
-							for i, v := range x {
-								xr[i] = FromBF16(ToBF16(v))
-							}
+						if UsesDot(isa, dt) {
+							xr = roundActivations(dt, x, N, K)
 						}
 						out := randVec(r, N*OC) // overwritten
 						LowpMatmulISA(isa, out, x, q, bias, N)
@@ -213,8 +218,8 @@ func TestLowpMatmulKernelsAgree(t *testing.T) {
 		ref := make([]float32, N*OC)
 		LowpMatmulISA(ISAGeneric, ref, x, q, nil, N)
 		for isa := ISAGeneric + 1; isa <= BestLowpISA; isa++ {
-			if isa == ISAAVX512BF16 && dt == BFloat16 {
-				continue // other arithmetic (bfloat16 activations): TestLowpMatmul checks it
+			if UsesDot(isa, dt) {
+				continue // other arithmetic (rounded activations): TestLowpMatmul checks it
 			}
 			out := make([]float32, N*OC)
 			LowpMatmulISA(isa, out, x, q, nil, N)
@@ -316,8 +321,8 @@ func TestLowpMatmulBatchIndependent(t *testing.T) {
 		w := randVec(r, OC*K)
 		for isa := ISAGeneric; isa <= BestLowpISA; isa++ {
 			for _, dt := range []Dtype{BFloat16, Int8} {
-				if isa == ISAAVX512BF16 && dt == BFloat16 {
-					continue // the dot-product kernel: its own arithmetic
+				if isa == ISAAVX512Dot && dt == BFloat16 && HasBF16Dot {
+					continue // the bfloat16 dot-product kernel: its own arithmetic
 				}
 				q, _ := Quantize(dt, w, OC, K)
 				for _, N := range []int{2, 4, 5, 16} {
@@ -333,6 +338,69 @@ func TestLowpMatmulBatchIndependent(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// roundActivations is x [N,K] as a dot-product kernel of dtype sees it.
+func roundActivations(dt Dtype, x []float32, N, K int) []float32 {
+	xr := make([]float32, len(x))
+	if dt == BFloat16 {
+		for i, v := range x {
+			xr[i] = FromBF16(ToBF16(v))
+		}
+		return xr
+	}
+	q, scale := Q8Activations(x, N, K)
+	nb := (K + LowpBlock - 1) / LowpBlock
+	for n := 0; n < N; n++ {
+		for k := 0; k < K; k++ {
+			xr[n*K+k] = float32(q[n*nb*LowpBlock+k]) * scale[n*nb+k/LowpBlock]
+		}
+	}
+	return xr
+}
+
+// TestQ8ActivationsC checks the C activation quantiser of the int8
+// dot-product kernel against Q8Activations (values, scales and the offsets
+// -128 * block sum) on rows with ties, zero blocks, tails and huge values.
+func TestQ8ActivationsC(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, sh := range []struct{ N, K int }{{1, 576}, {3, 33}, {2, 7}, {5, 1536}, {4, 64}} {
+		N, K := sh.N, sh.K
+		x := randVec(r, N*K)
+		for i := 0; i < K && i < 32; i++ {
+			x[i] = 0 // a zero block (scale 0)
+		}
+		if K > 40 && N > 1 {
+			x[K+3] = 1e30
+			x[K+5] = -127.0 / 2 // a tie after scaling when the block's absmax is 127
+			x[K+6] = 127
+		}
+		wantQ, wantS := Q8Activations(x, N, K)
+		nb := (K + LowpBlock - 1) / LowpBlock
+		a := &q8Acts{q: make([]int8, N*nb*LowpBlock), scale: make([]float32, N*nb), off: make([]int32, N*nb)}
+		for i := range a.q {
+			a.q[i] = 99 // overwritten, also past K
+		}
+		a.quantize(x, N, K)
+		q, s, off := a.q, a.scale, a.off
+		for i := range wantQ {
+			if q[i] != wantQ[i] {
+				t.Fatalf("N=%d K=%d: q[%d] = %d, Go %d", N, K, i, q[i], wantQ[i])
+			}
+		}
+		for i := range wantS {
+			if math.Float32bits(s[i]) != math.Float32bits(wantS[i]) {
+				t.Fatalf("N=%d K=%d: scale[%d] = %g, Go %g", N, K, i, s[i], wantS[i])
+			}
+			var sum int32
+			for _, v := range wantQ[i*LowpBlock : (i+1)*LowpBlock] {
+				sum += int32(v)
+			}
+			if off[i] != -128*sum {
+				t.Fatalf("N=%d K=%d: offset[%d] = %d, want %d", N, K, i, off[i], -128*sum)
 			}
 		}
 	}

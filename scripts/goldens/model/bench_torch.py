@@ -5,7 +5,7 @@ SmolLM2-135M with random weights (transformers' init), fp32.
   train: forward, weighted log-prob loss, backward, clip_grad_norm_(1.0),
          AdamW step on a B x T batch -> tokens/s
   decode: model.generate, greedy, 32-token random prompts, 64 new tokens,
-          batch 1 and 16 -> generated tokens/s
+          batch 1 and 16 -> generated tokens/s (--decode-dtype float32, bfloat16 or int8)
 
 Usage: python3 scripts/goldens/model/bench_torch.py [--steps 3] [--B 4 --T 256]
 """
@@ -30,8 +30,10 @@ def main():
     ap.add_argument("--T", type=int, default=256)
     ap.add_argument("--skip-decode", action="store_true")
     ap.add_argument("--skip-train", action="store_true")
-    ap.add_argument("--decode-dtype", default="float32", choices=["float32", "bfloat16"],
-                    help="dtype of the model for the decode benchmark (weights and activations)")
+    ap.add_argument("--decode-dtype", default="float32", choices=["float32", "bfloat16", "int8"],
+                    help="dtype of the model for the decode benchmark: float32 or bfloat16 (weights and "
+                         "activations), or int8 (torch's dynamic quantisation of every nn.Linear, lm_head too: "
+                         "int8 weights per tensor, activations quantised per product, fbgemm/onednn int8 GEMM)")
     ap.add_argument("--lora", type=int, default=0,
                     help="rank of peft LoRA adapters on all linear layers (alpha 2*rank, base frozen); 0: full fine-tuning")
     args = ap.parse_args()
@@ -77,6 +79,11 @@ def main():
         model.eval()
         if args.decode_dtype == "bfloat16":
             model = model.to(torch.bfloat16)
+        elif args.decode_dtype == "int8":
+            from torch.ao.quantization import quantize_dynamic
+            model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())  # untie, then quantise
+            model = quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+            print(f"int8: torch.ao quantize_dynamic, engine {torch.backends.quantized.engine}")
         for batch in (1, 16):
             prompt = torch.randint(3, cfg.vocab_size, (batch, 32))
             kw = dict(max_new_tokens=64, min_new_tokens=64, do_sample=False, pad_token_id=0,
