@@ -6,7 +6,8 @@
 #   BenchmarkDecodeDtype (SmolLM2-135M shape, random weights, 32-token prompts + 64 new tokens,
 #   greedy, batch 1 and 16; rollout dtypes float32, bfloat16, int8),
 #   scripts/goldens/model/bench_torch.py --skip-train (transformers generate, float32),
-#   the same with --decode-dtype bfloat16,
+#   the same with --decode-dtype bfloat16, and with --decode-dtype int8 (torch's dynamic int8
+#   quantisation of every nn.Linear),
 #   BenchmarkDecodeDtype again.
 #
 # Usage: scripts/bench/decode.sh [rounds]   (from the repository root; default 2 rounds)
@@ -21,6 +22,7 @@ for r in $(seq 1 "$rounds"); do
 	go_decode
 	"$py" scripts/goldens/model/bench_torch.py --skip-train
 	"$py" scripts/goldens/model/bench_torch.py --skip-train --decode-dtype bfloat16
+	"$py" scripts/goldens/model/bench_torch.py --skip-train --decode-dtype int8 2>&1 | grep -E "^(torch|int8|decode) "
 	go_decode
 	echo "load: $(uptime)"
 done
