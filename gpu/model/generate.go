@@ -242,34 +242,68 @@ type running struct {
 // order. A request generates until MaxTokens, a stop token (eos unless
 // IgnoreEOS), its Stop func, or the end of the slot (MaxT positions).
 func (g *Generator) Generate(reqs []Request) ([]Result, error) {
-	c := g.m.Config
-	if err := g.syncLowp(); err != nil {
-		return nil, err
-	}
 	for i, r := range reqs {
-		if len(r.Prompt) == 0 {
-			return nil, fmt.Errorf("model: request %d has an empty prompt", i)
-		}
-		if len(r.Prompt) >= g.MaxT {
-			return nil, fmt.Errorf("%w: request %d has %d prompt tokens, generator length is %d", ErrPromptTooLong, i, len(r.Prompt), g.MaxT)
-		}
-		if r.Sample.MaxTokens <= 0 {
-			return nil, fmt.Errorf("model: request %d: MaxTokens is %d, want > 0", i, r.Sample.MaxTokens)
-		}
-		for _, t := range r.Prompt {
-			if t < 0 || int(t) >= c.V {
-				return nil, fmt.Errorf("model: request %d: prompt token %d is outside the vocabulary [0,%d)", i, t, c.V)
-			}
+		if err := g.checkRequest(r); err != nil {
+			return nil, fmt.Errorf("%w (request %d)", err, i)
 		}
 	}
 	results := make([]Result, len(reqs))
+	err := g.Stream(reqs, nil, func(i int, res Result, err error) { results[i] = res })
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// checkRequest says what is wrong with a request, if anything.
+func (g *Generator) checkRequest(r Request) error {
+	c := g.m.Config
+	if len(r.Prompt) == 0 {
+		return errors.New("model: request has an empty prompt")
+	}
+	if len(r.Prompt) >= g.MaxT {
+		return fmt.Errorf("%w: request has %d prompt tokens, generator length is %d", ErrPromptTooLong, len(r.Prompt), g.MaxT)
+	}
+	if r.Sample.MaxTokens <= 0 {
+		return fmt.Errorf("model: request: MaxTokens is %d, want > 0", r.Sample.MaxTokens)
+	}
+	for _, t := range r.Prompt {
+		if t < 0 || int(t) >= c.V {
+			return fmt.Errorf("model: request: prompt token %d is outside the vocabulary [0,%d)", t, c.V)
+		}
+	}
+	return nil
+}
+
+// Stream is Generate for requests that keep arriving: reqs, then before every
+// step the requests feed returns (feed must not block; nil feed: none), are
+// numbered in that order, and done(i, result, nil) is called as soon as
+// request i finishes, while the others run on (continuous batching across
+// callers). An invalid request is reported by done(i, Result{}, err) and
+// the others go on. Stream returns when no request is running or waiting and
+// feed has none; its error (the generator's own failure) means the requests
+// not reported yet will not be. A request's tokens do not depend on when it
+// arrived or what runs beside it (the kernels and sampling are per row).
+func (g *Generator) Stream(reqs []Request, feed func() []Request, done func(i int, res Result, err error)) error {
+	c := g.m.Config
+	if err := g.syncLowp(); err != nil {
+		return err
+	}
+	reqs = slices.Clone(reqs)
 	slots := make([]*running, g.Slots)
 	g.checkCache() // prompts cached by earlier calls stay usable while the weights do not change
 	cached := g.cache
-	waiting := make([]int, len(reqs))
-	for i := range waiting {
-		waiting[i] = i
+	var waiting []int
+	admit := func(from int) {
+		for i := from; i < len(reqs); i++ {
+			if err := g.checkRequest(reqs[i]); err != nil {
+				done(i, Result{}, err)
+				continue
+			}
+			waiting = append(waiting, i)
+		}
 	}
+	admit(0)
 	var tokens, slot, pos []int32
 	var rows []int
 	var rowSlot []int
@@ -277,6 +311,11 @@ func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 	var lps []float32
 	var prefilling [][]int32
 	for {
+		if feed != nil {
+			n := len(reqs)
+			reqs = append(reqs, feed()...)
+			admit(n)
+		}
 		tokens, slot, pos, rows, rowSlot = tokens[:0], slot[:0], pos[:0], rows[:0], rowSlot[:0]
 		// decode tokens of the running requests
 		for s, r := range slots {
@@ -326,7 +365,7 @@ func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 			cached[dst] = append(cached[dst][:0], cached[src][:p]...)
 			g.SharedTokens += p
 			g.PrefillTokens += len(prompt) - p
-			r := &running{req: i, res: &results[i], rng: rand.New(rand.NewPCG(reqs[i].Sample.Seed, 0x6a09e667f3bcc909))}
+			r := &running{req: i, res: &Result{}, rng: rand.New(rand.NewPCG(reqs[i].Sample.Seed, 0x6a09e667f3bcc909))}
 			slots[dst] = r
 			for j := p; j < len(prompt); j++ {
 				tokens, slot, pos = append(tokens, prompt[j]), append(slot, int32(dst)), append(pos, int32(j))
@@ -337,9 +376,9 @@ func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 		}
 		if len(tokens) == 0 {
 			if len(waiting) > 0 {
-				return nil, errors.New("model: generate: requests left waiting with every slot free")
+				return errors.New("model: generate: requests left waiting with every slot free")
 			}
-			return results, nil
+			return nil
 		}
 		logits := g.forward(tokens, slot, pos, rows)
 		toks, lps = grow32(toks, len(rowSlot)), grow(lps, len(rowSlot))
@@ -364,6 +403,7 @@ func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 				continue
 			}
 			slots[s] = nil // finished: the slot takes the next request
+			done(r.req, *r.res, nil)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
@@ -308,5 +309,90 @@ func TestGeneratePrefixAcrossCalls(t *testing.T) {
 	}
 	if g.SharedTokens != 0 {
 		t.Errorf("after Params.Changed %d prompt tokens were copied from the old weights' cache", g.SharedTokens)
+	}
+}
+
+// Stream takes requests while others run: each fed request gives the tokens
+// and log-probs it gives alone, done reports a request as soon as it
+// finishes (a short request fed late returns before a long one that started
+// first), and an invalid request is reported without stopping the others.
+func TestGenerateStream(t *testing.T) {
+	m := newTiny(t, "tiny-llama")
+	r := rand.New(rand.NewPCG(23, 24))
+	prompt := func(n int) []int32 {
+		p := make([]int32, n)
+		for j := range p {
+			p[j] = int32(r.IntN(m.Config.V))
+		}
+		return p
+	}
+	long := Request{Prompt: prompt(9), Sample: SampleConfig{MaxTokens: 40, Temperature: 1, Seed: 1, IgnoreEOS: true}}
+	var fed []Request
+	for i := 0; i < 5; i++ {
+		fed = append(fed, Request{Prompt: prompt(3 + 7*i), Sample: SampleConfig{MaxTokens: 3 + i, Temperature: 1, Seed: uint64(10 + i), IgnoreEOS: true}})
+	}
+	fed[2] = Request{Prompt: append(slices.Clone(long.Prompt), 4, 5), Sample: SampleConfig{MaxTokens: 6, Temperature: 0.7, Seed: 7, IgnoreEOS: true}} // shares long's prompt
+	bad := Request{Prompt: []int32{int32(m.Config.V)}, Sample: SampleConfig{MaxTokens: 4}}
+	for _, dt := range []cpu.Dtype{cpu.Float32, cpu.BFloat16, cpu.Int8} {
+		if dt == cpu.Float32 && cpu.BestLowpISA < cpu.ISAAVX512 {
+			continue // sgemm rows depend on the batch
+		}
+		alone := func(req Request) Result {
+			g, _ := m.NewGenerator(1, 64)
+			if err := g.SetDtype(dt); err != nil {
+				t.Fatal(err)
+			}
+			g.NoPrefixSharing = true
+			res, err := g.Generate([]Request{req})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res[0]
+		}
+		g, _ := m.NewGenerator(3, 64)
+		if err := g.SetDtype(dt); err != nil {
+			t.Fatal(err)
+		}
+		step := 0
+		// one fed request every 4 steps, the invalid one in between
+		feed := func() []Request {
+			step++
+			switch {
+			case step == 6:
+				return []Request{bad}
+			case step%4 == 0 && step/4 <= len(fed):
+				return []Request{fed[step/4-1]}
+			}
+			return nil
+		}
+		var order []int
+		got := map[int]Result{}
+		errs := map[int]error{}
+		err := g.Stream([]Request{long}, feed, func(i int, res Result, err error) {
+			order = append(order, i)
+			got[i], errs[i] = res, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// numbering: long 0, fed[0] 1 (step 4), bad 2 (step 6), fed[1..4] 3..6
+		if len(order) != 7 || errs[2] == nil || !strings.Contains(errs[2].Error(), "vocabulary") {
+			t.Fatalf("%v: done order %v, errors %v", dt, order, errs)
+		}
+		if order[len(order)-1] != 0 {
+			t.Errorf("%v: the long request (40 tokens) finished before fed ones: order %v", dt, order)
+		}
+		want := map[int]Request{0: long, 1: fed[0], 3: fed[1], 4: fed[2], 5: fed[3], 6: fed[4]}
+		for i, req := range want {
+			a, b := alone(req), got[i]
+			if errs[i] != nil || !slices.Equal(a.Tokens, b.Tokens) || !slices.EqualFunc(a.Logprobs, b.Logprobs, func(x, y float32) bool {
+				return math.Float32bits(x) == math.Float32bits(y)
+			}) {
+				t.Fatalf("%v request %d: alone %v %v, streamed %v %v (%v)", dt, i, a.Tokens, a.Logprobs, b.Tokens, b.Logprobs, errs[i])
+			}
+		}
+		if g.SharedTokens < len(long.Prompt)-1 {
+			t.Errorf("%v: %d prompt tokens shared: the fed request did not reuse the running one's prompt", dt, g.SharedTokens)
+		}
 	}
 }

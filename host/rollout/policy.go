@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
 	"github.com/rlhost/rlhost/gpu/model"
@@ -32,16 +33,21 @@ type Policy interface {
 	Generate(ctx context.Context, prompt []int, p SamplingParams) (Generation, error)
 }
 
-// ModelPolicy serves Generate calls from many goroutines with one batched model generator: calls
-// that arrive while a batch runs are collected and run together as the next batch (inside a
-// batch, finished sequences free their slots for waiting ones).
+// ModelPolicy serves Generate calls from many goroutines with one batched model generator
+// (model.Generator.Stream): a call that arrives while others run joins them at the next decode
+// step, finished sequences free their slots for waiting ones, and each call returns as soon
+// as its own sequence finishes.
 type ModelPolicy struct {
-	m    *model.Model
-	gen  *model.Generator
-	use  sync.Mutex // the model runs one thing at a time: a generate batch or a TopLogprobs forward
-	reqs chan *pending
-	done chan struct{}
-	once sync.Once
+	m   *model.Model
+	gen *model.Generator
+	use sync.Mutex // the model runs one thing at a time: a generate stream or a TopLogprobs forward
+	// waiting counts the lockModel callers waiting for use: the stream stops taking calls
+	waiting atomic.Int32
+	// feedHook, when set (tests), runs each time the stream looks for new calls
+	feedHook atomic.Pointer[func()]
+	reqs     chan *pending
+	done     chan struct{}
+	once     sync.Once
 	// Stats
 	mu      sync.Mutex
 	batches int
@@ -126,62 +132,79 @@ func (p *ModelPolicy) loop() {
 		case <-p.done:
 			return
 		}
-	drain:
-		for {
-			select {
-			case pd := <-p.reqs:
-				batch = append(batch, pd)
-			default:
-				break drain
+		// One stream serves this call and every call that arrives while it runs: a new call
+		// joins at the next decode step and each call returns as soon as its own sequence
+		// finishes, so a trajectory's next turn joins the same stream. The stream stops taking
+		// calls while something else waits for the model (lockModel), and ends when idle.
+		feed := func() []model.Request {
+			if h := p.feedHook.Load(); h != nil {
+				(*h)()
 			}
-		}
-		reqs := make([]model.Request, len(batch))
-		for i, pd := range batch {
-			reqs[i] = pd.req
-		}
-		p.use.Lock()
-		res, err := p.gen.Generate(reqs)
-		p.use.Unlock()
-		if err != nil && len(batch) > 1 {
-			// One bad request must not fail the others: run them one by one.
-			for _, pd := range batch {
-				p.use.Lock()
-				r, err := p.gen.Generate([]model.Request{pd.req})
-				p.use.Unlock()
-				if err != nil {
-					pd.out <- pendingResult{err: fmt.Errorf("rollout: generate: %w", err)}
-				} else {
-					pd.out <- pendingResult{res: r[0]}
+			var reqs []model.Request
+			for p.waiting.Load() == 0 {
+				select {
+				case pd := <-p.reqs:
+					batch = append(batch, pd)
+					reqs = append(reqs, pd.req)
+				default:
+					return reqs
 				}
 			}
-			continue
+			return reqs
 		}
-		n := 0
-		for i, pd := range batch {
-			if err != nil {
-				pd.out <- pendingResult{err: fmt.Errorf("rollout: generate: %w", err)}
-				continue
+		first := append([]model.Request{batch[0].req}, feed()...)
+		var answered []bool
+		done := func(i int, res model.Result, err error) {
+			for len(answered) <= i {
+				answered = append(answered, false)
 			}
-			n += len(res[i].Tokens)
-			pd.out <- pendingResult{res: res[i]}
+			answered[i] = true
+			if err != nil {
+				batch[i].out <- pendingResult{err: fmt.Errorf("rollout: generate: %w", err)}
+				return
+			}
+			p.mu.Lock()
+			p.tokens += len(res.Tokens)
+			p.mu.Unlock()
+			batch[i].out <- pendingResult{res: res}
 		}
 		p.mu.Lock()
 		p.batches++
-		p.tokens += n
 		p.mu.Unlock()
+		p.use.Lock()
+		err := p.gen.Stream(first, feed, done)
+		p.use.Unlock()
+		for i, pd := range batch {
+			if err != nil && (i >= len(answered) || !answered[i]) {
+				pd.out <- pendingResult{err: fmt.Errorf("rollout: generate: %w", err)}
+			}
+		}
 	}
+}
+
+// lockModel takes the model for something other than the generate stream: the stream
+// stops taking new calls until it is released (unlockModel).
+func (p *ModelPolicy) lockModel() {
+	p.waiting.Add(1)
+	p.use.Lock()
+}
+
+func (p *ModelPolicy) unlockModel() {
+	p.use.Unlock()
+	p.waiting.Add(-1)
 }
 
 // PrefixStats returns the prompt tokens the generator has run and those it copied from
 // the cache of a prompt with the same prefix (GRPO's samples of a prompt, the next turn of
 // a conversation), so far.
 func (p *ModelPolicy) PrefixStats() (prefilled, shared int) {
-	p.use.Lock()
-	defer p.use.Unlock()
+	p.lockModel()
+	defer p.unlockModel()
 	return p.gen.PrefillTokens, p.gen.SharedTokens
 }
 
-// Stats returns the number of batches run and tokens generated so far.
+// Stats returns the number of generate streams started (a stream serves every call that
+// arrives while it runs) and the tokens generated so far.
 func (p *ModelPolicy) Stats() (batches, tokens int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -46,8 +46,8 @@ func (p *ModelPolicy) TopLogprobs(ctx context.Context, prompt, completion []int,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	p.use.Lock()
-	defer p.use.Unlock()
+	p.lockModel()
+	defer p.unlockModel()
 	a := p.m.NewActs(1, T)
 	if err := p.m.Forward(a, b); err != nil {
 		return nil, fmt.Errorf("rollout: top log-probs: %w", err)
