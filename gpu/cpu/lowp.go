@@ -311,17 +311,27 @@ func LowpMatmulISA(isa LowpISA, out, inp []float32, w *LowpMatrix, bias []float3
 // the product is large enough.
 func lowpRun(isa LowpISA, dtype C.int, out, inp []float32, wf *C.float, wb *C.uint16_t, wq *C.int8_t, sc *C.float,
 	bias []float32, N, K, OC int) {
-	var cb *C.float
-	if bias != nil {
-		cb = (*C.float)(&bias[0])
-	}
+	parts := poolParts(N, K, OC, (OC+3)/4)
+	C.lowp_matmul_mt(C.int(parts), C.int(isa), dtype, (*C.float)(&out[0]), (*C.float)(&inp[0]), wf, wb, wq, sc, cBias(bias),
+		C.int(N), C.int(K), C.int(OC))
+}
+
+// poolParts is how many parts of the C pool a product [N,K] x [K,OC] is split into: one per
+// thread (GOMAXPROCS) when it is large enough, at most units (the kernel's whole tiles).
+func poolParts(N, K, OC, units int) int {
 	parts := runtime.GOMAXPROCS(0)
 	if OC*K*max(N, 4) < 1<<17 {
 		parts = 1
 	}
-	parts = min(parts, (OC+3)/4)
-	C.lowp_matmul_mt(C.int(parts), C.int(isa), dtype, (*C.float)(&out[0]), (*C.float)(&inp[0]), wf, wb, wq, sc, cb,
-		C.int(N), C.int(K), C.int(OC))
+	return min(parts, units)
+}
+
+// cBias is bias for C: nil when there is none.
+func cBias(bias []float32) *C.float {
+	if bias == nil {
+		return nil
+	}
+	return (*C.float)(&bias[0])
 }
 
 // SmallMatmulMaxN is the most rows of activations for which MatmulForward
@@ -404,10 +414,7 @@ func bf16DotMatmul(out, inp []float32, w *LowpMatrix, bias []float32, N int) {
 	defer pairBufs.Put(bp)
 	xb := *bp
 	C.lowp_bf16_pairs((*C.float)(&inp[0]), (*C.uint32_t)(&xb[0]), C.int(N), C.int(K))
-	var cb *C.float
-	if bias != nil {
-		cb = (*C.float)(&bias[0])
-	}
+	cb := cBias(bias)
 	run := func(lo, hi int) {
 		C.lowp_bf16dot_matmul((*C.float)(&out[0]), (*C.uint32_t)(&xb[0]), (*C.uint16_t)(&w.Packed[0]), cb,
 			C.int(N), C.int(K), C.int(OC), C.int(lo), C.int(hi))
@@ -445,18 +452,10 @@ func q8DotMatmul(out, inp []float32, w *LowpMatrix, bias []float32, N int) {
 	}
 	defer q8ActBufs.Put(a)
 	a.quantize(inp, N, K)
-	var cb *C.float
-	if bias != nil {
-		cb = (*C.float)(&bias[0])
-	}
-	parts := runtime.GOMAXPROCS(0)
-	if OC*K*max(N, 4) < 1<<17 {
-		parts = 1
-	}
-	parts = min(parts, (w.outBlocks()+2)/3) // whole tiles of 3 blocks (the kernel's width)
+	parts := poolParts(N, K, OC, (w.outBlocks()+2)/3) // whole tiles of 3 blocks (the kernel's width)
 	C.lowp_q8dot_matmul_mt(C.int(parts), (*C.float)(&out[0]), (*C.int8_t)(unsafe.Pointer(&a.q[0])),
 		(*C.float)(&a.scale[0]), (*C.int32_t)(&a.off[0]), (*C.uint8_t)(&w.QPacked[0]), (*C.float)(&w.QPScale[0]),
-		cb, C.int(N), C.int(K), C.int(OC))
+		cBias(bias), C.int(N), C.int(K), C.int(OC))
 }
 
 // Q8Activations quantises x [N,K] as the int8 dot-product kernel does, per
