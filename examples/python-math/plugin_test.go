@@ -103,11 +103,18 @@ func TestHandlerExceptionReachesHost(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	// The traceback went to the plugin's log, which the host shows under the plugin's name.
+	// The traceback went to the plugin's log, which the host shows under the plugin's name, and
+	// what the handler printed is a log line too. The plugin's stderr is read by its own
+	// goroutine, so the lines may land just after the error: wait for them (bounded).
+	hasLogs := func(l string) bool {
+		return strings.Contains(l, "rlhost-task-pyfault") && strings.Contains(l, "Traceback") && strings.Contains(l, "scoring 1 items")
+	}
+	for deadline := time.Now().Add(10 * time.Second); !hasLogs(logs.String()) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if l := logs.String(); !strings.Contains(l, "rlhost-task-pyfault") || !strings.Contains(l, "Traceback") {
 		t.Errorf("host log lacks the plugin's traceback:\n%s", l)
 	}
-	// What the handler printed is a log line too.
 	if l := logs.String(); !strings.Contains(l, "scoring 1 items") {
 		t.Errorf("host log lacks the line the handler printed:\n%s", l)
 	}

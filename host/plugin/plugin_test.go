@@ -148,7 +148,12 @@ func TestCrashIsReportedAndRestarted(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	// The plugin's log line reached the host log under its name.
+	// The plugin's log line reached the host log under its name (its stderr is read by its own
+	// goroutine: wait for the line, bounded).
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logBuf.String(), "about to crash on purpose") &&
+		time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if !strings.Contains(logBuf.String(), "rlhost-task-fixture") || !strings.Contains(logBuf.String(), "about to crash on purpose") {
 		t.Errorf("host log lacks the plugin's line under its name:\n%s", logBuf.String())
 	}
