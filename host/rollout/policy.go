@@ -47,6 +47,7 @@ type ModelPolicy struct {
 	feedHook atomic.Pointer[func()]
 	reqs     chan *pending
 	done     chan struct{}
+	exited   chan struct{} // closed when the loop has returned: no call will be answered after it
 	once     sync.Once
 	// Stats
 	mu      sync.Mutex
@@ -71,7 +72,8 @@ func NewModelPolicy(m *model.Model, slots, maxT int) (*ModelPolicy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &ModelPolicy{m: m, gen: g, reqs: make(chan *pending, 4096), done: make(chan struct{})}
+	p := &ModelPolicy{m: m, gen: g, reqs: make(chan *pending, 4096), done: make(chan struct{}),
+		exited: make(chan struct{})}
 	go p.loop()
 	return p, nil
 }
@@ -113,19 +115,38 @@ func (p *ModelPolicy) Generate(ctx context.Context, prompt []int, sp SamplingPar
 		if r.err != nil {
 			return Generation{}, r.err
 		}
-		g := Generation{Tokens: make([]int, len(r.res.Tokens)), Logprobs: r.res.Logprobs, FinishReason: r.res.FinishReason}
-		for i, t := range r.res.Tokens {
-			g.Tokens[i] = int(t)
-		}
-		return g, nil
+		return toGeneration(r.res), nil
 	case <-ctx.Done():
 		return Generation{}, ctx.Err() // the batch finishes anyway; its result is dropped
+	case <-p.exited:
+		select { // answered just before the loop returned?
+		case r := <-pd.out:
+			if r.err == nil {
+				return toGeneration(r.res), nil
+			}
+		default:
+		}
+		return Generation{}, ErrPolicyClosed
 	}
 }
 
+func toGeneration(res model.Result) Generation {
+	g := Generation{Tokens: make([]int, len(res.Tokens)), Logprobs: res.Logprobs, FinishReason: res.FinishReason}
+	for i, t := range res.Tokens {
+		g.Tokens[i] = int(t)
+	}
+	return g
+}
+
 func (p *ModelPolicy) loop() {
+	defer close(p.exited)
 	for {
 		var batch []*pending
+		select {
+		case <-p.done:
+			return
+		default:
+		}
 		select {
 		case pd := <-p.reqs:
 			batch = append(batch, pd)
@@ -211,5 +232,6 @@ func (p *ModelPolicy) Stats() (batches, tokens int) {
 	return p.batches, p.tokens
 }
 
-// Close stops the loop; a batch in progress finishes first.
+// Close stops the loop: a stream in progress finishes the calls it has taken; calls not taken
+// by then, and later ones, return ErrPolicyClosed.
 func (p *ModelPolicy) Close() { p.once.Do(func() { close(p.done) }) }

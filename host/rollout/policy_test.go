@@ -101,3 +101,35 @@ func TestModelPolicyJoinsRunningStream(t *testing.T) {
 		t.Errorf("%d streams for 2 overlapping calls: the second did not join the running stream", b1-b0)
 	}
 }
+
+// Calls made around Close never hang: each gets its generation or ErrPolicyClosed.
+func TestModelPolicyCloseAnswersEveryCall(t *testing.T) {
+	p := tinyPolicy(t, 2)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := p.Generate(ctx, []int{5, 6, 7}, SamplingParams{MaxTokens: 20, Temperature: 1, Seed: uint64(i)})
+			errs <- err
+		}()
+		if i == 10 {
+			p.Close()
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("calls made around Close are still waiting after 60 s")
+	}
+	close(errs)
+	for err := range errs {
+		if err != nil && err != ErrPolicyClosed {
+			t.Errorf("Generate around Close: %v", err)
+		}
+	}
+}
