@@ -133,7 +133,7 @@ func (q *LowpMatrix) Requantize(w []float32) {
 			return
 		}
 		if q.Dtype == Int8 && !q.goQuant {
-			quantQ8C(min(BestLowpISA, ISAAVX512), w, q.Q, q.Scale, q.Cols, lo, hi)
+			quantQ8C(BestLowpISA.tile(), w, q.Q, q.Scale, q.Cols, lo, hi)
 			return
 		}
 		for r := lo; r < hi; r++ {
@@ -179,8 +179,7 @@ func (q *LowpMatrix) Requantize(w []float32) {
 }
 
 // quantQ8C writes rows [lo, hi) of w [*, cols] as int8 blocks into q and
-// scale with the C quantiser of isa (at most ISAAVX512: the dot-product
-// level has no quantiser of its own).
+// scale with the C quantiser of isa (a tile ISA, see LowpISA.tile).
 func quantQ8C(isa LowpISA, w []float32, q []int8, scale []float32, cols, lo, hi int) {
 	C.lowp_quant_q8(C.int(isa), (*C.float)(&w[0]), (*C.int8_t)(unsafe.Pointer(&q[0])),
 		(*C.float)(&scale[0]), C.int(cols), C.int(lo), C.int(hi))
@@ -235,6 +234,11 @@ func (i LowpISA) String() string {
 	return [...]string{"generic", "avx2", "avx512", "avx512-dot"}[i]
 }
 
+// tile is the ISA of the C tile kernels and quantisers (lowp_dispatch.c) at
+// this level: the dot-product level runs the AVX-512 ones for everything
+// its dot-product kernels do not cover.
+func (i LowpISA) tile() LowpISA { return min(i, ISAAVX512) }
+
 // HasBF16Dot and HasQ8Dot say whether this CPU runs the bfloat16 and int8
 // dot-product kernels.
 var (
@@ -278,16 +282,13 @@ func LowpMatmulISA(isa LowpISA, out, inp []float32, w *LowpMatrix, bias []float3
 	if isa > BestLowpISA {
 		panic(fmt.Sprintf("cpu: lowp matmul: this CPU does not run the %v kernel", isa))
 	}
-	if isa == ISAAVX512Dot {
-		switch {
-		case UsesDot(isa, w.Dtype) && w.Dtype == BFloat16:
+	if UsesDot(isa, w.Dtype) {
+		if w.Dtype == BFloat16 {
 			bf16DotMatmul(out, inp, w, bias, N)
-			return
-		case UsesDot(isa, w.Dtype) && w.Dtype == Int8:
+		} else {
 			q8DotMatmul(out, inp, w, bias, N)
-			return
 		}
-		isa = ISAAVX512
+		return
 	}
 	dtype := C.int(C.LOWP_BF16)
 	var wb *C.uint16_t
@@ -303,7 +304,7 @@ func LowpMatmulISA(isa LowpISA, out, inp []float32, w *LowpMatrix, bias []float3
 	default:
 		panic("cpu: lowp matmul: matrix has no reduced-precision copy")
 	}
-	lowpRun(isa, dtype, out, inp, nil, wb, wq, sc, bias, N, K, OC)
+	lowpRun(isa.tile(), dtype, out, inp, nil, wb, wq, sc, bias, N, K, OC)
 }
 
 // lowpRun runs the C kernel of isa over the output rows, split between
@@ -362,10 +363,7 @@ func DecodeMatmul(out, inp, weight, bias []float32, N, K, OC int) {
 // decode step, where sgemm's packing of the weights costs more than the
 // product.
 func smallMatmul(isa LowpISA, out, inp, weight, bias []float32, N, K, OC int) {
-	if isa == ISAAVX512Dot {
-		isa = ISAAVX512
-	}
-	lowpRun(isa, C.LOWP_F32, out, inp, (*C.float)(&weight[0]), nil, nil, nil, bias, N, K, OC)
+	lowpRun(isa.tile(), C.LOWP_F32, out, inp, (*C.float)(&weight[0]), nil, nil, nil, bias, N, K, OC)
 }
 
 // splitOut runs run(lo, hi) over ranges of [0, n) in whole tiles of width,

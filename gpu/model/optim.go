@@ -48,7 +48,7 @@ func (o *AdamW) Update(m *Model) (float64, error) {
 	if m.lora == nil { // the base weights moved: generator copies are refreshed (lowp.go)
 		m.Params.Changed()
 	} else {
-		m.lora.version++ // the adapters moved: generators forget their cached prompts
+		m.lora.Changed() // the adapters moved: generators forget their cached prompts
 	}
 	return norm, nil
 }

@@ -112,30 +112,28 @@ func (p *ModelPolicy) Generate(ctx context.Context, prompt []int, sp SamplingPar
 	}
 	select {
 	case r := <-pd.out:
-		if r.err != nil {
-			return Generation{}, r.err
-		}
-		return toGeneration(r.res), nil
+		return r.generation()
 	case <-ctx.Done():
 		return Generation{}, ctx.Err() // the batch finishes anyway; its result is dropped
 	case <-p.exited:
 		select { // answered just before the loop returned?
 		case r := <-pd.out:
-			if r.err == nil {
-				return toGeneration(r.res), nil
-			}
+			return r.generation()
 		default:
 		}
 		return Generation{}, ErrPolicyClosed
 	}
 }
 
-func toGeneration(res model.Result) Generation {
-	g := Generation{Tokens: make([]int, len(res.Tokens)), Logprobs: res.Logprobs, FinishReason: res.FinishReason}
-	for i, t := range res.Tokens {
+func (r pendingResult) generation() (Generation, error) {
+	if r.err != nil {
+		return Generation{}, r.err
+	}
+	g := Generation{Tokens: make([]int, len(r.res.Tokens)), Logprobs: r.res.Logprobs, FinishReason: r.res.FinishReason}
+	for i, t := range r.res.Tokens {
 		g.Tokens[i] = int(t)
 	}
-	return g
+	return g, nil
 }
 
 func (p *ModelPolicy) loop() {
