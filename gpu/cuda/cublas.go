@@ -42,15 +42,13 @@ package cuda
 import "C"
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"gorgonia.org/cu"
 )
-
-// cublasLibs are tried in order: CUDA 12, then 11 (the toolkit of
-// Debian bookworm), then whatever the unversioned name points at.
-var cublasLibs = []string{"libcublas.so.12", "libcublas.so.11", "libcublas.so"}
 
 // cuBLAS enum values (cublas_api.h, library_types.h; stable since CUDA 11).
 const (
@@ -72,7 +70,9 @@ type cublas struct {
 
 func openCublas(stream cu.Stream) (*cublas, error) {
 	b := &cublas{}
-	for _, name := range cublasLibs {
+	tried := defaultCublasSearch().candidates()
+	var why []string
+	for _, name := range tried {
 		cs := C.CString(name)
 		b.lib = C.dlopen(cs, C.RTLD_NOW|C.RTLD_LOCAL)
 		C.free(unsafe.Pointer(cs))
@@ -80,10 +80,18 @@ func openCublas(stream cu.Stream) (*cublas, error) {
 			b.path = name
 			break
 		}
+		if strings.ContainsRune(name, '/') { // a file that exists but does not load: say why
+			why = append(why, C.GoString(C.dlerror()))
+		}
 	}
 	if b.lib == nil {
-		return nil, fmt.Errorf("cuda: cuBLAS not found (tried %v); install the CUDA toolkit's cuBLAS "+
-			"(e.g. Debian libcublas11, or libcublas-12-x from NVIDIA) or add its directory to LD_LIBRARY_PATH", cublasLibs)
+		msg := "cuda: cuBLAS not found: no libcublas.so.13, .12 or .11 loads from LD_LIBRARY_PATH, the system library paths " +
+			"or the pip layouts (site-packages/nvidia/cu13/lib, nvidia/cublas/lib) of the Pythons on PATH; " +
+			"install cuBLAS (pip install nvidia-cublas, or the CUDA toolkit) or add its directory to LD_LIBRARY_PATH"
+		if len(why) > 0 {
+			msg += " (" + strings.Join(why, "; ") + ")"
+		}
+		return nil, errors.New(msg)
 	}
 	for _, s := range []struct {
 		name string

@@ -16,7 +16,8 @@
 //     sm_80 and sm_90 and embedded in the binary; the driver JIT-compiles the
 //     PTX for the GPU at New.
 //   - Matrix products go through cuBLAS, loaded at run time with dlopen
-//     (libcublas.so.12, then .11), so one binary runs with either toolkit:
+//     (libcublas.so.13, .12, then .11, on LD_LIBRARY_PATH, the system paths
+//     and the pip layouts of the Pythons on PATH), so one binary runs with any:
 //     Sgemm, SgemmStridedBatched and GemmEx are wrapped here (gorgonia.org/cu/blas
 //     has neither of the last two).
 //   - Tensors are host []float32 slices, as gpu.Backend defines them. An op
