@@ -84,6 +84,8 @@ func TestBrokenFixturesRejected(t *testing.T) {
 		{"wrongversion", "handshake line", "chose protocol version 2, not one of those offered [1]"},
 		{"wrongversion", "launch", "speaks another protocol version"},
 		{"badschema", "tool schemas valid", `parameters.properties.answer.type: "strng" is not a JSON Schema type`},
+		{"nosources", "Info consistent", "it declares no data_source (Info.DataSources)"},
+		{"othersource", "Preprocess samples", `sample 0: row data_source "fixture" is not among the data sources Info declares (other)`},
 	}
 	for _, c := range cases {
 		t.Run(c.mode+"/"+c.check, func(t *testing.T) {
@@ -194,7 +196,7 @@ func TestCheckToolParameters(t *testing.T) {
 type inproc struct{ *task.ToolEnv }
 
 func (i inproc) Info(context.Context) (task.Info, error) {
-	return task.Info{Name: "inproc", Version: "1", Tools: i.ToolSpecs(), DefaultAgentLoop: task.ToolAgent,
+	return task.Info{Name: "inproc", Version: "1", Tools: i.ToolSpecs(), DefaultAgentLoop: task.ToolAgent, DataSources: []string{"inproc"},
 		Samples: []task.Sample{{Split: "train", Record: map[string]any{"q": "2"}, ReferenceSolution: "2"}}}, nil
 }
 

@@ -106,6 +106,14 @@ func checkInfo(ctx context.Context, s *session) error {
 	if len(info.Samples) == 0 {
 		probs = append(probs, "it gives no samples (Info.Samples): give at least one so its round trips can be checked")
 	}
+	if len(info.DataSources) == 0 {
+		probs = append(probs, "it declares no data_source (Info.DataSources): the host routes each dataset row to the task that declares its data_source")
+	}
+	for i, ds := range info.DataSources {
+		if strings.TrimSpace(ds) == "" {
+			probs = append(probs, fmt.Sprintf("data_sources[%d] is empty", i))
+		}
+	}
 	for i, smp := range info.Samples {
 		if smp.Row == nil && smp.Record == nil {
 			probs = append(probs, fmt.Sprintf("sample %d has neither a record nor a row", i))
@@ -167,6 +175,9 @@ func checkPreprocess(ctx context.Context, s *session) error {
 	var refs []string
 	for i, smp := range info.Samples {
 		if smp.Row != nil {
+			if err := checkDeclaredSource(info, *smp.Row); err != nil {
+				return fmt.Errorf("sample %d: %v", i, err)
+			}
 			rows = append(rows, *smp.Row)
 			refs = append(refs, smp.ReferenceSolution)
 			continue
@@ -180,6 +191,9 @@ func checkPreprocess(ctx context.Context, s *session) error {
 			return fmt.Errorf("Preprocess of sample %d: %v", i, err)
 		}
 		if err := checkRow(row); err != nil {
+			return fmt.Errorf("Preprocess of sample %d: %v", i, err)
+		}
+		if err := checkDeclaredSource(info, row); err != nil {
 			return fmt.Errorf("Preprocess of sample %d: %v", i, err)
 		}
 		rows = append(rows, row)
@@ -199,6 +213,20 @@ func checkPreprocess(ctx context.Context, s *session) error {
 		}
 	}
 	return nil
+}
+
+// checkDeclaredSource: a row the plugin makes must carry a data_source its Info declares,
+// or the host could not route it to the plugin in a run of several tasks.
+func checkDeclaredSource(info task.Info, r task.Row) error {
+	if len(info.DataSources) == 0 {
+		return nil // reported by "Info consistent"
+	}
+	for _, ds := range info.DataSources {
+		if ds == r.DataSource {
+			return nil
+		}
+	}
+	return fmt.Errorf("row data_source %q is not among the data sources Info declares (%s)", r.DataSource, strings.Join(info.DataSources, ", "))
 }
 
 func checkRow(r task.Row) error {
