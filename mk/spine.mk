@@ -57,11 +57,16 @@ demo: setup build ## a short real GRPO run on GSM8K with the default model (abou
 	$(BIN)/rlhost train --task gsm8k -c $(DEMO_CONFIG) $(DEMO_ARGS)
 	@echo "== the run is in runs/demo: curves.png, metrics.jsonl, config.yaml, checkpoints/, traces/ =="
 
-bench-docs: ## rebuild docs/benchmarks.md from the per-area sections in docs/bench/*.md
+# The page's sections in reading order; an area not listed comes after them.
+BENCH_ORDER := compute training decode spine python tracing algo critic lora tokenizer model-files data metrics genchat dr swedev cuda
+
+bench-docs: ## rebuild docs/benchmarks.md (the current figures) from docs/bench/AREA.md; earlier runs are in docs/bench/history/
 	@{ echo "# Benchmarks"; echo; \
-	  echo "Measured speed, each figure beside a peer run in the same command (PyTorch, transformers, the Python"; \
-	  echo "tokenizers / pyarrow / gguf / MLflow clients, OpenBLAS sgemm peak). Each area keeps its section in"; \
-	  echo "docs/bench/AREA.md with the command that produced it; \`make bench-docs\` assembles this page."; \
-	  echo "Figures measured on a shared, heavily loaded 2-core machine say so next to them."; \
-	  for f in docs/bench/spine.md $$(ls docs/bench/*.md | grep -v '/spine.md$$'); do echo; sed 's/^# /## /' $$f; done; } > docs/benchmarks.md
-	@echo "docs/benchmarks.md: $$(ls docs/bench/*.md | wc -l) sections"
+	  echo "The current figures: each measured speed once, its latest measurement beside a peer run in the same"; \
+	  echo "command, the machine and its load, and the command. Earlier runs, full tables and analysis are in"; \
+	  echo "[docs/bench/history/](bench/history/). Each area keeps its section in docs/bench/AREA.md;"; \
+	  echo "\`make bench-docs\` assembles this page. \"Dev machine\": the shared 2-vCPU development machine, whose"; \
+	  echo "figures at a high load are upper bounds (ratios within one run are the meaningful part)."; \
+	  for a in $(BENCH_ORDER) $$(ls docs/bench/*.md | xargs -n1 basename | sed 's/\.md$$//' | grep -vxF -f <(printf '%s\n' $(BENCH_ORDER))); do \
+	    [ -f docs/bench/$$a.md ] && { echo; cat docs/bench/$$a.md; }; done; } > docs/benchmarks.md
+	@echo "docs/benchmarks.md: $$(ls docs/bench/*.md | wc -l) sections, $$(wc -l < docs/benchmarks.md) lines"

@@ -10,7 +10,7 @@ the same MLflow server, the Python equivalents a veRL user has today:
     veRL's mlflow.log_metrics does, set_terminated), 20 steps of 60 metrics per run;
   * plot: matplotlib (Agg) drawing the same three panels at the same pixel size.
 
-Writes docs/bench/metrics.md. Needs the mlflow virtualenv of `make setup-mlflow`
+Writes docs/bench/history/metrics.md (copy the new figures into docs/bench/metrics.md, the current section). Needs the mlflow virtualenv of `make setup-mlflow`
 (mlflow, matplotlib, numpy); run it with that venv's python:
     ~/.cache/rlhost/mlflow-venv/bin/python scripts/goldens/metrics/bench_python.py
 """
@@ -233,7 +233,7 @@ def main():
         "",
     ]
     os.makedirs(os.path.join(ROOT, "docs", "bench"), exist_ok=True)
-    out = os.path.join(ROOT, "docs", "bench", "metrics.md")
+    out = os.path.join(ROOT, "docs", "bench", "history", "metrics.md")
     with open(out, "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Model-file load/save speed: Go (gpu/weights benchmarks) vs the Python reference packages, in
-one run, written to docs/bench/model-files.md.
+one run, written to docs/bench/history/model-files.md (the current section, docs/bench/model-files.md, takes the new figures by hand).
 
 Peers doing the same work as the Go benchmarks:
   GGUF load:        gguf.GGUFReader + gguf.quants.dequantize of every tensor to float32 + undoing
@@ -25,7 +25,7 @@ from safetensors.numpy import load_file, save_file
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 SMOL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-OUT = os.path.join(ROOT, "docs", "bench", "model-files.md")
+OUT = os.path.join(ROOT, "docs", "bench", "history", "model-files.md")
 REPS = 3
 
 
