@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	hostplugin "github.com/rlhost/rlhost/host/plugin"
 	"github.com/rlhost/rlhost/host/reward"
+	"github.com/rlhost/rlhost/sdk/conformance"
 	"github.com/rlhost/rlhost/sdk/task"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -78,6 +79,13 @@ func openFault(t *testing.T) (*hostplugin.Task, *syncBuf) {
 	}
 	t.Cleanup(tk.Close)
 	return tk, &logs
+}
+
+// The SDK's plugins pass the conformance kit as real processes: gRPC's own TLS with the host's
+// P-256 certificates (no relay), the handshake line's certificate, hclog JSON on stderr.
+func TestConformance(t *testing.T) {
+	needPython(t)
+	conformance.RunBinary(t, "rlhost-task-python-math", conformance.Options{StartTimeout: 30 * time.Second})
 }
 
 func score(ctx context.Context, tk *hostplugin.Task, solution string) error {

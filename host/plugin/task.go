@@ -2,7 +2,10 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sort"
+	"sync/atomic"
 
 	sdkplugin "github.com/rlhost/rlhost/sdk/plugin"
 	"github.com/rlhost/rlhost/sdk/task"
@@ -14,7 +17,7 @@ import (
 type Task struct {
 	sup    *Supervisor
 	config map[string]any
-	info   task.Info
+	info   atomic.Pointer[task.Info] // as read at the last start
 }
 
 // OpenTask finds the task plugin called name (or at a path), starts it, reads its Info and
@@ -36,12 +39,15 @@ func OpenTaskBinary(ctx context.Context, bin Binary, config map[string]any, opts
 		if err != nil {
 			return fmt.Errorf("Info: %w", err)
 		}
-		if info.Has(task.FeatureConfigure) || len(t.config) > 0 {
+		if len(t.config) > 0 && !info.Has(task.FeatureConfigure) {
+			return noConfig(bin.Name, t.config)
+		}
+		if info.Has(task.FeatureConfigure) {
 			if err := c.Configure(ctx, t.config); err != nil {
 				return fmt.Errorf("Configure: %w", err)
 			}
 		}
-		t.info = info
+		t.info.Store(&info)
 		return nil
 	}
 	if _, err := t.sup.Process(ctx); err != nil {
@@ -61,7 +67,39 @@ func (t *Task) Close() { t.sup.Close() }
 func (t *Task) Name() string { return t.sup.bin.Name }
 
 // CachedInfo returns the Info read at the last start.
-func (t *Task) CachedInfo() task.Info { return t.info }
+func (t *Task) CachedInfo() task.Info {
+	if i := t.info.Load(); i != nil {
+		return *i
+	}
+	return task.Info{}
+}
+
+// ErrUndeclaredFeature is a call the plugin did not declare in Info.Features: the host makes
+// no such call (docs/protocol.md), and says which feature is missing instead.
+var ErrUndeclaredFeature = errors.New("plugin: feature not declared")
+
+// need fails a call behind a feature the plugin did not declare.
+func (t *Task) need(feature, call string) error {
+	if t.CachedInfo().Has(feature) {
+		return nil
+	}
+	return fmt.Errorf("%w: task %s does not declare the %q feature in Info, so the host does not call %s",
+		ErrUndeclaredFeature, t.Name(), feature, call)
+}
+
+func noConfig(name string, config map[string]any) error {
+	return fmt.Errorf("%w: task %s takes no configuration (it does not declare the %q feature), but the run sets task keys %v: remove them",
+		ErrUndeclaredFeature, name, task.FeatureConfigure, sortedKeys(config))
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
 
 func callTask[T any](ctx context.Context, t *Task, call string, f func(*task.Client) (T, error)) (T, error) {
 	var out T
@@ -80,6 +118,13 @@ func (t *Task) Info(ctx context.Context) (task.Info, error) {
 
 // Configure applies config now and after every restart.
 func (t *Task) Configure(ctx context.Context, config map[string]any) error {
+	if !t.CachedInfo().Has(task.FeatureConfigure) {
+		if len(config) > 0 {
+			return noConfig(t.Name(), config)
+		}
+		t.config = config // nothing to send
+		return nil
+	}
 	t.config = config
 	_, err := callTask(ctx, t, "Configure", func(c *task.Client) (struct{}, error) { return struct{}{}, c.Configure(ctx, config) })
 	return err
@@ -87,35 +132,54 @@ func (t *Task) Configure(ctx context.Context, config map[string]any) error {
 
 // Preprocess sends one record.
 func (t *Task) Preprocess(ctx context.Context, rec task.Record) (task.Row, error) {
+	if err := t.need(task.FeaturePreprocess, "Preprocess"); err != nil {
+		return task.Row{}, err
+	}
 	return callTask(ctx, t, "Preprocess", func(c *task.Client) (task.Row, error) { return c.Preprocess(ctx, rec) })
 }
 
 // PreprocessStream streams records (see task.Client.PreprocessStream).
 func (t *Task) PreprocessStream(ctx context.Context, produce func(yield func(task.Record) error) error,
 	consume func(index int64, row task.Row, skipReason string) error) error {
+	if err := t.need(task.FeaturePreprocess, "Preprocess"); err != nil {
+		return err
+	}
 	_, err := callTask(ctx, t, "Preprocess", func(c *task.Client) (struct{}, error) {
 		return struct{}{}, c.PreprocessStream(ctx, produce, consume)
 	})
 	return err
 }
 
-// Prompt calls Prompt.
+// Prompt calls Prompt. A plugin that does not declare "prompt" is not called: the prompt is
+// the row's own messages and the tools of Info, as the SDKs' default Prompt answers.
 func (t *Task) Prompt(ctx context.Context, row task.Row) (task.Prompt, error) {
+	if info := t.CachedInfo(); !info.Has(task.FeaturePrompt) {
+		return task.Prompt{Messages: row.Prompt, Tools: info.Tools}, nil
+	}
 	return callTask(ctx, t, "Prompt", func(c *task.Client) (task.Prompt, error) { return c.Prompt(ctx, row) })
 }
 
 // Start calls Start.
 func (t *Task) Start(ctx context.Context, req task.StartRequest) (task.StartResult, error) {
+	if err := t.need(task.FeatureEnvironment, "Start"); err != nil {
+		return task.StartResult{}, err
+	}
 	return callTask(ctx, t, "Start", func(c *task.Client) (task.StartResult, error) { return c.Start(ctx, req) })
 }
 
 // Obs calls Obs.
 func (t *Task) Obs(ctx context.Context, req task.ObsRequest) (task.ObsResult, error) {
+	if err := t.need(task.FeatureEnvironment, "Obs"); err != nil {
+		return task.ObsResult{}, err
+	}
 	return callTask(ctx, t, "Obs", func(c *task.Client) (task.ObsResult, error) { return c.Obs(ctx, req) })
 }
 
 // End calls End.
 func (t *Task) End(ctx context.Context, req task.EndRequest) (task.EndResult, error) {
+	if err := t.need(task.FeatureEnvironment, "End"); err != nil {
+		return task.EndResult{}, err
+	}
 	return callTask(ctx, t, "End", func(c *task.Client) (task.EndResult, error) { return c.End(ctx, req) })
 }
 

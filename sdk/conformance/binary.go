@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -139,6 +141,22 @@ func RunBinary(t *testing.T, path string, opts Options) {
 // has a main.
 func RunTask(t *testing.T, impl task.Task) {
 	t.Helper()
+	for _, r := range CheckTask(t, impl).Results {
+		r := r
+		t.Run(r.Name, func(t *testing.T) {
+			if r.Skipped != "" {
+				t.Skip(r.Skipped)
+			}
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		})
+	}
+}
+
+// CheckTask is RunTask's report without failing t: for tests of the checks themselves.
+func CheckTask(t *testing.T, impl task.Task) Report {
+	t.Helper()
 	client, server := goplugin.TestPluginGRPCConn(t, false, map[string]goplugin.Plugin{
 		plugin.KindTask: &plugin.GRPCPlugin{Register: func(s *grpc.Server) { task.Register(s, impl) }},
 	})
@@ -151,17 +169,7 @@ func RunTask(t *testing.T, impl task.Task) {
 	s := &session{conn: raw.(*grpc.ClientConn), state: map[string]any{}}
 	var results []Result
 	runChecks(context.Background(), s, taskChecks(), &results, 30*time.Second)
-	for _, r := range results {
-		r := r
-		t.Run(r.Name, func(t *testing.T) {
-			if r.Skipped != "" {
-				t.Skip(r.Skipped)
-			}
-			if r.Err != nil {
-				t.Fatal(r.Err)
-			}
-		})
-	}
+	return Report{Results: results}
 }
 
 func envWithout(key string) []string {
@@ -259,10 +267,14 @@ func checkHandshakeLine(ctx context.Context, path string, majors []int, timeout 
 	for _, m := range majors {
 		vs = append(vs, strconv.Itoa(m))
 	}
+	certs, err := plugin.NewHostCerts()
+	if err != nil {
+		return err
+	}
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Env = append(os.Environ(), plugin.MagicCookieKey+"="+plugin.MagicCookieValue,
 		"PLUGIN_PROTOCOL_VERSIONS="+strings.Join(vs, ","), "PLUGIN_MIN_PORT=10000", "PLUGIN_MAX_PORT=25000",
-		goplugin.EnvUnixSocketDir+"="+dir)
+		goplugin.EnvUnixSocketDir+"="+dir, "PLUGIN_CLIENT_CERT="+string(certs.CAPEM))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -288,6 +300,9 @@ func checkHandshakeLine(ctx context.Context, path string, majors []int, timeout 
 		if err != nil {
 			return err
 		}
+		if err := checkServerCert(h.ServerCert); err != nil {
+			return fmt.Errorf("handshake line %q: %v", trunc(line), err)
+		}
 		for _, m := range majors {
 			if m == h.AppVersion {
 				return nil
@@ -297,6 +312,30 @@ func checkHandshakeLine(ctx context.Context, path string, majors []int, timeout 
 	case <-ctx.Done():
 		return fmt.Errorf("no handshake line on stdout within %s", timeout)
 	}
+}
+
+// checkServerCert checks the handshake line's certificate field: the host always sends
+// PLUGIN_CLIENT_CERT and dials with TLS, verifying the plugin as "localhost" against exactly
+// this certificate.
+func checkServerCert(field string) error {
+	if field == "" {
+		return fmt.Errorf("no server certificate: given PLUGIN_CLIENT_CERT, a plugin serves TLS and prints its certificate as the sixth field (base64 DER without padding; docs/protocol.md)")
+	}
+	der, err := base64.RawStdEncoding.DecodeString(field)
+	if err != nil {
+		return fmt.Errorf("the server certificate is not base64 without padding: %v", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return fmt.Errorf("the server certificate is not a DER X.509 certificate: %v", err)
+	}
+	if err := cert.VerifyHostname("localhost"); err != nil {
+		return fmt.Errorf("the server certificate is not valid for \"localhost\" (add it as a DNS name): %v", err)
+	}
+	if time.Now().After(cert.NotAfter) || time.Now().Before(cert.NotBefore) {
+		return fmt.Errorf("the server certificate is not valid now (valid %s to %s)", cert.NotBefore, cert.NotAfter)
+	}
+	return nil
 }
 
 func checkNegotiation(ctx context.Context, bin plugin.Binary, timeout time.Duration) error {

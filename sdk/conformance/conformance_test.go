@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -257,5 +258,76 @@ func TestTraceBackendChecks(t *testing.T) {
 	rep := conformance.CheckBinary(context.Background(), traceFixture(t, "unavailable"), conformance.Options{})
 	if msg := failed(rep)["Init/Export/Flush"]; !strings.Contains(msg, "Unavailable") || !strings.Contains(msg, "the store is down") {
 		t.Fatalf("a backend whose Export fails: %q", msg)
+	}
+}
+
+// scoreOnly implements Task alone (Info and Score): its features are just "score".
+type scoreOnly struct {
+	ref  float64 // what the reference solution scores
+	comp float64 // its "format" component
+}
+
+func (scoreOnly) Info(context.Context) (task.Info, error) {
+	row := task.Row{DataSource: "scoreonly", Prompt: []task.Message{{Role: "user", Content: "say 7"}},
+		RewardModel: task.RewardModel{Style: "rule", GroundTruth: "7"}}
+	return task.Info{Name: "scoreonly", Version: "1", DataSources: []string{"scoreonly"},
+		Samples: []task.Sample{{Split: "train", Row: &row, ReferenceSolution: "7"}}}, nil
+}
+
+func (s scoreOnly) Score(_ context.Context, items []task.ScoreItem) ([]task.ScoreResult, error) {
+	out := make([]task.ScoreResult, len(items))
+	for i, it := range items {
+		if it.Solution == "7" {
+			out[i] = task.ScoreResult{Score: s.ref, Components: map[string]float64{"format": s.comp}}
+		}
+	}
+	return out, nil
+}
+
+func TestScoreMustBeFinite(t *testing.T) {
+	inf, nan := math.Inf(1), math.NaN()
+	cases := []struct {
+		name string
+		impl scoreOnly
+		want string // "" = passes
+	}{
+		{"finite", scoreOnly{ref: 1, comp: 0.5}, ""},
+		{"+Inf", scoreOnly{ref: inf}, `reference solution "7" is +Inf, not a finite number`},
+		{"NaN", scoreOnly{ref: nan}, `reference solution "7" is NaN, not a finite number`},
+		{"-Inf", scoreOnly{ref: math.Inf(-1)}, `is -Inf, not a finite number`},
+		{"component NaN", scoreOnly{ref: 1, comp: nan}, `component "format" is NaN, not a finite number`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rep := conformance.CheckTask(t, c.impl)
+			msg, failedScore := failed(rep)["Score round trip"]
+			switch {
+			case c.want == "" && rep.Failed():
+				var sb strings.Builder
+				rep.Write(&sb)
+				t.Fatalf("a correct score-only task failed:\n%s", sb.String())
+			case c.want != "" && !failedScore:
+				t.Fatalf("Score round trip passed; want a failure mentioning %q", c.want)
+			case c.want != "" && !strings.Contains(msg, c.want):
+				t.Fatalf("Score round trip failed with %q; want it to mention %q", msg, c.want)
+			}
+		})
+	}
+}
+
+// The host calls nothing behind an undeclared feature, so the kit checks nothing there: a
+// plugin that declares only "score" has its Configure and Prompt checks skipped.
+func TestUndeclaredFeaturesSkipped(t *testing.T) {
+	rep := conformance.CheckTask(t, scoreOnly{ref: 1})
+	skipped := map[string]string{}
+	for _, r := range rep.Results {
+		if r.Skipped != "" {
+			skipped[r.Name] = r.Skipped
+		}
+	}
+	for _, name := range []string{"Configure {}", "Prompt round trip", "Start/Obs/End round trip"} {
+		if !strings.Contains(skipped[name], "does not declare") && !strings.Contains(skipped[name], "no environment") {
+			t.Errorf("check %q: skipped=%q; want it skipped for an undeclared feature", name, skipped[name])
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"sort"
 	"strings"
 	"sync"
 
@@ -150,13 +152,13 @@ func checkToolSchemas(_ context.Context, s *session) error {
 }
 
 func checkConfigure(ctx context.Context, s *session) error {
+	if !s.info().Has(task.FeatureConfigure) {
+		return skip("the plugin does not declare %q: the host never calls Configure (a run with task config keys stops before it starts)", task.FeatureConfigure)
+	}
 	if err := client(s).Configure(ctx, map[string]any{}); err != nil {
 		return fmt.Errorf("Configure with an empty config (defaults) failed: %w", err)
 	}
 	err := client(s).Configure(ctx, map[string]any{"no_such_key_xyz": 1})
-	if !s.info().Has(task.FeatureConfigure) {
-		return wantCode(err, codes.InvalidArgument, "Configure with a key of a task that takes no config")
-	}
 	if err := wantCode(err, codes.InvalidArgument, "Configure with an unknown key"); err != nil {
 		return err
 	}
@@ -252,6 +254,9 @@ func checkRow(r task.Row) error {
 }
 
 func checkPrompt(ctx context.Context, s *session) error {
+	if !s.info().Has(task.FeaturePrompt) {
+		return skip("the plugin does not declare %q: the host never calls Prompt (a row's prompt is its own messages and Info's tools)", task.FeaturePrompt)
+	}
 	tools := map[string]bool{}
 	for _, t := range s.info().Tools {
 		tools[t.Name] = true
@@ -428,8 +433,21 @@ func checkScore(ctx context.Context, s *session) error {
 	if err != nil {
 		return fmt.Errorf("Score: %w", err)
 	}
+	if len(res) != len(items) {
+		return fmt.Errorf("Score of %d items returned %d results; want one per item, in order", len(items), len(res))
+	}
 	for i := range rows {
 		ref, empty := res[2*i], res[2*i+1]
+		if ref.Err == "" {
+			if err := finiteScore(ref, fmt.Sprintf("sample %d's reference solution %q", i, refs[i])); err != nil {
+				return err
+			}
+		}
+		if empty.Err == "" {
+			if err := finiteScore(empty, fmt.Sprintf("sample %d's empty response", i)); err != nil {
+				return err
+			}
+		}
 		if ref.Err != "" {
 			return fmt.Errorf("Score of sample %d's reference solution failed: %s", i, ref.Err)
 		}
@@ -440,6 +458,25 @@ func checkScore(ctx context.Context, s *session) error {
 	}
 	if res, err := client(s).Score(ctx, nil); err != nil || len(res) != 0 {
 		return fmt.Errorf("Score of an empty batch: got %d results, %v; want none and no error", len(res), err)
+	}
+	return nil
+}
+
+// finiteScore fails a score or component that is NaN or infinite: the host cannot average or
+// rank it, so it scores the sample 0 and counts it as a failed reward.
+func finiteScore(r task.ScoreResult, what string) error {
+	if math.IsNaN(r.Score) || math.IsInf(r.Score, 0) {
+		return fmt.Errorf("Score of %s is %v, not a finite number: a score must be finite (the host scores NaN and ±Inf as 0 and counts a failed reward); return ScoreResult.Err for an item that cannot be scored", what, r.Score)
+	}
+	names := make([]string, 0, len(r.Components))
+	for k := range r.Components {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if v := r.Components[k]; math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("Score of %s: component %q is %v, not a finite number: reward components must be finite", what, k, v)
+		}
 	}
 	return nil
 }

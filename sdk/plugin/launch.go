@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -156,6 +157,14 @@ func (p *Process) Ping() error {
 	return rpc.Ping()
 }
 
+// Addr is the address the plugin serves on (from its handshake line), or nil.
+func (p *Process) Addr() net.Addr {
+	if rc := p.client.ReattachConfig(); rc != nil {
+		return rc.Addr
+	}
+	return nil
+}
+
 // LastLogs returns the plugin's last stderr lines.
 func (p *Process) LastLogs() []string { return p.logs.Lines() }
 
@@ -171,7 +180,7 @@ func (p *Process) Pid() int {
 }
 
 // Launch starts a plugin binary and completes the handshake: the cookie, protocol-version
-// negotiation (the highest major both sides speak), AutoMTLS, optional SHA-256 pinning. The
+// negotiation (the highest major both sides speak), mutual TLS (certs.go), optional SHA-256 pinning. The
 // plugin's stderr is kept (last lines) and its hclog lines are routed to opts.Logger under the
 // plugin's name. The process is killed if the host dies (Linux parent-death signal).
 func Launch(ctx context.Context, bin Binary, opts LaunchOptions) (*Process, error) {
@@ -197,8 +206,15 @@ func Launch(ctx context.Context, bin Binary, opts LaunchOptions) (*Process, erro
 	if timeout == 0 {
 		timeout = 20 * time.Second
 	}
+	// Mutual TLS with a one-time P-256 identity (certs.go) rather than go-plugin's AutoMTLS,
+	// whose P-521 client certificate most non-Go TLS stacks refuse. The plugin side is the same:
+	// it trusts PLUGIN_CLIENT_CERT and returns its own certificate in the handshake line.
+	certs, err := NewHostCerts()
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(bin.Path)
-	cmd.Env = append(os.Environ(), opts.Env...)
+	cmd.Env = append(append(os.Environ(), opts.Env...), "PLUGIN_CLIENT_CERT="+string(certs.CAPEM))
 	// The plugin dies with the host even when the host is killed with SIGKILL.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logs := newLogTail(40)
@@ -207,7 +223,7 @@ func Launch(ctx context.Context, bin Binary, opts LaunchOptions) (*Process, erro
 		VersionedPlugins: versioned,
 		Cmd:              cmd,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
-		AutoMTLS:         true,
+		TLSConfig:        certs.TLSConfig(),
 		Logger:           logger.Named(bin.FileName()),
 		Stderr:           stderrWriter(logs, opts.Stderr),
 		StartTimeout:     timeout,
@@ -270,6 +286,8 @@ func launchError(bin Binary, majors []int, err error, logs []string) error {
 		hint = "it exited during start-up"
 	case strings.Contains(msg, "unsupported plugin protocol"):
 		hint = "it does not speak gRPC"
+	case strings.Contains(msg, "tls:"), strings.Contains(msg, "x509:"), strings.Contains(msg, "authentication handshake failed"):
+		hint = "the mutual TLS handshake failed: a plugin serves TLS with its own certificate (for \"localhost\", returned base64 DER in the handshake line) and requires a client certificate signed by PLUGIN_CLIENT_CERT (see docs/protocol.md)"
 	}
 	out := fmt.Sprintf("plugin %s (%s) failed to start: %v", name, bin.Path, err)
 	if hint != "" {

@@ -4,8 +4,8 @@
 2. Pick the highest of PLUGIN_PROTOCOL_VERSIONS this SDK speaks (else answer with our own, and
    the host refuses it).
 3. Listen on a Unix socket in PLUGIN_UNIX_SOCKET_DIR (or the temp dir); with
-   PLUGIN_CLIENT_CERT (AutoMTLS) serve TLS with a fresh self-signed certificate and require the
-   host's certificate (see tlsfront.py for why TLS is not gRPC's own).
+   PLUGIN_CLIENT_CERT (the host's one-time CA) serve gRPC's own TLS with a fresh self-signed
+   certificate and require a client certificate signed by that CA (docs/protocol.md, Mutual TLS).
 4. Serve the task service, grpc.health.v1 with service "plugin" SERVING, go-plugin's
    plugin.GRPCController/Shutdown and an empty plugin.GRPCStdio/StreamStdio.
 5. Print CORE|APP|unix|ADDRESS|grpc|CERT on stdout, and nothing else ever: after it, what the
@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import datetime
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -42,7 +41,6 @@ from rlhost._gen.task.v1 import task_pb2_grpc  # noqa: E402
 from rlhost._server import TaskServicer  # noqa: E402
 from rlhost.log import LogWriter, logger, plugin_name  # noqa: E402
 from rlhost.task import Task  # noqa: E402
-from rlhost.tlsfront import TLSFront, tls_server_context  # noqa: E402
 
 
 def negotiate(offered: str, speaks: Tuple[int, ...] = TASK_PROTOCOL_MAJORS) -> int:
@@ -56,8 +54,8 @@ def negotiate(offered: str, speaks: Tuple[int, ...] = TASK_PROTOCOL_MAJORS) -> i
 
 
 def self_signed_cert() -> Tuple[bytes, bytes, bytes]:
-    """A fresh ECDSA P-256 certificate for "localhost", as go-plugin makes one for AutoMTLS:
-    returns (certificate PEM, private key PEM, certificate DER)."""
+    """A fresh self-signed ECDSA P-256 certificate for "localhost", the plugin's side of the
+    mutual TLS: returns (certificate PEM, private key PEM, certificate DER)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -179,23 +177,19 @@ def serve(task: Task, *, max_workers: int = 32, name: Optional[str] = None) -> N
     sock_dir = os.environ.get("PLUGIN_UNIX_SOCKET_DIR") or tempfile.gettempdir()
     path = _socket_path(sock_dir)
     cert_field = ""
-    client_cert = os.environ.get("PLUGIN_CLIENT_CERT", "")
-    if client_cert:
-        # AutoMTLS. The host's certificate has a P-521 key, which gRPC's TLS (BoringSSL) does
-        # not accept from a client, so TLS ends in front of gRPC: the host talks TLS to `path`
-        # (Python's ssl, OpenSSL), and the bytes go on to gRPC on a private socket.
-        private_dir = tempfile.mkdtemp(prefix="rlhost-plugin-")
-        backend = os.path.join(private_dir, "grpc.sock")
-        server.add_insecure_port("unix:" + backend)
-        server.start()
+    client_ca = os.environ.get("PLUGIN_CLIENT_CERT", "")
+    if client_ca:
+        # Mutual TLS with gRPC's own TLS: the host's client certificate (ECDSA P-256) must be
+        # signed by PLUGIN_CLIENT_CERT; the host verifies ours as "localhost".
         cert_pem, key_pem, cert_der = self_signed_cert()
-        ctx = tls_server_context(cert_pem, key_pem, client_cert.encode())
-        TLSFront(path, backend, ctx, log).start()
+        creds = grpc.ssl_server_credentials(
+            [(key_pem, cert_pem)], root_certificates=client_ca.encode(), require_client_auth=True
+        )
+        server.add_secure_port("unix:" + path, creds)
         cert_field = base64.b64encode(cert_der).decode().rstrip("=")
     else:
-        private_dir = ""
         server.add_insecure_port("unix:" + path)
-        server.start()
+    server.start()
 
     # go-plugin's own servers ignore SIGINT (a Ctrl-C at the host's terminal reaches the whole
     # process group; the host decides); SIGTERM stops gracefully.
@@ -203,7 +197,7 @@ def serve(task: Task, *, max_workers: int = 32, name: Optional[str] = None) -> N
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
 
-    log.debug("plugin address", extra={"network": "unix", "address": path, "protocol": app, "tls": bool(client_cert)})
+    log.debug("plugin address", extra={"network": "unix", "address": path, "protocol": app, "tls": bool(client_ca)})
     sys.stdout.write(f"{CORE_PROTOCOL_VERSION}|{app}|unix|{path}|grpc|{cert_field}\n")
     sys.stdout.flush()
     # From now on stdout is the host's to ignore: print() goes to the log instead.
@@ -212,14 +206,10 @@ def serve(task: Task, *, max_workers: int = 32, name: Optional[str] = None) -> N
     stop.wait()
     log.debug("shutting down")
     server.stop(grace=0.5).wait(1.0)
-    for p in (path, os.path.join(private_dir, "grpc.sock") if private_dir else ""):
-        try:
-            if p:
-                os.unlink(p)
-        except OSError:
-            pass
-    if private_dir:
-        shutil.rmtree(private_dir, ignore_errors=True)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
     sys.stdout.flush()
     sys.stderr.flush()
     # Handler threads stuck in user code must not keep the process alive.
