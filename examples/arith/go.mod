@@ -21,4 +21,7 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
+// The SDK module is not published on a module proxy: this example, a module of its own to prove
+// it needs nothing but the SDK, takes it from this repository (docs/writing-a-task-plugin.md).
+// `rlhost new task` writes the same line, with the SDK's absolute path, for projects elsewhere.
 replace github.com/rlhost/rlhost/sdk => ../../sdk

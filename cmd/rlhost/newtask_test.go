@@ -1,0 +1,167 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rlhost/rlhost/host/metrics"
+	"golang.org/x/mod/modfile"
+)
+
+func repoSDK(t *testing.T) string {
+	t.Helper()
+	sdk, err := filepath.Abs(filepath.Join("..", "..", "sdk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sdk
+}
+
+func TestNewTaskProjectFiles(t *testing.T) {
+	sdk := repoSDK(t)
+	cases := []struct {
+		lang string
+		want []string
+	}{
+		{"go", []string{"go.mod", "go.sum", "main.go", "main_test.go", "README.md", ".gitignore", "train.yaml", "data/train.jsonl", "data/test.jsonl"}},
+		{"python", []string{"bin/plugins/rlhost-task-my-task", "my_task_task.py", "test_my_task_task.py", "requirements.txt", "README.md", ".gitignore", "train.yaml", "data/train.jsonl", "data/test.jsonl"}},
+	}
+	for _, c := range cases {
+		t.Run(c.lang, func(t *testing.T) {
+			files, err := NewTaskProject("my-task", c.lang, sdk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]ProjectFile{}
+			for _, f := range files {
+				got[f.Path] = f
+			}
+			for _, p := range c.want {
+				if _, ok := got[p]; !ok {
+					t.Errorf("no %s among %d files", p, len(files))
+				}
+			}
+			if len(got) != len(c.want) {
+				t.Errorf("%d files, want %d", len(got), len(c.want))
+			}
+			if c.lang == "python" && got["bin/plugins/rlhost-task-my-task"].Mode&0o111 == 0 {
+				t.Error("the launcher is not executable")
+			}
+			if c.lang != "go" {
+				return
+			}
+			mf, err := modfile.Parse("go.mod", got["go.mod"].Data, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(mf.Replace) != 1 || mf.Replace[0].Old.Path != sdkModule || mf.Replace[0].New.Path != sdk {
+				t.Errorf("go.mod replace: %+v; want %s => %s", mf.Replace, sdkModule, sdk)
+			}
+			sdkText, _ := os.ReadFile(filepath.Join(sdk, "go.mod"))
+			sdkMod, _ := modfile.Parse("sdk/go.mod", sdkText, nil)
+			req := map[string]string{}
+			for _, r := range mf.Require {
+				req[r.Mod.Path] = r.Mod.Version
+			}
+			for _, r := range sdkMod.Require {
+				if req[r.Mod.Path] != r.Mod.Version {
+					t.Errorf("go.mod requires %s %q; the SDK requires %s", r.Mod.Path, req[r.Mod.Path], r.Mod.Version)
+				}
+			}
+		})
+	}
+	bad := []struct{ name, lang, want string }{
+		{"My_Task", "go", "lower-case letters"},
+		{"9lives", "go", "starting with a letter"},
+		{"a--b", "go", "single dashes"},
+		{"ok", "rust", `--lang "rust": want go or python`},
+	}
+	for _, b := range bad {
+		if _, err := NewTaskProject(b.name, b.lang, sdk); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("NewTaskProject(%q, %q): %v; want an error mentioning %q", b.name, b.lang, err, b.want)
+		}
+	}
+	if _, err := findSDK(t.TempDir()); err == nil || !strings.Contains(err.Error(), "is not the rlhost Go SDK") {
+		t.Errorf("findSDK of an empty folder: %v", err)
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "keep"), "x")
+	if _, _, err := run(t, "new", "task", "x", "--dir", dir, "--sdk", sdk); err == nil || !strings.Contains(err.Error(), "is not empty") {
+		t.Errorf("new task into a non-empty folder: %v", err)
+	}
+}
+
+// TestNewTaskEndToEnd is a plugin author's first hour: `rlhost new task` into a folder outside
+// the source tree, then, unchanged, the project's own tests, a build (Go) with the module proxy
+// off, `rlhost conformance NAME`, `rlhost preprocess` of its tiny dataset and one training step
+// with `rlhost train --task NAME -c train.yaml`.
+func TestNewTaskEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds two plugin projects and trains one step with each")
+	}
+	model := repoModel(t)
+	sdk := repoSDK(t)
+	for _, lang := range []string{"go", "python"} {
+		t.Run(lang, func(t *testing.T) {
+			name := "first-" + lang
+			dir := filepath.Join(t.TempDir(), "proj")
+			if _, _, err := run(t, "new", "task", name, "--lang", lang, "--dir", dir, "--sdk", sdk); err != nil {
+				t.Fatal(err)
+			}
+			shell := func(env []string, prog string, args ...string) {
+				t.Helper()
+				cmd := exec.Command(prog, args...)
+				cmd.Dir = dir
+				cmd.Env = append(os.Environ(), env...)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("%s %s: %v\n%s", prog, strings.Join(args, " "), err, out)
+				}
+			}
+			switch lang {
+			case "go":
+				// As written: no network, no go.mod edits.
+				env := []string{"GOFLAGS=-mod=readonly", "GOPROXY=off", "GOWORK=off"}
+				shell(env, "go", "vet", "./...")
+				shell(env, "go", "test", "-count=1", "./...")
+				shell(env, "go", "build", "-o", "bin/plugins/rlhost-task-"+name, ".")
+			case "python":
+				py := os.Getenv("RLHOST_PYTHON")
+				if py == "" {
+					home, _ := os.UserHomeDir()
+					py = filepath.Join(home, ".cache", "rlhost", "python-venv", "bin", "python")
+				}
+				if err := exec.Command(py, "-c", "import rlhost, pytest").Run(); err != nil {
+					if os.Getenv("CI") != "" {
+						t.Fatalf("no Python with the rlhost SDK at %s: run make setup-python", py)
+					}
+					t.Skipf("no Python with the rlhost SDK at %s: run make setup-python", py)
+				}
+				t.Setenv("RLHOST_PYTHON", py)
+				shell(nil, py, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+			}
+			t.Chdir(dir)
+			if out, _, err := run(t, "conformance", name); err != nil {
+				t.Fatalf("rlhost conformance %s: %v\n%s", name, err, out)
+			}
+			if _, stderr, err := run(t, "preprocess", "--task", name, "--input", "data", "--output-dir", "data/"+name); err != nil {
+				t.Fatalf("rlhost preprocess: %v\n%s", err, stderr)
+			}
+			if _, stderr, err := run(t, "train", "--task", name, "-c", "train.yaml", "actor_rollout_ref.model.path="+model); err != nil {
+				t.Fatalf("rlhost train: %v\n%s", err, stderr)
+			}
+			steps, err := metrics.ReadJSONL(filepath.Join("runs", name, "metrics.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(steps) == 0 || steps[len(steps)-1].Step != 1 {
+				t.Fatalf("metrics.jsonl steps %+v; want step 1", steps)
+			}
+			if _, ok := steps[len(steps)-1].Values["critic/score/mean"]; !ok {
+				t.Errorf("step 1 has no critic/score/mean: %v", steps[len(steps)-1].Values)
+			}
+		})
+	}
+}
