@@ -45,11 +45,13 @@ proto-python-check: setup-python ## fail if the Python stubs differ from what `m
 		diff -u $(PY_GEN)/$$f $$tmp/rlhost/_gen/task/v1/$$f || { echo "proto-python-check: $(PY_GEN)/$$f is stale: run make proto-python"; exit 1; }; \
 	done && echo "proto-python-check: the Python stubs are up to date"
 
-test-python: setup-python build model ## Python SDK unit tests, conformance of the Python example, host fault tests, a one-step training run
+test-python: setup-python build model ## Python SDK unit tests, conformance of the Python example, host fault tests, a stock-grpcio plugin, `rlhost new task --lang python`, a one-step training run
 	cd sdk/python && $(PY) -m pytest -q
 	cd examples/python-math && $(PY) -m pytest -q
 	RLHOST_PYTHON=$(PY) $(BIN)/rlhost conformance $(PY_MATH) examples/python-math/testdata/fault/rlhost-task-pyfault
 	RLHOST_PYTHON=$(PY) $(GO) test -count=1 ./examples/python-math/
+	RLHOST_PYTHON=$(PY) $(GO) test -count=1 -run 'TestStockGRPCIOPlugin|TestHostCerts' ./host/plugin/
+	RLHOST_PYTHON=$(PY) $(GO) test -count=1 -run 'TestNewTaskEndToEnd/python' ./cmd/rlhost/
 
-bench-python: setup-python build ## Obs and Score round trips, Python plugin vs Go gsm8k plugin -> docs/bench/python.md
+bench-python: setup-python build ## Obs and Score round trips, Python plugin vs Go gsm8k plugin -> docs/bench/python.md (gRPC's own TLS, no relay)
 	RLHOST_PYTHON=$(PY) $(GO) test -run '^$$' -bench . -benchtime 2s ./examples/python-math/
