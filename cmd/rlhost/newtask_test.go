@@ -84,6 +84,11 @@ func TestNewTaskProjectFiles(t *testing.T) {
 			t.Errorf("NewTaskProject(%q, %q): %v; want an error mentioning %q", b.name, b.lang, err, b.want)
 		}
 	}
+	// Without --sdk: the sdk folder of the current folder's ancestors (the test runs in cmd/rlhost;
+	// the test binary itself lives in a temporary folder).
+	if got, err := findSDK(""); err != nil || got != sdk {
+		t.Errorf("findSDK(\"\") from cmd/rlhost = %q, %v; want %s", got, err, sdk)
+	}
 	if _, err := findSDK(t.TempDir()); err == nil || !strings.Contains(err.Error(), "is not the rlhost Go SDK") {
 		t.Errorf("findSDK of an empty folder: %v", err)
 	}
