@@ -125,6 +125,24 @@ func TestStockGRPCIOPlugin(t *testing.T) {
 	t.Run("conformance", func(t *testing.T) {
 		conformance.RunBinary(t, bin, conformance.Options{StartTimeout: 30 * time.Second})
 	})
+
+	// The same plugin with gRPC's own stderr logging left on fails the kit: its plain-text
+	// lines are not hclog JSON (docs/protocol.md says to silence it).
+	t.Run("gRPC logging on stderr fails", func(t *testing.T) {
+		t.Setenv("GRPCIO_TASK_VERBOSITY", "DEBUG")
+		rep := conformance.CheckBinary(ctx, bin, conformance.Options{StartTimeout: 30 * time.Second})
+		for _, r := range rep.Results {
+			if r.Name == "stderr is hclog JSON" {
+				if r.Err == nil || !strings.Contains(r.Err.Error(), "not JSON") {
+					t.Fatalf("stderr check: %v; want a failure for gRPC's plain-text lines", r.Err)
+				}
+				return
+			}
+		}
+		var sb strings.Builder
+		rep.Write(&sb)
+		t.Fatalf("no stderr check ran:\n%s", sb.String())
+	})
 }
 
 // The host's certificates: P-256 keys, a leaf client certificate (not a CA: rustls refuses a

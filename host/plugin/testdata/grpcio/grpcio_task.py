@@ -18,8 +18,8 @@ import threading
 from concurrent import futures
 
 # gRPC's C core writes its own lines to stderr, which the host reads as hclog JSON: silence it
-# before grpc is imported.
-os.environ["GRPC_VERBOSITY"] = "NONE"
+# before grpc is imported. (GRPCIO_TASK_VERBOSITY lets the tests show what happens otherwise.)
+os.environ["GRPC_VERBOSITY"] = os.environ.get("GRPCIO_TASK_VERBOSITY", "NONE")
 
 import grpc  # noqa: E402
 from cryptography import x509  # noqa: E402
