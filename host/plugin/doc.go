@@ -3,7 +3,7 @@
 //
 // Discovery looks, in order, in every directory of RLHOST_PLUGIN_PATH, then ./bin/plugins, then
 // ~/.rlhost/plugins; the first binary of a name wins. Launch starts a binary through
-// hashicorp/go-plugin with the rlhost handshake, AutoMTLS, protocol-version negotiation and
+// hashicorp/go-plugin with the rlhost handshake, mutual TLS (one-time P-256 certificates), protocol-version negotiation and
 // optional SHA-256 pinning, and routes the plugin's hclog JSON lines into the host's log under
 // the plugin's name, keeping its last lines for error messages.
 //

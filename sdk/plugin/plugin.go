@@ -7,9 +7,9 @@
 //
 //	1|1|unix|/tmp/plugin123|grpc|<base64 server cert>
 //
-// (core protocol 1, app protocol major version, network, address, "grpc", optional AutoMTLS
-// certificate), and then serves gRPC, including the standard health service with service
-// "plugin" SERVING. Run without the cookie it refuses, with an explanation, and exits 1.
+// (core protocol 1, app protocol major version, network, address, "grpc", the plugin's TLS
+// certificate: the host always sends PLUGIN_CLIENT_CERT, see certs.go), and then serves gRPC
+// over mutual TLS, including the standard health service with service "plugin" SERVING. Run without the cookie it refuses, with an explanation, and exits 1.
 package plugin
 
 import (
