@@ -27,6 +27,9 @@ type Config struct {
 type Task struct {
 	Name   string         `yaml:"name" doc:"task plugin name (binary rlhost-task-NAME); rlhost train --task NAME sets it"`
 	Config map[string]any `yaml:"config" doc:"free-form map passed as JSON to the task plugin's Configure; any keys"`
+	// AllowWeakIsolation lets rlhost train a task whose plugin declares weak isolation
+	// (task.FeatureWeakIsolation, e.g. swedev's sandbox without bubblewrap).
+	AllowWeakIsolation bool `yaml:"allow_weak_isolation" doc:"train even when the task plugin says its environment cannot keep this machine's files (the dataset's hidden answers included) from the policy (feature weak_isolation, e.g. swedev without bubblewrap); false refuses to start"`
 }
 
 // Data is the dataset section (veRL data.*).

@@ -46,7 +46,7 @@ func ExampleConfig_Redacted() {
 	fmt.Println(cfg.Redacted()["task"])
 	// Output:
 	// sk-123
-	// map[config:map[judge:map[api_key:*** url:https://judge.example]] name:]
+	// map[allow_weak_isolation:false config:map[judge:map[api_key:*** url:https://judge.example]] name:]
 }
 
 func ExampleKeys() {

@@ -11,6 +11,7 @@ import (
 var notInVeRL = map[string]string{
 	"task.name":                         "rlhost: the task plugin",
 	"task.config":                       "rlhost: the task plugin's config",
+	"task.allow_weak_isolation":         "rlhost: training a task whose environment cannot hide the dataset (docs/security.md)",
 	"actor_rollout_ref.actor.optim.eps": "rlhost: AdamW epsilon (veRL fixes it)",
 	"critic.optim.eps":                  "rlhost: AdamW epsilon (veRL fixes it)",
 	"actor_rollout_ref.rollout.multi_turn.interaction_config_path": "older veRL",

@@ -124,6 +124,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	if err != nil {
 		return nil, err
 	}
+	if err := checkIsolation(ctx, t.task, cfg.Task, opts.Progress); err != nil {
+		return nil, err
+	}
 	mpath := cfg.ActorRolloutRef.Model.Path
 	if t.tk, err = tokenizer.Load(mpath); err != nil {
 		return nil, err

@@ -90,6 +90,11 @@ const (
 	FeatureInteraction     = "interaction"
 	FeatureScore           = "score"
 	FeatureExternalEpisode = "external_episode"
+	// FeatureWeakIsolation: the plugin's environment cannot keep the machine's files from
+	// the policy (a sandbox without a file system view of its own), so a trajectory may read
+	// the dataset's hidden answers. The host refuses to train such a task unless
+	// task.allow_weak_isolation is set.
+	FeatureWeakIsolation = "weak_isolation"
 )
 
 // Agent loop names (veRL's).

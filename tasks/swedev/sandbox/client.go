@@ -147,3 +147,12 @@ func (c *Client) Renew(ctx context.Context, id string) (Info, error) {
 func (c *Client) Delete(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, inst(id, ""), nil, nil)
 }
+
+// Isolation asks the server for its isolation mode (GET /healthz).
+func (c *Client) Isolation(ctx context.Context) (string, error) {
+	var h struct {
+		Isolation string `json:"isolation"`
+	}
+	err := c.do(ctx, "GET", "/healthz", nil, &h)
+	return h.Isolation, err
+}

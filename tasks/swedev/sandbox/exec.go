@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,13 +48,19 @@ func (m *Manager) probe(want string) (string, error) {
 	}
 	defer os.RemoveAll(dir)
 	uid := -1
+	work, tmp := filepath.Join(dir, "work"), filepath.Join(dir, "tmp")
+	for _, d := range []string{work, tmp, filepath.Join(dir, "view"), filepath.Join(dir, "gocache"), filepath.Join(tmp, goCacheDir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", fmt.Errorf("sandbox: %v", err)
+		}
+	}
 	if m.asRoot {
 		uid = m.cfg.UIDBase - 2
-		_ = os.Chown(dir, uid, m.gid)
+		_ = chownTree(dir, uid, m.gid)
 	}
 	var errs []string
 	for _, mode := range modes {
-		in := &instance{work: dir, tmp: dir, uid: uid}
+		in := &instance{dir: dir, work: work, tmp: tmp, uid: uid}
 		cmd := m.command(mode, in, "true", Limits{Memory: 1 << 30, Procs: 64, FileSize: 1 << 20, CPU: 5 * time.Second}, nil)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -75,11 +83,15 @@ func (m *Manager) command(mode string, in *instance, command string, l Limits, e
 	// that the command cannot raise them.
 	wrapper := fmt.Sprintf("umask 002 && ulimit -c 0 && ulimit -t %d && ulimit -v %d && ulimit -f %d && ulimit -u %d && exec /bin/bash -c \"$1\"",
 		cpu, max(l.Memory>>10, 1), max(l.FileSize>>10, 1), l.Procs)
-	home := in.tmp
+	work, home := in.work, in.tmp
+	goCache := m.goCache(in)
+	if mode != "rlimit" {
+		work, home, goCache = WorkDir, TmpDir, filepath.Join(TmpDir, goCacheDir)
+	}
 	vars := map[string]string{"PATH": sandboxPath, "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
-		"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "GOCACHE": m.cfg.GoCache, "GOPATH": filepath.Join(home, "gopath"),
+		"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "GOCACHE": goCache, "GOPATH": filepath.Join(home, "gopath"),
 		"GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOTOOLCHAIN": "local", "GOTELEMETRY": "off", "CGO_ENABLED": "0",
-		"GIT_CONFIG_NOSYSTEM": "1", "TERM": "dumb"}
+		"GIT_CONFIG_NOSYSTEM": "1", "TERM": "dumb", "PWD": work}
 	for k, v := range env {
 		vars[k] = v
 	}
@@ -87,22 +99,22 @@ func (m *Manager) command(mode string, in *instance, command string, l Limits, e
 	for k, v := range vars {
 		envList = append(envList, k+"="+v)
 	}
+	sort.Strings(envList)
 	args := []string{"/bin/bash", "-c", wrapper, "bash", command}
 	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	switch mode {
 	case "bwrap":
-		b := []string{"bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-			"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm",
-			"--bind", in.work, in.work, "--bind", in.tmp, in.tmp, "--bind", m.cfg.GoCache, m.cfg.GoCache,
-			"--chdir", in.work, "--"}
-		args = append(b, args...)
+		b := append([]string{"bwrap", "--unshare-all", "--die-with-parent", "--new-session"}, bwrapArgs(m.view(in))...)
+		args = append(append(b, "--chdir", WorkDir, "--"), args...)
 		attr.Setpgid = true
 	case "ns":
-		attr.Cloneflags = syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
+		// Root builds the view in new namespaces, then drops to the instance's uid (nsScript).
+		attr.Cloneflags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
+		args = append([]string{"/bin/sh", "-c", nsScript(m.view(in), filepath.Join(in.dir, "view"), in.uid, m.gid), "rlhost-view"}, args...)
 	default:
 		attr.Setpgid = true
 	}
-	if in.uid >= 0 {
+	if in.uid >= 0 && mode != "ns" {
 		attr.Credential = &syscall.Credential{Uid: uint32(in.uid), Gid: uint32(m.gid), Groups: []uint32{}}
 	}
 	cmd := exec.Command(args[0], args[1:]...)
@@ -150,43 +162,54 @@ func (w *capWriter) Write(p []byte) (int, error) {
 // Exec runs a command in an instance. Limit breaches are results (Killed, Error), not errors;
 // errors are for a missing instance or a bad request.
 func (m *Manager) Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
+	res, _, err := m.exec(ctx, id, req, false)
+	return res, err
+}
+
+// maxReport is the most a command may write to its report descriptor.
+const maxReport = 16 << 20
+
+// exec runs a command; with report, the command also gets the write end of a pipe as
+// descriptor 3 and what it writes there (at most maxReport bytes) is returned: a channel
+// apart from the output, which no file of the instance can stand in for.
+func (m *Manager) exec(ctx context.Context, id string, req ExecRequest, report bool) (ExecResult, []byte, error) {
 	in, err := m.get(id)
 	if err != nil {
-		return ExecResult{}, err
+		return ExecResult{}, nil, err
 	}
 	if strings.ContainsRune(req.Command, 0) {
-		return ExecResult{}, badInput("the command contains a NUL byte")
+		return ExecResult{}, nil, badInput("the command contains a NUL byte")
 	}
 	if strings.TrimSpace(req.Command) == "" {
-		return ExecResult{}, badInput("the command is empty")
+		return ExecResult{}, nil, badInput("the command is empty")
 	}
 	l, err := req.Limits.within(m.cfg.Defaults, m.cfg.Max)
 	if err != nil {
-		return ExecResult{}, fmt.Errorf("%w: %v", ErrBadInput, err)
+		return ExecResult{}, nil, fmt.Errorf("%w: %v", ErrBadInput, err)
 	}
 	for k := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return ExecResult{}, badInput("bad environment variable name %q", k)
+			return ExecResult{}, nil, badInput("bad environment variable name %q", k)
 		}
 	}
 	queued := time.Now()
 	select {
 	case m.slots <- struct{}{}:
 	case <-ctx.Done():
-		return ExecResult{}, fmt.Errorf("sandbox: waiting for a free slot: %w", ctx.Err())
+		return ExecResult{}, nil, fmt.Errorf("sandbox: waiting for a free slot: %w", ctx.Err())
 	}
 	defer func() { <-m.slots }()
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.deleted {
-		return ExecResult{}, fmt.Errorf("%w %q (deleted)", ErrNotFound, id)
+		return ExecResult{}, nil, fmt.Errorf("%w %q (deleted)", ErrNotFound, id)
 	}
-	res := m.run(ctx, in, req, l)
+	res, rep := m.run(ctx, in, req, l, report)
 	res.Queued = time.Since(queued) - res.Duration
-	return res, nil
+	return res, rep, nil
 }
 
-func (m *Manager) run(ctx context.Context, in *instance, req ExecRequest, l Limits) ExecResult {
+func (m *Manager) run(ctx context.Context, in *instance, req ExecRequest, l Limits, report bool) (ExecResult, []byte) {
 	cmd := m.command(m.isolation, in, req.Command, l, req.Env)
 	var total int64
 	var once sync.Once
@@ -218,11 +241,30 @@ func (m *Manager) run(ctx context.Context, in *instance, req ExecRequest, l Limi
 	}
 	// Output pipes are closed when the command exits even if a descendant holds them.
 	cmd.WaitDelay = 2 * time.Second
+	var repDone chan []byte
+	if report {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return ExecResult{ExitCode: -1, Error: fmt.Sprintf("the command could not start: %v", err)}, nil
+		}
+		defer r.Close()
+		cmd.ExtraFiles = []*os.File{w}
+		defer w.Close()
+		repDone = make(chan []byte, 1)
+		go func() {
+			b, _ := io.ReadAll(io.LimitReader(r, maxReport))
+			_, _ = io.Copy(io.Discard, r)
+			repDone <- b
+		}()
+	}
 	start := time.Now()
 	res := ExecResult{ExitCode: -1}
 	if err := cmd.Start(); err != nil {
 		res.Error = fmt.Sprintf("the command could not start: %v", err)
-		return res
+		return res, nil
+	}
+	if report {
+		cmd.ExtraFiles[0].Close() // the command holds the write end now
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -306,7 +348,14 @@ func (m *Manager) run(ctx context.Context, in *instance, req ExecRequest, l Limi
 			res.Error += "; " + msg
 		}
 	}
-	return res
+	var rep []byte
+	if report {
+		select {
+		case rep = <-repDone:
+		case <-time.After(2 * time.Second): // a descendant still holds the pipe: it was killed above
+		}
+	}
+	return res, rep
 }
 
 // enforceDisk measures the working tree; over limit it removes the files modified since

@@ -34,18 +34,20 @@ func badInput(format string, args ...any) error {
 
 // Config configures a Manager.
 type Config struct {
-	Root         string        // directory of the instances' working trees (default os.TempDir()/rlhost-sandbox, shared by Managers)
-	MaxInstances int           // instances alive at once (default 64)
-	Slots        int           // commands running at once; the others wait in FIFO order (default 2*NumCPU)
-	Lease        time.Duration // an instance not touched for this long is deleted (default 10 min)
-	MaxLease     time.Duration // the longest lease a Create may ask for (default 2 h)
-	Defaults     Limits        // limits of a command that gives none (default DefaultLimits())
-	Max          Limits        // the most a command may ask for (default Defaults)
-	Isolation    string        // "bwrap", "ns", "rlimit" or "" for the strongest available
-	UIDBase      int           // first uid of the per-instance uids when running as root (default 61000)
-	GoCache      string        // GOCACHE shared by the instances' go commands (default /var/cache/rlhost/sandbox-gocache as root, else the user cache dir's)
-	MaxFiles     int           // files in a snapshot (default 10000)
-	MaxSnapshot  int64         // bytes of a snapshot (default 64 MiB)
+	Root          string        // directory of the instances' working trees (default os.TempDir()/rlhost-sandbox, shared by Managers)
+	MaxInstances  int           // instances alive at once (default 64)
+	Slots         int           // commands running at once; the others wait in FIFO order (default 2*NumCPU)
+	Lease         time.Duration // an instance not touched for this long is deleted (default 10 min)
+	MaxLease      time.Duration // the longest lease a Create may ask for (default 2 h)
+	Defaults      Limits        // limits of a command that gives none (default DefaultLimits())
+	Max           Limits        // the most a command may ask for (default Defaults)
+	Isolation     string        // "bwrap", "ns", "rlimit" or "" for the strongest available
+	UIDBase       int           // first uid of the per-instance uids when running as root (default 61000)
+	GoCache       string        // the shared Go build cache, read-only to instances (default /var/cache/rlhost/sandbox-gobuild as root, else the user cache dir's); see goCacheLayer
+	GoCacheWarm   []string      // packages built into GoCache at New, as the Manager's user (default std; none when GoCache is not root's)
+	ReadOnlyBinds []string      // host paths an instance also sees, read-only at the same place (bwrap and ns modes)
+	MaxFiles      int           // files in a snapshot (default 10000)
+	MaxSnapshot   int64         // bytes of a snapshot (default 64 MiB)
 }
 
 // Info describes an instance.
@@ -95,6 +97,7 @@ type Manager struct {
 	slots     chan struct{}
 	asRoot    bool
 	gid       int // group of the instances' uids when running as root
+	toolchain []mountSpec
 
 	mu        sync.Mutex
 	instances map[string]*instance
@@ -164,30 +167,16 @@ func New(cfg Config) (*Manager, error) {
 	if err := os.Chmod(m.cfg.Root, 0o755); err != nil {
 		return nil, fmt.Errorf("sandbox: root: %v", err)
 	}
-	if m.cfg.GoCache == "" {
-		dir, err := os.UserCacheDir()
-		if err != nil || m.asRoot {
-			dir = "/var/cache" // root's home is closed to the instances' uids
-		}
-		m.cfg.GoCache = filepath.Join(dir, "rlhost", "sandbox-gocache")
+	tc, err := toolchainView(cfg.ReadOnlyBinds)
+	if err != nil {
+		return nil, err
 	}
-	if err := os.MkdirAll(m.cfg.GoCache, 0o775); err != nil {
-		return nil, fmt.Errorf("sandbox: go cache: %v", err)
-	}
+	m.toolchain = tc
 	if m.asRoot {
-		// The instances' uids share one group, which owns the go cache (setgid, so that what
-		// one instance adds the others can use; commands run with umask 002).
 		m.gid = cfg.UIDBase - 1
-		_ = filepath.WalkDir(m.cfg.GoCache, func(p string, d fs.DirEntry, err error) error {
-			if err == nil {
-				_ = os.Lchown(p, 0, m.gid)
-				if d.IsDir() {
-					_ = os.Chmod(p, 0o2775|fs.ModeSetgid)
-				}
-			}
-			return nil
-		})
-		_ = os.Chmod(m.cfg.GoCache, 0o775|fs.ModeSetgid)
+	}
+	if err := m.prepareGoCache(); err != nil {
+		return nil, err
 	}
 	m.removeStale()
 	iso, err := m.probe(cfg.Isolation)
@@ -202,6 +191,14 @@ func New(cfg Config) (*Manager, error) {
 
 // Isolation is the isolation mode in use: "bwrap", "ns" or "rlimit".
 func (m *Manager) Isolation() string { return m.isolation }
+
+// WeakIsolation reports whether the instances see the host's file system (the rlimit mode):
+// a command can then read whatever its uid may, such as a dataset's hidden tests and
+// reference patches.
+func (m *Manager) WeakIsolation() bool { return IsWeak(m.isolation) }
+
+// IsWeak reports whether an isolation mode leaves the host's file system visible.
+func IsWeak(isolation string) bool { return isolation != "bwrap" && isolation != "ns" }
 
 // Root is the directory of the working trees.
 func (m *Manager) Root() string { return m.cfg.Root }
@@ -229,6 +226,7 @@ func (m *Manager) removeStale() {
 			}
 			m.mu.Unlock()
 		}
+		dropGoCache(dir)
 		_ = os.RemoveAll(dir)
 	}
 }
@@ -421,7 +419,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	info, err := m.create(in, req)
 	if err != nil {
 		m.forget(in)
-		_ = os.RemoveAll(in.dir)
+		if in.dir != "" {
+			dropGoCache(in.dir)
+			_ = os.RemoveAll(in.dir)
+		}
 		return Info{}, err
 	}
 	return info, nil
@@ -495,7 +496,7 @@ func (m *Manager) releaseUIDLocked(u int) {
 func (m *Manager) create(in *instance, req CreateRequest) (Info, error) {
 	in.dir = filepath.Join(m.cfg.Root, fmt.Sprintf("%d-%s", os.Getpid(), in.id))
 	in.work, in.tmp = filepath.Join(in.dir, "work"), filepath.Join(in.dir, "tmp")
-	for _, d := range []string{in.dir, in.work, in.tmp} {
+	for _, d := range []string{in.dir, in.work, in.tmp, filepath.Join(in.dir, "view")} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return Info{}, fmt.Errorf("sandbox: %v", err)
 		}
@@ -512,6 +513,11 @@ func (m *Manager) create(in *instance, req CreateRequest) (Info, error) {
 		if err := chownTree(in.dir, in.uid, m.gid); err != nil {
 			return Info{}, fmt.Errorf("sandbox: %v", err)
 		}
+	}
+	if err := m.goCacheLayer(in); err != nil {
+		return Info{}, err
+	}
+	if in.uid >= 0 {
 		if err := os.Chmod(in.dir, 0o700); err != nil {
 			return Info{}, fmt.Errorf("sandbox: %v", err)
 		}
@@ -570,6 +576,7 @@ func (m *Manager) Delete(_ context.Context, id string) error {
 		killUID(in.uid)
 		removeOwned(in.uid, os.TempDir(), "/dev/shm", "/var/tmp")
 	}
+	dropGoCache(in.dir)
 	err := os.RemoveAll(in.dir)
 	in.mu.Unlock()
 	m.mu.Lock()

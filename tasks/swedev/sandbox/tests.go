@@ -36,10 +36,14 @@ type TestReport struct {
 	Duration time.Duration     `json:"duration_ns"`
 }
 
-// The Python runner reads the ids from argv and prints one JSON line after a marker whose
-// nonce it takes from the environment (and removes before importing the code under test).
-const pythonRunner = `import json, os, sys, unittest, io
-nonce = os.environ.pop("RLHOST_NONCE", "")
+// The Python runner reads the ids from argv and writes one JSON object, test id -> outcome, to
+// descriptor 3 (the report pipe; see Manager.exec), never to its output: what the code under
+// test prints cannot pass for a report. It moves the pipe off descriptor 3 first, and runs
+// isolated (python3 -I -B: no PYTHON* variables, no bytecode files, no user site, the working tree is put on the
+// path by the runner, so a sitecustomize.py of the tree is not imported).
+const pythonRunner = `import json, os, sys, unittest
+report = os.fdopen(os.dup(3), "w")
+os.close(3)
 sys.path.insert(0, os.getcwd())
 res = {}
 for tid in sys.argv[1:]:
@@ -50,9 +54,56 @@ for tid in sys.argv[1:]:
     except BaseException as e:
         print("%s: %s: %s" % (tid, type(e).__name__, e), file=sys.stderr)
         res[tid] = "FAILED"
-sys.stdout.flush()
-print("\n@@rlhost-results-" + nonce + "@@" + json.dumps(res), flush=True)
+report.write(json.dumps(res))
+report.close()
 `
+
+// The Go runner builds each package's test binary (go test -c) and runs it in the package's
+// folder with -test.v=test2json, its output going to descriptor 3 (the report pipe). The
+// testing package marks its framing lines (=== RUN, --- PASS, --- FAIL) with a leading ^V
+// byte in that mode; parseGoFraming reads only marked lines as results, so that a line
+// "--- PASS: TestX" printed by the code under test (say from an init function, before any
+// test ran) is output, not a result. Build failures go to stderr.
+const goRunner = `out=$(mktemp -d) || exit 1
+go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{"\t"}}{{.ImportPath}}{{end}}' ./... > "$out/pkgs" || exit 1
+i=0
+while IFS="$(printf '\t')" read -r dir pkg; do
+	i=$((i+1))
+	go test -c -vet=off -o "$out/$i.test" "$pkg" >&2 || continue
+	(cd "$dir" && "$out/$i.test" -test.v=test2json -test.count=1 >&3 3>&-)
+done < "$out/pkgs"
+rm -rf "$out"
+`
+
+// goMarker starts the framing lines of a test binary run with -test.v=test2json.
+const goMarker = "\x16"
+
+// parseGoFraming reads the results of test binaries' -test.v=test2json output: the status of
+// each test from marked "--- PASS: " and "--- FAIL: " lines (a test that failed in one
+// package stays failed), and the output without the markers.
+func parseGoFraming(report []byte) (map[string]string, string) {
+	status := map[string]string{}
+	var text strings.Builder
+	for _, line := range strings.SplitAfter(string(report), "\n") {
+		body, marked := strings.CutPrefix(line, goMarker)
+		text.WriteString(body)
+		if !marked {
+			continue
+		}
+		for _, k := range []string{"--- PASS: ", "--- FAIL: "} {
+			if rest, ok := strings.CutPrefix(body, k); ok {
+				name, _, _ := strings.Cut(rest, " ")
+				name = strings.TrimSpace(name)
+				if k == "--- FAIL: " {
+					status[name] = Failed
+				} else if status[name] != Failed {
+					status[name] = Passed
+				}
+			}
+		}
+	}
+	return status, text.String()
+}
 
 var (
 	pyID = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
@@ -111,7 +162,6 @@ func (m *Manager) RunTests(ctx context.Context, id string, req TestRequest) (Tes
 			return rep, nil
 		}
 	}
-	nonce := newID()
 	var cmd ExecRequest
 	switch req.Language {
 	case "python":
@@ -122,15 +172,14 @@ func (m *Manager) RunTests(ctx context.Context, id string, req TestRequest) (Tes
 			}
 			args[i] = t
 		}
-		cmd = ExecRequest{Command: "python3 - " + strings.Join(args, " "), Stdin: pythonRunner,
-			Env: map[string]string{"RLHOST_NONCE": nonce}}
+		cmd = ExecRequest{Command: "python3 -I -B - " + strings.Join(args, " "), Stdin: pythonRunner}
 	case "go":
 		for _, t := range req.Tests {
 			if !goID.MatchString(t) {
 				return TestReport{}, badInput("go test name %q does not start with Test or has odd characters", t)
 			}
 		}
-		cmd = ExecRequest{Command: "go test -vet=off -count=1 -json ./... 2>&1"}
+		cmd = ExecRequest{Command: goRunner}
 	default:
 		return TestReport{}, badInput("unknown test language %q (want python or go)", req.Language)
 	}
@@ -142,7 +191,7 @@ func (m *Manager) RunTests(ctx context.Context, id string, req TestRequest) (Tes
 	if cmd.Limits.Output == 0 {
 		cmd.Limits.Output = m.cfg.Max.Output
 	}
-	res, err := m.Exec(ctx, id, cmd)
+	res, report, err := m.exec(ctx, id, cmd, true)
 	if err != nil {
 		return TestReport{}, err
 	}
@@ -154,53 +203,24 @@ func (m *Manager) RunTests(ctx context.Context, id string, req TestRequest) (Tes
 	}
 	switch req.Language {
 	case "python":
-		marker := "@@rlhost-results-" + nonce + "@@"
-		if i := strings.LastIndex(res.Stdout, marker); i >= 0 {
-			line, _, _ := strings.Cut(res.Stdout[i+len(marker):], "\n")
-			var got map[string]string
-			if json.Unmarshal([]byte(line), &got) == nil {
-				for _, t := range req.Tests {
-					if got[t] == Passed {
-						rep.Results[t] = Passed
-					}
+		var got map[string]string
+		if err := json.Unmarshal(report, &got); err == nil {
+			for _, t := range req.Tests {
+				if got[t] == Passed {
+					rep.Results[t] = Passed
 				}
 			}
-			out = res.Stdout[:i] + res.Stderr
 		} else if rep.Error == "" {
-			rep.Error = "the test runner did not report (crashed or was killed)"
+			rep.Error = "the test runner did not report (crashed, exited early or was killed)"
 		}
 	case "go":
-		status := map[string]string{}
-		var text strings.Builder
-		sc := bufio.NewScanner(strings.NewReader(res.Stdout))
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			var ev struct{ Action, Test, Output string }
-			if json.Unmarshal(sc.Bytes(), &ev) != nil {
-				text.WriteString(sc.Text() + "\n")
-				continue
-			}
-			if ev.Action == "output" {
-				text.WriteString(ev.Output)
-			}
-			if ev.Test == "" {
-				continue
-			}
-			switch ev.Action {
-			case "pass":
-				if status[ev.Test] != Failed {
-					status[ev.Test] = Passed
-				}
-			case "fail":
-				status[ev.Test] = Failed
-			}
-		}
+		status, text := parseGoFraming(report)
 		for _, t := range req.Tests {
 			if status[t] == Passed {
 				rep.Results[t] = Passed
 			}
 		}
-		out = text.String()
+		out = text + res.Stderr
 	}
 	if len(out) > 8000 {
 		out = "...\n" + out[len(out)-8000:]
@@ -212,7 +232,7 @@ func (m *Manager) RunTests(ctx context.Context, id string, req TestRequest) (Tes
 // Diff returns the working tree's changes against the base commit as a unified diff (new
 // files included), as the instance's own uid computes it.
 func (m *Manager) Diff(ctx context.Context, id string) (string, error) {
-	res, err := m.Exec(ctx, id, ExecRequest{Command: "git add -A . >/dev/null 2>&1; git -c core.fsmonitor=false diff --cached --no-ext-diff --no-textconv --no-color HEAD",
+	res, err := m.Exec(ctx, id, ExecRequest{Command: "git add -A . >/dev/null 2>&1; git -c core.fsmonitor=false diff --cached --binary --no-ext-diff --no-textconv --no-color HEAD",
 		Limits: Limits{Output: m.cfg.Max.Output}})
 	if err != nil {
 		return "", err

@@ -3,11 +3,13 @@ package swplugin
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/rlhost/rlhost/sdk/task"
+	"github.com/rlhost/rlhost/tasks/swedev/sandbox"
 )
 
 // SystemPrompt tells the model how to work.
@@ -46,11 +48,17 @@ var sampleRecord = map[string]any{
 }
 
 var configKeys = []string{"sandbox_url", "sandbox_token", "isolation", "max_instances", "slots", "lease_s",
-	"command_timeout_s", "test_timeout_s", "max_output_chars"}
+	"command_timeout_s", "test_timeout_s", "max_output_chars", "ro_binds"}
 
-// Info describes the plugin.
-func (t *Task) Info(context.Context) (task.Info, error) {
+// Info describes the plugin. It declares task.FeatureWeakIsolation when the sandbox's
+// isolation leaves the machine's files readable to the model's commands (sandbox.IsWeak).
+func (t *Task) Info(ctx context.Context) (task.Info, error) {
+	var features []string
+	if iso := t.isolation(ctx); iso != "" && sandbox.IsWeak(iso) {
+		features = append(features, task.FeatureWeakIsolation)
+	}
 	return task.Info{
+		Features:         features,
 		Name:             Name,
 		Version:          Version,
 		Description:      "software-engineering episodes in sandboxes (bash, file editor, submit), rewarded 1 when the hidden tests pass",
@@ -67,7 +75,8 @@ func (t *Task) Info(context.Context) (task.Info, error) {
 			`"lease_s":{"type":"number","description":"lease of an instance, seconds (default 1800)"},` +
 			`"command_timeout_s":{"type":"number","description":"wall-clock limit of one bash call, seconds (default 30)"},` +
 			`"test_timeout_s":{"type":"number","description":"wall-clock limit of the hidden tests, seconds (default 300)"},` +
-			`"max_output_chars":{"type":"integer","description":"tool output shown to the model (default 8000)"}}}`),
+			`"max_output_chars":{"type":"integer","description":"tool output shown to the model (default 8000)"},` +
+			`"ro_binds":{"type":"array","items":{"type":"string"},"description":"extra host paths (absolute) the in-process sandbox's instances see read-only at the same place"}}}`),
 		Samples: []task.Sample{{Split: "train", Record: sampleRecord, ReferenceSolution: "```diff\n" + sampleRecord["patch"].(string) + "```"}},
 	}, nil
 }
@@ -147,6 +156,18 @@ func (t *Task) Configure(_ context.Context, raw map[string]any) error {
 			err = secs(&cfg.TestWall)
 		case "max_output_chars":
 			err = posInt(&cfg.MaxOutput, false)
+		case "ro_binds":
+			l, ok := v.([]any)
+			if !ok {
+				return task.InvalidArgument("swedev config key %q: want a list of absolute paths, got %v", k, v)
+			}
+			for i, x := range l {
+				p, ok := x.(string)
+				if !ok || !strings.HasPrefix(p, "/") {
+					return task.InvalidArgument("swedev config key %q[%d]: want an absolute path, got %v", k, i, x)
+				}
+				cfg.ROBinds = append(cfg.ROBinds, p)
+			}
 		default:
 			msg := fmt.Sprintf("swedev config: unknown key %q (known: %s)", k, strings.Join(configKeys, ", "))
 			if s := task.Suggest(k, configKeys); s != "" {
@@ -163,7 +184,7 @@ func (t *Task) Configure(_ context.Context, raw map[string]any) error {
 	}
 	t.mu.Lock()
 	old := t.local
-	changed := cfg != t.cfg
+	changed := !reflect.DeepEqual(cfg, t.cfg)
 	t.cfg = cfg
 	if changed {
 		t.local, t.backend = nil, nil

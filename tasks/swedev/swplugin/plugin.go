@@ -41,6 +41,7 @@ type Config struct {
 	CommandWall  time.Duration // wall-clock limit of one bash call
 	TestWall     time.Duration // wall-clock limit of the hidden tests
 	MaxOutput    int           // characters of a tool's output the model sees
+	ROBinds      []string      // extra host paths the in-process sandbox's instances see read-only
 }
 
 // DefaultConfig is the default task config.
@@ -102,13 +103,37 @@ func (t *Task) sandbox() (sandbox.Backend, error) {
 		return t.backend, nil
 	}
 	m, err := sandbox.New(sandbox.Config{MaxInstances: t.cfg.MaxInstances, Slots: t.cfg.Slots, Isolation: t.cfg.Isolation,
-		Lease: t.cfg.Lease, MaxLease: max(t.cfg.Lease, 2*time.Hour)})
+		Lease: t.cfg.Lease, MaxLease: max(t.cfg.Lease, 2*time.Hour), ReadOnlyBinds: t.cfg.ROBinds})
 	if err != nil {
 		return nil, err
 	}
 	task.Logger().Info("swedev sandbox started in process", "isolation", m.Isolation(), "root", m.Root())
+	if m.WeakIsolation() {
+		task.Logger().Warn(weakWarning(m.Isolation()))
+	}
 	t.local, t.backend = m, m
 	return m, nil
+}
+
+func weakWarning(iso string) string {
+	return fmt.Sprintf("swedev sandbox isolation is %s (bubblewrap missing and not root): commands of the model see this machine's files, "+
+		"the dataset's hidden tests and reference patches included; install bubblewrap (make setup-swedev) or run as root", iso)
+}
+
+// isolation is the sandbox's isolation mode ("" when it cannot start or answer).
+func (t *Task) isolation(ctx context.Context) string {
+	sb, err := t.sandbox()
+	if err != nil {
+		return ""
+	}
+	switch s := sb.(type) {
+	case *sandbox.Manager:
+		return s.Isolation()
+	case *sandbox.Client:
+		iso, _ := s.Isolation(ctx)
+		return iso
+	}
+	return ""
 }
 
 func (t *Task) episode(id string) (*episode, error) {
@@ -173,7 +198,9 @@ func (t *Task) Obs(ctx context.Context, req task.ObsRequest) (task.ObsResult, er
 	return res, nil
 }
 
-// End runs the hidden tests and rewards them (not when aborted), then deletes the instance.
+// End takes the episode's diff, deletes its instance (and whatever still runs there), then
+// runs the hidden tests on the diff in a fresh instance (EvaluatePatch) and rewards them. An
+// aborted episode only deletes its instance.
 func (t *Task) End(ctx context.Context, req task.EndRequest) (task.EndResult, error) {
 	t.mu.Lock()
 	ep, ok := t.episodes[req.InstanceID]
@@ -187,11 +214,16 @@ func (t *Task) End(ctx context.Context, req task.EndRequest) (task.EndResult, er
 	if err != nil {
 		return task.EndResult{}, err
 	}
-	defer func() { _ = sb.Delete(context.WithoutCancel(ctx), ep.sandboxID) }()
 	if req.Aborted {
+		_ = sb.Delete(context.WithoutCancel(ctx), ep.sandboxID)
 		return task.EndResult{}, nil
 	}
-	ev, err := Evaluate(ctx, sb, ep.sandboxID, ep.spec, t.config().TestWall)
+	diff, err := sb.Diff(ctx, ep.sandboxID)
+	_ = sb.Delete(context.WithoutCancel(ctx), ep.sandboxID)
+	if err != nil {
+		return task.EndResult{}, fmt.Errorf("swedev End of %s: %v", ep.spec.InstanceID, err)
+	}
+	ev, err := EvaluatePatch(ctx, sb, diff, ep.spec, t.config().TestWall)
 	if err != nil {
 		return task.EndResult{}, fmt.Errorf("swedev End of %s: %v", ep.spec.InstanceID, err)
 	}
@@ -214,18 +246,37 @@ type Evaluation struct {
 	Extra      map[string]any
 }
 
-// Evaluate measures the instance's patch, runs the hidden tests and rewards them.
-func Evaluate(ctx context.Context, sb sandbox.Backend, id string, spec Spec, wall time.Duration) (Evaluation, error) {
-	diff, err := sb.Diff(ctx, id)
+// EvaluatePatch runs the hidden tests on a patch, apart from the episode that made it: a fresh
+// instance (its own uid and files) is made from the row's snapshot, the patch is applied
+// without its changes to test files (WithoutTestChanges), the files test_patch touches are
+// reset and test_patch applied, and FAIL_TO_PASS + PASS_TO_PASS run once; the runner
+// reports through a descriptor of its own (sandbox.RunTests). A patch that does not apply
+// gets 0.
+func EvaluatePatch(ctx context.Context, sb sandbox.Backend, patch string, spec Spec, wall time.Duration) (Evaluation, error) {
+	files, added, removed := sandbox.PatchStats(patch)
+	kept, dropped := WithoutTestChanges(patch, spec)
+	info, err := sb.Create(ctx, sandbox.CreateRequest{Files: spec.Snapshot, BaseCommit: spec.BaseCommit})
 	if err != nil {
 		return Evaluation{}, err
 	}
-	files, added, removed := sandbox.PatchStats(diff)
+	defer func() { _ = sb.Delete(context.WithoutCancel(ctx), info.ID) }()
 	tests := append(append([]string(nil), spec.FailToPass...), spec.PassToPass...)
-	rep, err := sb.RunTests(ctx, id, sandbox.TestRequest{Language: spec.Language, Tests: tests, TestPatch: spec.TestPatch,
-		Limits: sandbox.Limits{Wall: wall, CPU: wall}})
-	if err != nil {
-		return Evaluation{}, err
+	var rep sandbox.TestReport
+	if strings.TrimSpace(kept) != "" {
+		res, err := sb.ApplyPatch(ctx, info.ID, kept)
+		if err != nil || res.ExitCode != 0 {
+			why := fmt.Sprint(err)
+			if err == nil {
+				why = strings.TrimSpace(res.Stderr + res.Error)
+			}
+			rep = sandbox.TestReport{Results: map[string]string{}, Error: "the patch does not apply: " + why}
+		}
+	}
+	if rep.Results == nil {
+		if rep, err = sb.RunTests(ctx, info.ID, sandbox.TestRequest{Language: spec.Language, Tests: tests, TestPatch: spec.TestPatch,
+			Limits: sandbox.Limits{Wall: wall, CPU: wall}}); err != nil {
+			return Evaluation{}, err
+		}
 	}
 	fixed, broken := 0, 0
 	var failing []string
@@ -252,6 +303,9 @@ func Evaluate(ctx context.Context, sb sandbox.Backend, id string, spec Spec, wal
 	extra := map[string]any{"instance_id": spec.InstanceID, "failing_tests": toAny(failing)}
 	if rep.Error != "" {
 		extra["test_error"] = rep.Error
+	}
+	if len(dropped) > 0 {
+		extra["ignored_test_changes"] = toAny(dropped)
 	}
 	return Evaluation{
 		Reward:     reward,
@@ -304,23 +358,12 @@ func (t *Task) scoreOne(ctx context.Context, it task.ScoreItem) task.ScoreResult
 	if err != nil {
 		return task.ScoreResult{Err: err.Error()}
 	}
-	info, err := sb.Create(ctx, sandbox.CreateRequest{Files: spec.Snapshot, BaseCommit: spec.BaseCommit})
+	ev, err := EvaluatePatch(ctx, sb, patch, spec, t.config().TestWall)
 	if err != nil {
 		return task.ScoreResult{Err: err.Error()}
 	}
-	defer func() { _ = sb.Delete(context.WithoutCancel(ctx), info.ID) }()
-	res, err := sb.ApplyPatch(ctx, info.ID, patch)
-	if err != nil || res.ExitCode != 0 {
-		why := fmt.Sprint(err)
-		if err == nil {
-			why = strings.TrimSpace(res.Stderr + res.Error)
-		}
-		zero.Extra = map[string]any{"reason": "the patch does not apply: " + why}
-		return zero
-	}
-	ev, err := Evaluate(ctx, sb, info.ID, spec, t.config().TestWall)
-	if err != nil {
-		return task.ScoreResult{Err: err.Error()}
+	if e, ok := ev.Extra["test_error"].(string); ok && strings.HasPrefix(e, "the patch does not apply") {
+		ev.Extra["reason"] = e
 	}
 	return task.ScoreResult{Score: ev.Reward, Components: ev.Components, Extra: ev.Extra}
 }

@@ -27,6 +27,11 @@ func main() {
 	lease := flag.Duration("lease", 10*time.Minute, "default lease of an instance")
 	iso := flag.String("isolation", "", "bwrap, ns or rlimit (default the strongest that works)")
 	token := flag.String("token", os.Getenv("RLHOST_SANDBOX_TOKEN"), "bearer token clients must send (env RLHOST_SANDBOX_TOKEN)")
+	var roBinds []string
+	flag.Func("ro-bind", "an absolute host path the instances also see, read-only at the same place (repeatable)", func(p string) error {
+		roBinds = append(roBinds, p)
+		return nil
+	})
 	flag.Parse()
 	host, _, err := net.SplitHostPort(*addr)
 	if err != nil {
@@ -35,7 +40,7 @@ func main() {
 	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && *token == "" {
 		log.Fatalf("rlhost-sandbox: -addr %s is not loopback: set -token (or RLHOST_SANDBOX_TOKEN)", *addr)
 	}
-	m, err := sandbox.New(sandbox.Config{Root: *root, MaxInstances: *maxInst, Slots: *slots, Lease: *lease, Isolation: *iso})
+	m, err := sandbox.New(sandbox.Config{Root: *root, MaxInstances: *maxInst, Slots: *slots, Lease: *lease, Isolation: *iso, ReadOnlyBinds: roBinds})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -46,6 +51,9 @@ func main() {
 	}
 	srv := &http.Server{Handler: (&sandbox.Server{M: m, Token: *token}).Handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(os.Stderr, "rlhost-sandbox: serving on http://%s (isolation %s, root %s)\n", ln.Addr(), m.Isolation(), m.Root())
+	if m.WeakIsolation() {
+		fmt.Fprintf(os.Stderr, "rlhost-sandbox: warning: isolation %s has no file system view: commands see this machine's files (install bubblewrap or run as root; docs/security.md)\n", m.Isolation())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
