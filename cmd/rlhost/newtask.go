@@ -39,13 +39,19 @@ func newCommand() *cli.Command {
 			ArgsUsage: "NAME",
 			Description: "Writes DIR (default ./rlhost-task-NAME): the plugin's code, a test, a tiny dataset (data/*.jsonl),\n" +
 				"train.yaml for a one-step run and a README with the commands. The SDK is taken from an rlhost\n" +
-				"source tree: --sdk, else $RLHOST_SDK, else the sdk folder beside this rlhost binary's bin/.",
+				"source tree: --sdk, else $RLHOST_SDK, else the sdk folder of the tree this rlhost binary is in\n" +
+				"(BIN/../sdk), else of the current folder or one above it.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "lang", Value: "go", Usage: "go or python"},
 				&cli.StringFlag{Name: "dir", Usage: "where to write the project (default ./rlhost-task-NAME); it must not exist or be empty"},
 				&cli.StringFlag{Name: "sdk", Usage: "the sdk folder of an rlhost source tree", EnvVars: []string{"RLHOST_SDK"}},
 			},
 			Action: func(c *cli.Context) error {
+				for _, a := range c.Args().Slice() {
+					if a == "-h" || a == "--help" || a == "-help" {
+						return cli.ShowCommandHelp(c.Lineage()[1], c.Command.Name)
+					}
+				}
 				opts := map[string]string{"lang": c.String("lang"), "dir": c.String("dir"), "sdk": c.String("sdk")}
 				name, err := newTaskArgs(c.Args().Slice(), opts)
 				if err != nil {

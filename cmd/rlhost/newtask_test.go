@@ -171,3 +171,33 @@ func TestNewTaskEndToEnd(t *testing.T) {
 		})
 	}
 }
+
+func TestNewTaskArgs(t *testing.T) {
+	cases := []struct {
+		args     []string
+		name     string
+		lang, dd string
+		err      string
+	}{
+		{[]string{"mine"}, "mine", "go", "", ""},
+		{[]string{"mine", "--lang", "python", "--dir", "/tmp/x"}, "mine", "python", "/tmp/x", ""},
+		{[]string{"--lang=python", "mine", "-dir=d"}, "mine", "python", "d", ""},
+		{[]string{"mine", "--lang"}, "", "", "", "flag --lang needs a value"},
+		{[]string{"mine", "--colour", "red"}, "", "", "", "unknown flag --colour"},
+		{[]string{"a", "b"}, "", "", "", `give one NAME, got "a" and "b"`},
+		{nil, "", "", "", "give a NAME"},
+	}
+	for _, c := range cases {
+		opts := map[string]string{"lang": "go", "dir": "", "sdk": ""}
+		name, err := newTaskArgs(c.args, opts)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: %v; want an error mentioning %q", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil || name != c.name || opts["lang"] != c.lang || opts["dir"] != c.dd {
+			t.Errorf("%q: name %q opts %v err %v; want %q lang %q dir %q", c.args, name, opts, err, c.name, c.lang, c.dd)
+		}
+	}
+}
