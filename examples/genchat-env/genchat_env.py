@@ -49,8 +49,18 @@ _OPS = {
 }
 
 
+MAX_BITS = 4096  # the largest integer a calculation may reach (about 1233 digits)
+
+
 def calculate(expression):
-    """Evaluates arithmetic only (no names, calls or attributes); errors become tool text."""
+    """Evaluates arithmetic only (no names, calls or attributes); errors become tool text.
+    Numbers are bounded (MAX_BITS): a nested power such as (((10**64)**64)**64)**64 would
+    otherwise hold the process (and its GIL, so every episode) for minutes."""
+
+    def bounded(value):
+        if isinstance(value, int) and value.bit_length() > MAX_BITS:
+            raise ValueError("number too large")
+        return value
 
     def ev(node):
         if isinstance(node, ast.Expression):
@@ -59,11 +69,14 @@ def calculate(expression):
             return node.value
         if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
             left, right = ev(node.left), ev(node.right)
-            if isinstance(node.op, ast.Pow) and abs(right) > 64:
-                raise ValueError("exponent too large")
-            return _OPS[type(node.op)](left, right)
+            if isinstance(node.op, ast.Pow):
+                if abs(right) > 64:
+                    raise ValueError("exponent too large")
+                if isinstance(left, int) and left.bit_length() * abs(right) > MAX_BITS:
+                    raise ValueError("number too large")
+            return bounded(_OPS[type(node.op)](left, right))
         if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.operand))
+            return bounded(_OPS[type(node.op)](ev(node.operand)))
         raise ValueError("unsupported expression")
 
     try:
