@@ -100,6 +100,8 @@ func preprocess(ctx context.Context, taskName, input, outDir string, progressOut
 		}
 		bar := progress.New(progressOut, "preprocess "+in.Split, int64(len(records)), "rows")
 		rows := make([]*data.Row, len(records))
+		sftRows := make([]map[string]any, len(records))
+		tools := toolsJSON(info)
 		var skipped []string
 		err = tk.PreprocessStream(ctx, func(yield func(task.Record) error) error {
 			for i, r := range records {
@@ -115,6 +117,7 @@ func preprocess(ctx context.Context, taskName, input, outDir string, progressOut
 			if reason != "" {
 				skipped = append(skipped, fmt.Sprintf("line %d: %s", index+1, reason))
 			} else {
+				sftRows[index] = takeSFTRow(&row, tools)
 				r := dataRow(row)
 				rows[index] = &r
 			}
@@ -137,6 +140,9 @@ func preprocess(ctx context.Context, taskName, input, outDir string, progressOut
 		}
 		fmt.Fprintf(progressOut, "%s: %d rows -> %s (%d skipped) in %s\n", in.Split, len(out), dst, len(skipped),
 			time.Since(start).Round(time.Millisecond))
+		if err := writeSFTSplit(outDir, in.Split, sftRows, progressOut); err != nil {
+			return err
+		}
 		for i, s := range skipped {
 			if i == 5 {
 				fmt.Fprintf(progressOut, "  ... and %d more skipped\n", len(skipped)-5)

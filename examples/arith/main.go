@@ -33,7 +33,20 @@ func (Arith) Preprocess(_ context.Context, r task.Record) (task.Row, error) {
 	return task.Row{DataSource: "arith", Ability: "math", AgentName: task.ToolAgent,
 		Prompt:      []task.Message{{Role: "user", Content: q}},
 		RewardModel: task.RewardModel{Style: "rule", GroundTruth: fmt.Sprint(ans)},
-		ExtraInfo:   map[string]any{"split": r.Split, "index": r.Index}}, nil
+		ExtraInfo:   map[string]any{"split": r.Split, "index": r.Index, "sft_messages": coldStart(x, y, op.(string), ans)}}, nil
+}
+
+// coldStart is the trajectory a record gives for supervised fine-tuning (the messages after
+// the prompt; rlhost preprocess writes them to SPLIT_sft.parquet): a calculator call, its
+// result, and the answer.
+func coldStart(a, b int64, op string, ans int64) []any {
+	args := fmt.Sprintf(`{"a": %d, "op": %q, "b": %d}`, a, op, b)
+	return []any{
+		map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{
+			"type": "function", "function": map[string]any{"name": "calculator", "arguments": args}}}},
+		map[string]any{"role": "tool", "content": fmt.Sprint(ans)},
+		map[string]any{"role": "assistant", "content": fmt.Sprint(ans)},
+	}
 }
 
 var lastInt = regexp.MustCompile(`-?\d+`)

@@ -58,7 +58,20 @@ func ReadParquetBytes(b []byte, name string, fn func(i int, r Row) error) error 
 	return readFrom(bytes.NewReader(b), int64(len(b)), name, fn)
 }
 
-func readFrom(r parquet.ReaderAtSeeker, size int64, name string, fn func(i int, r Row) error) (err error) {
+func readFrom(r parquet.ReaderAtSeeker, size int64, name string, fn func(i int, r Row) error) error {
+	return readWith(r, size, name, func(sc *arrow.Schema) (func(arrow.Record, int) (Row, *Error), error) {
+		cols, err := planColumns(sc, name)
+		if err != nil {
+			return nil, err
+		}
+		return cols.row, nil
+	}, fn)
+}
+
+// readWith reads a parquet file record by record: plan turns the file's schema into the
+// function that converts one row of a record, and fn is called with every converted row.
+func readWith[R any](r parquet.ReaderAtSeeker, size int64, name string,
+	plan func(*arrow.Schema) (func(arrow.Record, int) (R, *Error), error), fn func(i int, r R) error) (err error) {
 	if size == 0 {
 		return &Error{File: name, Row: -1, Msg: "empty file (0 bytes)", Err: ErrNotParquet}
 	}
@@ -103,7 +116,7 @@ func readFrom(r parquet.ReaderAtSeeker, size int64, name string, fn func(i int, 
 	if err != nil {
 		return &Error{File: name, Row: -1, Msg: "reading the arrow schema", Err: err}
 	}
-	cols, err := planColumns(sc, name)
+	rowOf, err := plan(sc)
 	if err != nil {
 		return err
 	}
@@ -117,7 +130,7 @@ func readFrom(r parquet.ReaderAtSeeker, size int64, name string, fn func(i int, 
 		rec := rr.Record()
 		n := int(rec.NumRows())
 		for i := 0; i < n; i++ {
-			row, err := cols.row(rec, i)
+			row, err := rowOf(rec, i)
 			if err != nil {
 				err.File, err.Row = name, base+i
 				return err

@@ -77,7 +77,11 @@ func Plot(steps []Step, out string) error {
 	if len(steps) == 0 {
 		return errors.New("metrics: plot: no steps to plot")
 	}
-	img := render(steps)
+	return writePNG(render(steps), out)
+}
+
+// writePNG writes img to out through a temporary file.
+func writePNG(img image.Image, out string) error {
 	if dir := filepath.Dir(out); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("metrics: plot: %w", err)
@@ -258,10 +262,6 @@ func newFaces() faces {
 
 func render(steps []Step) *image.RGBA {
 	ps := panels(steps)
-	w, h := panelW*len(ps), panelH+titleH
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	draw.Draw(img, img.Bounds(), image.NewUniform(white), image.Point{}, draw.Src)
-	fc := newFaces()
 	first, last := steps[0].Step, steps[0].Step
 	for _, s := range steps {
 		first, last = min(first, s.Step), max(last, s.Step)
@@ -270,6 +270,15 @@ func render(steps []Step) *image.RGBA {
 	if first == last {
 		heading = fmt.Sprintf("Training curves — step %d", first)
 	}
+	return renderPanels(ps, heading)
+}
+
+// renderPanels draws the panels side by side under the heading.
+func renderPanels(ps []panel, heading string) *image.RGBA {
+	w, h := panelW*len(ps), panelH+titleH
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	draw.Draw(img, img.Bounds(), image.NewUniform(white), image.Point{}, draw.Src)
+	fc := newFaces()
 	drawText(img, fc.heading, ink, (w-textWidth(fc.heading, heading))/2, 30, heading)
 	// One step axis for all panels, so that they line up.
 	xmin, xmax := math.Inf(1), math.Inf(-1)

@@ -200,6 +200,18 @@ func encodePrompt(tk *tokenizer.Tokenizer, msgs []task.Message, tools []task.Too
 	return tk.Encode(text, false), nil
 }
 
+// EncodeObservation renders observation messages (tool results, user turns) on their own and
+// encodes them, as the tool agent appends them to a trajectory (with mask 0): the chat
+// template over the messages alone with the generation prompt, the template's default prefix
+// cut off (tokenizer.RenderObservation).
+func EncodeObservation(tk *tokenizer.Tokenizer, msgs []task.Message) ([]int, error) {
+	text, err := tk.RenderObservation(toTokMessages(msgs))
+	if err != nil {
+		return nil, fmt.Errorf("%w: observation template: %v", ErrConfig, err)
+	}
+	return tk.Encode(text, false), nil
+}
+
 // SingleTurnAgentLoop generates one response to the prompt.
 type SingleTurnAgentLoop struct {
 	d   Deps
@@ -415,11 +427,10 @@ func (l *ToolAgentLoop) appendObservation(out *Output, msgs []task.Message) (boo
 	if len(msgs) == 0 {
 		return false, nil
 	}
-	text, err := l.d.Tokenizer.RenderObservation(toTokMessages(msgs))
+	ids, err := EncodeObservation(l.d.Tokenizer, msgs)
 	if err != nil {
-		return false, fmt.Errorf("%w: observation template: %v", ErrConfig, err)
+		return false, err
 	}
-	ids := l.d.Tokenizer.Encode(text, false)
 	out.Messages = append(out.Messages, msgs...)
 	if len(out.ResponseMask)+len(ids) >= l.cfg.ResponseLength {
 		return true, nil

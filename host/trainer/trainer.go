@@ -603,6 +603,21 @@ func (t *Trainer) validate(ctx context.Context, step int) (map[string]float64, e
 	for ds := range sum {
 		vals[metrics.ValRewardKey(ds)] = sum[ds] / cnt[ds]
 	}
+	if len(outs) > 0 {
+		// How the policy uses its tools under validation: calls per trajectory, and the
+		// fraction of trajectories with at least one call.
+		withCall := 0
+		for _, o := range outs {
+			if o.ToolCalls > 0 {
+				withCall++
+			}
+		}
+		rm := rollout.Metrics(outs)
+		vals["val-aux/tool_calls/mean"] = rm["tool_calls/mean"]
+		vals["val-aux/tool_call_fraction"] = float64(withCall) / float64(len(outs))
+		vals["val-aux/num_turns/mean"] = rm["num_turns/mean"]
+		vals["val-aux/response_length/mean"] = rm["response_length/mean"]
+	}
 	vals["val/dropped"] = float64(res.Dropped)
 	vals["timing_s/testing"] = time.Since(start).Seconds()
 	if k := t.cfg.Trainer.LogValGenerations; k > 0 {

@@ -29,9 +29,13 @@ type ToolSpec struct {
 }
 
 // OpenAI returns the spec in the form chat templates and OpenAI clients take:
-// {"type": "function", "function": {...}}.
+// {"type": "function", "function": {...}}, keys in that order (the order Python's dict
+// literal gives, which templates print with tojson).
 func (s ToolSpec) OpenAI() json.RawMessage {
-	b, _ := json.Marshal(map[string]any{"type": "function", "function": s})
+	b, _ := json.Marshal(struct {
+		Type     string   `json:"type"`
+		Function ToolSpec `json:"function"`
+	}{"function", s})
 	return b
 }
 

@@ -164,6 +164,7 @@ func (t *Task) Preprocess(_ context.Context, r task.Record) (task.Row, error) {
 				gsm8k.ToolName: map[string]any{"create_kwargs": map[string]any{"ground_truth": solution}},
 			},
 			"interaction_kwargs": map[string]any{"query": prompt, "ground_truth": solution},
+			gsm8k.SFTMessagesKey: gsm8k.ColdStart(answer, solution),
 		},
 		AgentName: gsm8k.AgentName,
 	}, nil

@@ -47,6 +47,14 @@ func TestPreprocessMatchesVerlSchema(t *testing.T) {
 			"tools_kwargs":      map[string]any{"calc_gsm8k_reward": map[string]any{"create_kwargs": map[string]any{"ground_truth": "72"}}},
 			"interaction_kwargs": map[string]any{
 				"query": q + " Let's think step by step and output the final answer after `####`.", "ground_truth": "72"},
+			// the cold-start trajectory (docs/sft.md): the reasoning and a tool call, the
+			// tool's reply, the final answer
+			"sft_messages": []any{
+				map[string]any{"role": "assistant", "content": "Natalia sold 48/2 = 24 clips in May.\nNatalia sold 48+24 = 72 clips altogether in April and May.",
+					"tool_calls": []any{map[string]any{"type": "function", "function": map[string]any{"name": "calc_gsm8k_reward", "arguments": `{"answer":"72"}`}}}},
+				map[string]any{"role": "tool", "content": "Current parsed answer='72' reward=1.0"},
+				map[string]any{"role": "assistant", "content": "#### 72"},
+			},
 		},
 		AgentName: "tool_agent",
 	}

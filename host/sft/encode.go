@@ -1,0 +1,325 @@
+package sft
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/rlhost/rlhost/gpu/tokenizer"
+	"github.com/rlhost/rlhost/host/rollout"
+	"github.com/rlhost/rlhost/sdk/task"
+)
+
+// Why a row is skipped. Each skipped row is counted under its reason and reported with its
+// file and row.
+const (
+	ReasonBadRow           = "bad_row"           // a column is missing or malformed
+	ReasonNoAssistant      = "no_assistant_turn" // nothing to learn: no assistant message
+	ReasonUnknownTool      = "unknown_tool"      // a tool call names a tool the row does not declare
+	ReasonTemplateNoTools  = "template_cannot_render_tool_calls"
+	ReasonTemplateError    = "template_error"      // the chat template failed on the row
+	ReasonTemplateNoPrefix = "template_not_prefix" // the template renders the history differently once a turn is added
+	ReasonTooLong          = "too_long"            // longer than data.max_length tokens
+)
+
+// Conversation is one SFT row: chat messages in OpenAI's shape and the tools the row
+// declares.
+type Conversation struct {
+	Messages []task.Message
+	Tools    []task.ToolSpec
+}
+
+// Example is one tokenised training sequence: IDs are the prompt and response tokens as the
+// tool agent lays them out, Mask[t] is true where token t is a model (assistant) token, the
+// tokens the loss is on.
+type Example struct {
+	IDs  []int32
+	Mask []bool
+	File string
+	Row  int
+}
+
+// LossTokens is the number of tokens the loss is on.
+func (e *Example) LossTokens() int {
+	n := 0
+	for t := 1; t < len(e.Mask); t++ {
+		if e.Mask[t] {
+			n++
+		}
+	}
+	return n
+}
+
+// SkipError is why one row cannot be trained on.
+type SkipError struct {
+	Reason string
+	Detail string
+}
+
+func (e *SkipError) Error() string { return e.Reason + ": " + e.Detail }
+
+func skip(reason, format string, args ...any) *SkipError {
+	return &SkipError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Encoder tokenises conversations exactly as the tool agent loop lays out a trajectory
+// (host/rollout): the messages before the first assistant turn are the prompt
+// (rollout.EncodePrompt: the chat template with the tools and the generation prompt); each
+// assistant turn is the tokens a model generates for it (the text the template renders for
+// the turn, up to and including the eos token, where generation stops); the messages
+// between two assistant turns are one observation (rollout.EncodeObservation: templated
+// alone). So SFT and RL train on the same token sequences.
+type Encoder struct {
+	Tok *tokenizer.Tokenizer
+	// MaxLength is the longest sequence accepted (0: no limit).
+	MaxLength int
+	// ToolCallsAsText writes tool calls into the content as Hermes text when the template
+	// does not render tool_calls.
+	ToolCallsAsText bool
+}
+
+// Encode tokenises one conversation.
+func (e *Encoder) Encode(c Conversation) (*Example, *SkipError) {
+	msgs := c.Messages
+	first := -1
+	for i, m := range msgs {
+		switch m.Role {
+		case "system", "user", "assistant", "tool":
+		default:
+			return nil, skip(ReasonBadRow, "message %d has role %q (want system, user, assistant or tool)", i, m.Role)
+		}
+		if m.Role == "assistant" && first < 0 {
+			first = i
+		}
+	}
+	if first < 0 {
+		return nil, skip(ReasonNoAssistant, "no assistant message among %d", len(msgs))
+	}
+	known := map[string]bool{}
+	for _, t := range c.Tools {
+		known[t.Name] = true
+	}
+	for i, m := range msgs {
+		if m.Role != "assistant" {
+			continue
+		}
+		names := make([]string, 0, len(m.ToolCalls))
+		for _, tc := range m.ToolCalls {
+			names = append(names, tc.Name)
+		}
+		text, _ := tokenizer.ParseHermesToolCalls(m.Content)
+		for _, tc := range text {
+			names = append(names, tc.Name)
+		}
+		for _, n := range names {
+			if !known[n] {
+				return nil, skip(ReasonUnknownTool, "message %d calls %q; the row declares %s", i, n, toolList(c.Tools))
+			}
+		}
+	}
+	tools := c.Tools
+	toolJSON := toolSchemas(tools)
+	prompt := task.Prompt{Messages: msgs[:first], Tools: tools}
+	ids, err := rollout.EncodePrompt(e.Tok, rollout.ToolAgent, prompt)
+	if err != nil {
+		return nil, skip(ReasonTemplateError, "prompt: %v", err)
+	}
+	ex := &Example{}
+	add := func(toks []int, model bool) {
+		for _, t := range toks {
+			ex.IDs = append(ex.IDs, int32(t))
+			ex.Mask = append(ex.Mask, model)
+		}
+	}
+	add(ids, false)
+	// hist holds the messages as rendered (assistant turns with their tool calls as text
+	// when the template needs that).
+	hist := append([]task.Message(nil), msgs[:first]...)
+	eos := e.Tok.EOS()
+	for i := first; i < len(msgs); {
+		if msgs[i].Role != "assistant" {
+			j := i
+			for j < len(msgs) && msgs[j].Role != "assistant" {
+				j++
+			}
+			if j == len(msgs) { // trailing observations: nothing after them to learn
+				break
+			}
+			obs, err := rollout.EncodeObservation(e.Tok, msgs[i:j])
+			if err != nil {
+				return nil, skip(ReasonTemplateError, "messages %d-%d: %v", i, j-1, err)
+			}
+			add(obs, false)
+			hist = append(hist, msgs[i:j]...)
+			i = j
+			continue
+		}
+		m := msgs[i]
+		if len(m.ToolCalls) > 0 {
+			renders, err := e.rendersToolCalls(hist, m, toolJSON)
+			if err != nil {
+				return nil, skip(ReasonTemplateError, "message %d: %v", i, err)
+			}
+			if !renders {
+				if !e.ToolCallsAsText {
+					return nil, skip(ReasonTemplateNoTools, "message %d has tool_calls and the chat template of %s does not render them (set data.multiturn.tool_calls_as_text=true to write them as Hermes text)", i, e.Tok.Name())
+				}
+				m = toolCallsAsText(m)
+			}
+		}
+		before, err := e.Tok.ApplyChatTemplate(tokMessages(hist), toolJSON, true)
+		if err != nil {
+			return nil, skip(ReasonTemplateError, "message %d: %v", i, err)
+		}
+		after, err := e.Tok.ApplyChatTemplate(tokMessages(append(hist, m)), toolJSON, false)
+		if err != nil {
+			return nil, skip(ReasonTemplateError, "message %d: %v", i, err)
+		}
+		if !strings.HasPrefix(after, before) {
+			return nil, skip(ReasonTemplateNoPrefix, "message %d: the template renders the conversation before this turn differently once the turn is added", i)
+		}
+		toks := e.Tok.Encode(after[len(before):], false)
+		cut := -1
+		for k, t := range toks {
+			if t == eos {
+				cut = k
+				break
+			}
+		}
+		if cut < 0 {
+			toks = append(toks, eos) // a template that ends turns without the eos token
+		} else {
+			if rest := e.Tok.Decode(toks[cut+1:], false); strings.TrimSpace(rest) != "" {
+				return nil, skip(ReasonTemplateError, "message %d: text after the end of the turn: %q", i, clip(rest, 60))
+			}
+			toks = toks[:cut+1]
+		}
+		add(toks, true)
+		hist = append(hist, m)
+		i++
+	}
+	if e.MaxLength > 0 && len(ex.IDs) > e.MaxLength {
+		return nil, skip(ReasonTooLong, "%d tokens, data.max_length is %d", len(ex.IDs), e.MaxLength)
+	}
+	return ex, nil
+}
+
+// rendersToolCalls tells whether the template renders an assistant turn's tool calls: the
+// turn rendered with and without them must differ.
+func (e *Encoder) rendersToolCalls(hist []task.Message, m task.Message, tools []json.RawMessage) (bool, error) {
+	with, err := e.Tok.ApplyChatTemplate(tokMessages(append(append([]task.Message(nil), hist...), m)), tools, false)
+	if err != nil {
+		return false, err
+	}
+	bare := m
+	bare.ToolCalls = nil
+	without, err := e.Tok.ApplyChatTemplate(tokMessages(append(append([]task.Message(nil), hist...), bare)), tools, false)
+	if err != nil {
+		return false, err
+	}
+	if with == without {
+		return false, nil
+	}
+	for _, c := range m.ToolCalls {
+		if !strings.Contains(with, c.Name) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// HermesCall is the text of one tool call in the Hermes format the rollout's parser reads:
+// <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, with the JSON spaced as
+// Python's json.dumps writes it (what Qwen2.5's template renders).
+func HermesCall(name string, args json.RawMessage) string {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	n, _ := json.Marshal(name)
+	return "<tool_call>\n{\"name\": " + string(n) + ", \"arguments\": " + pySpaced(args) + "}\n</tool_call>"
+}
+
+// toolCallsAsText moves an assistant message's tool calls into its content as Hermes text.
+func toolCallsAsText(m task.Message) task.Message {
+	var b strings.Builder
+	b.WriteString(m.Content)
+	for _, c := range m.ToolCalls {
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(HermesCall(c.Name, c.Arguments))
+	}
+	m.Content = b.String()
+	m.ToolCalls = nil
+	return m
+}
+
+// pySpaced re-writes compact JSON with Python's separators (", " and ": "), keeping the
+// order of object keys.
+func pySpaced(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	src := b.Bytes()
+	var out strings.Builder
+	inStr, esc := false, false
+	for _, ch := range src {
+		out.WriteByte(ch)
+		switch {
+		case inStr && esc:
+			esc = false
+		case inStr && ch == '\\':
+			esc = true
+		case ch == '"':
+			inStr = !inStr
+		case !inStr && (ch == ',' || ch == ':'):
+			out.WriteByte(' ')
+		}
+	}
+	return out.String()
+}
+
+func tokMessages(ms []task.Message) []tokenizer.Message {
+	out := make([]tokenizer.Message, len(ms))
+	for i, m := range ms {
+		out[i] = tokenizer.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID}
+		for _, c := range m.ToolCalls {
+			out[i].ToolCalls = append(out[i].ToolCalls, tokenizer.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		}
+	}
+	return out
+}
+
+// toolSchemas are the tools as the rollout passes them to the template (nil for none).
+func toolSchemas(ts []task.ToolSpec) []json.RawMessage {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]json.RawMessage, len(ts))
+	for i, t := range ts {
+		out[i] = t.OpenAI()
+	}
+	return out
+}
+
+func toolList(ts []task.ToolSpec) string {
+	if len(ts) == 0 {
+		return "no tools"
+	}
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	sort.Strings(names)
+	return "tools " + strings.Join(names, ", ")
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

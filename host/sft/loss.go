@@ -1,0 +1,151 @@
+package sft
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/rlhost/rlhost/gpu/model"
+)
+
+// Shape letters: Bm sequences of a micro-batch, T their padded length (a multiple of 64), N =
+// Bm*T model rows. Row n = b*T+t predicts token t+1 of sequence b.
+
+// bucket rounds a sequence length up, so that a few activation shapes serve every batch.
+func bucket(n int) int {
+	const q = 64
+	return (n + q - 1) / q * q
+}
+
+// pack lays out examples as a right-padded model batch: the target of row (b, t) is token
+// t+1 where that token is a model token, -1 elsewhere (prompt, observations, padding), so
+// only the assistant tokens are scored.
+func pack(exs []*Example, maxPos int) model.Batch {
+	T := 1
+	for _, e := range exs {
+		T = max(T, len(e.IDs))
+	}
+	T = min(bucket(T), max(maxPos, T))
+	b := model.Batch{B: len(exs), T: T, Tokens: make([]int32, len(exs)*T), Targets: make([]int32, len(exs)*T), ScoredOnly: true}
+	for i := range b.Targets {
+		b.Targets[i] = -1
+	}
+	for i, e := range exs {
+		copy(b.Tokens[i*T:], e.IDs)
+		for t := 1; t < len(e.IDs); t++ {
+			if e.Mask[t] {
+				b.Targets[i*T+t-1] = e.IDs[t]
+			}
+		}
+	}
+	return b
+}
+
+// lossTokens counts the scored tokens of examples.
+func lossTokens(exs []*Example) int {
+	n := 0
+	for _, e := range exs {
+		n += e.LossTokens()
+	}
+	return n
+}
+
+// StepResult is what one SFT step computed.
+type StepResult struct {
+	Loss       float64 // token-mean negative log-likelihood over the step's assistant tokens
+	Tokens     int     // assistant tokens (the loss is their mean)
+	AllTokens  int     // every token of the step's sequences
+	TokenLoss  [][]float32
+	Sequences  int
+	MicroSteps int
+}
+
+// accumulate runs the forward and backward of one batch of examples in micro-batches of
+// micro sequences, accumulating into the model's gradients the gradient of the token-mean
+// cross-entropy over all the batch's assistant tokens (normalised by the batch's token count,
+// not per micro-batch, so the gradient does not depend on the micro-batch size). With
+// keepTokenLoss the per-token losses (-log p of each target, 0 elsewhere, [len(IDs)] per
+// example, at the position of the token predicted) are returned too.
+func accumulate(m *model.Model, acts *actsCache, exs []*Example, micro int, backward, keepTokenLoss bool) (StepResult, error) {
+	res := StepResult{Tokens: lossTokens(exs), Sequences: len(exs)}
+	if res.Tokens == 0 {
+		return res, fmt.Errorf("sft: the batch has no assistant tokens")
+	}
+	scale := float32(1 / float64(res.Tokens))
+	var sum float64
+	for lo := 0; lo < len(exs); lo += micro {
+		hi := min(lo+micro, len(exs))
+		mb := pack(exs[lo:hi], m.Config.MaxPos)
+		a := acts.get(mb.B, mb.T)
+		if err := m.Forward(a, mb); err != nil {
+			return res, fmt.Errorf("sft: forward: %w", err)
+		}
+		res.MicroSteps++
+		dlogp := make([]float32, mb.B*mb.T)
+		for n, tg := range mb.Targets {
+			if tg >= 0 {
+				sum -= float64(a.Logp[n])
+				dlogp[n] = -scale
+			}
+		}
+		for i, e := range exs[lo:hi] {
+			res.AllTokens += len(e.IDs)
+			if keepTokenLoss {
+				tl := make([]float32, len(e.IDs))
+				for t := 1; t < len(e.IDs); t++ {
+					if e.Mask[t] {
+						tl[t] = -a.Logp[i*mb.T+t-1]
+					}
+				}
+				res.TokenLoss = append(res.TokenLoss, tl)
+			}
+		}
+		if backward {
+			if err := m.Backward(a, dlogp, make([]float32, mb.B*mb.T)); err != nil {
+				return res, fmt.Errorf("sft: backward: %w", err)
+			}
+		}
+	}
+	res.Loss = sum / float64(res.Tokens)
+	if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
+		return res, fmt.Errorf("sft: the loss is %v", res.Loss)
+	}
+	return res, nil
+}
+
+// actsCache keeps activation buffers per shape.
+type actsCache struct {
+	m     *model.Model
+	byKey map[[2]int]*model.Acts
+}
+
+func (c *actsCache) get(B, T int) *model.Acts {
+	if c.byKey == nil {
+		c.byKey = map[[2]int]*model.Acts{}
+	}
+	k := [2]int{B, T}
+	if a, ok := c.byKey[k]; ok {
+		return a
+	}
+	if len(c.byKey) >= 3 { // bound memory: drop the others
+		c.byKey = map[[2]int]*model.Acts{}
+	}
+	a := c.m.NewActs(B, T)
+	c.byKey[k] = a
+	return a
+}
+
+// learningRate is the learning rate of optimiser step (1-based) of total: linear warm-up
+// over int(warmup_steps_ratio*total) steps, then constant or cosine decay to
+// min_lr_ratio*lr — the schedule rlhost train uses for the actor.
+func learningRate(o OptimConfig, step, total int) float64 {
+	warm := int(o.WarmupStepsRatio * float64(total))
+	if warm > 0 && step <= warm {
+		return o.LR * float64(step) / float64(warm)
+	}
+	if o.LRScheduler == "cosine" && total > warm {
+		p := float64(step-warm) / float64(total-warm)
+		lo := o.LR * o.MinLRRatio
+		return lo + (o.LR-lo)*0.5*(1+math.Cos(math.Pi*p))
+	}
+	return o.LR
+}
