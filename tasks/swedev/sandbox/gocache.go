@@ -16,7 +16,7 @@ import (
 // The Go build cache. One shared cache (Config.GoCache) is written only by the Manager (at New,
 // building Config.GoCacheWarm, the standard library by default) and never by an instance.
 // As root, each instance gets the shared cache as the lower layer of an overlay mount of
-// its own (goCacheLayer): it reads the shared entries, and what its go commands add lands in
+// its own (goCacheLayer; the upper layer on a tmpfs of its own): it reads the shared entries, and what its go commands add lands in
 // its upper layer, gone with the instance, so no instance can change what another one builds
 // with. Not as root (no overlay, no uid of their own) the instances start from an empty
 // cache of their own.
@@ -124,7 +124,7 @@ func (m *Manager) goCache(in *instance) string {
 }
 
 // goCacheLayer makes an instance's cache. As root: an overlay mount at goCache(in) whose lower
-// layer is the shared cache and whose upper layer (in.dir/gocache-upper) holds a folder owned
+// layer is the shared cache and whose upper layer (on a tmpfs at in.dir/gocache-rw) holds a folder owned
 // by the instance for each of the shared cache's folders (so that it may add entries) and its
 // own copy of the files the go command rewrites (trim.txt). The mount point inside the
 // temporary directory is made too (bwrap and ns bind the cache there).
@@ -139,8 +139,20 @@ func (m *Manager) goCacheLayer(in *instance) error {
 	if !m.asRoot {
 		return nil
 	}
-	dst, up, wk := m.goCache(in), filepath.Join(in.dir, "gocache-upper"), filepath.Join(in.dir, "gocache-work")
-	for _, d := range []string{dst, up, wk} {
+	// The upper layer lives on a tmpfs of its own (at most goCacheUpperSize of memory): making
+	// its folders and dropping it cost no disk work (on ext4 under load, 256 folders took
+	// 40-120 ms to make and 300-500 ms to remove).
+	dst, rw := m.goCache(in), filepath.Join(in.dir, "gocache-rw")
+	for _, d := range []string{dst, rw} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fmt.Errorf("sandbox: go cache: %v", err)
+		}
+	}
+	if err := syscall.Mount("rlhost-gocache", rw, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("size=%d,mode=0755", goCacheUpperSize)); err != nil {
+		return fmt.Errorf("sandbox: go cache: mounting a tmpfs at %s: %v", rw, err)
+	}
+	up, wk := filepath.Join(rw, "upper"), filepath.Join(rw, "work")
+	for _, d := range []string{up, wk} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return fmt.Errorf("sandbox: go cache: %v", err)
 		}
@@ -174,9 +186,14 @@ func (m *Manager) goCacheLayer(in *instance) error {
 	return nil
 }
 
-// dropGoCache unmounts an instance's cache overlay (as root; nothing otherwise).
+// goCacheUpperSize bounds the memory of an instance's Go cache layer.
+const goCacheUpperSize = 256 << 20
+
+// dropGoCache unmounts an instance's cache overlay and the tmpfs of its upper layer (as root;
+// nothing otherwise).
 func dropGoCache(dir string) {
 	_ = syscall.Unmount(filepath.Join(dir, "gocache"), syscall.MNT_DETACH)
+	_ = syscall.Unmount(filepath.Join(dir, "gocache-rw"), syscall.MNT_DETACH)
 }
 
 func copyFile(src, dst string) error {
