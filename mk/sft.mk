@@ -5,7 +5,7 @@
 TEST_TARGETS += test-sft
 
 DEMO_TOOLS_DIR  := runs/demo-tools
-DEMO_TOOLS_CKPT := $(DEMO_TOOLS_DIR)/sft/checkpoints/global_step_30
+DEMO_TOOLS_CKPT := $(DEMO_TOOLS_DIR)/sft/checkpoints/global_step_16
 
 test-sft: tokenizers-lib ## host/sft: the SFT step vs transformers (golden), data, config, a full run on a tiny model
 	$(GO) test -count=1 ./host/sft/
