@@ -10,6 +10,9 @@ export CGO_ENABLED := 1
 CACHE   ?= $(HOME)/.cache/rlhost
 BIN     := $(CURDIR)/bin
 PLUGINS := $(BIN)/plugins
+# Release builds: no local paths, no symbol table or DWARF (`make build GO_BUILD_FLAGS=` keeps them).
+GO_BUILD_FLAGS ?= -trimpath -ldflags '-s -w'
+GO_BUILD := $(GO) build $(GO_BUILD_FLAGS)
 
 # Filled in by mk/*.mk
 SETUP_TARGETS :=

@@ -26,8 +26,8 @@ dr-data: setup-dr ## build the dr corpus and QA set from WordNet into $(DR_DATA)
 build: dr-build
 dr-build: ## build bin/plugins/rlhost-task-dr and bin/rlhost-retriever
 	@mkdir -p $(PLUGINS)
-	$(GO) build -o $(PLUGINS)/rlhost-task-dr ./tasks/dr/cmd/rlhost-task-dr
-	$(GO) build -o $(BIN)/rlhost-retriever ./cmd/retriever
+	$(GO_BUILD) -o $(PLUGINS)/rlhost-task-dr ./tasks/dr/cmd/rlhost-task-dr
+	$(GO_BUILD) -o $(BIN)/rlhost-retriever ./cmd/retriever
 
 test-dr: setup-dr ## dr tests (WordNet parser fuzz seeds, retriever over real HTTP, plugin, conformance)
 	$(GO) vet $(DR_PKGS)

@@ -23,7 +23,7 @@ setup-genchat: ## virtualenv $(CACHE)/genchat-venv with the example environment'
 
 genchat-plugin: ## build bin/plugins/rlhost-task-genchat
 	@mkdir -p $(PLUGINS)
-	$(GO) build -o $(PLUGINS)/rlhost-task-genchat ./tasks/genchat/cmd/rlhost-task-genchat
+	$(GO_BUILD) -o $(PLUGINS)/rlhost-task-genchat ./tasks/genchat/cmd/rlhost-task-genchat
 
 test-genchat: setup-blas tokenizers-lib model setup-genchat ## chat server, external loop, gen_chat plugin, end to end with the Python environment and the default model
 	$(GO) vet $(GENCHAT_PKGS) ./host/rollout/

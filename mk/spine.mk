@@ -5,7 +5,7 @@ SPINE_PKGS  := ./host/plugin/... ./host/progress/... ./host/rollout/... ./host/t
 # Built-in plugins: binary name -> package (in the host module).
 PLUGIN_BINS := $(PLUGINS)/rlhost-task-gsm8k $(PLUGINS)/rlhost-task-arith $(PLUGINS)/rlhost-task-genchat
 
-.PHONY: build plugins proto proto-check proto-tools test-spine test-conformance bench-spine demo bench-docs
+.PHONY: build plugins proto proto-check proto-tools test-spine test-conformance bench-spine demo demo-build bench-docs
 
 TEST_TARGETS  += proto-check test-spine test-conformance
 BENCH_TARGETS += bench-spine
@@ -13,13 +13,14 @@ BENCH_TARGETS += bench-spine
 build: $(BIN)/rlhost plugins ## build bin/rlhost and the built-in plugins into bin/plugins
 
 $(BIN)/rlhost: FORCE
-	$(GO) build -o $@ ./cmd/rlhost
+	$(GO_BUILD) -o $@ ./cmd/rlhost
 
-plugins: FORCE ## build the built-in plugins into bin/plugins
-	@mkdir -p $(PLUGINS)
-	$(GO) build -o $(PLUGINS)/rlhost-task-gsm8k ./tasks/gsm8k/cmd/rlhost-task-gsm8k
-	$(GO) build -o $(PLUGINS)/rlhost-task-genchat ./tasks/genchat/cmd/rlhost-task-genchat
-	cd examples/arith && $(GO) build -o $(PLUGINS)/rlhost-task-arith .
+$(PLUGINS)/rlhost-task-gsm8k: FORCE
+	$(GO_BUILD) -o $@ ./tasks/gsm8k/cmd/rlhost-task-gsm8k
+
+plugins: $(PLUGINS)/rlhost-task-gsm8k ## build the built-in plugins into bin/plugins
+	$(GO_BUILD) -o $(PLUGINS)/rlhost-task-genchat ./tasks/genchat/cmd/rlhost-task-genchat
+	cd examples/arith && $(GO_BUILD) -o $(PLUGINS)/rlhost-task-arith .
 
 .PHONY: FORCE
 FORCE:
@@ -50,12 +51,21 @@ bench-spine: build ## plugin round trip (Obs, Score) vs in-process, preprocess a
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./host/plugin/
 
 DEMO_CONFIG ?= examples/configs/gsm8k-demo.yaml
+# GSM8K's raw files (train.jsonl, test.jsonl); `make demo GSM8K_RAW=DIR` reads them from DIR.
+GSM8K_RAW   ?= $(firstword $(wildcard ../shared/data/gsm8k /work/shared/data/gsm8k) ../shared/data/gsm8k)
+# What the demo runs, and nothing else: the CLI, the gsm8k task and the local trace store.
+DEMO_BINS   := $(BIN)/rlhost $(PLUGINS)/rlhost-task-gsm8k $(PLUGINS)/rlhost-trace-local
 
-demo: setup build ## a short real GRPO run on GSM8K with the default model (about 7 minutes on 2 idle cores)
-	$(BIN)/rlhost preprocess --task gsm8k --output-dir data/gsm8k
+# The demo's set-up is OpenBLAS, the tokenizers library, the default model and the GSM8K
+# parquet files; `make setup` (run by `make test`) installs what every area's tests need.
+demo: setup-blas tokenizers-lib model demo-build data/gsm8k/train.parquet ## a short real GRPO run on GSM8K with the default model (set-up included: see README.md)
 	@if [ -d runs/demo ]; then echo "== removing the previous demo run in runs/demo =="; rm -rf runs/demo; fi
-	$(BIN)/rlhost train --task gsm8k -c $(DEMO_CONFIG) $(DEMO_ARGS)
-	@echo "== the run is in runs/demo: curves.png, metrics.jsonl, config.yaml, checkpoints/, traces/ =="
+	bin/rlhost train --task gsm8k -c $(DEMO_CONFIG) $(DEMO_ARGS)
+
+demo-build: $(DEMO_BINS) ## build only what `make demo` runs
+
+data/gsm8k/train.parquet: | $(BIN)/rlhost $(PLUGINS)/rlhost-task-gsm8k ## preprocess GSM8K ($(GSM8K_RAW)) into data/gsm8k
+	$(BIN)/rlhost preprocess --task gsm8k --input $(GSM8K_RAW) --output-dir data/gsm8k
 
 # The page's sections in reading order; an area not listed comes after them.
 BENCH_ORDER := compute training decode spine python tracing algo critic lora tokenizer model-files data metrics genchat dr swedev cuda

@@ -20,8 +20,8 @@ setup-swedev: ## install bubblewrap, git and python3 (apt) for the swedev sandbo
 build: swedev-build
 swedev-build: ## build bin/plugins/rlhost-task-swedev and bin/rlhost-sandbox
 	@mkdir -p $(PLUGINS)
-	$(GO) build -o $(PLUGINS)/rlhost-task-swedev ./tasks/swedev/cmd/rlhost-task-swedev
-	$(GO) build -o $(BIN)/rlhost-sandbox ./tasks/swedev/cmd/rlhost-sandbox
+	$(GO_BUILD) -o $(PLUGINS)/rlhost-task-swedev ./tasks/swedev/cmd/rlhost-task-swedev
+	$(GO_BUILD) -o $(BIN)/rlhost-sandbox ./tasks/swedev/cmd/rlhost-sandbox
 
 test-swedev: setup-swedev ## sandbox faults with real processes, plugin episodes, every dataset task verified
 	$(GO) vet $(SWEDEV_PKGS)

@@ -25,7 +25,10 @@ build: plugins-tracing
 
 plugins-tracing: ## build the trace-backend plugins into bin/plugins
 	@mkdir -p $(PLUGINS)
-	for p in $(TRACE_PLUGINS); do $(GO) build -o $(PLUGINS)/rlhost-trace-$$p ./plugins/$$p/cmd/rlhost-trace-$$p || exit 1; done
+	for p in $(TRACE_PLUGINS); do $(GO_BUILD) -o $(PLUGINS)/rlhost-trace-$$p ./plugins/$$p/cmd/rlhost-trace-$$p || exit 1; done
+
+$(PLUGINS)/rlhost-trace-local: FORCE
+	$(GO_BUILD) -o $@ ./plugins/local/cmd/rlhost-trace-local
 
 tracing-deps: ## Debian chromium and playwright-core (npm) for the viewer test (idempotent)
 	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }

@@ -23,9 +23,6 @@ setup-trl: ## virtualenv $(CACHE)/trl-venv with $(TRL_PYPI) (+ torch, transforme
 		$(TRL_VENV)/bin/pip install --quiet '$(TRL_PYPI)' gguf pyarrow && \
 		$(TRL_PY) -c 'import trl, torch, transformers; print("setup-trl: trl", trl.__version__, "torch", torch.__version__, "transformers", transformers.__version__)'; }
 
-data/gsm8k/train.parquet: | $(BIN)/rlhost
-	$(BIN)/rlhost preprocess --task gsm8k --output-dir data/gsm8k
-
 # One GRPO configuration, rlhost then TRL in the same command: 4 GSM8K prompts x n=4,
 # 128 response tokens, 3 steps per side (the first a warm-up). -> docs/bench/training.md
 bench-grpo: setup-blas model build setup-trl data/gsm8k/train.parquet ## GRPO step breakdown, rlhost vs TRL GRPOTrainer (same model, batch, n, lengths) -> docs/bench/training.md

@@ -42,7 +42,7 @@ func run(t *testing.T, args ...string) (string, string, error) {
 	a := app()
 	a.Writer, a.ErrWriter = &stdout, &stderr
 	a.ExitErrHandler = func(*cli.Context, error) {}
-	err := a.Run(append([]string{"rlhost"}, args...))
+	err := runCLI(a, append([]string{"rlhost"}, args...))
 	return stdout.String(), stderr.String(), err
 }
 

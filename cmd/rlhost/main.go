@@ -46,7 +46,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "rlhost: %v: stopped\n", s)
 		os.Exit(130)
 	}()
-	err := app().Run(os.Args)
+	err := runCLI(app(), os.Args)
 	goplugin.CleanupClients()
 	if err != nil {
 		if ec, ok := err.(cli.ExitCoder); ok {
@@ -87,5 +87,5 @@ func logger(c *cli.Context) hclog.Logger {
 	if level == hclog.NoLevel {
 		level = hclog.Warn
 	}
-	return hclog.New(&hclog.LoggerOptions{Name: "rlhost", Level: level, Output: os.Stderr})
+	return hclog.New(&hclog.LoggerOptions{Name: "rlhost", Level: level, Output: c.App.ErrWriter})
 }

@@ -2,13 +2,17 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/metrics"
 	hostplugin "github.com/rlhost/rlhost/host/plugin"
 	"github.com/rlhost/rlhost/host/trainer"
+	sdkplugin "github.com/rlhost/rlhost/sdk/plugin"
 	"github.com/urfave/cli/v2"
 )
 
@@ -38,6 +42,12 @@ func trainCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if cfg.Task.Name == "" {
+				return cli.Exit("train: no task: pass --task NAME (or set task.name); `rlhost plugins list` shows the installed ones", 2)
+			}
+			if _, err := hostplugin.Find(sdkplugin.KindTask, cfg.Task.Name); err != nil {
+				return err
+			}
 			if c.Bool("print-config") {
 				return cfg.WriteYAML(c.App.Writer)
 			}
@@ -57,11 +67,39 @@ func trainCommand() *cli.Command {
 			if err := tr.Run(c.Context); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.ErrWriter, "done: metrics %s/metrics.jsonl, curves %s/curves.png, checkpoints %s/checkpoints\n",
-				tr.RunDir(), tr.RunDir(), tr.RunDir())
+			runSummary(c.App.ErrWriter, tr.RunDir())
 			return nil
 		},
 	}
+}
+
+// runSummary ends a run's console output with what to look at next, each line only when the
+// run wrote it: the curves, the command that opens the trace viewer on the run, the metrics
+// and the checkpoints.
+func runSummary(w io.Writer, runDir string) {
+	exists := func(p string) bool { _, err := os.Stat(filepath.Join(runDir, p)); return err == nil }
+	fmt.Fprintf(w, "done: %s\n", runDir)
+	if exists("curves.png") {
+		fmt.Fprintf(w, "  curves:      %s\n", filepath.Join(runDir, "curves.png"))
+	}
+	if exists(filepath.Join("traces", "traces.db")) {
+		fmt.Fprintf(w, "  traces:      %s traces serve --run %s\n", selfCommand(), runDir)
+	}
+	if exists("metrics.jsonl") {
+		fmt.Fprintf(w, "  metrics:     %s\n", filepath.Join(runDir, "metrics.jsonl"))
+	}
+	if exists("checkpoints") {
+		fmt.Fprintf(w, "  checkpoints: %s\n", filepath.Join(runDir, "checkpoints"))
+	}
+}
+
+// selfCommand is how to run this program again from the current directory: the path it was
+// started with when that has a directory (bin/rlhost), else its name.
+func selfCommand() string {
+	if p := os.Args[0]; strings.ContainsRune(p, filepath.Separator) && !strings.HasSuffix(p, ".test") {
+		return p
+	}
+	return "rlhost"
 }
 
 func plotCommand() *cli.Command {

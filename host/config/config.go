@@ -234,7 +234,7 @@ type KLCtrl struct {
 // Trainer is veRL's trainer section: the loop, validation, checkpoints and logging.
 type Trainer struct {
 	ProjectName        string     `yaml:"project_name" doc:"project name (trace project, MLflow experiment)"`
-	ExperimentName     string     `yaml:"experiment_name" doc:"experiment name (MLflow run name, run directory)"`
+	ExperimentName     string     `yaml:"experiment_name" doc:"experiment name (MLflow run name, run directory); empty = task.name"`
 	TotalEpochs        int        `yaml:"total_epochs" doc:"passes over the training data"`
 	TotalTrainingSteps *int       `yaml:"total_training_steps" doc:"stop after this many steps; null = total_epochs worth"`
 	TestFreq           int        `yaml:"test_freq" doc:"validate every N steps (and after the last); -1 = never during training"`
@@ -341,7 +341,6 @@ func Default() *Config {
 		},
 		Trainer: Trainer{
 			ProjectName:     "rlhost",
-			ExperimentName:  "gsm8k",
 			TotalEpochs:     1,
 			TestFreq:        -1,
 			SaveFreq:        -1,

@@ -102,7 +102,7 @@ func TestDefaults(t *testing.T) {
 		"algorithm.kl_ctrl.horizon":                                        10000,
 		"algorithm.kl_ctrl.target_kl":                                      0.1,
 		"trainer.project_name":                                             "rlhost",
-		"trainer.experiment_name":                                          "gsm8k",
+		"trainer.experiment_name":                                          "",
 		"trainer.total_epochs":                                             1,
 		"trainer.total_training_steps":                                     nil,
 		"trainer.test_freq":                                                -1,
@@ -136,8 +136,37 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("derived defaults: critic %v clip %v/%v lengths %d/%d seed %d workers %d",
 			c.CriticEnabled(), c.ClipRatioLow(), c.ClipRatioHigh(), c.PromptLength(), c.ResponseLength(), c.RolloutSeed(), c.AgentWorkers())
 	}
-	if got := c.RunDir(); got != "runs/rlhost/gsm8k" {
-		t.Errorf("RunDir() = %q", got)
+	c.Task.Name = "arith"
+	if got := c.RunDir(); got != "runs/rlhost/arith" {
+		t.Errorf("RunDir() = %q, want runs/rlhost/arith (the experiment is named after the task)", got)
+	}
+}
+
+// trainer.experiment_name is the task's name unless a file or an override sets it.
+func TestExperimentNameDefaultsToTask(t *testing.T) {
+	for _, tc := range []struct {
+		overrides []string
+		want      string
+	}{
+		{[]string{"task.name=arith"}, "arith"},
+		{[]string{"trainer.experiment_name=mine", "task.name=arith"}, "mine"},
+		{[]string{"task.name=dr", "trainer.experiment_name=mine"}, "mine"},
+		{nil, ""},
+	} {
+		c, err := Load(nil, tc.overrides)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.overrides, err)
+		}
+		if c.Trainer.ExperimentName != tc.want || c.Experiment() != tc.want {
+			t.Errorf("%q: experiment_name %q, Experiment() %q, want %q", tc.overrides, c.Trainer.ExperimentName, c.Experiment(), tc.want)
+		}
+		var buf strings.Builder
+		if err := c.WriteYAML(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if tc.want != "" && !strings.Contains(buf.String(), "experiment_name: "+tc.want+"\n") {
+			t.Errorf("%q: the printed config does not name the experiment %q", tc.overrides, tc.want)
+		}
 	}
 }
 

@@ -65,6 +65,14 @@ func (c *Config) AgentWorkers() int {
 	return c.ActorRolloutRef.Rollout.MaxNumSeqs
 }
 
+// Experiment is trainer.experiment_name, or task.name when it is empty.
+func (c *Config) Experiment() string {
+	if c.Trainer.ExperimentName != "" {
+		return c.Trainer.ExperimentName
+	}
+	return c.Task.Name
+}
+
 // RunDir is trainer.run_dir, or default_local_dir/project_name/experiment_name
 // when null, so that resume_mode=auto finds the checkpoints of an earlier run of
 // the same experiment.
@@ -72,7 +80,7 @@ func (c *Config) RunDir() string {
 	if p := c.Trainer.RunDir; p != nil {
 		return *p
 	}
-	return filepath.Join(c.Trainer.DefaultLocalDir, c.Trainer.ProjectName, c.Trainer.ExperimentName)
+	return filepath.Join(c.Trainer.DefaultLocalDir, c.Trainer.ProjectName, c.Experiment())
 }
 
 // WarmupSteps is the number of learning-rate warm-up steps for a run of

@@ -16,8 +16,8 @@ const maxFileSize = 16 << 20
 
 // Load builds a config from the defaults, then each file in order, then each
 // override in order (key=value, +key=value; see Apply), fills
-// trainer.mlflow_tracking_uri from MLFLOW_TRACKING_URI when it is null, and
-// validates the result.
+// trainer.mlflow_tracking_uri from MLFLOW_TRACKING_URI when it is null and
+// trainer.experiment_name from task.name when it is empty, and validates the result.
 func Load(files []string, overrides []string) (*Config, error) {
 	c := Default()
 	for _, f := range files {
@@ -30,6 +30,7 @@ func Load(files []string, overrides []string) (*Config, error) {
 			return nil, err
 		}
 	}
+	c.Trainer.ExperimentName = c.Experiment()
 	if c.Trainer.MLflowTrackingURI == nil {
 		if u := os.Getenv("MLFLOW_TRACKING_URI"); u != "" {
 			c.Trainer.MLflowTrackingURI = &u

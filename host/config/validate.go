@@ -172,7 +172,9 @@ func (c *Config) Validate() error {
 	if t.RunDir == nil {
 		v.nonEmpty("trainer.default_local_dir", t.DefaultLocalDir)
 		v.pathPart("trainer.project_name", t.ProjectName)
-		v.pathPart("trainer.experiment_name", t.ExperimentName)
+		if c.Experiment() != "" { // empty only without a task, which the trainer refuses
+			v.pathPart("trainer.experiment_name", c.Experiment())
+		}
 	} else {
 		v.nonEmpty("trainer.run_dir", *t.RunDir)
 	}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -272,7 +273,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 func (t *Trainer) openTracer(ctx context.Context) (*tracing.Tracer, error) {
 	tc := t.cfg.ActorRolloutRef.Rollout.Trace
 	cfg := tracing.Config{Backends: tc.Backend, Token2Text: tc.Token2Text, Seed: int64(t.cfg.Trainer.Seed),
-		Project: t.cfg.Trainer.ProjectName, Experiment: t.cfg.Trainer.ExperimentName, RunName: t.cfg.Trainer.ExperimentName,
+		Project: t.cfg.Trainer.ProjectName, Experiment: t.cfg.Experiment(), RunName: t.cfg.Experiment(),
 		RunID: filepath.Base(t.runDir), RunDir: t.runDir, Logger: t.log,
 		Decode:        func(ids []int) string { return t.tk.Decode(ids, false) },
 		BackendConfig: map[string]map[string]any{}}
@@ -349,7 +350,7 @@ func (t *Trainer) openLoggers(ctx context.Context) (metrics.Logger, error) {
 				return nil, fmt.Errorf("trainer: trainer.logger has mlflow but no server: set trainer.mlflow_tracking_uri or MLFLOW_TRACKING_URI")
 			}
 			l, err := metrics.NewMLflow(ctx, metrics.MLflowConfig{TrackingURI: uri, Experiment: t.cfg.Trainer.ProjectName,
-				RunName: t.cfg.Trainer.ExperimentName, Params: flatten(t.cfg.Redacted())})
+				RunName: t.cfg.Experiment(), Params: flatten(t.cfg.Redacted())})
 			if err != nil {
 				return nil, err
 			}
@@ -438,6 +439,9 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 		t.log.Warn("closing the metric loggers", "error", err)
 	}
 	t.logger = nil
+	if !slices.Contains(t.cfg.Trainer.Logger, "jsonl") {
+		return nil // the curves are drawn from metrics.jsonl, which this run did not write
+	}
 	if png, err := metrics.PlotRun(t.runDir); err != nil {
 		t.log.Warn("could not draw the curves", "error", err)
 	} else {
@@ -547,6 +551,17 @@ func (t *Trainer) score(ctx context.Context, outs []*rollout.Output) ([]float64,
 		for j, r := range res {
 			scores[idx[j]] = r.Score
 			results[idx[j]] = r
+		}
+		if failed := st.Errors + st.Timeouts; failed > 0 {
+			first := ""
+			for _, r := range res {
+				if r.Err != "" {
+					first = r.Err
+					break
+				}
+			}
+			t.log.Warn(fmt.Sprintf("%d of %d rewards failed: scored 0 (reward/errors, reward/timeouts)", failed, len(items)),
+				"task", t.cfg.Task.Name, "first_error", first)
 		}
 	}
 	for i, o := range outs {
