@@ -7,7 +7,7 @@ SHELL := /bin/bash
 
 GO      ?= go
 export CGO_ENABLED := 1
-CACHE   ?= $(HOME)/.cache/rlhost
+CACHE   ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rlhost
 BIN     := $(CURDIR)/bin
 PLUGINS := $(BIN)/plugins
 # Release builds: no local paths, no symbol table or DWARF (`make build GO_BUILD_FLAGS=` keeps them).

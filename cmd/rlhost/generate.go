@@ -9,6 +9,7 @@ import (
 	"github.com/rlhost/rlhost/gpu/model"
 	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/gpu/weights"
+	"github.com/rlhost/rlhost/host/config"
 	"github.com/urfave/cli/v2"
 )
 
@@ -19,7 +20,7 @@ func generateCommand() *cli.Command {
 		Name:  "generate",
 		Usage: "continue a prompt with a model and print JSON (token ids, text, per-token log-probs)",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "model", Value: "models/SmolLM2-135M-Instruct.Q4_1.gguf", Usage: "an HF model directory or a .gguf file"},
+			&cli.StringFlag{Name: "model", Usage: "an HF model directory or a .gguf file (default: the model `make model` installs, looked up as actor_rollout_ref.model.path's default is)"},
 			&cli.StringFlag{Name: "prompt", Required: true, Usage: "the prompt text (a user message with --chat)"},
 			&cli.BoolFlag{Name: "chat", Usage: "render the prompt as a user message with the model's chat template"},
 			&cli.IntFlag{Name: "max-tokens", Value: 64},
@@ -34,6 +35,12 @@ func generateCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			path := c.String("model")
+			if path == "" {
+				var err error
+				if path, err = config.DefaultModel(); err != nil {
+					return err
+				}
+			}
 			tk, err := tokenizer.Load(path)
 			if err != nil {
 				return err

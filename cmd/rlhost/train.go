@@ -30,6 +30,7 @@ func trainCommand() *cli.Command {
 			"See docs/config.md for every key.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "task", Usage: "task plugin name (rlhost-task-NAME); sets task.name"},
+			&cli.StringFlag{Name: "model", Usage: "a GGUF file or an HF model directory; sets actor_rollout_ref.model.path (default: the model `make model` installs, see docs/config.md)"},
 			&cli.StringSliceFlag{Name: "config", Aliases: []string{"c"}, Usage: "YAML config file (repeatable; later files win)"},
 			&cli.BoolFlag{Name: "print-config", Usage: "print the resolved config (secrets redacted) and exit"},
 		},
@@ -37,6 +38,9 @@ func trainCommand() *cli.Command {
 			overrides := c.Args().Slice()
 			if name := c.String("task"); name != "" {
 				overrides = append([]string{"task.name=" + name}, overrides...)
+			}
+			if m := c.String("model"); m != "" {
+				overrides = append(overrides, "actor_rollout_ref.model.path="+m)
 			}
 			cfg, err := config.Load(c.StringSlice("config"), overrides)
 			if err != nil {
@@ -52,6 +56,9 @@ func trainCommand() *cli.Command {
 				return cfg.WriteYAML(c.App.Writer)
 			}
 			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			if err := cfg.ResolvePaths(); err != nil {
 				return err
 			}
 			if err := cpu.SelfCheck(); err != nil {

@@ -276,7 +276,7 @@ func Default() *Config {
 		},
 		ActorRolloutRef: ActorRolloutRef{
 			Model: Model{
-				Path:          "models/SmolLM2-135M-Instruct.Q4_1.gguf",
+				Path:          DefaultModelPath,
 				LoraAlpha:     16,
 				TargetModules: StringList{"all-linear"},
 			},
