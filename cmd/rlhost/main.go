@@ -37,27 +37,33 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	// Plugins die with us on Ctrl-C or SIGTERM.
+	// Plugins die with us on Ctrl-C or SIGTERM, and their sockets and temporary files go with
+	// the run's temporary folder.
+	removeTemp := runTemp()
+	exit := func(code int) {
+		goplugin.CleanupClients()
+		removeTemp()
+		os.Exit(code)
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		s := <-sig
-		goplugin.CleanupClients()
 		fmt.Fprintf(os.Stderr, "rlhost: %v: stopped\n", s)
-		os.Exit(130)
+		exit(130)
 	}()
 	err := runCLI(app(), os.Args)
-	goplugin.CleanupClients()
 	if err != nil {
 		if ec, ok := err.(cli.ExitCoder); ok {
 			if msg := ec.Error(); msg != "" {
 				fmt.Fprintln(os.Stderr, "rlhost:", msg)
 			}
-			os.Exit(ec.ExitCode())
+			exit(ec.ExitCode())
 		}
 		fmt.Fprintln(os.Stderr, "rlhost:", err)
-		os.Exit(1)
+		exit(1)
 	}
+	exit(0)
 }
 
 // extraCommands are registered by the files that define them (init functions), so that each

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/plugins/local"
+	"github.com/rlhost/rlhost/plugins/local/localparquet"
 	"github.com/rlhost/rlhost/plugins/local/viewer"
 	"github.com/urfave/cli/v2"
 )
@@ -350,7 +351,7 @@ func tracesExport(ctx context.Context, log io.Writer, st *local.Store, flt local
 	case "jsonl":
 		n, err = st.ExportJSONL(ctx, f, flt)
 	case "parquet":
-		n, err = st.ExportParquet(ctx, f, flt)
+		n, err = localparquet.Export(ctx, st, f, flt)
 	default:
 		err = fmt.Errorf("--format %q: want jsonl or parquet", format)
 	}

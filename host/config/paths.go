@@ -99,6 +99,9 @@ func (c *Config) ResolvePaths() error {
 		out := make(StringList, len(list.got))
 		for i, f := range list.got {
 			out[i] = f
+			if strings.ContainsAny(f, "*?[") {
+				continue // a glob: host/data.ExpandFiles reports a pattern that matches nothing
+			}
 			isDefault := i < len(list.def) && f == list.def[i]
 			if isDefault {
 				if p, _, ok := Find(f); ok {

@@ -110,6 +110,7 @@ func TestResolveMissingModelAndData(t *testing.T) {
 		t.Errorf("missing val file: %v", err)
 	}
 	touch(t, filepath.Join("d", "test.parquet"))
+	c.Data.TrainFiles = StringList{"d/train.parquet", "d/*.parquet"} // globs are host/data's to expand
 	if err := c.ResolvePaths(); err != nil || c.ActorRolloutRef.Model.Path != "mine.gguf" || c.Data.TrainFiles[0] != "d/train.parquet" {
 		t.Errorf("paths that exist: %v, %s %v", err, c.ActorRolloutRef.Model.Path, c.Data.TrainFiles)
 	}

@@ -1,0 +1,49 @@
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/apache/arrow/go/v17/arrow"
+	"github.com/apache/arrow/go/v17/arrow/array"
+	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/apache/arrow/go/v17/parquet/file"
+	"github.com/apache/arrow/go/v17/parquet/pqarrow"
+	"github.com/rlhost/rlhost/plugins/local"
+	"github.com/rlhost/rlhost/plugins/local/localparquet"
+)
+
+func TestExportParquet(t *testing.T) {
+	st, _ := local.TestStore(t)
+	var buf bytes.Buffer
+	n, err := localparquet.Export(context.Background(), st, &buf, local.Filter{})
+	if err != nil || n != 12 {
+		t.Fatalf("Export: %d, %v", n, err)
+	}
+	rdr, err := file.NewParquetReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Release()
+	if tbl.NumRows() != 12 || tbl.Schema().NumFields() != localparquet.Schema.NumFields() {
+		t.Fatalf("table: %d rows, schema %v", tbl.NumRows(), tbl.Schema())
+	}
+	for i, f := range localparquet.Schema.Fields() {
+		if g := tbl.Schema().Field(i); g.Name != f.Name || !arrow.TypeEqual(g.Type, f.Type) {
+			t.Errorf("column %d: %s %s; want %s %s", i, g.Name, g.Type, f.Name, f.Type)
+		}
+	}
+	resp := tbl.Column(16).Data().Chunk(0).(*array.String).Value(11)
+	if resp != "<tool_call>calc</tool_call> the answer is 43 so #### 43" {
+		t.Errorf("last row's response %q", resp)
+	}
+}
