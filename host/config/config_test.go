@@ -151,6 +151,7 @@ func TestExperimentNameDefaultsToTask(t *testing.T) {
 		{[]string{"task.name=arith"}, "arith"},
 		{[]string{"trainer.experiment_name=mine", "task.name=arith"}, "mine"},
 		{[]string{"task.name=dr", "trainer.experiment_name=mine"}, "mine"},
+		{[]string{"task.name=/opt/plugins/rlhost-task-arith"}, "arith"}, // --task takes a path too
 		{nil, ""},
 	} {
 		c, err := Load(nil, tc.overrides)

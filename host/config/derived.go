@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 )
 
 // CriticEnabled reports whether a critic is trained: critic.enable, or when it is
@@ -65,12 +66,13 @@ func (c *Config) AgentWorkers() int {
 	return c.ActorRolloutRef.Rollout.MaxNumSeqs
 }
 
-// Experiment is trainer.experiment_name, or task.name when it is empty.
+// Experiment is trainer.experiment_name, or when it is empty the task's name (task.name; of a
+// path to a plugin binary, its name: /x/rlhost-task-arith -> arith).
 func (c *Config) Experiment() string {
-	if c.Trainer.ExperimentName != "" {
+	if c.Trainer.ExperimentName != "" || c.Task.Name == "" {
 		return c.Trainer.ExperimentName
 	}
-	return c.Task.Name
+	return strings.TrimPrefix(filepath.Base(c.Task.Name), "rlhost-task-")
 }
 
 // RunDir is trainer.run_dir, or default_local_dir/project_name/experiment_name
