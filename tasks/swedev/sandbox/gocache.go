@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,13 +12,13 @@ import (
 	"syscall"
 )
 
-// The Go build cache. One shared cache (Config.GoCache) is written only by the Manager (at New,
-// building Config.GoCacheWarm, the standard library by default) and never by an instance.
-// As root, each instance gets the shared cache as the lower layer of an overlay mount of
-// its own (goCacheLayer; the upper layer on a tmpfs of its own): it reads the shared entries, and what its go commands add lands in
-// its upper layer, gone with the instance, so no instance can change what another one builds
-// with. Not as root (no overlay, no uid of their own) the instances start from an empty
-// cache of their own.
+// The Go build cache. One shared cache (Config.GoCache) is written only by the Manager (from
+// New, in the background, building Config.GoCacheWarm, the standard library by default) and
+// never by an instance. As root, each instance gets the shared cache as the lower layer of an
+// overlay mount of its own (goCacheLayer; the upper layer on a tmpfs of its own): it reads
+// the shared entries, and what its go commands add or change lands in its upper layer, gone
+// with the instance, so no instance can change what another one builds with. Not as root (no
+// overlay, no uid of their own) the instances start from an empty cache of their own.
 
 // goCacheDir is the instance's Go build cache, relative to its temporary directory.
 const goCacheDir = ".cache/go-build"
@@ -68,24 +67,31 @@ func (m *Manager) prepareGoCache() error {
 	if _, err := os.Stat(marker); err == nil {
 		return nil
 	}
+	// In the background: the first build takes minutes, and nothing should wait for it (a
+	// plugin's Info starts the sandbox). Instances made meanwhile find fewer entries and build
+	// the rest in their own layer.
+	go warmGoCache(m.cfg.GoCache, pkgs, marker)
+	return nil
+}
+
+// warmGoCache builds pkgs into the shared cache and writes marker when done.
+func warmGoCache(cache string, pkgs []string, marker string) {
 	tmp, err := os.MkdirTemp("", "rlhost-gocache-warm-")
 	if err != nil {
-		return fmt.Errorf("sandbox: %v", err)
+		return
 	}
 	defer os.RemoveAll(tmp)
 	cmd := exec.Command("go", append([]string{"build"}, pkgs...)...)
 	// The environment of an instance's go command (see Manager.command), so that the cache
 	// keys are the ones the instances look up.
 	cmd.Dir = tmp
-	cmd.Env = []string{"PATH=" + sandboxPath, "HOME=" + tmp, "GOCACHE=" + m.cfg.GoCache, "GOPATH=" + filepath.Join(tmp, "gopath"),
+	cmd.Env = []string{"PATH=" + sandboxPath, "HOME=" + tmp, "GOCACHE=" + cache, "GOPATH=" + filepath.Join(tmp, "gopath"),
 		"GOFLAGS=-mod=mod", "GOPROXY=off", "GOTOOLCHAIN=local", "GOTELEMETRY=off", "CGO_ENABLED=0", "LANG=C.UTF-8"}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("sandbox: warming the go cache %s with go build %s: %v: %s", m.cfg.GoCache, strings.Join(pkgs, " "), err, out.String())
+		return // no marker: the next Manager tries again
 	}
 	// Whatever the Manager's umask: the files are read-only to everyone but root.
-	_ = filepath.WalkDir(m.cfg.GoCache, func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(cache, func(p string, d fs.DirEntry, err error) error {
 		if err == nil {
 			if info, err := d.Info(); err == nil && info.Mode().Perm()&0o022 != 0 {
 				_ = os.Chmod(p, info.Mode().Perm()&^0o022)
@@ -93,7 +99,7 @@ func (m *Manager) prepareGoCache() error {
 		}
 		return nil
 	})
-	return os.WriteFile(marker, nil, 0o644)
+	_ = os.WriteFile(marker, nil, 0o644)
 }
 
 // ownedOnly reports whether every entry under dir belongs to uid and is writable by it alone.
