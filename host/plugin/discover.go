@@ -15,7 +15,10 @@ import (
 // Binary is an installed plugin executable.
 type Binary = sdkplugin.Binary
 
-// SearchPath returns the directories plugins are looked up in, in order.
+// SearchPath returns the directories plugins are looked up in, in order: RLHOST_PLUGIN_PATH,
+// ./bin/plugins, the plugins folder beside the running program (bin/plugins for bin/rlhost,
+// so that rlhost finds the plugins `make build` put there from any directory), then
+// ~/.rlhost/plugins. A directory is listed once.
 func SearchPath() []string {
 	var dirs []string
 	for _, d := range filepath.SplitList(os.Getenv("RLHOST_PLUGIN_PATH")) {
@@ -24,15 +27,26 @@ func SearchPath() []string {
 		}
 	}
 	dirs = append(dirs, filepath.Join("bin", "plugins"))
+	if exe, err := os.Executable(); err == nil {
+		if exe, err = filepath.EvalSymlinks(exe); err == nil {
+			dirs = append(dirs, filepath.Join(filepath.Dir(exe), "plugins"))
+		}
+	}
 	if home, err := os.UserHomeDir(); err == nil {
 		dirs = append(dirs, filepath.Join(home, ".rlhost", "plugins"))
 	}
-	for i, d := range dirs {
+	seen := map[string]bool{}
+	out := dirs[:0]
+	for _, d := range dirs {
 		if abs, err := filepath.Abs(d); err == nil {
-			dirs[i] = abs
+			d = abs
+		}
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
 		}
 	}
-	return dirs
+	return out
 }
 
 // Discover lists the installed plugins of a kind ("" for all kinds), sorted by kind and name.

@@ -103,6 +103,38 @@ func TestDiscoverAndFind(t *testing.T) {
 	}
 }
 
+// Plugins in the folder beside the running program (bin/plugins beside bin/rlhost) are found
+// from any working directory, after ./bin/plugins and before ~/.rlhost/plugins.
+func TestFindBesideExecutable(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, _ = filepath.EvalSymlinks(exe)
+	dir := filepath.Join(filepath.Dir(exe), "plugins")
+	if _, err := os.Stat(dir); err == nil {
+		t.Skipf("%s exists already", dir)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "rlhost-task-beside"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("RLHOST_PLUGIN_PATH", "")
+	t.Setenv("HOME", t.TempDir())
+	t.Chdir(t.TempDir())
+	bin, err := Find("task", "beside")
+	if err != nil || bin.Path != filepath.Join(dir, "rlhost-task-beside") {
+		t.Fatalf("Find from another directory: %+v, %v", bin, err)
+	}
+	sp := SearchPath()
+	if len(sp) != 3 || !strings.HasSuffix(sp[0], filepath.Join("bin", "plugins")) || sp[1] != dir || !strings.HasSuffix(sp[2], filepath.Join(".rlhost", "plugins")) {
+		t.Errorf("search path %q; want ./bin/plugins, %s, ~/.rlhost/plugins", sp, dir)
+	}
+}
+
 func TestOpenTaskAndCall(t *testing.T) {
 	ctx := context.Background()
 	tk, err := OpenTaskBinary(ctx, arith(t), nil, Options{})
