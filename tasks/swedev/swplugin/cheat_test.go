@@ -170,3 +170,31 @@ func TestWithoutTestChanges(t *testing.T) {
 		}
 	}
 }
+
+// Info declares weak_isolation exactly when the sandbox has no file system view (rlimit), so
+// that rlhost train refuses it unless task.allow_weak_isolation is set.
+func TestInfoDeclaresWeakIsolation(t *testing.T) {
+	for _, c := range []struct {
+		isolation string
+		weak      bool
+	}{{"rlimit", true}, {"ns", false}, {"bwrap", false}} {
+		p := New()
+		ctx := context.Background()
+		if err := p.Configure(ctx, map[string]any{"isolation": c.isolation}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.sandbox(); err != nil {
+			p.Close()
+			t.Logf("isolation %s does not work here: %v", c.isolation, err)
+			continue
+		}
+		info, err := p.Info(ctx)
+		p.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.Has(task.FeatureWeakIsolation); got != c.weak {
+			t.Errorf("isolation %s: weak_isolation declared %v, want %v (features %v)", c.isolation, got, c.weak, info.Features)
+		}
+	}
+}
