@@ -47,6 +47,25 @@ func TestRemoteSandbox(t *testing.T) {
 	if m.Len() != 0 {
 		t.Fatalf("%d remote instances after End", m.Len())
 	}
+	if info, err := p.Info(ctx); err != nil || info.Has(task.FeatureWeakIsolation) != m.WeakIsolation() {
+		t.Fatalf("Info through the remote sandbox (%s): %v %v", m.Isolation(), info.Features, err)
+	}
+	// A remote sandbox without a view: Info asks its /healthz and declares weak isolation.
+	weak, err := sandbox.New(sandbox.Config{Isolation: "rlimit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer weak.Close()
+	wsrv := httptest.NewServer((&sandbox.Server{M: weak, Token: "tok"}).Handler())
+	defer wsrv.Close()
+	wp := New()
+	defer wp.Close()
+	if err := wp.Configure(ctx, map[string]any{"sandbox_url": wsrv.URL, "sandbox_token": "tok"}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := wp.Info(ctx); err != nil || !info.Has(task.FeatureWeakIsolation) {
+		t.Fatalf("Info through a remote rlimit sandbox: %v %v", info.Features, err)
+	}
 	// A sandbox that is gone: Start fails with a message naming it.
 	srv.Close()
 	if _, err := p.Start(ctx, task.StartRequest{Row: row}); err == nil || !strings.Contains(err.Error(), "not reachable") {
