@@ -110,3 +110,30 @@ func TestTrainWarnsWhenRewardsFail(t *testing.T) {
 		t.Errorf("no warning naming the failed rewards and the first error:\n%s", stderr)
 	}
 }
+
+// No dead ends, from a folder that holds nothing: train and generate name the model's search
+// path and `make model`; with the model in $RLHOST_HOME, train names the command that makes
+// the missing dataset.
+func TestMissingModelAndDataNameTheFix(t *testing.T) {
+	home, cache := t.TempDir(), t.TempDir()
+	t.Setenv("RLHOST_HOME", home)
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Chdir(t.TempDir())
+	for _, args := range [][]string{{"train", "--task", "gsm8k"}, {"generate", "--prompt", "hi"}} {
+		_, _, err := run(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "make model") ||
+			!strings.Contains(err.Error(), filepath.Join(home, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")) ||
+			!strings.Contains(err.Error(), filepath.Join(cache, "rlhost", "models")) {
+			t.Errorf("%q: %v; want the folders searched and make model", args, err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(home, "models"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(home, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"), "")
+	_, _, err := run(t, "train", "--task", "gsm8k")
+	if err == nil || !strings.Contains(err.Error(), "data.train_files: data/gsm8k/train.parquet not found") ||
+		!strings.Contains(err.Error(), "rlhost preprocess --task gsm8k --input RAW_DIR --output-dir data/gsm8k") {
+		t.Errorf("missing dataset: %v", err)
+	}
+}
