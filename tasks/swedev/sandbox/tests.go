@@ -36,16 +36,36 @@ type TestReport struct {
 	Duration time.Duration     `json:"duration_ns"`
 }
 
-// The Python runner reads the ids from argv and writes one JSON object, test id -> outcome, to
-// descriptor 3 (the report pipe; see Manager.exec), never to its output: what the code under
-// test prints cannot pass for a report. It moves the pipe off descriptor 3 first, and runs
-// isolated (python3 -I -B: no PYTHON* variables, no bytecode files, no user site, the working tree is put on the
-// path by the runner, so a sitecustomize.py of the tree is not imported).
-const pythonRunner = `import json, os, sys, unittest
+// The Python runner reads the ids from argv and writes one JSON object, {"results": test id ->
+// outcome, "error": why all failed}, to descriptor 3 (the report pipe; see Manager.exec),
+// never to its output: what the code under test prints cannot pass for a report. It moves the
+// pipe off descriptor 3 first, and runs isolated (python3 -I -B: no PYTHON* variables, no
+// bytecode files, no user site, the working tree is put on the path by the runner, so a
+// sitecustomize.py of the tree is not imported). Before the first test it records every
+// attribute of unittest's modules and classes and of builtins; after each test it checks that
+// none was replaced, so that code under test that patches the framework (say
+// unittest.TestCase.assertEqual, from the module under test) fails every test instead of
+// passing them.
+const pythonRunner = `import builtins, json, os, sys, unittest
 report = os.fdopen(os.dup(3), "w")
 os.close(3)
+def framework():
+    out = {}
+    mods = [m for n, m in sorted(sys.modules.items()) if n == "unittest" or n.startswith("unittest.")] + [builtins]
+    for m in mods:
+        out[("sys.modules", m.__name__)] = m
+        for name, obj in list(vars(m).items()):
+            out[(m.__name__, name)] = obj
+            if isinstance(obj, type):
+                for k, v in list(vars(obj).items()):
+                    out[(m.__name__, name, k)] = v
+    return out
+base = framework()
+def changed():
+    now = framework()
+    return sorted({".".join(k[1:]) if k[0] == "sys.modules" else ".".join(k) for k, v in base.items() if now.get(k, base) is not v})
 sys.path.insert(0, os.getcwd())
-res = {}
+res, error = {}, ""
 for tid in sys.argv[1:]:
     try:
         suite = unittest.defaultTestLoader.loadTestsFromName(tid)
@@ -54,7 +74,12 @@ for tid in sys.argv[1:]:
     except BaseException as e:
         print("%s: %s: %s" % (tid, type(e).__name__, e), file=sys.stderr)
         res[tid] = "FAILED"
-report.write(json.dumps(res))
+    c = changed()
+    if c:
+        error = "the code under test changed the test framework (%s)" % ", ".join(c[:5])
+        res = {t: "FAILED" for t in sys.argv[1:]}
+        break
+report.write(json.dumps({"results": res, "error": error}))
 report.close()
 `
 
@@ -203,12 +228,18 @@ func (m *Manager) RunTests(ctx context.Context, id string, req TestRequest) (Tes
 	}
 	switch req.Language {
 	case "python":
-		var got map[string]string
-		if err := json.Unmarshal(report, &got); err == nil {
+		var got struct {
+			Results map[string]string
+			Error   string
+		}
+		if err := json.Unmarshal(report, &got); err == nil && got.Results != nil {
 			for _, t := range req.Tests {
-				if got[t] == Passed {
+				if got.Results[t] == Passed {
 					rep.Results[t] = Passed
 				}
+			}
+			if got.Error != "" {
+				rep.Error = got.Error
 			}
 		} else if rep.Error == "" {
 			rep.Error = "the test runner did not report (crashed, exited early or was killed)"

@@ -32,9 +32,10 @@ func cheatEpisode(t *testing.T, p *Task, row task.Row, cmds ...string) (task.End
 }
 
 // Planted cheats: a patch that prints a fake report, one that edits the tests (and puts test
-// hooks beside them), and a daemon left to rewrite files after submit all get reward 0. For
-// the edited tests, the same patch applied whole is shown to pass the hidden test, so the
-// reward 0 is the evaluation's doing.
+// hooks beside them), one that patches unittest from the module under test, and a daemon left
+// to rewrite files after submit all get reward 0. For the edited tests, the control applies
+// the hook whole and sees the runner report that unittest was patched: the hook is real, and
+// it is stopped twice (test-file changes ignored, framework changes detected).
 func TestPlantedCheats(t *testing.T) {
 	p := New()
 	defer p.Close()
@@ -95,8 +96,20 @@ os._exit(0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Results[spec.FailToPass[0]] != sandbox.Passed {
-			t.Fatalf("control: the hook did not make %s pass (%v %s): the cheat test proves nothing", spec.FailToPass[0], rep.Results, rep.Error)
+		if rep.Results[spec.FailToPass[0]] != sandbox.Failed || !strings.Contains(rep.Error, "unittest.case.TestCase.assertEqual") {
+			t.Fatalf("control: the hook did not patch unittest (%v %s): the cheat test proves nothing", rep.Results, rep.Error)
+		}
+	})
+
+	t.Run("framework patched from the module under test", func(t *testing.T) {
+		// The hook of the edited-tests cheat, moved into calc.py (not a test file): the
+		// runner sees unittest changed and fails every test.
+		end, res := cheatEpisode(t, p, row, `printf 'import unittest\nunittest.TestCase.assertEqual = lambda self, *a, **k: None\n' | cat - calc.py > calc.new && mv calc.new calc.py && head -2 calc.py`)
+		if !strings.HasPrefix(res[0].Text, "import unittest\nunittest.TestCase.assertEqual") {
+			t.Fatalf("the patch was not made: %q", res[0].Text)
+		}
+		if end.Reward != 0 || !strings.Contains(fmt.Sprint(end.Extra["test_error"]), "changed the test framework") || !strings.Contains(fmt.Sprint(end.Extra["test_error"]), "unittest.case.TestCase.assertEqual") {
+			t.Fatalf("patched framework rewarded or not reported: %+v", end)
 		}
 	})
 
