@@ -157,3 +157,27 @@ func TestSFTFromTraces(t *testing.T) {
 		t.Errorf("no trajectory above the reward: %v", err)
 	}
 }
+
+// TestSFTCompare: the comparison figure and table of two runs' validation reward and tool use.
+func TestSFTCompare(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(a, "metrics.jsonl"),
+		`{"step":0,"time":"2026-01-01T00:00:00Z","data":{"val-core/openai/gsm8k/reward/mean@1":0.1,"val-aux/tool_call_fraction":0.75}}`+"\n"+
+			`{"step":1,"time":"2026-01-01T00:01:00Z","data":{"tool_calls/mean":1.5}}`+"\n")
+	writeFile(t, filepath.Join(b, "metrics.jsonl"),
+		`{"step":0,"time":"2026-01-01T00:00:00Z","data":{"val-core/openai/gsm8k/reward/mean@1":-0.05,"val-aux/tool_call_fraction":0}}`+"\n")
+	out := filepath.Join(t.TempDir(), "cmp.png")
+	stdout, stderr, err := run(t, "sft", "compare", "--out", out, "cold="+a, "base="+b)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(stdout, "     0       0.100               0.750") || !strings.Contains(stdout, "     0      -0.050               0.000") {
+		t.Errorf("table:\n%s", stdout)
+	}
+	if st, err := os.Stat(out); err != nil || st.Size() == 0 {
+		t.Errorf("figure: %v", err)
+	}
+	if _, _, err := run(t, "sft", "compare", "nolabel"); err == nil {
+		t.Error("an argument without LABEL= was accepted")
+	}
+}
