@@ -24,6 +24,7 @@ func init() { extraCommands = append(extraCommands, tracesCommand()) }
 
 func tracesCommand() *cli.Command {
 	runFlag := &cli.StringFlag{Name: "run", Required: true, Usage: "run directory (or its traces/traces.db)"}
+	tokFlag := &cli.StringFlag{Name: "tokenizer", Usage: "model (GGUF file or directory) whose tokenizer decodes turns stored as token ids (default: the run's actor_rollout_ref.model.path)"}
 	filters := []cli.Flag{
 		runFlag,
 		&cli.StringFlag{Name: "step", Usage: "a step (3) or a range (3-7, 3-, -7)"},
@@ -59,7 +60,7 @@ func tracesCommand() *cli.Command {
 				Name:      "show",
 				Usage:     "one trajectory as a chat: prompt, responses, tool calls and results",
 				ArgsUsage: "TRACE_ID (a prefix is enough)",
-				Flags:     []cli.Flag{runFlag, &cli.BoolFlag{Name: "json", Usage: "the trajectory and its spans as JSON"}},
+				Flags:     []cli.Flag{runFlag, tokFlag, &cli.BoolFlag{Name: "json", Usage: "the trajectory and its spans as JSON"}},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return fmt.Errorf("traces show: want one trace id, got %d arguments", c.NArg())
@@ -69,19 +70,34 @@ func tracesCommand() *cli.Command {
 						return err
 					}
 					defer st.Close()
+					setRunDecoder(c.Context, st, c.String("tokenizer"), c.App.ErrWriter)
 					return tracesShow(c.Context, c.App.Writer, st, c.Args().First(), c.Bool("json"))
 				},
 			},
 			{
-				Name:  "compare",
-				Usage: "the rollouts of one sample across steps: rewards, lengths and a word diff of the responses",
-				Flags: []cli.Flag{runFlag,
-					&cli.Int64Flag{Name: "sample", Required: true, Usage: "sample index"},
+				Name: "compare",
+				Usage: "the rollouts of one sample across steps (--run, --sample), or two runs' validation at one step " +
+					"(RUN_A RUN_B): rewards, lengths and a word diff of the responses",
+				ArgsUsage: "[RUN_A RUN_B]",
+				Flags: []cli.Flag{&cli.StringFlag{Name: "run", Usage: "run directory (or its traces/traces.db)"}, tokFlag,
+					&cli.Int64Flag{Name: "sample", Usage: "sample index (with RUN_A RUN_B: only this validation sample)"},
 					&cli.StringFlag{Name: "steps", Usage: "comma-separated steps (default: every step the sample was traced at)"},
+					&cli.Int64Flag{Name: "step", Value: -1, Usage: "RUN_A RUN_B: the validation step (default: the last one both runs validated at)"},
 					&cli.BoolFlag{Name: "validate", Usage: "compare validation rollouts"},
 					&cli.IntFlag{Name: "rollout", Value: 0, Usage: "the rollout whose responses are diffed between consecutive steps"},
 				},
 				Action: func(c *cli.Context) error {
+					switch {
+					case c.NArg() == 2:
+						if c.IsSet("run") {
+							return fmt.Errorf("traces compare: give two runs (RUN_A RUN_B) or --run, not both")
+						}
+						return compareRunsCommand(c)
+					case c.NArg() != 0:
+						return fmt.Errorf("traces compare: want RUN_A RUN_B (two runs' validation) or --run RUN --sample N (a sample across steps), got %d arguments", c.NArg())
+					case !c.IsSet("run") || !c.IsSet("sample"):
+						return fmt.Errorf("traces compare: want --run RUN --sample N (a sample across steps) or RUN_A RUN_B (two runs' validation at one step)")
+					}
 					var steps []int64
 					for _, s := range strings.Split(c.String("steps"), ",") {
 						if s = strings.TrimSpace(s); s == "" {
@@ -98,13 +114,14 @@ func tracesCommand() *cli.Command {
 						return err
 					}
 					defer st.Close()
+					setRunDecoder(c.Context, st, c.String("tokenizer"), c.App.ErrWriter)
 					return tracesCompare(c.Context, c.App.Writer, st, c.Int64("sample"), c.Bool("validate"), steps, int64(c.Int("rollout")))
 				},
 			},
 			{
 				Name:  "serve",
 				Usage: "the trace viewer in a browser, on 127.0.0.1",
-				Flags: []cli.Flag{runFlag,
+				Flags: []cli.Flag{runFlag, tokFlag,
 					&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8765", Usage: "listen address (127.0.0.1:0 picks a free port)"},
 				},
 				Action: func(c *cli.Context) error {
@@ -113,6 +130,7 @@ func tracesCommand() *cli.Command {
 						return err
 					}
 					defer st.Close()
+					setRunDecoder(c.Context, st, c.String("tokenizer"), c.App.ErrWriter)
 					return tracesServe(c.Context, c.App.Writer, st, c.String("addr"))
 				},
 			},
@@ -224,12 +242,12 @@ func tracesShow(ctx context.Context, w io.Writer, st *local.Store, id string, as
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"trajectory": t, "chat": local.Chat(spans), "spans": local.ExportSpansOf(spans)})
+		return enc.Encode(map[string]any{"trajectory": t, "chat": local.Chat(spans, st.Decoder()), "spans": local.ExportSpansOf(spans)})
 	}
 	fmt.Fprintf(w, "trace %s  step %d  sample %d  rollout %d  validate %v  reward %g\n", t.TraceID, t.Step, t.SampleIndex, t.RolloutN, t.Validate, t.Reward)
 	fmt.Fprintf(w, "experiment %s  agent %s  task %s  data source %s  %d turns, %d prompt / %d response tokens, %.2fs\n\n",
 		t.ExperimentName, t.AgentName, t.Task, t.DataSource, t.Turns, t.PromptTokens, t.ResponseTokens, float64(t.End-t.Start)/1e9)
-	for _, m := range local.Chat(spans) {
+	for _, m := range local.Chat(spans, st.Decoder()) {
 		head := "[" + m.Role
 		if m.Name != "" {
 			head += " " + m.Name
@@ -286,19 +304,7 @@ func tracesCompare(ctx context.Context, w io.Writer, st *local.Store, sample int
 			if prev != nil {
 				fmt.Fprintf(w, "\nrollout %d, step %d -> step %d (reward %g -> %g, %d -> %d words):\n", rollout, prevStep, g.Step,
 					prev.Reward, r.Reward, prev.Words, r.Words)
-				var b strings.Builder
-				for _, op := range local.Diff(prev.Text, r.Text) {
-					switch op.Op {
-					case "=":
-						b.WriteString(op.Text)
-					case "-":
-						b.WriteString("[-" + op.Text + "-]")
-					case "+":
-						b.WriteString("{+" + op.Text + "+}")
-					}
-					b.WriteByte(' ')
-				}
-				fmt.Fprintln(w, indent(b.String()))
+				fmt.Fprintln(w, indent(diffText(local.Diff(prev.Text, r.Text))))
 			}
 			prev, prevStep = r, g.Step
 		}
@@ -367,4 +373,107 @@ func tracesExport(ctx context.Context, log io.Writer, st *local.Store, flt local
 	}
 	fmt.Fprintf(log, "wrote %d trajectories to %s\n", n, output)
 	return nil
+}
+
+func compareRunsCommand(c *cli.Context) error {
+	var stores [2]*local.Store
+	for i, p := range []string{c.Args().Get(0), c.Args().Get(1)} {
+		st, err := local.OpenRun(p)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		setRunDecoder(c.Context, st, c.String("tokenizer"), c.App.ErrWriter)
+		stores[i] = st
+	}
+	step := c.Int64("step")
+	if step < 0 {
+		common, err := local.CommonValidationSteps(c.Context, stores[0], stores[1])
+		if err != nil {
+			return err
+		}
+		if len(common) == 0 {
+			return fmt.Errorf("traces compare: %s and %s have no validation step in common (validation is traced at trainer.test_freq)",
+				c.Args().Get(0), c.Args().Get(1))
+		}
+		step = common[len(common)-1]
+	}
+	var sample *int64
+	if c.IsSet("sample") {
+		v := c.Int64("sample")
+		sample = &v
+	}
+	return tracesCompareRuns(c.Context, c.App.Writer, stores[0], stores[1], c.Args().Get(0), c.Args().Get(1), step, sample)
+}
+
+// tracesCompareRuns prints two runs' validation rollouts at one step, paired by sample and
+// rollout: both rewards, lengths, and a word diff where the responses differ.
+func tracesCompareRuns(ctx context.Context, w io.Writer, a, b *local.Store, nameA, nameB string, step int64, sample *int64) error {
+	pairs, err := local.CompareRuns(ctx, a, b, step)
+	if err != nil {
+		return err
+	}
+	var sumA, sumB float64
+	var nA, nB, same int
+	for _, p := range pairs {
+		if p.A != nil {
+			sumA += p.A.Reward
+			nA++
+		}
+		if p.B != nil {
+			sumB += p.B.Reward
+			nB++
+		}
+		if p.A != nil && p.B != nil && p.A.Text == p.B.Text {
+			same++
+		}
+	}
+	fmt.Fprintf(w, "validation at step %d\n  A %s: %d rollouts, mean reward %.3f\n  B %s: %d rollouts, mean reward %.3f\n"+
+		"  %d of %d pairs answered identically\n\n",
+		step, nameA, nA, sumA/float64(max(nA, 1)), nameB, nB, sumB/float64(max(nB, 1)), same, len(pairs))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SAMPLE\tROLLOUT\tREWARD A\tREWARD B\tWORDS A\tWORDS B\tSAME")
+	side := func(e *local.CompareEntry) (string, string) {
+		if e == nil {
+			return "-", "-"
+		}
+		return fmt.Sprintf("%.3f", e.Reward), fmt.Sprint(e.Words)
+	}
+	for _, p := range pairs {
+		if sample != nil && p.SampleIndex != *sample {
+			continue
+		}
+		ra, wa := side(p.A)
+		rb, wb := side(p.B)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%v\n", p.SampleIndex, p.RolloutN, ra, rb, wa, wb, p.A != nil && p.B != nil && p.A.Text == p.B.Text)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range pairs {
+		if (sample != nil && p.SampleIndex != *sample) || p.A == nil || p.B == nil || p.A.Text == p.B.Text {
+			continue
+		}
+		fmt.Fprintf(w, "\nsample %d rollout %d, A -> B (reward %g -> %g, %d -> %d words):\n", p.SampleIndex, p.RolloutN,
+			p.A.Reward, p.B.Reward, p.A.Words, p.B.Words)
+		fmt.Fprintln(w, indent(diffText(p.Diff)))
+	}
+	return nil
+}
+
+// diffText writes a word diff as text: [-removed-] {+added+}.
+func diffText(ops []local.DiffOp) string {
+	var b strings.Builder
+	for _, op := range ops {
+		switch op.Op {
+		case "=":
+			b.WriteString(op.Text)
+		case "-":
+			b.WriteString("[-" + op.Text + "-]")
+		case "+":
+			b.WriteString("{+" + op.Text + "+}")
+		}
+		b.WriteByte(' ')
+	}
+	return b.String()
 }

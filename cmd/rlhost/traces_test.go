@@ -241,26 +241,7 @@ func TestTracePluginCrash(t *testing.T) {
 // playwright-core (make tracing-deps); without them it is skipped, unless RLHOST_VIEWER_E2E=1
 // (as `make test-tracing` sets), when it fails.
 func TestTracesViewerInChromium(t *testing.T) {
-	nodePath := os.Getenv("RLHOST_PLAYWRIGHT_NODE_PATH")
-	if nodePath == "" {
-		home, _ := os.UserHomeDir()
-		nodePath = filepath.Join(home, ".cache", "rlhost", "tracing-node", "node_modules")
-	}
-	var missing []string
-	for _, p := range []string{"/usr/bin/chromium", filepath.Join(nodePath, "playwright-core")} {
-		if _, err := os.Stat(p); err != nil {
-			missing = append(missing, p)
-		}
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		missing = append(missing, "node")
-	}
-	if len(missing) > 0 {
-		if os.Getenv("RLHOST_VIEWER_E2E") == "1" {
-			t.Fatalf("the viewer test needs %v (make tracing-deps installs them)", missing)
-		}
-		t.Skipf("the viewer test needs %v (make tracing-deps)", missing)
-	}
+	nodePath := viewerDeps(t)
 	dir, _ := traceRun(t, tracing.Config{Token2Text: true, Decode: tracingtest.Decode, Seed: 5},
 		tracingtest.DriveOptions{Steps: 3, Batch: 2, N: 2})
 	st, err := local.OpenRun(dir)
@@ -268,32 +249,9 @@ func TestTracesViewerInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw, _ := os.Pipe()
-	served := make(chan error, 1)
-	go func() { served <- tracesServe(ctx, pw, st, "127.0.0.1:0"); pw.Close() }()
-	var line [256]byte
-	n, _ := pr.Read(line[:])
-	url := ""
-	if i := strings.Index(string(line[:n]), "http://"); i >= 0 {
-		url = strings.Fields(string(line[i:n]))[0]
-	}
-	if url == "" {
-		t.Fatalf("serve printed %q", line[:n])
-	}
 	shots := os.Getenv("RLHOST_VIEWER_SCREENSHOTS")
 	if shots == "" {
 		shots = t.TempDir()
-	}
-	os.MkdirAll(shots, 0o755)
-	cmd := exec.Command("node", "../../plugins/local/viewer/testdata/browser_test.cjs", url, shots)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+nodePath)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("browser: %v\n%s", err, stderr.String())
 	}
 	var seen struct {
 		Errors   []string
@@ -310,10 +268,7 @@ func TestTracesViewerInChromium(t *testing.T) {
 		Ins, Del      int
 		Headings      []string
 	}
-	if err := json.Unmarshal(out, &seen); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	t.Logf("browser saw: %s", out)
+	serveAndBrowse(t, st, nodePath, "../../plugins/local/viewer/testdata/browser_test.cjs", shots, &seen)
 	if len(seen.Errors) > 0 {
 		t.Errorf("page errors: %v", seen.Errors)
 	}
@@ -348,10 +303,6 @@ func TestTracesViewerInChromium(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(shots, f)); err != nil || st.Size() < 1000 {
 			t.Errorf("screenshot %s: %v", f, err)
 		}
-	}
-	cancel()
-	if err := <-served; err != nil {
-		t.Errorf("serve: %v", err)
 	}
 }
 

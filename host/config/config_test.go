@@ -80,7 +80,7 @@ func TestDefaults(t *testing.T) {
 		"actor_rollout_ref.rollout.multi_turn.format":                      "hermes",
 		"actor_rollout_ref.rollout.agent.default_agent_loop":               "single_turn_agent",
 		"actor_rollout_ref.rollout.trace.backend":                          nil,
-		"actor_rollout_ref.rollout.trace.token2text":                       false,
+		"actor_rollout_ref.rollout.trace.token2text":                       nil,
 		"actor_rollout_ref.rollout.trace.max_samples_per_step":             nil,
 		"critic.enable":                                                    nil,
 		"critic.optim.lr":                                                  1e-5,
@@ -369,7 +369,7 @@ func TestGetSection(t *testing.T) {
 	}
 	c.Apply("actor_rollout_ref.rollout.trace.backend=weave")
 	v, _ = c.Get("trainer.rollout_trace")
-	if !reflect.DeepEqual(v, map[string]any{"backend": []string{"weave"}, "token2text": false}) {
+	if !reflect.DeepEqual(v, map[string]any{"backend": []string{"weave"}, "token2text": nil}) {
 		t.Errorf("Get(trainer.rollout_trace) = %#v", v)
 	}
 }
@@ -388,7 +388,7 @@ func TestTraceSpellings(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		tr := c.ActorRolloutRef.Rollout.Trace
-		if !reflect.DeepEqual(tr.Backend, StringList{"mlflow"}) || !tr.Token2Text {
+		if !reflect.DeepEqual(tr.Backend, StringList{"mlflow"}) || tr.Token2Text == nil || !*tr.Token2Text {
 			t.Errorf("%s: trace = %+v", name, tr)
 		}
 	}
@@ -401,7 +401,7 @@ func TestTraceSpellings(t *testing.T) {
 			t.Fatal(err)
 		}
 		tr := c.ActorRolloutRef.Rollout.Trace
-		if !reflect.DeepEqual(tr.Backend, StringList{"mlflow", "weave"}) || !tr.Token2Text {
+		if !reflect.DeepEqual(tr.Backend, StringList{"mlflow", "weave"}) || tr.Token2Text == nil || !*tr.Token2Text {
 			t.Errorf("%q: trace = %+v", o, tr)
 		}
 	}

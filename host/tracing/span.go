@@ -270,6 +270,19 @@ func (tr *Trajectory) End(reward float64, outputs any) {
 	r.End(outputs, nil)
 }
 
+// Stop fixes the end time of the trajectory's root span now, for an End called later (after
+// the training step computed the trajectory's advantage): End keeps this time.
+func (tr *Trajectory) Stop() {
+	if tr == nil {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if !tr.ended && tr.root.end.IsZero() {
+		tr.root.end = time.Now()
+	}
+}
+
 // Fail closes the root span with an error (the rollout failed); reward is set as given.
 func (tr *Trajectory) Fail(reward float64, err error) {
 	if tr == nil {

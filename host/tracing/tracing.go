@@ -92,6 +92,16 @@ func (cfg Config) backends() ([]string, error) {
 	return out, nil
 }
 
+// Token2TextDefault is token2text when the config leaves it unset (null): on when the backends
+// include local (the default), so the local store and its viewer hold readable text; off when
+// only remote backends (mlflow, weave) are named, whose storage or ingestion is paid per byte:
+// text spans carry the decoded prompt and response a second time on the root span, which
+// costs more bytes per trajectory than the token ids (docs/tracing.md has the figures).
+func Token2TextDefault(backends []string) bool {
+	names, err := Config{Backends: backends}.backends()
+	return err == nil && slices.Contains(names, "local")
+}
+
 // New opens every backend of cfg with open (usually OpenPlugin) and initialises it with the run.
 // A backend that is temporarily unavailable does not fail New: its spans are spooled until it
 // answers. A backend that rejects the run (a bad config) or cannot be found does.

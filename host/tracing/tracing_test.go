@@ -462,3 +462,48 @@ func TestSetTiming(t *testing.T) {
 	}
 	t.Fatal("no tool_call span exported")
 }
+
+func TestToken2TextDefault(t *testing.T) {
+	for _, tc := range []struct {
+		backends []string
+		want     bool
+	}{
+		{nil, true}, {[]string{"local"}, true}, {[]string{"mlflow,local"}, true}, {[]string{"weave", "LOCAL"}, true},
+		{[]string{"mlflow"}, false}, {[]string{"weave", "mlflow"}, false}, {[]string{"none"}, false},
+	} {
+		if got := tracing.Token2TextDefault(tc.backends); got != tc.want {
+			t.Errorf("Token2TextDefault(%q) = %v; want %v", tc.backends, got, tc.want)
+		}
+	}
+}
+
+// TestStopThenEnd: a root stopped when the trajectory is scored and ended after the update
+// (with its advantage) keeps the stop time as its end.
+func TestStopThenEnd(t *testing.T) {
+	mem := &tracingtest.Memory{}
+	tr := newTracer(t, tracing.Config{}, map[string]*tracingtest.Memory{"local": mem})
+	tr.BeginStep(1, false, []int64{0})
+	j := tr.Trajectory(tracing.TrajectoryAttrs{Step: 1})
+	j.Generate(nil, []int{1}, []int{2}, nil).End(nil, nil)
+	j.Stop()
+	stopped := time.Now()
+	time.Sleep(20 * time.Millisecond)
+	j.Root().SetAttr("advantage", -0.75)
+	j.End(1, nil)
+	closeTracer(t, tr)
+	var root *trace.Span
+	for i := range mem.Spans {
+		if mem.Spans[i].ParentID == "" {
+			root = &mem.Spans[i]
+		}
+	}
+	if root == nil {
+		t.Fatalf("no root span in %d spans", len(mem.Spans))
+	}
+	if root.End.After(stopped) {
+		t.Errorf("root ends %s after Stop; want at Stop", root.End.Sub(stopped))
+	}
+	if root.Attributes["advantage"] != -0.75 || root.Attributes["reward"] != 1.0 {
+		t.Errorf("root attributes %v", root.Attributes)
+	}
+}

@@ -272,7 +272,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 // names must start.
 func (t *Trainer) openTracer(ctx context.Context) (*tracing.Tracer, error) {
 	tc := t.cfg.ActorRolloutRef.Rollout.Trace
-	cfg := tracing.Config{Backends: tc.Backend, Token2Text: tc.Token2Text, Seed: int64(t.cfg.Trainer.Seed),
+	token2text := tracing.Token2TextDefault(tc.Backend)
+	if tc.Token2Text != nil {
+		token2text = *tc.Token2Text
+	}
+	cfg := tracing.Config{Backends: tc.Backend, Token2Text: token2text, Seed: int64(t.cfg.Trainer.Seed),
 		Project: t.cfg.Trainer.ProjectName, Experiment: t.cfg.Experiment(), RunName: t.cfg.Experiment(),
 		RunID: filepath.Base(t.runDir), RunDir: t.runDir, Logger: t.log,
 		Decode:        func(ids []int) string { return t.tk.Decode(ids, false) },
@@ -564,6 +568,16 @@ func (t *Trainer) score(ctx context.Context, outs []*rollout.Output) ([]float64,
 				"task", t.cfg.Task.Name, "first_error", first)
 		}
 	}
+	for _, o := range outs {
+		o.Trace.Stop() // the trajectory ends here; its root span is closed by endTraces
+	}
+	return scores, results, st, nil
+}
+
+// endTraces closes the root spans of scored trajectories with their reward, its components
+// and, for a training step (adv non-nil, [B*Tr] as the update uses it), the trajectory's
+// advantage: the mean over its response tokens (the one value GRPO gives all of them).
+func (t *Trainer) endTraces(outs []*rollout.Output, scores []float64, results []reward.Result, b *batchOf, adv []float32) {
 	for i, o := range outs {
 		if o.Trace == nil {
 			continue
@@ -575,6 +589,11 @@ func (t *Trainer) score(ctx context.Context, outs []*rollout.Output) ([]float64,
 		root.SetAttr("num_turns", o.NumTurns)
 		root.SetAttr("tool_calls", o.ToolCalls)
 		root.SetAttr("finish_reason", o.FinishReason)
+		if adv != nil && b != nil && len(adv) == b.B*b.Tr {
+			if a, ok := rowMean(b.rows(adv, i, i+1), b.rows(b.mask, i, i+1)); ok {
+				root.SetAttr("advantage", a)
+			}
+		}
 		out := map[string]any{"score": scores[i], "num_turns": o.NumTurns, "tool_calls": o.ToolCalls,
 			"response_tokens": len(o.ResponseIDs)}
 		if results[i].Err != "" {
@@ -582,7 +601,22 @@ func (t *Trainer) score(ctx context.Context, outs []*rollout.Output) ([]float64,
 		}
 		o.Trace.End(scores[i], out)
 	}
-	return scores, results, st, nil
+}
+
+// rowMean is the mean of x where mask is set; false when no element is.
+func rowMean(x, mask []float32) (float64, bool) {
+	var sum float64
+	n := 0
+	for j, m := range mask {
+		if m != 0 {
+			sum += float64(x[j])
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return sum / float64(n), true
 }
 
 // validate runs the validation set with val_kwargs and returns val-core metrics per data source.
@@ -604,10 +638,11 @@ func (t *Trainer) validate(ctx context.Context, step int) (map[string]float64, e
 		return nil, err
 	}
 	outs := res.Kept()
-	scores, _, _, err := t.score(ctx, outs)
+	scores, results, _, err := t.score(ctx, outs)
 	if err != nil {
 		return nil, err
 	}
+	t.endTraces(outs, scores, results, nil, nil)
 	sum := map[string]float64{}
 	cnt := map[string]float64{}
 	for i, o := range outs {
@@ -720,6 +755,8 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 	if err != nil {
 		return nil, err
 	}
+	var adv []float32 // the traces end with their advantage, or without it when the step fails before
+	defer func() { t.endTraces(outs, scores, rres, b, adv) }()
 	vals["timing_s/reward"] = time.Since(rewStart).Seconds()
 	vals["reward/errors"] = float64(rst.Errors)
 	vals["reward/timeouts"] = float64(rst.Timeouts)
@@ -789,7 +826,8 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 	if err != nil {
 		return nil, err
 	}
-	adv, returns, err := algo.Advantages(cfg.Algorithm.AdvEstimator, algo.AdvantageInput{TokenRewards: tokenRewards, Mask: b.mask,
+	var returns []float32
+	adv, returns, err = algo.Advantages(cfg.Algorithm.AdvEstimator, algo.AdvantageInput{TokenRewards: tokenRewards, Mask: b.mask,
 		B: b.B, T: b.Tr, Groups: groups, Values: values, Gamma: cfg.Algorithm.Gamma, Lam: cfg.Algorithm.Lam, NormByStd: cfg.Algorithm.NormAdvByStdInGRPO})
 	if err != nil {
 		return nil, err

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +30,8 @@ func trajectory(id string, step, sample, rollout int64, reward float64, response
 	g2["prompt_tokens"], g2["response_tokens"], g2["prompt_offset"] = int64(10), int64(4), int64(8)
 	root := common()
 	for k, v := range map[string]any{"experiment_name": "exp", "agent_name": "tool_agent", "task": "gsm8k",
-		"data_source": "openai/gsm8k", "reward": reward, "turns": int64(2), "prompt_tokens": int64(15), "response_tokens": int64(7)} {
+		"data_source": "openai/gsm8k", "reward": reward, "turns": int64(2), "prompt_tokens": int64(15), "response_tokens": int64(7),
+		"advantage": reward - 0.5} {
 		root[k] = v
 	}
 	return []trace.Span{
@@ -119,8 +122,9 @@ func TestList(t *testing.T) {
 	got, _ := st.List(ctx, Filter{Limit: 1})
 	want := Trajectory{TraceID: "010000" + strings.Repeat("a", 26), Step: 1, Reward: 1, ExperimentName: "exp", AgentName: "tool_agent",
 		Task: "gsm8k", DataSource: "openai/gsm8k", Start: got[0].Start, End: got[0].End, PromptTokens: 15, ResponseTokens: 7,
-		Turns: 2, Prompt: "What is 6*7?", Response: "<tool_call>calc</tool_call> the answer is 41 so #### 41"}
-	if got[0] != want {
+		Turns: 2, Prompt: "What is 6*7?", Response: "<tool_call>calc</tool_call> the answer is 41 so #### 41",
+		Advantage: f64(0.5), SampleSteps: 3, GroupSize: 2}
+	if !reflect.DeepEqual(got[0], want) {
 		t.Errorf("first trajectory\n%+v\nwant\n%+v", got[0], want)
 	}
 	if n, _ := st.Count(ctx, Filter{Sample: i64(1)}); n != 6 {
@@ -149,7 +153,7 @@ func TestGetAndChat(t *testing.T) {
 		t.Errorf("attributes round trip: %#v", spans[1].Attributes)
 	}
 	var roles []string
-	for _, m := range Chat(spans) {
+	for _, m := range Chat(spans, nil) {
 		roles = append(roles, m.Role+":"+m.Content)
 	}
 	want := []string{"user:What is 6*7?", "assistant:<tool_call>calc</tool_call>", "tool:Current parsed answer=42 reward=1.0",
@@ -175,11 +179,30 @@ func TestChatWithoutText(t *testing.T) {
 			Attributes: map[string]any{"prompt_offset": int64(3)}},
 	}
 	var got []string
-	for _, m := range Chat(spans) {
+	for _, m := range Chat(spans, nil) {
 		got = append(got, m.Role+":"+m.Content)
 	}
 	if s := strings.Join(got, "|"); s != "user:[1,2]|assistant:[3]|parse:{\"tool_calls\":[]}|context:[4]|assistant:[5]" {
 		t.Errorf("chat %s", s)
+	}
+	// With the run's tokenizer the ids are decoded (here a table of words).
+	words := map[int]string{1: "What", 2: " is 6*7?", 3: "<tool_call>", 4: "result 42", 5: "#### 42"}
+	dec := func(ids []int) string {
+		var b strings.Builder
+		for _, id := range ids {
+			b.WriteString(words[id])
+		}
+		return b.String()
+	}
+	got = got[:0]
+	for _, m := range Chat(spans, dec) {
+		got = append(got, m.Role+":"+m.Content)
+	}
+	if s := strings.Join(got, "|"); s != "user:What is 6*7?|assistant:<tool_call>|parse:{\"tool_calls\":[]}|context:result 42|assistant:#### 42" {
+		t.Errorf("decoded chat %s", s)
+	}
+	if s := ResponseText(Trajectory{}, spans, dec); s != "<tool_call>\n#### 42" {
+		t.Errorf("decoded response text %q", s)
 	}
 }
 
@@ -242,6 +265,108 @@ func TestCompareAndDiff(t *testing.T) {
 	}
 	if _, err := st.Compare(context.Background(), 9, false, nil); err == nil {
 		t.Error("compare of an untraced sample: no error")
+	}
+}
+
+// TestCounterparts: each trajectory knows how many steps its sample was traced at and how
+// many rollouts its group has, so views offer comparisons only where they exist.
+func TestCounterparts(t *testing.T) {
+	st, _ := testStore(t)
+	ctx := context.Background()
+	// A validation rollout at step 3 only, alone in its group, and a training sample traced
+	// at one step only.
+	extra := trajectory("990000"+strings.Repeat("b", 26), 3, 0, 0, 1, "x")
+	for i := range extra {
+		extra[i].Attributes["validate"] = true
+	}
+	lone := trajectory("980000"+strings.Repeat("c", 26), 2, 5, 0, 0, "y")
+	if err := st.Insert(ctx, append(extra, lone...)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id           string
+		steps, group int64
+	}{
+		{"010000", 3, 2}, {"030101", 3, 2}, {"990000", 1, 1}, {"980000", 1, 1},
+	} {
+		tr, _, err := st.Get(ctx, tc.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.SampleSteps != tc.steps || tr.GroupSize != tc.group {
+			t.Errorf("%s: sample traced at %d steps, group of %d; want %d and %d", tc.id, tr.SampleSteps, tr.GroupSize, tc.steps, tc.group)
+		}
+	}
+}
+
+func TestGroup(t *testing.T) {
+	st, _ := testStore(t)
+	g, err := st.Group(context.Background(), 2, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g) != 2 || g[0].RolloutN != 0 || g[1].RolloutN != 1 {
+		t.Fatalf("group %+v", g)
+	}
+	// rewards (step+k)%2: rollout 0 got 0, rollout 1 got 1; advantages reward-0.5
+	if g[0].Reward != 0 || g[1].Reward != 1 || g[0].Advantage == nil || *g[0].Advantage != -0.5 || *g[1].Advantage != 0.5 {
+		t.Errorf("rewards %v %v, advantages %v %v", g[0].Reward, g[1].Reward, g[0].Advantage, g[1].Advantage)
+	}
+	if !strings.HasSuffix(g[1].Text, "#### 42") || g[1].Words != 8 {
+		t.Errorf("text %q (%d words)", g[1].Text, g[1].Words)
+	}
+	if _, err := st.Group(context.Background(), 7, 1, false); !errors.Is(err, ErrNotFound) {
+		t.Errorf("group of an untraced step: %v", err)
+	}
+}
+
+// TestCompareRuns pairs two runs' validation rollouts at one step.
+func TestCompareRuns(t *testing.T) {
+	ctx := context.Background()
+	mk := func(resp map[int64]string) *Store {
+		st, err := Open(filepath.Join(t.TempDir(), "traces.db"), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		for _, step := range []int64{0, 2} {
+			for sample, r := range resp {
+				sp := trajectory(fmt.Sprintf("%02d%02d", step, sample)+strings.Repeat("d", 28), step, sample, 0, float64(len(r)%2), r)
+				for i := range sp {
+					sp[i].Attributes["validate"] = true
+				}
+				if err := st.Insert(ctx, sp); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return st
+	}
+	a := mk(map[int64]string{0: "#### 41", 1: "so #### 7"})
+	b := mk(map[int64]string{0: "#### 42", 3: "none"})
+	steps, err := CommonValidationSteps(ctx, a, b)
+	if err != nil || fmt.Sprint(steps) != "[0 2]" {
+		t.Fatalf("common steps %v %v", steps, err)
+	}
+	pairs, err := CompareRuns(ctx, a, b, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pairs) != 3 || pairs[0].SampleIndex != 0 || pairs[1].SampleIndex != 1 || pairs[2].SampleIndex != 3 {
+		t.Fatalf("pairs %+v", pairs)
+	}
+	if pairs[1].B != nil || pairs[2].A != nil || pairs[0].A == nil || pairs[0].B == nil {
+		t.Errorf("sides: %+v", pairs)
+	}
+	var d []string
+	for _, op := range pairs[0].Diff {
+		d = append(d, op.Op+op.Text)
+	}
+	if got := strings.Join(d, " "); got != "=<tool_call>calc</tool_call> #### -41 +42" {
+		t.Errorf("diff %s", got)
+	}
+	if _, err := CompareRuns(ctx, a, b, 1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a step neither run validated at: %v", err)
 	}
 }
 

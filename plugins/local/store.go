@@ -23,6 +23,7 @@ func DBPath(runDir string) string { return filepath.Join(runDir, "traces", "trac
 type Store struct {
 	db   *sql.DB
 	path string
+	dec  Decoder // for views of turns stored as token ids; nil: show the ids
 }
 
 const schema = `
@@ -53,10 +54,12 @@ CREATE TABLE IF NOT EXISTS trajectories (
 	start_ns INTEGER, end_ns INTEGER,
 	prompt_tokens INTEGER, response_tokens INTEGER, turns INTEGER,
 	prompt TEXT, response TEXT,
-	error TEXT
+	error TEXT,
+	advantage REAL
 );
 CREATE INDEX IF NOT EXISTS trajectories_step ON trajectories(validate, step, sample_index, rollout_n);
 CREATE INDEX IF NOT EXISTS trajectories_sample ON trajectories(sample_index, step, rollout_n);
+CREATE INDEX IF NOT EXISTS trajectories_counterparts ON trajectories(sample_index, validate, step);
 `
 
 // Open opens (creating it and its directory when create is set) the store at path.
@@ -81,8 +84,44 @@ func Open(path string, create bool) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("local: %s: %w", path, err)
 	}
+	if err := migrate(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("local: %s: %w", path, err)
+	}
 	return &Store{db: db, path: path}, nil
 }
+
+// migrate adds the columns later versions added to a store written by an earlier one
+// (trajectories.advantage). Reading such a store shows them as null.
+func migrate(db *sql.DB) error {
+	rows, err := db.Query(`SELECT name FROM pragma_table_info('trajectories')`)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		have[n] = true
+	}
+	rows.Close()
+	if !have["advantage"] {
+		if _, err := db.Exec(`ALTER TABLE trajectories ADD COLUMN advantage REAL`); err != nil && !strings.Contains(err.Error(), "duplicate column") {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetDecoder sets the decoder of turns stored as token ids (runs without token2text) for
+// Compare, Group and CompareRuns.
+func (s *Store) SetDecoder(d Decoder) { s.dec = d }
+
+// Decoder returns the store's decoder (nil when none was set).
+func (s *Store) Decoder() Decoder { return s.dec }
 
 // OpenRun opens the store of a run directory (or a traces.db path) for reading.
 func OpenRun(runDirOrDB string) (*Store, error) {
@@ -164,12 +203,20 @@ func insertTrajectory(ctx context.Context, tx *sql.Tx, sp trace.Span) error {
 	}
 	_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO trajectories(trace_id, step, sample_index, rollout_n, validate,
 		reward, experiment_name, agent_name, task, data_source, start_ns, end_ns, prompt_tokens, response_tokens, turns,
-		prompt, response, error) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		prompt, response, error, advantage) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		sp.TraceID, attrInt(a, "step"), attrInt(a, "sample_index"), attrInt(a, "rollout_n"), attrBool(a, "validate"),
 		attrFloat(a, "reward"), attrString(a, "experiment_name"), attrString(a, "agent_name"), attrString(a, "task"),
 		attrString(a, "data_source"), sp.Start.UnixNano(), sp.End.UnixNano(), attrInt(a, "prompt_tokens"),
-		attrInt(a, "response_tokens"), attrInt(a, "turns"), prompt, response, sp.Error)
+		attrInt(a, "response_tokens"), attrInt(a, "turns"), prompt, response, sp.Error, attrFloatOrNil(a, "advantage"))
 	return err
+}
+
+func attrFloatOrNil(a map[string]any, k string) any {
+	switch a[k].(type) {
+	case float64, int64, int:
+		return attrFloat(a, k)
+	}
+	return nil
 }
 
 func attrInt(a map[string]any, k string) int64 {
@@ -189,6 +236,8 @@ func attrFloat(a map[string]any, k string) float64 {
 	case float64:
 		return x
 	case int64:
+		return float64(x)
+	case int:
 		return float64(x)
 	}
 	return 0
@@ -226,6 +275,16 @@ type Trajectory struct {
 	Prompt         string  `json:"prompt,omitempty"`
 	Response       string  `json:"response,omitempty"`
 	Error          string  `json:"error,omitempty"`
+	// Advantage is the trajectory's advantage in the update (the mean over its response
+	// tokens; one value per trajectory for GRPO); nil for validation and runs that did not
+	// record it.
+	Advantage *float64 `json:"advantage"`
+
+	// Counterparts in the store, what a comparison needs: SampleSteps is the number of steps
+	// its sample (the data row, same validate) was traced at (training: one per epoch), and
+	// GroupSize the number of rollouts of its sample at its step (the GRPO group).
+	SampleSteps int64 `json:"sample_steps"`
+	GroupSize   int64 `json:"group_size"`
 }
 
 // Filter selects trajectories; nil fields match everything.
@@ -273,14 +332,20 @@ func (f Filter) where() (string, []any) {
 }
 
 const trajCols = `trace_id, step, sample_index, rollout_n, validate, reward, experiment_name, agent_name, task, data_source,
-	start_ns, end_ns, prompt_tokens, response_tokens, turns, prompt, response, error`
+	start_ns, end_ns, prompt_tokens, response_tokens, turns, prompt, response, error, advantage,
+	(SELECT count(DISTINCT c.step) FROM trajectories c WHERE c.sample_index = t.sample_index AND c.validate = t.validate),
+	(SELECT count(*) FROM trajectories g WHERE g.sample_index = t.sample_index AND g.validate = t.validate AND g.step = t.step)`
 
 func scanTraj(sc interface{ Scan(...any) error }) (Trajectory, error) {
 	var t Trajectory
 	var en, an, tk, ds, pr, rs, er sql.NullString
+	var adv sql.NullFloat64
 	err := sc.Scan(&t.TraceID, &t.Step, &t.SampleIndex, &t.RolloutN, &t.Validate, &t.Reward, &en, &an, &tk, &ds,
-		&t.Start, &t.End, &t.PromptTokens, &t.ResponseTokens, &t.Turns, &pr, &rs, &er)
+		&t.Start, &t.End, &t.PromptTokens, &t.ResponseTokens, &t.Turns, &pr, &rs, &er, &adv, &t.SampleSteps, &t.GroupSize)
 	t.ExperimentName, t.AgentName, t.Task, t.DataSource, t.Prompt, t.Response, t.Error = en.String, an.String, tk.String, ds.String, pr.String, rs.String, er.String
+	if adv.Valid {
+		t.Advantage = &adv.Float64
+	}
 	return t, err
 }
 
@@ -291,7 +356,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Trajectory, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+trajCols+` FROM trajectories`+where+
+	rows, err := s.db.QueryContext(ctx, `SELECT `+trajCols+` FROM trajectories t`+where+
 		` ORDER BY validate, step, sample_index, rollout_n LIMIT ? OFFSET ?`, append(args, limit, f.Offset)...)
 	if err != nil {
 		return nil, fmt.Errorf("local: %s: %w", s.path, err)
@@ -416,11 +481,13 @@ type Run struct {
 	Project    string `json:"project"`
 	Experiment string `json:"experiment"`
 	RunName    string `json:"run_name"`
+	// Config is the run's configuration as the host sent it (JSON, secrets redacted).
+	Config string `json:"-"`
 }
 
 // Runs returns the runs recorded in the store.
 func (s *Store) Runs(ctx context.Context) ([]Run, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT run_id, project, experiment, run_name FROM runs ORDER BY started_ns`)
+	rows, err := s.db.QueryContext(ctx, `SELECT run_id, project, experiment, run_name, run_config FROM runs ORDER BY started_ns`)
 	if err != nil {
 		return nil, fmt.Errorf("local: %s: %w", s.path, err)
 	}
@@ -428,11 +495,11 @@ func (s *Store) Runs(ctx context.Context) ([]Run, error) {
 	var out []Run
 	for rows.Next() {
 		var r Run
-		var p, e, n sql.NullString
-		if err := rows.Scan(&r.RunID, &p, &e, &n); err != nil {
+		var p, e, n, c sql.NullString
+		if err := rows.Scan(&r.RunID, &p, &e, &n, &c); err != nil {
 			return nil, err
 		}
-		r.Project, r.Experiment, r.RunName = p.String, e.String, n.String
+		r.Project, r.Experiment, r.RunName, r.Config = p.String, e.String, n.String, c.String
 		out = append(out, r)
 	}
 	return out, rows.Err()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/rlhost/rlhost/sdk/trace"
@@ -20,10 +21,15 @@ type Message struct {
 	Attributes map[string]any `json:"attributes,omitempty"`
 }
 
+// Decoder turns token ids into text with the run's tokenizer (see `rlhost traces`, which loads
+// it from the run's model). A nil Decoder leaves ids as they are.
+type Decoder func(ids []int) string
+
 // Chat renders a trajectory's spans (in start order) as a conversation: the prompt, each
 // generate turn's response, the tool-call parses, and each tool call with its arguments and
-// result. Runs without token2text show token ids.
-func Chat(spans []trace.Span) []Message {
+// result. Turns recorded without text (token2text off) are decoded with dec; with a nil dec
+// they show their token ids.
+func Chat(spans []trace.Span, dec Decoder) []Message {
 	var out []Message
 	var root *trace.Span
 	for i := range spans {
@@ -44,13 +50,13 @@ func Chat(spans []trace.Span) []Message {
 		switch {
 		case s.Name == "generate":
 			if _, delta := s.Attributes["prompt_offset"]; delta {
-				if c := field(s.Inputs, "prompt_delta", "prompt_delta_ids"); c != "" {
+				if c := textField(s.Inputs, dec, "prompt_delta", "prompt_delta_ids"); c != "" {
 					out = append(out, Message{Role: "context", Content: c})
 				}
 			} else if len(out) == 0 || root == nil || field(root.Inputs, "prompt") == "" {
-				out = append(out, Message{Role: "user", Content: field(s.Inputs, "prompt", "prompt_ids")})
+				out = append(out, Message{Role: "user", Content: textField(s.Inputs, dec, "prompt", "prompt_ids")})
 			}
-			out = append(out, Message{Role: "assistant", Content: field(s.Outputs, "response", "response_ids"), Error: s.Error,
+			out = append(out, Message{Role: "assistant", Content: textField(s.Outputs, dec, "response", "response_ids"), Error: s.Error,
 				DurationMS: ms, Attributes: pick(s.Attributes, "prompt_tokens", "response_tokens", "logprob_mean")})
 		case s.Name == "tool_parse":
 			out = append(out, Message{Role: "parse", Content: compact(s.Outputs), Error: s.Error, DurationMS: ms})
@@ -102,6 +108,27 @@ func field(js string, keys ...string) string {
 	return ""
 }
 
+// textField is field for a generate span's text: the stored text, or (keys ending in _ids)
+// the token ids decoded with dec, or shown as ids when dec is nil or they are not ids.
+func textField(js string, dec Decoder, keys ...string) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(js), &m) != nil {
+		return ""
+	}
+	for _, k := range keys {
+		raw, ok := m[k]
+		if !ok {
+			continue
+		}
+		var ids []int
+		if dec != nil && strings.HasSuffix(k, "_ids") && json.Unmarshal(raw, &ids) == nil {
+			return dec(ids)
+		}
+		return field(js, k)
+	}
+	return ""
+}
+
 func compact(js string) string {
 	var v any
 	if json.Unmarshal([]byte(js), &v) != nil {
@@ -112,15 +139,16 @@ func compact(js string) string {
 }
 
 // ResponseText is everything the model produced in a trajectory: the stored decoded
-// response (token2text runs), or the generate turns' responses joined.
-func ResponseText(t Trajectory, spans []trace.Span) string {
+// response (token2text runs), or the generate turns' responses (decoded with dec when they
+// were stored as ids) joined.
+func ResponseText(t Trajectory, spans []trace.Span, dec Decoder) string {
 	if t.Response != "" {
 		return t.Response
 	}
 	var parts []string
 	for _, s := range spans {
 		if s.Name == "generate" {
-			parts = append(parts, field(s.Outputs, "response", "response_ids"))
+			parts = append(parts, textField(s.Outputs, dec, "response", "response_ids"))
 		}
 	}
 	return strings.Join(parts, "\n")
@@ -155,12 +183,11 @@ func (s *Store) Compare(ctx context.Context, sample int64, validate bool, steps 
 		if len(want) > 0 && !want[t.Step] {
 			continue
 		}
-		spans, err := s.Spans(ctx, t.TraceID)
+		es, err := s.entries(ctx, []Trajectory{t})
 		if err != nil {
 			return nil, err
 		}
-		text := ResponseText(t, spans)
-		e := CompareEntry{Trajectory: t, Text: text, Words: len(strings.Fields(text))}
+		e := es[0]
 		if len(out) == 0 || out[len(out)-1].Step != t.Step {
 			out = append(out, CompareStep{Step: t.Step})
 		}
@@ -169,6 +196,139 @@ func (s *Store) Compare(ctx context.Context, sample int64, validate bool, steps 
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: sample %d (validate=%v) was not traced at steps %v", ErrNotFound, sample, validate, steps)
 	}
+	return out, nil
+}
+
+// Group returns the rollouts of one sample at one step (the GRPO group: the n responses to the
+// same prompt), in rollout order, each with its text, reward and advantage.
+func (s *Store) Group(ctx context.Context, step, sample int64, validate bool) ([]CompareEntry, error) {
+	list, err := s.List(ctx, Filter{StepMin: &step, StepMax: &step, Sample: &sample, Validate: &validate, Limit: 100000})
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%w: sample %d (validate=%v) was not traced at step %d", ErrNotFound, sample, validate, step)
+	}
+	return s.entries(ctx, list)
+}
+
+func (s *Store) entries(ctx context.Context, list []Trajectory) ([]CompareEntry, error) {
+	out := make([]CompareEntry, len(list))
+	for i, t := range list {
+		spans, err := s.Spans(ctx, t.TraceID)
+		if err != nil {
+			return nil, err
+		}
+		text := ResponseText(t, spans, s.dec)
+		out[i] = CompareEntry{Trajectory: t, Text: text, Words: len(strings.Fields(text))}
+	}
+	return out, nil
+}
+
+// RunPair is one validation rollout (sample, rollout number) of two runs at the same step.
+// A or B is nil where that run did not trace it.
+type RunPair struct {
+	SampleIndex int64         `json:"sample_index"`
+	RolloutN    int64         `json:"rollout_n"`
+	A           *CompareEntry `json:"a"`
+	B           *CompareEntry `json:"b"`
+	Diff        []DiffOp      `json:"diff,omitempty"` // A's text to B's, when both exist
+}
+
+// ValidationSteps returns the steps at which the store has validation trajectories, in order.
+func (s *Store) ValidationSteps(ctx context.Context) ([]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT step FROM trajectories WHERE validate ORDER BY step`)
+	if err != nil {
+		return nil, fmt.Errorf("local: %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var st int64
+		if err := rows.Scan(&st); err != nil {
+			return nil, fmt.Errorf("local: %s: %w", s.path, err)
+		}
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
+// CommonValidationSteps returns the steps at which both stores have validation trajectories.
+func CommonValidationSteps(ctx context.Context, a, b *Store) ([]int64, error) {
+	sa, err := a.ValidationSteps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := b.ValidationSteps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in := map[int64]bool{}
+	for _, x := range sb {
+		in[x] = true
+	}
+	var out []int64
+	for _, x := range sa {
+		if in[x] {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+// CompareRuns pairs the validation rollouts of two runs at one step by sample index and
+// rollout number, with a word diff of the responses. Validation prompts are the same rows in
+// both runs when they used the same val_files, so a pair is the same prompt answered by two
+// runs' policies.
+func CompareRuns(ctx context.Context, a, b *Store, step int64) ([]RunPair, error) {
+	validate := true
+	side := func(st *Store) (map[[2]int64]*CompareEntry, error) {
+		list, err := st.List(ctx, Filter{StepMin: &step, StepMax: &step, Validate: &validate, Limit: 100000})
+		if err != nil {
+			return nil, err
+		}
+		es, err := st.entries(ctx, list)
+		if err != nil {
+			return nil, err
+		}
+		m := map[[2]int64]*CompareEntry{}
+		for i := range es {
+			m[[2]int64{es[i].SampleIndex, es[i].RolloutN}] = &es[i]
+		}
+		return m, nil
+	}
+	ma, err := side(a)
+	if err != nil {
+		return nil, err
+	}
+	mb, err := side(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(ma) == 0 || len(mb) == 0 {
+		return nil, fmt.Errorf("%w: validation at step %d: %d trajectories in %s, %d in %s", ErrNotFound, step, len(ma), a.path, len(mb), b.path)
+	}
+	keys := map[[2]int64]bool{}
+	for k := range ma {
+		keys[k] = true
+	}
+	for k := range mb {
+		keys[k] = true
+	}
+	var out []RunPair
+	for k := range keys {
+		p := RunPair{SampleIndex: k[0], RolloutN: k[1], A: ma[k], B: mb[k]}
+		if p.A != nil && p.B != nil {
+			p.Diff = Diff(p.A.Text, p.B.Text)
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].SampleIndex != out[j].SampleIndex {
+			return out[i].SampleIndex < out[j].SampleIndex
+		}
+		return out[i].RolloutN < out[j].RolloutN
+	})
 	return out, nil
 }
 

@@ -10,6 +10,13 @@
 //	/api/trajectory/{id}                           the trajectory, its chat and its spans
 //	/api/compare?sample=&validate=&steps=3,7       the sample's rollouts by step, and for each
 //	                                               rollout number a word diff between steps
+//	/api/group?step=&sample=&validate=             the n rollouts of a sample at a step (the
+//	                                               GRPO group) with rewards and advantages
+//
+// Every trajectory carries sample_steps (steps its sample was traced at: validation steps, or
+// for a training row one per epoch) and group_size (rollouts of its sample at its step); the
+// page offers a comparison only where it has a counterpart (sample_steps > 1, group_size > 1).
+// Turns stored as token ids are decoded with the store's Decoder (the run's tokenizer).
 package viewer
 
 import (
@@ -193,7 +200,7 @@ func Handler(st *local.Store) http.Handler {
 			fail(w, err)
 			return
 		}
-		reply(w, map[string]any{"trajectory": t, "chat": local.Chat(spans), "spans": local.ExportSpansOf(spans)})
+		reply(w, map[string]any{"trajectory": t, "chat": local.Chat(spans, st.Decoder()), "spans": local.ExportSpansOf(spans)})
 	})
 	mux.HandleFunc("GET /api/compare", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -241,6 +248,25 @@ func Handler(st *local.Store) http.Handler {
 			}
 		}
 		reply(w, map[string]any{"sample": sample, "validate": validate, "steps": groups, "diffs": diffs})
+	})
+	mux.HandleFunc("GET /api/group", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		step, err1 := strconv.ParseInt(q.Get("step"), 10, 64)
+		sample, err2 := strconv.ParseInt(q.Get("sample"), 10, 64)
+		if err1 != nil || err2 != nil {
+			badRequest(w, fmt.Errorf("viewer: group needs step=<step>&sample=<index>, got step=%q sample=%q", q.Get("step"), q.Get("sample")))
+			return
+		}
+		validate := q.Get("validate") == "true"
+		rollouts, err := st.Group(r.Context(), step, sample, validate)
+		if errors.Is(err, local.ErrNotFound) {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		} else if err != nil {
+			fail(w, err)
+			return
+		}
+		reply(w, map[string]any{"step": step, "sample": sample, "validate": validate, "rollouts": rollouts})
 	})
 	return mux
 }

@@ -172,4 +172,16 @@ func TestAPI(t *testing.T) {
 	}
 	get("/api/compare?sample=8", 404)
 	get("/api/compare?sample=x", 400)
+
+	// Counterparts: sample 7 was traced at 2 steps, one rollout each.
+	item := get("/api/trajectories?step=1", 200)["items"].([]any)[0].(map[string]any)
+	if item["sample_steps"] != 2.0 || item["group_size"] != 1.0 {
+		t.Errorf("counterparts of %v", item)
+	}
+	g := get("/api/group?step=2&sample=7", 200)
+	if rs := g["rollouts"].([]any); len(rs) != 1 || rs[0].(map[string]any)["text"] != "answer 2" || rs[0].(map[string]any)["reward"] != 1.0 {
+		t.Errorf("group %v", g)
+	}
+	get("/api/group?step=3&sample=7", 404)
+	get("/api/group?step=x&sample=7", 400)
 }

@@ -1,4 +1,7 @@
 // The rlhost trace viewer: hash routes #/ (list), #/t/<trace id>, #/compare?sample=&validate=&a=&b=
+// (a sample across steps: validation steps, or a training row across epochs),
+// #/group?step=&sample=&validate= (the n rollouts of one prompt at one step).
+// Comparisons are offered only where the store has a counterpart (sample_steps, group_size).
 "use strict";
 const app = document.getElementById("app");
 const esc = s => String(s ?? "").replace(/[&<>"']/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
@@ -21,10 +24,23 @@ async function route() {
   try {
     if (path.startsWith("/t/")) await showTrajectory(decodeURIComponent(path.slice(3)));
     else if (path === "/compare") await showCompare(q);
+    else if (path === "/group") await showGroup(q);
     else await showList(q);
   } catch (e) {
     app.innerHTML = `<p class="err-banner" id="error">${esc(e.message)}</p>`;
   }
+}
+
+const rewardClass = r => r > 0 ? "reward-1" : "reward-0";
+const fmtAdv = a => a === null || a === undefined ? "" : (a > 0 ? "+" : "") + fmt(a);
+
+// The comparisons a trajectory has counterparts for: the same sample at other steps (a
+// training row comes back once per epoch), and the other rollouts of its group.
+function counterpartLinks(t) {
+  const l = [];
+  if (t.sample_steps > 1) l.push(`<a class="compare-link" href="#/compare?sample=${t.sample_index}&validate=${t.validate}">${t.validate ? "compare steps" : "compare epochs"} (${t.sample_steps})</a>`);
+  if (t.group_size > 1) l.push(`<a class="group-link" href="#/group?step=${t.step}&sample=${t.sample_index}&validate=${t.validate}">group of ${t.group_size}</a>`);
+  return l.join(" · ");
 }
 
 const FILTERS = [["step", "step", "3 or 2-5"], ["sample", "sample", "index"], ["rollout", "rollout", "n"], ["reward", "reward", "1 or 0.5-"]];
@@ -48,13 +64,13 @@ async function showList(q) {
   </form>
   <div class="summary">${steps}</div>
   <div id="count">${data.items.length} of ${data.total} trajectories</div>
-  <table id="list"><thead><tr><th>trace</th><th>step</th><th>sample</th><th>rollout</th><th>validate</th><th>reward</th><th>turns</th><th>response tokens</th><th>seconds</th><th>error</th><th></th></tr></thead>
+  <table id="list"><thead><tr><th>trace</th><th>step</th><th>sample</th><th>rollout</th><th>validate</th><th>reward</th><th>advantage</th><th>turns</th><th>response tokens</th><th>seconds</th><th>error</th><th></th></tr></thead>
   <tbody>${data.items.map(t => `<tr class="row" data-id="${esc(t.trace_id)}">
     <td><a href="#/t/${esc(t.trace_id)}">${esc(t.trace_id.slice(0, 12))}</a></td><td class="num">${t.step}</td><td class="num">${t.sample_index}</td>
-    <td class="num">${t.rollout_n}</td><td>${t.validate}</td><td class="num ${t.reward > 0 ? "reward-1" : "reward-0"}">${fmt(t.reward)}</td>
-    <td class="num">${t.turns}</td><td class="num">${t.response_tokens}</td><td class="num">${((t.end_unix_nano - t.start_unix_nano) / 1e9).toFixed(2)}</td>
+    <td class="num">${t.rollout_n}</td><td>${t.validate}</td><td class="num ${rewardClass(t.reward)}">${fmt(t.reward)}</td>
+    <td class="num">${fmtAdv(t.advantage)}</td><td class="num">${t.turns}</td><td class="num">${t.response_tokens}</td><td class="num">${((t.end_unix_nano - t.start_unix_nano) / 1e9).toFixed(2)}</td>
     <td>${esc((t.error || "").slice(0, 60))}</td>
-    <td><a class="compare-link" href="#/compare?sample=${t.sample_index}&validate=${t.validate}">compare steps</a></td></tr>`).join("")}</tbody></table>`;
+    <td class="links">${counterpartLinks(t)}</td></tr>`).join("")}</tbody></table>`;
   document.getElementById("filters").onsubmit = ev => {
     ev.preventDefault();
     const f = new URLSearchParams();
@@ -77,10 +93,11 @@ async function showTrajectory(id) {
       ${m.arguments ? `<div class="args">arguments: ${esc(m.arguments)}</div>` : ""}<div class="content">${esc(m.content)}</div>
       ${m.error ? `<div class="err">error: ${esc(m.error)}</div>` : ""}</div>`;
   }).join("");
-  app.innerHTML = `<p><a href="#/">← all trajectories</a> ·
-    <a id="to-compare" href="#/compare?sample=${t.sample_index}&validate=${t.validate}">compare sample ${t.sample_index} across steps</a></p>
+  const across = t.sample_steps > 1 ? ` · <a id="to-compare" href="#/compare?sample=${t.sample_index}&validate=${t.validate}">compare sample ${t.sample_index} across ${t.validate ? "steps" : "epochs"} (${t.sample_steps})</a>` : "";
+  const group = t.group_size > 1 ? ` · <a id="to-group" href="#/group?step=${t.step}&sample=${t.sample_index}&validate=${t.validate}">its group of ${t.group_size} rollouts</a>` : "";
+  app.innerHTML = `<p><a href="#/">← all trajectories</a>${across}${group}</p>
   <div class="meta" id="traj-meta">trace <b>${esc(t.trace_id)}</b> · step ${t.step} · sample ${t.sample_index} · rollout ${t.rollout_n}
-    · validate ${t.validate} · reward <b class="${t.reward > 0 ? "reward-1" : "reward-0"}">${fmt(t.reward)}</b>
+    · validate ${t.validate} · reward <b class="${rewardClass(t.reward)}">${fmt(t.reward)}</b>${t.advantage !== null && t.advantage !== undefined ? ` · advantage <b>${fmtAdv(t.advantage)}</b>` : ""}
     · ${esc(t.agent_name)} · ${esc(t.task)} · ${esc(t.data_source)} · ${t.turns} turns · ${t.prompt_tokens}/${t.response_tokens} tokens
     ${t.error ? `<div class="err">${esc(t.error)}</div>` : ""}</div>
   <div class="chat" id="chat">${msgs}</div>`;
@@ -95,6 +112,12 @@ async function showCompare(q) {
   const sample = q.get("sample"), validate = q.get("validate") === "true";
   const all = await api(`/api/compare?sample=${encodeURIComponent(sample)}&validate=${validate}`);
   const stepNums = all.steps.map(g => g.step);
+  const across = validate ? "steps" : "epochs";
+  if (stepNums.length < 2) {
+    app.innerHTML = `<p><a href="#/">← all trajectories</a></p><p class="err-banner" id="error">sample ${esc(sample)}${validate ? " (validation)" : ""}
+      was traced at step ${stepNums[0]} only: there is nothing to compare it with across ${across}.</p>`;
+    return;
+  }
   const a = q.get("a") ? Number(q.get("a")) : stepNums[0];
   const b = q.get("b") ? Number(q.get("b")) : stepNums[stepNums.length - 1];
   const pair = await api(`/api/compare?sample=${encodeURIComponent(sample)}&validate=${validate}&steps=${a},${b}`);
@@ -108,12 +131,12 @@ async function showCompare(q) {
     const ra = ga.rollouts.find(r => r.rollout_n === rb.rollout_n);
     const d = a === b ? null : pair.diffs.find(x => x.rollout === rb.rollout_n);
     const card = (r, step, side) => r ? `<div class="card"><h4>step ${step} · rollout ${r.rollout_n} · reward
-      <span class="${r.reward > 0 ? "reward-1" : "reward-0"}">${fmt(r.reward)}</span> · ${r.words} words · ${r.response_tokens} tokens ·
+      <span class="reward ${rewardClass(r.reward)}">${fmt(r.reward)}</span>${r.advantage !== null && r.advantage !== undefined ? ` · advantage ${fmtAdv(r.advantage)}` : ""} · ${r.words} words · ${r.response_tokens} tokens ·
       <a href="#/t/${r.trace_id}">open</a></h4><div class="content">${d ? diffHTML(d.ops, side) : esc(r.text)}</div></div>` : `<div class="card">(not traced)</div>`;
     return card(ra, a, "a") + card(rb, b, "b");
   }).join("");
   app.innerHTML = `<p><a href="#/">← all trajectories</a></p>
-  <h3>Sample ${esc(sample)}${validate ? " (validation)" : ""} across steps</h3>
+  <h3>Sample ${esc(sample)}${validate ? " (validation) across steps" : " (training) across epochs"}</h3>
   <table id="overview"><thead><tr><th>step</th><th>rollouts</th><th>mean reward</th><th>mean words</th><th>rewards (open)</th></tr></thead><tbody>${overview}</tbody></table>
   <div class="cmp-controls">compare step <select id="step-a">${opt(a)}</select> with step <select id="step-b">${opt(b)}</select>
     <span>mean reward ${fmt(mean(ga, r => r.reward))} → ${fmt(mean(gb, r => r.reward))},
@@ -122,6 +145,24 @@ async function showCompare(q) {
   const go = () => { location.hash = `#/compare?sample=${sample}&validate=${validate}&a=${document.getElementById("step-a").value}&b=${document.getElementById("step-b").value}`; };
   document.getElementById("step-a").onchange = go;
   document.getElementById("step-b").onchange = go;
+}
+
+async function showGroup(q) {
+  const step = q.get("step"), sample = q.get("sample"), validate = q.get("validate") === "true";
+  const d = await api(`/api/group?step=${encodeURIComponent(step)}&sample=${encodeURIComponent(sample)}&validate=${validate}`);
+  const rs = d.rollouts;
+  const mean = f => rs.reduce((s, r) => s + f(r), 0) / rs.length;
+  const same = r => rs.find(o => o.rollout_n < r.rollout_n && o.text === r.text);
+  const cards = rs.map(r => `<div class="card" data-rollout="${r.rollout_n}"><h4>rollout ${r.rollout_n} · reward
+      <span class="reward ${rewardClass(r.reward)}">${fmt(r.reward)}</span> · advantage <span class="adv">${r.advantage === null ? (r.validate ? "none (validation)" : "not recorded") : fmtAdv(r.advantage)}</span>
+      · ${r.words} words · ${r.response_tokens} tokens · <a href="#/t/${r.trace_id}">open</a></h4>
+      ${same(r) ? `<div class="same">same text as rollout ${same(r).rollout_n}</div>` : ""}<div class="content">${esc(r.text)}</div></div>`).join("");
+  const distinct = new Set(rs.map(r => r.text)).size;
+  app.innerHTML = `<p><a href="#/">← all trajectories</a>${rs[0].sample_steps > 1 ? ` · <a href="#/compare?sample=${sample}&validate=${validate}">sample ${esc(sample)} across ${validate ? "steps" : "epochs"}</a>` : ""}</p>
+  <h3>Sample ${esc(sample)} at step ${esc(step)}${validate ? " (validation)" : ""}: its ${rs.length} rollouts</h3>
+  <div class="summary" id="group-summary"><span>mean reward ${fmt(mean(r => r.reward))}</span><span>${distinct} distinct responses of ${rs.length}</span>
+    <span>mean length ${fmt(mean(r => r.words))} words</span></div>
+  <div class="group" id="group" style="grid-template-columns: repeat(${Math.min(rs.length, 4)}, 1fr)">${cards}</div>`;
 }
 
 window.addEventListener("hashchange", route);
