@@ -366,6 +366,9 @@ func roundActivations(dt Dtype, x []float32, N, K int) []float32 {
 // dot-product kernel against Q8Activations (values, scales and the offsets
 // -128 * block sum) on rows with ties, zero blocks, tails and huge values.
 func TestQ8ActivationsC(t *testing.T) {
+	if !HasQ8Dot {
+		t.Skip("the C quantiser is the int8 dot-product kernel's (AVX-512 VNNI): this CPU does not run it")
+	}
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, sh := range []struct{ N, K int }{{1, 576}, {3, 33}, {2, 7}, {5, 1536}, {4, 64}} {
 		N, K := sh.N, sh.K

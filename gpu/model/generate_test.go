@@ -299,7 +299,14 @@ func TestGeneratePrefixAcrossCalls(t *testing.T) {
 	}
 	fresh, _ := m.NewGenerator(4, 64)
 	want, _ := fresh.Generate([]Request{{Prompt: turn2, Sample: sample}})
-	if !slices.Equal(got[0].Tokens, want[0].Tokens) || !slices.Equal(got[0].Logprobs, want[0].Logprobs) {
+	// Bit for bit where the fp32 products do not depend on the batch (AVX-512's small-batch
+	// kernel); with sgemm (AVX2) the cached keys came from one-row decode steps and the fresh
+	// ones from one prefill, so the log-probs agree to fp32 rounding.
+	same := func(x, y float32) bool { return x == y }
+	if cpu.BestLowpISA < cpu.ISAAVX512 {
+		same = func(x, y float32) bool { return math.Abs(float64(x-y)) <= 1e-5*max(1, math.Abs(float64(y))) }
+	}
+	if !slices.Equal(got[0].Tokens, want[0].Tokens) || !slices.EqualFunc(got[0].Logprobs, want[0].Logprobs, same) {
 		t.Fatalf("second turn with the cached first: %v %v; a fresh generator: %v %v", got[0].Tokens, got[0].Logprobs, want[0].Tokens, want[0].Logprobs)
 	}
 	m.Params.Changed()
