@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rlhost/rlhost/host/config"
 	"gopkg.in/yaml.v3"
 )
 
@@ -50,7 +51,7 @@ type MultiturnConfig struct {
 
 // ModelConfig is the model section.
 type ModelConfig struct {
-	PartialPretrain string     `yaml:"partial_pretrain" doc:"the starting checkpoint: GGUF file or Hugging Face directory"`
+	PartialPretrain string     `yaml:"partial_pretrain" doc:"the starting checkpoint: GGUF file or Hugging Face directory (the default is looked up where make model installs it)"`
 	LoraRank        int        `yaml:"lora_rank" doc:"LoRA rank; 0 trains all weights"`
 	LoraAlpha       float64    `yaml:"lora_alpha" doc:"LoRA alpha (the update is scaled by lora_alpha/lora_rank)"`
 	TargetModules   StringList `yaml:"target_modules" doc:"modules that get LoRA adapters: all-linear or a list of projection names"`
@@ -123,7 +124,7 @@ func Default() *Config {
 	return &Config{
 		Data: DataConfig{TrainBatchSize: 8, MicroBatchSizePerGPU: 2, MaxLength: 1024, Truncation: "skip",
 			Multiturn: MultiturnConfig{Enable: true, MessagesKey: "messages", ToolsKey: "tools"}, Shuffle: true},
-		Model: ModelConfig{PartialPretrain: "models/SmolLM2-135M-Instruct.Q4_1.gguf", LoraAlpha: 16,
+		Model: ModelConfig{PartialPretrain: config.DefaultModelPath, LoraAlpha: 16,
 			TargetModules: StringList{"all-linear"}},
 		Optim: OptimConfig{LR: 1e-5, Betas: []float64{0.9, 0.95}, Eps: 1e-8, WeightDecay: 0.01, WarmupStepsRatio: 0.1,
 			ClipGrad: 1.0, LRScheduler: "cosine"},

@@ -17,6 +17,7 @@ import (
 	"github.com/rlhost/rlhost/gpu/model"
 	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/gpu/weights"
+	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/metrics"
 )
 
@@ -79,6 +80,13 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Trainer, error) {
 		return nil, err
 	}
 	mpath := cfg.Model.PartialPretrain
+	if mpath == config.DefaultModelPath { // the default model, wherever `make model` put it
+		p, err := config.DefaultModel()
+		if err != nil {
+			return nil, fmt.Errorf("sft: model.partial_pretrain: %w", err)
+		}
+		mpath, cfg.Model.PartialPretrain = p, p
+	}
 	var err error
 	if t.tk, err = tokenizer.Load(mpath); err != nil {
 		return nil, err
