@@ -4,8 +4,11 @@
 //
 // The database has three tables: runs (one row per Init), spans (every span, attributes as
 // JSON text) and trajectories (one row per trace, filled from its root span: step,
-// sample_index, rollout_n, validate, reward, names, token counts, the decoded prompt and
-// response when the run had token2text). Spans are written with INSERT OR REPLACE, so a batch
+// sample_index, rollout_n, validate, reward, the advantage of a training trajectory, names,
+// token counts, the decoded prompt and response when the run had token2text). Reads add each
+// trajectory's counterparts (the steps its sample was traced at, the size of its group), and
+// decode turns stored as token ids with the Decoder the reader sets (the run's tokenizer).
+// Spans are written with INSERT OR REPLACE, so a batch
 // the host retries after a timeout is stored once. Anyone can query the file with the sqlite3
 // shell or pandas while a run is writing it.
 //

@@ -46,4 +46,8 @@ func TestExportParquet(t *testing.T) {
 	if resp != "<tool_call>calc</tool_call> the answer is 43 so #### 43" {
 		t.Errorf("last row's response %q", resp)
 	}
+	// The last row (step 3, rollout 1) has reward 0, advantage -0.5.
+	if adv := tbl.Column(19).Data().Chunk(0).(*array.Float64); adv.IsNull(11) || adv.Value(11) != -0.5 {
+		t.Errorf("last row's advantage: null %v, %v", adv.IsNull(11), adv.Value(11))
+	}
 }

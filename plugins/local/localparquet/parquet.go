@@ -41,6 +41,7 @@ var Schema = arrow.NewSchema([]arrow.Field{
 	{Name: "response", Type: arrow.BinaryTypes.String},
 	{Name: "error", Type: arrow.BinaryTypes.String},
 	{Name: "spans_json", Type: arrow.BinaryTypes.String},
+	{Name: "advantage", Type: arrow.PrimitiveTypes.Float64, Nullable: true}, // training trajectories only
 }, nil)
 
 // Export writes the trajectories of st matching flt as a parquet file (Schema), for
@@ -90,6 +91,11 @@ func Export(ctx context.Context, st *local.Store, w io.Writer, flt local.Filter)
 		str(16, t.Response)
 		str(17, t.Error)
 		str(18, string(sj))
+		if t.Advantage != nil {
+			b.Field(19).(*array.Float64Builder).Append(*t.Advantage)
+		} else {
+			b.Field(19).AppendNull()
+		}
 		n++
 		if pending++; pending >= 1000 {
 			return flush()
