@@ -34,7 +34,7 @@ func badInput(format string, args ...any) error {
 
 // Config configures a Manager.
 type Config struct {
-	Root          string        // directory of the instances' working trees (default os.TempDir()/rlhost-sandbox, shared by Managers)
+	Root          string        // directory of the instances' working trees (default machineTemp()/rlhost-sandbox, shared by Managers)
 	MaxInstances  int           // instances alive at once (default 64)
 	Slots         int           // commands running at once; the others wait in FIFO order (default 2*NumCPU)
 	Lease         time.Duration // an instance not touched for this long is deleted (default 10 min)
@@ -159,7 +159,7 @@ func New(cfg Config) (*Manager, error) {
 	if m.cfg.Root == "" {
 		// One directory for every Manager of the machine, so that a Manager removes what a
 		// dead one left (its working trees are named after its pid).
-		m.cfg.Root = filepath.Join(os.TempDir(), "rlhost-sandbox")
+		m.cfg.Root = filepath.Join(machineTemp(), "rlhost-sandbox")
 	}
 	if err := os.MkdirAll(m.cfg.Root, 0o755); err != nil {
 		return nil, fmt.Errorf("sandbox: root: %v", err)
@@ -438,7 +438,18 @@ func (m *Manager) forget(in *instance) {
 // uidLockDir holds one lock file per instance uid, shared by every Manager of the machine
 // (whatever their roots): a uid belongs to the Manager holding its flock, and the lock goes
 // with the process when it dies.
-var uidLockDir = filepath.Join(os.TempDir(), "rlhost-sandbox-uids")
+var uidLockDir = filepath.Join(machineTemp(), "rlhost-sandbox-uids")
+
+// machineTemp is the machine's temporary folder, /tmp where there is one, whatever TMPDIR
+// says: the uid locks and the instances' root must be the same for every Manager of the
+// machine (rlhost gives each run and its plugins a private TMPDIR, mode 0700, which the
+// instances' uids could not enter either).
+func machineTemp() string {
+	if st, err := os.Stat("/tmp"); err == nil && st.IsDir() {
+		return "/tmp"
+	}
+	return os.TempDir()
+}
 
 // takeUID finds a uid no Manager holds, locks it, and kills what a dead owner left running
 // under it. m.mu is held.
@@ -574,7 +585,7 @@ func (m *Manager) Delete(_ context.Context, id string) error {
 	in.deleted = true
 	if in.uid >= 0 {
 		killUID(in.uid)
-		removeOwned(in.uid, os.TempDir(), "/dev/shm", "/var/tmp")
+		removeOwned(in.uid, machineTemp(), "/dev/shm", "/var/tmp")
 	}
 	dropGoCache(in.dir)
 	err := os.RemoveAll(in.dir)

@@ -116,7 +116,7 @@ func (t *Task) sandbox() (sandbox.Backend, error) {
 }
 
 func weakWarning(iso string) string {
-	return fmt.Sprintf("swedev sandbox isolation is %s (bubblewrap missing and not root): commands of the model see this machine's files, "+
+	return fmt.Sprintf("swedev sandbox isolation is %s (no file system view: bubblewrap missing and not root, or task.config.isolation asked for it): commands of the model see this machine's files, "+
 		"the dataset's hidden tests and reference patches included; install bubblewrap (make setup-swedev) or run as root", iso)
 }
 
