@@ -29,15 +29,15 @@ func trainCommand() *cli.Command {
 			"veRL's key names (data.train_batch_size=8 actor_rollout_ref.rollout.n=4 ...; +key=value is accepted).\n" +
 			"See docs/config.md for every key.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "task", Usage: "task plugin name (rlhost-task-NAME); sets task.name"},
+			&cli.StringSliceFlag{Name: "task", Usage: "task plugin name (rlhost-task-NAME); repeat it or give a comma list (--task gsm8k --task dr, --task gsm8k,dr) for a mixed run; sets task.name"},
 			&cli.StringFlag{Name: "model", Usage: "a GGUF file or an HF model directory; sets actor_rollout_ref.model.path (default: the model `make model` installs, see docs/config.md)"},
 			&cli.StringSliceFlag{Name: "config", Aliases: []string{"c"}, Usage: "YAML config file (repeatable; later files win)"},
 			&cli.BoolFlag{Name: "print-config", Usage: "print the resolved config (secrets redacted) and exit"},
 		},
 		Action: func(c *cli.Context) error {
 			overrides := c.Args().Slice()
-			if name := c.String("task"); name != "" {
-				overrides = append([]string{"task.name=" + name}, overrides...)
+			if names := c.StringSlice("task"); len(names) > 0 {
+				overrides = append([]string{"task.name=" + strings.Join(names, ",")}, overrides...)
 			}
 			if m := c.String("model"); m != "" {
 				overrides = append(overrides, "actor_rollout_ref.model.path="+m)
@@ -46,11 +46,13 @@ func trainCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if cfg.Task.Name == "" {
+			if len(cfg.TaskNames()) == 0 {
 				return cli.Exit("train: no task: pass --task NAME (or set task.name); `rlhost plugins list` shows the installed ones", 2)
 			}
-			if _, err := hostplugin.Find(sdkplugin.KindTask, cfg.Task.Name); err != nil {
-				return err
+			for _, name := range cfg.TaskNames() {
+				if _, err := hostplugin.Find(sdkplugin.KindTask, name); err != nil {
+					return err
+				}
 			}
 			if c.Bool("print-config") {
 				return cfg.WriteYAML(c.App.Writer)

@@ -25,8 +25,11 @@ type Config struct {
 
 // Task selects the task plugin.
 type Task struct {
-	Name   string         `yaml:"name" doc:"task plugin name (binary rlhost-task-NAME); rlhost train --task NAME sets it"`
-	Config map[string]any `yaml:"config" doc:"free-form map passed as JSON to the task plugin's Configure; any keys"`
+	Name          StringList     `yaml:"name" doc:"task plugin name(s) (binary rlhost-task-NAME): a name, a list, or names separated by commas; rlhost train --task NAME (repeatable) sets it. Several names make a mixed run: every plugin starts and each row goes to the task whose Info declares its data_source (docs/training.md)"`
+	Config        map[string]any `yaml:"config" doc:"free-form map passed as JSON to the task plugin's Configure; any keys. In a mixed run it goes to every task that has no task.configs entry"`
+	Configs       map[string]any `yaml:"configs" doc:"free-form map: task name -> that task's config (a map), used in place of task.config for that task (mixed runs)"`
+	RewardWeights map[string]any `yaml:"reward_weights" doc:"free-form map: task name -> factor its training scores are multiplied by before the advantages (default 1; validation reports the unweighted scores)"`
+	AdvNormScope  string         `yaml:"adv_norm_scope" enum:"global|task" doc:"batch-wide advantage normalisation (the whitening of gae, reinforce_plus_plus, reinforce_plus_plus_baseline): global = over the whole batch (veRL); task = over each task's trajectories separately. Group estimators (grpo, rloo, ...) normalise within a prompt's group, which never mixes tasks, so this does not change them"`
 	// AllowWeakIsolation lets rlhost train a task whose plugin declares weak isolation
 	// (task.FeatureWeakIsolation, e.g. swedev's sandbox without bubblewrap).
 	AllowWeakIsolation bool `yaml:"allow_weak_isolation" doc:"train even when the task plugin says its environment cannot keep this machine's files (the dataset's hidden answers included) from the policy (feature weak_isolation, e.g. swedev without bubblewrap); false refuses to start"`
@@ -34,20 +37,21 @@ type Task struct {
 
 // Data is the dataset section (veRL data.*).
 type Data struct {
-	TrainFiles            StringList `yaml:"train_files" doc:"training parquet file(s) in veRL's schema: a path or a list of paths"`
-	ValFiles              StringList `yaml:"val_files" doc:"validation parquet file(s): a path or a list of paths"`
-	TrainBatchSize        int        `yaml:"train_batch_size" doc:"prompts per training step; each is sampled actor_rollout_ref.rollout.n times"`
-	ValBatchSize          *int       `yaml:"val_batch_size" doc:"prompts per validation batch; null = all validation prompts in one batch"`
-	ValMaxSamples         *int       `yaml:"val_max_samples" doc:"validate on the first N rows of val_files only (a fixed subset; veRL picks N at random); -1 or null = all rows"`
-	MaxPromptLength       int        `yaml:"max_prompt_length" doc:"longest prompt in tokens (chat template applied)"`
-	MaxResponseLength     int        `yaml:"max_response_length" doc:"longest response in tokens, all turns of a trajectory together"`
-	FilterOverlongPrompts bool       `yaml:"filter_overlong_prompts" doc:"drop rows whose prompt is longer than max_prompt_length when loading"`
-	Truncation            string     `yaml:"truncation" enum:"error|left|right|middle" doc:"what to do with a prompt longer than max_prompt_length that was not filtered"`
-	Shuffle               bool       `yaml:"shuffle" doc:"shuffle the training rows every epoch"`
-	Seed                  int        `yaml:"seed" doc:"seed of the training-data shuffle"`
-	PromptKey             string     `yaml:"prompt_key" doc:"column holding the chat prompt"`
-	ReturnRawChat         bool       `yaml:"return_raw_chat" doc:"accepted for veRL compatibility: rlhost always keeps the raw chat (the agent loops need it)"`
-	DataloaderNumWorkers  *int       `yaml:"dataloader_num_workers" doc:"accepted for veRL compatibility; no effect"`
+	TrainFiles            StringList     `yaml:"train_files" doc:"training parquet file(s) in veRL's schema: a path or a list of paths; each may be a glob (*, ?, [...]) matching at least one file (matches in name order)"`
+	ValFiles              StringList     `yaml:"val_files" doc:"validation parquet file(s): a path or a list of paths; each may be a glob (*, ?, [...]) matching at least one file"`
+	TrainBatchSize        int            `yaml:"train_batch_size" doc:"prompts per training step; each is sampled actor_rollout_ref.rollout.n times"`
+	ValBatchSize          *int           `yaml:"val_batch_size" doc:"prompts per validation batch; null = all validation prompts in one batch"`
+	ValMaxSamples         *int           `yaml:"val_max_samples" doc:"validate on the first N rows of val_files only (a fixed subset; veRL picks N at random), in a mixed run the first N of each task; -1 or null = all rows"`
+	MaxPromptLength       int            `yaml:"max_prompt_length" doc:"longest prompt in tokens (chat template applied)"`
+	MaxResponseLength     int            `yaml:"max_response_length" doc:"longest response in tokens, all turns of a trajectory together"`
+	FilterOverlongPrompts bool           `yaml:"filter_overlong_prompts" doc:"drop rows whose prompt is longer than max_prompt_length when loading"`
+	Truncation            string         `yaml:"truncation" enum:"error|left|right|middle" doc:"what to do with a prompt longer than max_prompt_length that was not filtered"`
+	Shuffle               bool           `yaml:"shuffle" doc:"shuffle the training rows every epoch"`
+	Seed                  int            `yaml:"seed" doc:"seed of the training-data shuffle"`
+	PromptKey             string         `yaml:"prompt_key" doc:"column holding the chat prompt"`
+	ReturnRawChat         bool           `yaml:"return_raw_chat" doc:"accepted for veRL compatibility: rlhost always keeps the raw chat (the agent loops need it)"`
+	DataloaderNumWorkers  *int           `yaml:"dataloader_num_workers" doc:"accepted for veRL compatibility; no effect"`
+	SamplingWeights       map[string]any `yaml:"sampling_weights" doc:"free-form map: data_source -> mixing weight of the training batches; empty = rows are drawn uniformly from all train_files (veRL's concatenation). Set, each prompt of a batch comes from a data_source drawn with probability weight/sum, walking that source's rows in its own shuffled epochs; every data_source of the training rows needs a weight (0 leaves it out)"`
 }
 
 // ActorRolloutRef is veRL's actor_rollout_ref section: the policy model, its
@@ -98,6 +102,8 @@ type Actor struct {
 	KLLossType              string     `yaml:"kl_loss_type" doc:"KL estimator of the KL loss; a + suffix takes the forward value of the estimator and the gradient of k2"`
 	GradClip                float64    `yaml:"grad_clip" doc:"clip the global gradient norm to this value; 0 = no clipping"`
 	Shuffle                 bool       `yaml:"shuffle" doc:"shuffle trajectories between PPO epochs"`
+	UseDynamicBsz           bool       `yaml:"use_dynamic_bsz" doc:"micro-batches by token budget instead of ppo_micro_batch_size_per_gpu: each mini-batch's trajectories sorted by length, longest first, and cut so that trajectories x the longest one's padded length stays within ppo_max_token_len_per_gpu (the same gradients as fixed micro-batches, less padding; docs/training.md)"`
+	PPOMaxTokenLenPerGPU    int        `yaml:"ppo_max_token_len_per_gpu" doc:"use_dynamic_bsz: padded tokens (prompt + response) per actor forward/backward"`
 	PolicyLoss              PolicyLoss `yaml:"policy_loss"`
 }
 
@@ -108,7 +114,9 @@ type PolicyLoss struct {
 
 // Ref is actor_rollout_ref.ref: the frozen reference policy.
 type Ref struct {
-	LogProbMicroBatchSizePerGPU int `yaml:"log_prob_micro_batch_size_per_gpu" doc:"trajectories per reference log-prob forward"`
+	LogProbMicroBatchSizePerGPU int   `yaml:"log_prob_micro_batch_size_per_gpu" doc:"trajectories per reference log-prob forward"`
+	LogProbUseDynamicBsz        *bool `yaml:"log_prob_use_dynamic_bsz" doc:"reference log-prob micro-batches by token budget (see actor.use_dynamic_bsz); null = actor_rollout_ref.actor.use_dynamic_bsz"`
+	LogProbMaxTokenLenPerGPU    *int  `yaml:"log_prob_max_token_len_per_gpu" doc:"padded tokens per reference log-prob forward with dynamic batches; null = actor_rollout_ref.actor.ppo_max_token_len_per_gpu"`
 }
 
 // Rollout is actor_rollout_ref.rollout: generation.
@@ -124,6 +132,8 @@ type Rollout struct {
 	MaxNumSeqs                  int       `yaml:"max_num_seqs" doc:"sequences decoded together in one batch by the generator"`
 	Dtype                       string    `yaml:"dtype" enum:"float32|bfloat16|int8" doc:"weight type of the built-in engine's matrix products: bfloat16 (veRL's default) = a bfloat16 copy refreshed after each update (on CPUs with AVX-512 BF16 the activations are rounded to bfloat16 too; fp32 accumulation), about 2x the float32 decode speed at batch 16; float32 = the training weights (sampler log-probs equal the trainer's); int8 = blocks of 32 with an fp32 scale (on CPUs with AVX-512 VNNI the activations too, as llama.cpp's Q8_0 products: the fastest rollouts there, about 2x bfloat16 at batch 16 without AVX-512 BF16). The loss never uses the sampler's log-probs (docs/compute.md)"`
 	LogProbMicroBatchSizePerGPU int       `yaml:"log_prob_micro_batch_size_per_gpu" doc:"trajectories per old-log-prob forward"`
+	LogProbUseDynamicBsz        *bool     `yaml:"log_prob_use_dynamic_bsz" doc:"old-log-prob micro-batches by token budget (see actor.use_dynamic_bsz); null = actor_rollout_ref.actor.use_dynamic_bsz"`
+	LogProbMaxTokenLenPerGPU    *int      `yaml:"log_prob_max_token_len_per_gpu" doc:"padded tokens per old-log-prob forward with dynamic batches; null = actor_rollout_ref.actor.ppo_max_token_len_per_gpu"`
 	CalculateLogProbs           bool      `yaml:"calculate_log_probs" doc:"keep the sampler's log-probs of the response tokens (response_logprobs)"`
 	Seed                        *int      `yaml:"seed" doc:"sampling seed; null = trainer.seed"`
 	ValKwargs                   ValKwargs `yaml:"val_kwargs"`
@@ -186,15 +196,18 @@ type Trace struct {
 
 // Critic is the value model of PPO with GAE.
 type Critic struct {
-	Enable                  *bool       `yaml:"enable" doc:"train a critic (value head); null = only when algorithm.adv_estimator is gae"`
-	Model                   CriticModel `yaml:"model"`
-	Optim                   Optim       `yaml:"optim"`
-	PPOMiniBatchSize        *int        `yaml:"ppo_mini_batch_size" doc:"prompts per critic optimiser step (times rollout.n trajectories); null = actor_rollout_ref.actor.ppo_mini_batch_size (veRL's default)"`
-	PPOEpochs               *int        `yaml:"ppo_epochs" doc:"critic passes over each step's trajectories; null = actor_rollout_ref.actor.ppo_epochs (veRL's default)"`
-	PPOMicroBatchSizePerGPU int         `yaml:"ppo_micro_batch_size_per_gpu" doc:"trajectories per critic forward/backward"`
-	CliprangeValue          float64     `yaml:"cliprange_value" doc:"value clipping range of the critic loss"`
-	LossAggMode             string      `yaml:"loss_agg_mode" doc:"how token value losses are reduced"`
-	GradClip                float64     `yaml:"grad_clip" doc:"clip the critic's global gradient norm to this value; 0 = no clipping"`
+	Enable                   *bool       `yaml:"enable" doc:"train a critic (value head); null = only when algorithm.adv_estimator is gae"`
+	Model                    CriticModel `yaml:"model"`
+	Optim                    Optim       `yaml:"optim"`
+	PPOMiniBatchSize         *int        `yaml:"ppo_mini_batch_size" doc:"prompts per critic optimiser step (times rollout.n trajectories); null = actor_rollout_ref.actor.ppo_mini_batch_size (veRL's default)"`
+	PPOEpochs                *int        `yaml:"ppo_epochs" doc:"critic passes over each step's trajectories; null = actor_rollout_ref.actor.ppo_epochs (veRL's default)"`
+	PPOMicroBatchSizePerGPU  int         `yaml:"ppo_micro_batch_size_per_gpu" doc:"trajectories per critic forward/backward"`
+	UseDynamicBsz            *bool       `yaml:"use_dynamic_bsz" doc:"critic micro-batches by token budget (see actor_rollout_ref.actor.use_dynamic_bsz); null = actor_rollout_ref.actor.use_dynamic_bsz"`
+	PPOMaxTokenLenPerGPU     int         `yaml:"ppo_max_token_len_per_gpu" doc:"use_dynamic_bsz: padded tokens per critic forward/backward of the update"`
+	ForwardMaxTokenLenPerGPU *int        `yaml:"forward_max_token_len_per_gpu" doc:"use_dynamic_bsz: padded tokens per critic forward computing the values; null = ppo_max_token_len_per_gpu"`
+	CliprangeValue           float64     `yaml:"cliprange_value" doc:"value clipping range of the critic loss"`
+	LossAggMode              string      `yaml:"loss_agg_mode" doc:"how token value losses are reduced"`
+	GradClip                 float64     `yaml:"grad_clip" doc:"clip the critic's global gradient norm to this value; 0 = no clipping"`
 }
 
 // CriticModel is critic.model: the checkpoint the critic starts from.
@@ -260,7 +273,7 @@ type Trainer struct {
 // SmolLM2-135M-Instruct on a small CPU machine.
 func Default() *Config {
 	return &Config{
-		Task: Task{Config: map[string]any{}},
+		Task: Task{Config: map[string]any{}, Configs: map[string]any{}, RewardWeights: map[string]any{}, AdvNormScope: "global"},
 		Data: Data{
 			TrainFiles:            StringList{"data/gsm8k/train.parquet"},
 			ValFiles:              StringList{"data/gsm8k/test.parquet"},
@@ -273,6 +286,7 @@ func Default() *Config {
 			Shuffle:               true,
 			Seed:                  42,
 			PromptKey:             "prompt",
+			SamplingWeights:       map[string]any{},
 		},
 		ActorRolloutRef: ActorRolloutRef{
 			Model: Model{
@@ -292,6 +306,7 @@ func Default() *Config {
 				KLLossType:              "low_var_kl",
 				GradClip:                1.0,
 				PolicyLoss:              PolicyLoss{LossMode: "vanilla"},
+				PPOMaxTokenLenPerGPU:    16384,
 			},
 			Ref: Ref{LogProbMicroBatchSizePerGPU: 4},
 			Rollout: Rollout{
@@ -320,6 +335,7 @@ func Default() *Config {
 		Critic: Critic{
 			Optim:                   defaultOptim(),
 			PPOMicroBatchSizePerGPU: 2,
+			PPOMaxTokenLenPerGPU:    32768,
 			CliprangeValue:          0.5,
 			LossAggMode:             "token-mean",
 			GradClip:                1.0,

@@ -21,7 +21,7 @@ func TestDefaultIsValid(t *testing.T) {
 // The defaults the run plan asks for, read back through Get by their veRL names.
 func TestDefaults(t *testing.T) {
 	want := map[string]any{
-		"task.name":                                                        "",
+		"task.name":                                                        nil,
 		"data.train_files":                                                 []string{"data/gsm8k/train.parquet"},
 		"data.val_files":                                                   []string{"data/gsm8k/test.parquet"},
 		"data.train_batch_size":                                            4,
@@ -136,7 +136,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("derived defaults: critic %v clip %v/%v lengths %d/%d seed %d workers %d",
 			c.CriticEnabled(), c.ClipRatioLow(), c.ClipRatioHigh(), c.PromptLength(), c.ResponseLength(), c.RolloutSeed(), c.AgentWorkers())
 	}
-	c.Task.Name = "arith"
+	c.Task.Name = StringList{"arith"}
 	if got := c.RunDir(); got != "runs/rlhost/arith" {
 		t.Errorf("RunDir() = %q, want runs/rlhost/arith (the experiment is named after the task)", got)
 	}

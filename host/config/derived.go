@@ -67,12 +67,17 @@ func (c *Config) AgentWorkers() int {
 }
 
 // Experiment is trainer.experiment_name, or when it is empty the task's name (task.name; of a
-// path to a plugin binary, its name: /x/rlhost-task-arith -> arith).
+// path to a plugin binary, its name: /x/rlhost-task-arith -> arith); the names of a mixed
+// run's tasks joined by "+" (gsm8k+arith).
 func (c *Config) Experiment() string {
-	if c.Trainer.ExperimentName != "" || c.Task.Name == "" {
+	names := c.TaskNames()
+	if c.Trainer.ExperimentName != "" || len(names) == 0 {
 		return c.Trainer.ExperimentName
 	}
-	return strings.TrimPrefix(filepath.Base(c.Task.Name), "rlhost-task-")
+	for i, n := range names {
+		names[i] = strings.TrimPrefix(filepath.Base(n), "rlhost-task-")
+	}
+	return strings.Join(names, "+")
 }
 
 // RunDir is trainer.run_dir, or default_local_dir/project_name/experiment_name
@@ -166,4 +171,57 @@ func (c *Config) CriticPPOEpochs() int {
 		return *p
 	}
 	return c.ActorRolloutRef.Actor.PPOEpochs
+}
+
+// LogProbBudget is the token budget of a log-prob pass (old = rollout's, else ref's), 0 for
+// fixed micro-batches: log_prob_use_dynamic_bsz (null = actor.use_dynamic_bsz) and
+// log_prob_max_token_len_per_gpu (null = actor.ppo_max_token_len_per_gpu). key names the
+// budget key for errors.
+func (c *Config) LogProbBudget(ref bool) (budget int, key string) {
+	a := c.ActorRolloutRef.Actor
+	use, max, key := c.ActorRolloutRef.Rollout.LogProbUseDynamicBsz, c.ActorRolloutRef.Rollout.LogProbMaxTokenLenPerGPU, "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"
+	if ref {
+		use, max, key = c.ActorRolloutRef.Ref.LogProbUseDynamicBsz, c.ActorRolloutRef.Ref.LogProbMaxTokenLenPerGPU, "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu"
+	}
+	on := a.UseDynamicBsz
+	if use != nil {
+		on = *use
+	}
+	if !on {
+		return 0, key
+	}
+	if max != nil {
+		return *max, key
+	}
+	return a.PPOMaxTokenLenPerGPU, "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
+}
+
+// criticDynamic is critic.use_dynamic_bsz, or the actor's when null.
+func (c *Config) criticDynamic() bool {
+	if p := c.Critic.UseDynamicBsz; p != nil {
+		return *p
+	}
+	return c.ActorRolloutRef.Actor.UseDynamicBsz
+}
+
+// CriticUpdateBudget is the token budget of the critic update's micro-batches
+// (critic.ppo_max_token_len_per_gpu), 0 for fixed micro-batches.
+func (c *Config) CriticUpdateBudget() int {
+	if !c.criticDynamic() {
+		return 0
+	}
+	return c.Critic.PPOMaxTokenLenPerGPU
+}
+
+// CriticForwardBudget is the token budget of the critic's value forward
+// (critic.forward_max_token_len_per_gpu, null = ppo_max_token_len_per_gpu), 0 for fixed
+// micro-batches.
+func (c *Config) CriticForwardBudget() int {
+	if !c.criticDynamic() {
+		return 0
+	}
+	if p := c.Critic.ForwardMaxTokenLenPerGPU; p != nil {
+		return *p
+	}
+	return c.Critic.PPOMaxTokenLenPerGPU
 }

@@ -46,7 +46,7 @@ func ExampleConfig_Redacted() {
 	fmt.Println(cfg.Redacted()["task"])
 	// Output:
 	// sk-123
-	// map[allow_weak_isolation:false config:map[judge:map[api_key:*** url:https://judge.example]] name:]
+	// map[adv_norm_scope:global allow_weak_isolation:false config:map[judge:map[api_key:*** url:https://judge.example]] configs:map[] name:<nil> reward_weights:map[]]
 }
 
 func ExampleKeys() {

@@ -100,6 +100,9 @@ func yamlError(err error) string {
 func (c *Config) clone() *Config {
 	d := *c
 	d.Task.Config = deepCopyMap(c.Task.Config)
+	d.Task.Configs = deepCopyMap(c.Task.Configs)
+	d.Task.RewardWeights = deepCopyMap(c.Task.RewardWeights)
+	d.Data.SamplingWeights = deepCopyMap(c.Data.SamplingWeights)
 	d.RewardModel.RewardKwargs = deepCopyMap(c.RewardModel.RewardKwargs)
 	d.RewardModel.RewardWeights = deepCopyMap(c.RewardModel.RewardWeights)
 	d.compat = deepCopyMap(c.compat)

@@ -116,7 +116,7 @@ func (c *Config) ResolvePaths() error {
 				_, tried, _ := Find(f)
 				where = strings.Join(tried, ", ")
 			}
-			return &notFoundError{fmt.Sprintf("%s: %s not found (looked for %s): %s", list.key, f, where, makeData(c.Task.Name, f))}
+			return &notFoundError{fmt.Sprintf("%s: %s not found (looked for %s): %s", list.key, f, where, makeData(firstOr(c.TaskNames(), ""), f))}
 		}
 		list.set(out)
 	}
@@ -145,3 +145,11 @@ type notFoundError struct{ msg string }
 
 func (e *notFoundError) Error() string        { return "config: " + e.msg }
 func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// firstOr is the first of xs, or def when there is none.
+func firstOr(xs []string, def string) string {
+	if len(xs) == 0 {
+		return def
+	}
+	return xs[0]
+}

@@ -75,7 +75,7 @@ func TestResolveDefaultModelSearchOrder(t *testing.T) {
 func TestResolveMissingModelAndData(t *testing.T) {
 	home, cache, _ := roots(t)
 	c := Default()
-	c.Task.Name = "gsm8k"
+	c.Task.Name = StringList{"gsm8k"}
 	err := c.ResolvePaths()
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("err %v, want ErrNotFound", err)
@@ -96,7 +96,7 @@ func TestResolveMissingModelAndData(t *testing.T) {
 	}
 	// A path the user set is taken as it is, relative to the current directory.
 	c = Default()
-	c.Task.Name = "arith"
+	c.Task.Name = StringList{"arith"}
 	c.ActorRolloutRef.Model.Path = "mine.gguf"
 	if err := c.ResolvePaths(); err == nil || !strings.Contains(err.Error(), "mine.gguf: no such file") {
 		t.Errorf("missing model path that was set: %v", err)

@@ -15,6 +15,7 @@ func (c *Config) Validate() error {
 	v := &validator{}
 	c.validateEnums(v)
 
+	c.validateTasks(v)
 	d := &c.Data
 	v.nonEmptyList("data.train_files", d.TrainFiles)
 	for i, f := range d.ValFiles {
@@ -75,6 +76,16 @@ func (c *Config) Validate() error {
 	if !(a.ClipRatioC > 1) {
 		v.add("actor_rollout_ref.actor.clip_ratio_c", "actor_rollout_ref.actor.clip_ratio_c must be > 1 (dual clip), got %g", a.ClipRatioC)
 	}
+	if a.UseDynamicBsz {
+		v.atLeast("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", a.PPOMaxTokenLenPerGPU, 1)
+	}
+	v.atLeastPtr("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", c.ActorRolloutRef.Ref.LogProbMaxTokenLenPerGPU, 1)
+	v.atLeastPtr("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu", r.LogProbMaxTokenLenPerGPU, 1)
+	for _, ref := range []bool{false, true} {
+		if b, key := c.LogProbBudget(ref); b < 0 || (b == 0 && key == "actor_rollout_ref.actor.ppo_max_token_len_per_gpu") {
+			v.add(key, "%s must be >= 1 when dynamic batches are on, got %d", key, b)
+		}
+	}
 	v.nonNegative("actor_rollout_ref.actor.kl_loss_coef", a.KLLossCoef)
 	v.nonNegative("actor_rollout_ref.actor.grad_clip", a.GradClip)
 	v.atLeast("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", c.ActorRolloutRef.Ref.LogProbMicroBatchSizePerGPU, 1)
@@ -124,6 +135,10 @@ func (c *Config) Validate() error {
 			v.add("critic.ppo_micro_batch_size_per_gpu",
 				"%s * actor_rollout_ref.rollout.n (%d trajectories) must be divisible by critic.ppo_micro_batch_size_per_gpu (%d)",
 				miniKey, mini*r.N, cr.PPOMicroBatchSizePerGPU)
+		}
+		if c.criticDynamic() {
+			v.atLeast("critic.ppo_max_token_len_per_gpu", cr.PPOMaxTokenLenPerGPU, 1)
+			v.atLeastPtr("critic.forward_max_token_len_per_gpu", cr.ForwardMaxTokenLenPerGPU, 1)
 		}
 		v.positive("critic.cliprange_value", cr.CliprangeValue)
 		v.nonNegative("critic.grad_clip", cr.GradClip)

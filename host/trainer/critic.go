@@ -130,16 +130,36 @@ func (c *critic) actsFor(B, T int) *model.ValueActs {
 // values runs the critic over the batch in micro-batches: [B*Tr], the value of each response
 // model token, 0 elsewhere.
 func (c *critic) values(b *batchOf, micro int) ([]float32, error) {
-	out := make([]float32, b.B*b.Tr)
-	micro = max(micro, 1)
-	for lo := 0; lo < b.B; lo += micro {
-		hi := min(lo+micro, b.B)
-		mb, plen := b.pack(lo, hi)
+	return c.valuesBudget(b, micro, 0)
+}
+
+// valuesBudget is values with micro-batches by token budget when budget > 0
+// (critic.use_dynamic_bsz, critic.forward_max_token_len_per_gpu).
+func (c *critic) valuesBudget(b *batchOf, micro, budget int) ([]float32, error) {
+	order, spans, err := planLogProbs(b, micro, budget, "critic.forward_max_token_len_per_gpu")
+	if err != nil {
+		return nil, err
+	}
+	pb := b
+	if !isIdentity(order) {
+		pb = b.permute(order)
+	}
+	pout := make([]float32, b.B*b.Tr)
+	for _, s := range spans {
+		lo, hi := s.lo, s.hi
+		mb, plen := pb.pack(lo, hi)
 		a := c.actsFor(mb.B, mb.T)
 		if err := c.vm.Forward(a, mb); err != nil {
 			return nil, fmt.Errorf("trainer: critic forward: %w", err)
 		}
-		b.extract(b.rows(out, lo, hi), a.Values, mb.T, plen, lo, hi)
+		pb.extract(pb.rows(pout, lo, hi), a.Values, mb.T, plen, lo, hi)
+	}
+	if pb == b {
+		return pout, nil
+	}
+	out := make([]float32, b.B*b.Tr)
+	for i, j := range order {
+		copy(out[j*b.Tr:(j+1)*b.Tr], pout[i*b.Tr:(i+1)*b.Tr])
 	}
 	return out, nil
 }
@@ -148,6 +168,7 @@ func (c *critic) values(b *batchOf, micro int) ([]float32, error) {
 type criticUpdate struct {
 	MiniSeqs  int // trajectories per optimiser step (the actor's ppo_mini_batch_size * rollout.n)
 	Micro     int // trajectories per forward/backward (critic.ppo_micro_batch_size_per_gpu)
+	Budget    int // > 0: micro-batches by token budget (critic.use_dynamic_bsz, critic.ppo_max_token_len_per_gpu)
 	Epochs    int // passes over the batch (the actor's ppo_epochs)
 	ClipRange float64
 	AggMode   string
@@ -165,18 +186,36 @@ func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []fl
 	miniSeqs, micro := max(u.MiniSeqs, 1), max(u.Micro, 1)
 	sums, counts := map[string]float64{}, map[string]float64{}
 	add := func(k string, v float64) { sums[k] += v; counts[k]++ }
+	if u.Budget > 0 {
+		// The same mini-batches, each sorted longest first for the token budget.
+		order := make([]int, b.B)
+		for i := range order {
+			order[i] = i
+		}
+		for lo := 0; lo < b.B; lo += miniSeqs {
+			sortByLength(b, order, lo, min(lo+miniSeqs, b.B))
+		}
+		b, oldValues, returns = b.permute(order), permuteRows(oldValues, order, b.Tr), permuteRows(returns, order, b.Tr)
+	}
 	for epoch := 0; epoch < max(u.Epochs, 1); epoch++ {
 		for lo := 0; lo < b.B; lo += miniSeqs {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 			hi := min(lo+miniSeqs, b.B)
+			spans := fixedSpans(lo, hi, micro)
+			if u.Budget > 0 {
+				var err error
+				if spans, err = budgetSpans(b, lo, hi, u.Budget, "critic.ppo_max_token_len_per_gpu"); err != nil {
+					return nil, err
+				}
+			}
 			gTok, gSeq := maskCounts(b.rows(b.mask, lo, hi), b.Tr)
 			agg := algo.Agg{Mode: u.AggMode, GlobalTokens: gTok, GlobalSeqs: gSeq, NormLen: u.NormLen}
 			c.vm.ZeroGrads()
 			var miniLoss float64
-			for mlo := lo; mlo < hi; mlo += micro {
-				mhi := min(mlo+micro, hi)
+			for _, sp := range spans {
+				mlo, mhi := sp.lo, sp.hi
 				Bm := mhi - mlo
 				mb, plen := b.pack(mlo, mhi)
 				a := c.actsFor(mb.B, mb.T)
@@ -315,7 +354,7 @@ func (t *Trainer) criticValues(b *batchOf, vals map[string]float64) ([]float32, 
 		return nil, nil
 	}
 	s := time.Now()
-	v, err := t.critic.values(b, t.cfg.Critic.PPOMicroBatchSizePerGPU)
+	v, err := t.critic.valuesBudget(b, t.cfg.Critic.PPOMicroBatchSizePerGPU, t.cfg.CriticForwardBudget())
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +367,7 @@ func (t *Trainer) criticValues(b *batchOf, vals map[string]float64) ([]float32, 
 // learning rate.
 func criticUpdateFor(cfg *config.Config, step, totalSteps int) criticUpdate {
 	return criticUpdate{
-		MiniSeqs: cfg.CriticMiniBatchSize() * cfg.ActorRolloutRef.Rollout.N, Micro: cfg.Critic.PPOMicroBatchSizePerGPU,
+		MiniSeqs: cfg.CriticMiniBatchSize() * cfg.ActorRolloutRef.Rollout.N, Micro: cfg.Critic.PPOMicroBatchSizePerGPU, Budget: cfg.CriticUpdateBudget(),
 		Epochs: cfg.CriticPPOEpochs(), ClipRange: cfg.Critic.CliprangeValue, AggMode: cfg.Critic.LossAggMode,
 		NormLen: cfg.ResponseLength(), LR: scheduledLR(cfg.Critic.Optim, step, totalSteps)}
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/sdk/task"
 )
 
@@ -29,7 +28,7 @@ func TestCheckIsolation(t *testing.T) {
 		{strong, false, "", ""},
 	} {
 		var out bytes.Buffer
-		err := checkIsolation(context.Background(), c.info, config.Task{Name: "swedev", AllowWeakIsolation: c.allow}, &out)
+		err := checkIsolation(context.Background(), c.info, "swedev", c.allow, &out)
 		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
 			t.Errorf("allow=%v features %v: error %v, want %q", c.allow, c.info.Features, err, c.err)
 		}

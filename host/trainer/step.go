@@ -127,20 +127,49 @@ func (c *actsCache) get(B, T int) *model.Acts {
 	return a
 }
 
-// logProbs runs the model forward over the batch in micro-batches and returns the log-probs
-// (and entropies) of the response model tokens, [B*Tr].
+// logProbs runs the model forward over the batch in micro-batches of micro trajectories and
+// returns the log-probs (and entropies) of the response model tokens, [B*Tr].
 func (b *batchOf) logProbs(m *model.Model, cache *actsCache, micro int) (logp, entropy []float32, err error) {
-	logp = make([]float32, b.B*b.Tr)
-	entropy = make([]float32, b.B*b.Tr)
-	for lo := 0; lo < b.B; lo += micro {
-		hi := min(lo+micro, b.B)
-		mb, plen := b.pack(lo, hi)
+	order, spans, _ := planLogProbs(b, micro, 0, "")
+	return b.logProbsIn(m, cache, order, spans)
+}
+
+// logProbsIn is logProbs over the micro-batches spans of the batch in the given order
+// (planLogProbs); the results are in the batch's own order.
+func (b *batchOf) logProbsIn(m *model.Model, cache *actsCache, order []int, spans []span) (logp, entropy []float32, err error) {
+	pb := b
+	if !isIdentity(order) {
+		pb = b.permute(order)
+	}
+	plogp := make([]float32, b.B*b.Tr)
+	pent := make([]float32, b.B*b.Tr)
+	for _, s := range spans {
+		lo, hi := s.lo, s.hi
+		mb, plen := pb.pack(lo, hi)
 		a := cache.get(mb.B, mb.T)
 		if err := m.Forward(a, mb); err != nil {
 			return nil, nil, fmt.Errorf("trainer: forward: %w", err)
 		}
-		b.extract(b.rows(logp, lo, hi), a.Logp, mb.T, plen, lo, hi)
-		b.extract(b.rows(entropy, lo, hi), a.Entropy, mb.T, plen, lo, hi)
+		pb.extract(pb.rows(plogp, lo, hi), a.Logp, mb.T, plen, lo, hi)
+		pb.extract(pb.rows(pent, lo, hi), a.Entropy, mb.T, plen, lo, hi)
+	}
+	if pb == b {
+		return plogp, pent, nil
+	}
+	logp = make([]float32, b.B*b.Tr)
+	entropy = make([]float32, b.B*b.Tr)
+	for i, j := range order {
+		copy(logp[j*b.Tr:(j+1)*b.Tr], plogp[i*b.Tr:(i+1)*b.Tr])
+		copy(entropy[j*b.Tr:(j+1)*b.Tr], pent[i*b.Tr:(i+1)*b.Tr])
 	}
 	return logp, entropy, nil
+}
+
+func isIdentity(order []int) bool {
+	for i, j := range order {
+		if i != j {
+			return false
+		}
+	}
+	return true
 }

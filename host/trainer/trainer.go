@@ -46,7 +46,7 @@ type Trainer struct {
 	log    hclog.Logger
 	runDir string
 
-	task    *plugin.Task
+	tasks   *taskSet
 	tk      *tokenizer.Tokenizer
 	actor   *model.Model
 	ref     *model.Model // nil when no KL term needs it
@@ -79,7 +79,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	if cfg.Task.Name == "" {
+	if len(cfg.TaskNames()) == 0 {
 		return nil, fmt.Errorf("trainer: no task: pass --task NAME (or set task.name)")
 	}
 	ac := cfg.ActorRolloutRef.Actor
@@ -121,12 +121,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 			return nil, fmt.Errorf("trainer: trainer.device=cuda: %w", err)
 		}
 	}
-	t.task, err = plugin.OpenTask(ctx, cfg.Task.Name, cfg.Task.Config, opts.Plugin)
-	if err != nil {
+	if t.tasks, err = openTasks(ctx, cfg, opts.Plugin, t.log); err != nil {
 		return nil, err
 	}
-	if err := checkIsolation(ctx, t.task, cfg.Task, opts.Progress); err != nil {
-		return nil, err
+	for _, rt := range t.tasks.list {
+		if err := checkIsolation(ctx, rt.p, rt.name, cfg.Task.AllowWeakIsolation, opts.Progress); err != nil {
+			return nil, err
+		}
 	}
 	mpath := cfg.ActorRolloutRef.Model.Path
 	if t.tk, err = tokenizer.Load(mpath); err != nil {
@@ -186,7 +187,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 			return nil, fmt.Errorf("trainer: actor_rollout_ref.rollout.dtype: %w", err)
 		}
 	}
-	if t.task.CachedInfo().Has(task.FeatureExternalEpisode) {
+	if t.tasks.has(task.FeatureExternalEpisode) {
 		t.chat = chatserver.New(t.rolloutPolicy(), t.tk, chatserver.Options{MaxContext: maxT})
 		if err := t.chat.Start(); err != nil {
 			return nil, err
@@ -228,7 +229,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	if !cfg.Trainer.ValOnly {
 		bar := progress.New(opts.Progress, "prompts (train)", 0, "rows")
 		var filtered int
-		t.train, filtered, err = loadExamples(ctx, d.TrainFiles, t.tk, t.task, defLoop, cfg.PromptLength(), d.FilterOverlongPrompts, d.Truncation, 0, bar)
+		t.train, filtered, err = loadExamples(ctx, "data.train_files", d.TrainFiles, t.tk, t.tasks, defLoop, cfg.PromptLength(), d.FilterOverlongPrompts, d.Truncation, 0, bar)
 		if err != nil {
 			return nil, err
 		}
@@ -238,7 +239,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		if len(t.train) < d.TrainBatchSize {
 			return nil, fmt.Errorf("trainer: %d usable training rows, fewer than data.train_batch_size=%d", len(t.train), d.TrainBatchSize)
 		}
-		t.sampler = newSampler(len(t.train), d.TrainBatchSize, d.Seed, d.Shuffle)
+		if t.sampler, err = newSamplerFor(t.train, d.TrainBatchSize, d.Seed, d.Shuffle, cfg.SamplingWeights()); err != nil {
+			return nil, err
+		}
 		t.totalSteps = t.sampler.StepsPerEpoch() * cfg.Trainer.TotalEpochs
 		if cfg.Trainer.TotalTrainingSteps != nil {
 			t.totalSteps = *cfg.Trainer.TotalTrainingSteps
@@ -249,7 +252,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		if d.ValMaxSamples != nil {
 			limit = *d.ValMaxSamples
 		}
-		t.val, _, err = loadExamples(ctx, d.ValFiles, t.tk, t.task, defLoop, cfg.PromptLength(), true, d.Truncation, limit, nil)
+		t.val, _, err = loadExamples(ctx, "data.val_files", d.ValFiles, t.tk, t.tasks, defLoop, cfg.PromptLength(), true, d.Truncation, limit, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -313,8 +316,8 @@ func (t *Trainer) Close() {
 	if t.policy != nil {
 		t.policy.Close()
 	}
-	if t.task != nil {
-		t.task.Close()
+	if t.tasks != nil {
+		t.tasks.Close()
 	}
 	if t.tk != nil {
 		t.tk.Close()
@@ -467,13 +470,13 @@ func (t *Trainer) samplesFor(exs []*example, uidPrefix string, n, step int, vali
 	return out
 }
 
-func (t *Trainer) rolloutDeps(validate bool) rollout.Deps {
+func (t *Trainer) rolloutDeps(rt *runTask, validate bool) rollout.Deps {
 	r := t.cfg.ActorRolloutRef.Rollout
 	mt := r.MultiTurn
 	c := rollout.Config{ResponseLength: t.cfg.ResponseLength(), MaxParallelCalls: mt.MaxParallelCalls,
 		MaxToolResponseLength: mt.MaxToolResponseLength, TruncateSide: mt.ToolResponseTruncateSide,
 		DefaultAgentLoop: r.Agent.DefaultAgentLoop,
-		Interaction:      t.task.CachedInfo().Has(task.FeatureInteraction) && t.interactionOn()}
+		Interaction:      rt.p.CachedInfo().Has(task.FeatureInteraction) && t.interactionOn(rt)}
 	if mt.MaxAssistantTurns != nil {
 		c.MaxAssistantTurns = *mt.MaxAssistantTurns
 	}
@@ -494,12 +497,12 @@ func (t *Trainer) rolloutDeps(validate bool) rollout.Deps {
 		}
 	}
 	var env task.Environment
-	if t.task.CachedInfo().Has(task.FeatureEnvironment) && mt.Enable {
-		env = t.task
+	if rt.p.CachedInfo().Has(task.FeatureEnvironment) && mt.Enable {
+		env = rt.p
 	}
-	d := rollout.Deps{Policy: t.rolloutPolicy(), Tokenizer: t.tk, Env: env, Config: c, Tracer: t.tracer, TaskName: t.task.Name()}
-	if t.chat != nil { // external_episode: the environment calls the policy through t.chat
-		d.Env = t.task
+	d := rollout.Deps{Policy: t.rolloutPolicy(), Tokenizer: t.tk, Env: env, Config: c, Tracer: t.tracer, TaskName: rt.p.Name()}
+	if t.chat != nil && rt.p.CachedInfo().Has(task.FeatureExternalEpisode) { // external_episode: the environment calls the policy through t.chat
+		d.Env = rt.p
 		d.Config.DefaultAgentLoop = rollout.ExternalAgent
 		d.External = rollout.NewExternalAgentLoop(d, t.chat, 0)
 	}
@@ -507,12 +510,14 @@ func (t *Trainer) rolloutDeps(validate bool) rollout.Deps {
 }
 
 // interactionOn: the user simulator runs when multi_turn.interaction_config_path is set (veRL's
-// switch) or the task config asks for it (task.config.interaction: true).
-func (t *Trainer) interactionOn() bool {
+// switch) or the task config asks for it (task.config.interaction: true, or
+// task.configs.NAME.interaction in a mixed run).
+func (t *Trainer) interactionOn(rt *runTask) bool {
 	if t.cfg.ActorRolloutRef.Rollout.MultiTurn.InteractionConfigPath != nil {
 		return true
 	}
-	v, _ := t.cfg.Task.Config["interaction"].(bool)
+	tc, _ := t.cfg.TaskConfig(rt.name)
+	v, _ := tc["interaction"].(bool)
 	return v
 }
 
@@ -546,17 +551,30 @@ func (t *Trainer) score(ctx context.Context, outs []*rollout.Output) ([]float64,
 		idx = append(idx, i)
 	}
 	var st reward.Stats
-	if len(items) > 0 {
-		res, s, err := t.rew.Score(ctx, t.task, items)
+	// Each task scores its own rows (a mixed run: one Score batch per task).
+	ts, groups := t.tasks.groupByTask(len(items), func(j int) string { return items[j].DataSource })
+	for k, rt := range ts {
+		sub := make([]reward.Item, len(groups[k]))
+		for n, j := range groups[k] {
+			sub[n] = items[j]
+		}
+		res, s, err := t.rew.Score(ctx, rt.p, sub)
 		if err != nil {
+			if t.tasks.mixed() {
+				err = fmt.Errorf("task %s: %w", rt.name, err)
+			}
 			return nil, nil, st, err
 		}
-		st = s
-		for j, r := range res {
+		st.Scored += s.Scored
+		st.Errors += s.Errors
+		st.Timeouts += s.Timeouts
+		st.Elapsed += s.Elapsed
+		for n, r := range res {
+			j := groups[k][n]
 			scores[idx[j]] = r.Score
 			results[idx[j]] = r
 		}
-		if failed := st.Errors + st.Timeouts; failed > 0 {
+		if failed := s.Errors + s.Timeouts; failed > 0 {
 			first := ""
 			for _, r := range res {
 				if r.Err != "" {
@@ -564,8 +582,8 @@ func (t *Trainer) score(ctx context.Context, outs []*rollout.Output) ([]float64,
 					break
 				}
 			}
-			t.log.Warn(fmt.Sprintf("%d of %d rewards failed: scored 0 (reward/errors, reward/timeouts)", failed, len(items)),
-				"task", t.cfg.Task.Name, "first_error", first)
+			t.log.Warn(fmt.Sprintf("%d of %d rewards failed: scored 0 (reward/errors, reward/timeouts)", failed, len(sub)),
+				"task", rt.name, "first_error", first)
 		}
 	}
 	for _, o := range outs {
@@ -633,7 +651,7 @@ func (t *Trainer) validate(ctx context.Context, step int) (map[string]float64, e
 	n := max(t.cfg.ActorRolloutRef.Rollout.ValKwargs.N, 1)
 	samples := t.samplesFor(exs, fmt.Sprintf("val%d", step), n, step, true)
 	bar := progress.New(t.opts.Progress, fmt.Sprintf("validate (step %d)", step), int64(len(samples)), "trajectories")
-	res, err := t.runRollouts(ctx, t.rolloutDeps(true), samples, bar)
+	res, dropped, err := t.runRollouts(ctx, true, samples, bar)
 	if err != nil {
 		return nil, err
 	}
@@ -645,10 +663,15 @@ func (t *Trainer) validate(ctx context.Context, step int) (map[string]float64, e
 	t.endTraces(outs, scores, results, nil, nil)
 	sum := map[string]float64{}
 	cnt := map[string]float64{}
+	tsum := map[string]float64{}
+	tcnt := map[string]float64{}
 	for i, o := range outs {
 		ds := o.Sample.Row.DataSource
 		sum[ds] += scores[i]
 		cnt[ds]++
+		tn := t.taskOf(o).name
+		tsum[tn] += scores[i]
+		tcnt[tn]++
 	}
 	for ds := range sum {
 		vals[metrics.ValRewardKey(ds)] = sum[ds] / cnt[ds]
@@ -669,6 +692,15 @@ func (t *Trainer) validate(ctx context.Context, step int) (map[string]float64, e
 		vals["val-aux/response_length/mean"] = rm["response_length/mean"]
 	}
 	vals["val/dropped"] = float64(res.Dropped)
+	if t.tasks.mixed() {
+		// Per task as well as per data_source (a task may serve several sources).
+		for tn := range tsum {
+			vals[ValTaskRewardKey(tn)] = tsum[tn] / tcnt[tn]
+		}
+		for tn, d := range dropped {
+			vals["val/dropped/"+tn] = float64(d[1])
+		}
+	}
 	vals["timing_s/testing"] = time.Since(start).Seconds()
 	if k := t.cfg.Trainer.LogValGenerations; k > 0 {
 		for i, o := range outs {
@@ -683,7 +715,7 @@ func (t *Trainer) validate(ctx context.Context, step int) (map[string]float64, e
 }
 
 // runRollouts runs samples through the agent loops, ticking a progress bar as they finish.
-func (t *Trainer) runRollouts(ctx context.Context, d rollout.Deps, samples []*rollout.Sample, bar *progress.Bar) (rollout.BatchResult, error) {
+func (t *Trainer) runRollouts(ctx context.Context, validate bool, samples []*rollout.Sample, bar *progress.Bar) (rollout.BatchResult, map[string][2]int, error) {
 	if len(samples) > 0 && t.tracer != nil {
 		seen := map[int64]bool{}
 		var idx []int64
@@ -695,9 +727,9 @@ func (t *Trainer) runRollouts(ctx context.Context, d rollout.Deps, samples []*ro
 		}
 		t.tracer.BeginStep(samples[0].Step, samples[0].Validate, idx)
 	}
-	res, err := rollout.RunBatchFunc(ctx, d, samples, func() { bar.Add(1) })
+	res, dropped, err := t.runRolloutsByTask(ctx, validate, samples, bar)
 	bar.Finish()
-	return res, err
+	return res, dropped, err
 }
 
 // trainStep is one step of GRPO/PPO.
@@ -720,7 +752,7 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 		prefilled0, shared0 = t.policy.PrefixStats()
 	}
 	bar := progress.New(t.opts.Progress, fmt.Sprintf("step %d/%d rollout", step, t.totalSteps), int64(len(samples)), "trajectories")
-	res, err := t.runRollouts(ctx, t.rolloutDeps(false), samples, bar)
+	res, dropped, err := t.runRollouts(ctx, false, samples, bar)
 	if err != nil {
 		return nil, err
 	}
@@ -732,6 +764,12 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 	}
 	vals["rollout/retried"] = float64(res.Retried)
 	vals["rollout/dropped"] = float64(res.Dropped)
+	if t.tasks.mixed() {
+		for tn, d := range dropped {
+			vals["task/"+tn+"/retried"] = float64(d[0])
+			vals["task/"+tn+"/dropped"] = float64(d[1])
+		}
+	}
 	if t.chat != nil {
 		for k, v := range rollout.ExternalDropMetrics(res.Errors) {
 			vals["rollout/"+k] = v
@@ -788,7 +826,12 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 	var oldLogp, refLogp []float32
 	if !onPolicy || cfg.Algorithm.UseKLInReward {
 		s := time.Now()
-		if oldLogp, _, err = b.logProbs(t.actor, t.acts, max(cfg.ActorRolloutRef.Rollout.LogProbMicroBatchSizePerGPU, 1)); err != nil {
+		budget, key := cfg.LogProbBudget(false)
+		order, spans, err := planLogProbs(b, max(cfg.ActorRolloutRef.Rollout.LogProbMicroBatchSizePerGPU, 1), budget, key)
+		if err != nil {
+			return nil, err
+		}
+		if oldLogp, _, err = b.logProbsIn(t.actor, t.acts, order, spans); err != nil {
 			return nil, err
 		}
 		vals[metrics.TimingOldLogProb] = time.Since(s).Seconds()
@@ -799,7 +842,13 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 		if lora {
 			t.actor.SetAdaptersActive(false)
 		}
-		refLogp, _, err = b.logProbs(t.ref, t.refActs, max(cfg.ActorRolloutRef.Ref.LogProbMicroBatchSizePerGPU, 1))
+		budget, key := cfg.LogProbBudget(true)
+		order, spans, perr := planLogProbs(b, max(cfg.ActorRolloutRef.Ref.LogProbMicroBatchSizePerGPU, 1), budget, key)
+		if perr == nil {
+			refLogp, _, err = b.logProbsIn(t.ref, t.refActs, order, spans)
+		} else {
+			err = perr
+		}
 		if lora {
 			t.actor.SetAdaptersActive(true)
 		}
@@ -810,7 +859,10 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 	}
 
 	// advantages
-	tokenRewards := reward.PlaceOnLastToken(scores, b.mask, b.B, b.Tr)
+	if err := t.checkGroupsOneTask(outs); err != nil {
+		return nil, err
+	}
+	tokenRewards := reward.PlaceOnLastToken(t.weightedScores(outs, scores), b.mask, b.B, b.Tr)
 	if cfg.Algorithm.UseKLInReward {
 		var kl float64
 		tokenRewards, kl = algo.ApplyKLPenalty(tokenRewards, oldLogp, refLogp, b.mask, b.B, b.Tr, cfg.Algorithm.KLPenalty, t.klCtl.Beta())
@@ -827,7 +879,7 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 		return nil, err
 	}
 	var returns []float32
-	adv, returns, err = algo.Advantages(cfg.Algorithm.AdvEstimator, algo.AdvantageInput{TokenRewards: tokenRewards, Mask: b.mask,
+	adv, returns, err = t.advantages(outs, algo.AdvantageInput{TokenRewards: tokenRewards, Mask: b.mask,
 		B: b.B, T: b.Tr, Groups: groups, Values: values, Gamma: cfg.Algorithm.Gamma, Lam: cfg.Algorithm.Lam, NormByStd: cfg.Algorithm.NormAdvByStdInGRPO})
 	if err != nil {
 		return nil, err
@@ -875,6 +927,7 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 	vals[metrics.PromptLengthMean] = promptLen / B
 	vals[metrics.ResponseClipRatio] = clipped / B
 	vals["critic/advantages/mean"] = algo.MaskedMean(adv, b.mask)
+	t.splitMetrics(vals, outs, scores, seqRewards)
 	total := promptLen + respLen
 	stepTime := time.Since(stepStart).Seconds()
 	vals[metrics.TimingStep] = stepTime
@@ -932,21 +985,39 @@ func (t *Trainer) update(ctx context.Context, b *batchOf, adv, oldLogp, refLogp 
 	}
 	// A permuted batch: trajectories of a mini-batch must be contiguous for pack/extract.
 	perm := b
+	var realTok, paddedTok int
 	for epoch := 0; epoch < max(ac.PPOEpochs, 1); epoch++ {
 		if ac.Shuffle {
 			r := rand.New(rand.NewPCG(uint64(cfg.Trainer.Seed), uint64(step*1000+epoch)))
 			r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-			perm = b.permute(order)
 		}
-		pAdv, pOld, pRef := permuteRows(adv, order, b.Tr), permuteRows(oldLogp, order, b.Tr), permuteRows(refLogp, order, b.Tr)
-		if !ac.Shuffle {
-			pAdv, pOld, pRef = adv, oldLogp, refLogp
+		if ac.UseDynamicBsz {
+			// The same mini-batches, each sorted longest first for the token budget.
+			for lo := 0; lo < b.B; lo += miniSeqs {
+				sortByLength(b, order, lo, min(lo+miniSeqs, b.B))
+			}
+		}
+		pAdv, pOld, pRef := adv, oldLogp, refLogp
+		if ac.Shuffle || ac.UseDynamicBsz {
+			perm = b.permute(order)
+			pAdv, pOld, pRef = permuteRows(adv, order, b.Tr), permuteRows(oldLogp, order, b.Tr), permuteRows(refLogp, order, b.Tr)
 		}
 		for lo := 0; lo < perm.B; lo += miniSeqs {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 			hi := min(lo+miniSeqs, perm.B)
+			spans := fixedSpans(lo, hi, micro)
+			if ac.UseDynamicBsz {
+				var err error
+				if spans, err = budgetSpans(perm, lo, hi, ac.PPOMaxTokenLenPerGPU, "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"); err != nil {
+					return nil, err
+				}
+			}
+			re, pa := paddingOf(perm, spans)
+			realTok += re
+			paddedTok += pa
+			add("actor/micro_batches", float64(len(spans)))
 			mask := perm.rows(perm.mask, lo, hi)
 			gTok, gSeq := 0, 0
 			for i := 0; i < hi-lo; i++ {
@@ -966,8 +1037,8 @@ func (t *Trainer) update(ctx context.Context, b *batchOf, adv, oldLogp, refLogp 
 			ag := agg
 			ag.GlobalTokens, ag.GlobalSeqs = gTok, gSeq
 			t.actor.ZeroGrads()
-			for mlo := lo; mlo < hi; mlo += micro {
-				mhi := min(mlo+micro, hi)
+			for _, sp := range spans {
+				mlo, mhi := sp.lo, sp.hi
 				Bm := mhi - mlo
 				mb, plen := perm.pack(mlo, mhi)
 				a := t.acts.get(mb.B, mb.T)
@@ -1021,6 +1092,10 @@ func (t *Trainer) update(ctx context.Context, b *batchOf, adv, oldLogp, refLogp 
 		}
 	}
 	out := map[string]float64{"actor/lr": float64(t.opt.Config.LR)}
+	if paddedTok > 0 {
+		// The share of the update's forward/backward rows that were padding.
+		out["perf/update_padding_frac"] = 1 - float64(realTok)/float64(paddedTok)
+	}
 	for k, v := range sums {
 		out[k] = v / counts[k]
 	}

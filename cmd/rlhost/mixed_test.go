@@ -1,0 +1,205 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rlhost/rlhost/host/data"
+	"github.com/rlhost/rlhost/host/metrics"
+)
+
+// arithPlugin builds the examples/arith plugin (its own module, depending only on the SDK).
+func arithPlugin(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "rlhost-task-arith")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join("..", "..", "examples", "arith")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building examples/arith: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// mixedData preprocesses a few GSM8K and arith records with their plugins: the parquet
+// directories of the two tasks (train and test splits of 4 rows each).
+func mixedData(t *testing.T, arith string) (gsmDir, arithDir string) {
+	t.Helper()
+	gsmRaw, arithRaw := t.TempDir(), t.TempDir()
+	gsm := []string{rec1, rec2,
+		`{"question": "Sam reads 5 pages a day for 6 days. How many pages?", "answer": "5*6=<<5*6=30>>30\n#### 30"}`,
+		`{"question": "A box holds 12 eggs. How many eggs are in 3 boxes?", "answer": "12*3=<<12*3=36>>36\n#### 36"}`}
+	var ar []string
+	for i := 0; i < 4; i++ {
+		ar = append(ar, fmt.Sprintf(`{"a": %d, "op": "+", "b": %d}`, i+2, 3*i+1))
+	}
+	for _, split := range []string{"train", "test"} {
+		writeFile(t, filepath.Join(gsmRaw, split+".jsonl"), strings.Join(gsm, "\n")+"\n")
+		writeFile(t, filepath.Join(arithRaw, split+".jsonl"), strings.Join(ar, "\n")+"\n")
+	}
+	gsmDir, arithDir = filepath.Join(t.TempDir(), "gsm8k"), filepath.Join(t.TempDir(), "arith")
+	if _, stderr, err := run(t, "preprocess", "--task", "gsm8k", "--input", gsmRaw, "--output-dir", gsmDir); err != nil {
+		t.Fatalf("preprocess gsm8k: %v\n%s", err, stderr)
+	}
+	if _, stderr, err := run(t, "preprocess", "--task", arith, "--input", arithRaw, "--output-dir", arithDir); err != nil {
+		t.Fatalf("preprocess arith: %v\n%s", err, stderr)
+	}
+	return gsmDir, arithDir
+}
+
+// A mixed run: two real plugins (gsm8k built in, arith a third-party example) from one
+// command, rows routed by data_source, weighted sampling, metrics and validation per task and
+// per data_source, traces of both tasks.
+func TestTrainMixedTasks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the default model")
+	}
+	arith := arithPlugin(t)
+	gsm, ar := mixedData(t, arith)
+	dir := filepath.Join(t.TempDir(), "run")
+	_, stderr, err := run(t, "train", "--task", "gsm8k", "--task", arith,
+		"data.train_files=["+filepath.Join(gsm, "train.parquet")+", "+filepath.Join(ar, "tr*n.parquet")+"]",
+		"data.val_files=["+filepath.Join(gsm, "test.parquet")+", "+filepath.Join(ar, "test.parquet")+"]",
+		"data.sampling_weights={openai/gsm8k: 1, arith: 1}", "task.reward_weights.arith=0.5",
+		"data.train_batch_size=4", "actor_rollout_ref.rollout.n=2", "data.max_response_length=16",
+		"data.val_max_samples=2", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+		"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4", "actor_rollout_ref.rollout.max_num_seqs=8",
+		"actor_rollout_ref.rollout.multi_turn.max_assistant_turns=2",
+		"actor_rollout_ref.model.path="+repoModel(t), "trainer.run_dir="+dir,
+		"trainer.total_training_steps=2", "trainer.test_freq=2", "trainer.val_before_train=false")
+	if err != nil {
+		t.Fatalf("mixed train: %v\n%s", err, stderr)
+	}
+	steps, err := metrics.ReadJSONL(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("metrics: %d steps, %v", len(steps), err)
+	}
+	var gTraj, aTraj float64
+	for _, s := range steps {
+		gTraj += s.Values["task/gsm8k/trajectories"]
+		aTraj += s.Values["task/arith/trajectories"]
+		if n := s.Values["task/gsm8k/trajectories"] + s.Values["task/arith/trajectories"]; n != 8 {
+			t.Errorf("step %d: %v trajectories over the two tasks, want 4 prompts x 2", s.Step, n)
+		}
+	}
+	if gTraj == 0 || aTraj == 0 {
+		t.Errorf("over 2 steps of 4 prompts at weights 1:1, gsm8k had %v and arith %v trajectories", gTraj, aTraj)
+	}
+	last := steps[1].Values
+	for _, k := range []string{"val-core/openai/gsm8k/reward/mean@1", "val-core/arith/reward/mean@1",
+		"val-core/task:gsm8k/reward/mean@1", "val-core/task:arith/reward/mean@1", "critic/score/mean", "actor/pg_loss"} {
+		if _, ok := last[k]; !ok {
+			t.Errorf("step 2 lacks %s", k)
+		}
+	}
+	for _, s := range steps {
+		for _, tn := range []string{"gsm8k", "arith"} {
+			if s.Values["task/"+tn+"/trajectories"] > 0 {
+				for _, k := range []string{"task/" + tn + "/score/mean", "task/" + tn + "/response_length/mean"} {
+					if _, ok := s.Values[k]; !ok {
+						t.Errorf("step %d lacks %s", s.Step, k)
+					}
+				}
+			}
+		}
+	}
+	stdout, _, err := run(t, "traces", "list", "--run", dir, "--json", "--limit", "1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := map[string]string{} // task -> data_source of its traces
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var tr map[string]any
+		if err := json.Unmarshal([]byte(line), &tr); err != nil {
+			t.Fatalf("traces list --json: %v: %s", err, line)
+		}
+		var task, ds string
+		for k, v := range tr {
+			switch strings.ToLower(k) {
+			case "task":
+				task, _ = v.(string)
+			case "data_source", "datasource":
+				ds, _ = v.(string)
+			}
+		}
+		if o, ok := tasks[task]; ok && o != ds {
+			t.Errorf("task %s has traces of data sources %s and %s", task, o, ds)
+		}
+		tasks[task] = ds
+	}
+	if tasks["gsm8k"] != "openai/gsm8k" || tasks["arith"] != "arith" {
+		t.Errorf("traces by task and data_source: %v; want gsm8k: openai/gsm8k and arith: arith", tasks)
+	}
+}
+
+// Rows of a data_source no loaded task serves stop the run before step 1, and the error
+// names the file, the row and the loaded tasks with their sources.
+func TestTrainMixedUnknownDataSource(t *testing.T) {
+	arith := arithPlugin(t)
+	gsm, ar := mixedData(t, arith)
+	stray := filepath.Join(t.TempDir(), "stray.parquet")
+	rows := []data.Row{{DataSource: "arith", Prompt: []data.Message{{Role: "user", Content: "1+1?"}},
+		RewardModel: data.RewardModel{Style: "rule", GroundTruth: "2"}},
+		{DataSource: "searchR1_nq", Prompt: []data.Message{{Role: "user", Content: "who?"}},
+			RewardModel: data.RewardModel{Style: "rule", GroundTruth: "x"}}}
+	if err := data.WriteParquet(stray, rows); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	_, _, err := run(t, "train", "--task", "gsm8k,"+arith,
+		"data.train_files=["+filepath.Join(gsm, "test.parquet")+", "+filepath.Join(ar, "train.parquet")+", "+stray+"]",
+		"data.val_files="+filepath.Join(ar, "test.parquet"), "actor_rollout_ref.model.path="+repoModel(t), "trainer.run_dir="+dir)
+	if err == nil {
+		t.Fatal("a run with rows of an unserved data_source started")
+	}
+	for _, want := range []string{stray + " row 1", `data_source "searchR1_nq"`, "gsm8k (openai/gsm8k); arith (arith)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "metrics.jsonl")); err == nil {
+		t.Error("the run logged metrics before failing")
+	}
+}
+
+// A task plugin that crashes is attributed: its trajectories are retried and counted under
+// its name, the other task's are not.
+func TestTrainMixedCrashAttributed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the default model")
+	}
+	crashy := filepath.Join(t.TempDir(), "rlhost-task-gsm8k")
+	if out, err := exec.Command("go", "build", "-o", crashy, "-ldflags", "-X main.every=5", "../../host/trainer/testdata/crashy").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	arith := arithPlugin(t)
+	gsm, ar := mixedData(t, arith)
+	dir := filepath.Join(t.TempDir(), "run")
+	_, stderr, err := run(t, "train", "--task", crashy, "--task", arith,
+		"data.train_files=["+filepath.Join(gsm, "test.parquet")+", "+filepath.Join(ar, "train.parquet")+"]",
+		"data.sampling_weights={openai/gsm8k: 1, arith: 1}", "data.val_files="+filepath.Join(ar, "test.parquet"),
+		"data.train_batch_size=4", "actor_rollout_ref.rollout.n=2", "data.max_response_length=12",
+		"actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+		"actor_rollout_ref.rollout.multi_turn.max_assistant_turns=2",
+		"actor_rollout_ref.model.path="+repoModel(t), "trainer.run_dir="+dir,
+		"trainer.total_training_steps=2", "trainer.val_before_train=false")
+	if err != nil {
+		t.Fatalf("train: %v\n%s", err, stderr)
+	}
+	steps, err := metrics.ReadJSONL(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("metrics: %d steps, %v", len(steps), err)
+	}
+	var g, a float64
+	for _, s := range steps {
+		g += s.Values["task/gsm8k/retried"] + s.Values["task/gsm8k/dropped"]
+		a += s.Values["task/arith/retried"] + s.Values["task/arith/dropped"]
+	}
+	if g < 1 || a != 0 {
+		t.Errorf("retried+dropped: gsm8k (crashing) %v, arith %v; want >= 1 and 0", g, a)
+	}
+}

@@ -1,0 +1,338 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/rlhost/rlhost/host/algo"
+	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/plugin"
+	"github.com/rlhost/rlhost/host/progress"
+	"github.com/rlhost/rlhost/host/rollout"
+	sdkplugin "github.com/rlhost/rlhost/sdk/plugin"
+)
+
+// A run trains on one or more tasks (task.name). Each task is its own plugin process and
+// declares in its Info the data_source values it serves; every dataset row goes to the task
+// that serves its data_source. Trajectories of different tasks never share a GRPO group (a
+// group is the n rollouts of one row), and rollouts, scores, metrics and errors are kept per
+// task.
+
+// runTask is one task plugin of the run.
+type runTask struct {
+	name    string
+	p       *plugin.Task
+	sources []string // Info.DataSources
+	weight  float64  // task.reward_weights.NAME
+}
+
+// taskSet is the run's tasks and the routing of data_source values to them.
+type taskSet struct {
+	list     []*runTask
+	bySource map[string]*runTask
+	log      hclog.Logger
+	warned   sync.Map // data_source -> struct{}: single-task runs warn once per undeclared source
+}
+
+// openTasks starts every task plugin of task.name. Two tasks that declare the same
+// data_source are an error; so is a task of a mixed run that declares none.
+func openTasks(ctx context.Context, cfg *config.Config, opts plugin.Options, log hclog.Logger) (*taskSet, error) {
+	names := cfg.TaskNames()
+	if len(names) == 0 {
+		return nil, fmt.Errorf("trainer: no task: pass --task NAME (or set task.name)")
+	}
+	s := &taskSet{bySource: map[string]*runTask{}, log: log}
+	seen := map[string]string{}
+	for _, n := range names {
+		bin, err := plugin.Find(sdkplugin.KindTask, n)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		// A task is named by its plugin's name (the binary rlhost-task-NAME), also when
+		// task.name gives a path; task.configs and task.reward_weights take either.
+		key := n
+		if _, ok := cfg.Task.Configs[n]; !ok {
+			key = bin.Name
+		}
+		if o, dup := seen[bin.Name]; dup {
+			s.Close()
+			return nil, fmt.Errorf("trainer: task.name: %s and %s are both the task %s", o, n, bin.Name)
+		}
+		seen[bin.Name] = n
+		tc, err := cfg.TaskConfig(key)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		p, err := plugin.OpenTaskBinary(ctx, bin, tc, opts)
+		if err != nil {
+			s.Close()
+			if len(names) > 1 {
+				return nil, fmt.Errorf("trainer: task %s: %w", bin.Name, err)
+			}
+			return nil, err
+		}
+		weight := cfg.TaskRewardWeight(bin.Name)
+		if _, ok := cfg.Task.RewardWeights[n]; ok {
+			weight = cfg.TaskRewardWeight(n)
+		}
+		rt := &runTask{name: bin.Name, p: p, sources: p.CachedInfo().DataSources, weight: weight}
+		s.list = append(s.list, rt)
+		if len(names) > 1 && len(rt.sources) == 0 {
+			s.Close()
+			return nil, fmt.Errorf("trainer: task %s declares no data_source in its Info (Info.DataSources), so no row can be routed to it in a mixed run; run it alone or add its data sources to the plugin", rt.name)
+		}
+		for _, ds := range rt.sources {
+			if o, ok := s.bySource[ds]; ok {
+				s.Close()
+				return nil, fmt.Errorf("trainer: tasks %s and %s both declare data_source %q: a row must have one task; run them in separate runs", o.name, rt.name, ds)
+			}
+			s.bySource[ds] = rt
+		}
+	}
+	return s, nil
+}
+
+// Close stops every plugin.
+func (s *taskSet) Close() {
+	for _, t := range s.list {
+		t.p.Close()
+	}
+}
+
+// mixed reports whether the run has several tasks.
+func (s *taskSet) mixed() bool { return len(s.list) > 1 }
+
+// route returns the task of a data_source. A run of one task takes every row (a source it
+// does not declare is logged once); a mixed run takes only declared sources.
+func (s *taskSet) route(ds string) (*runTask, bool) {
+	if t, ok := s.bySource[ds]; ok {
+		return t, true
+	}
+	if !s.mixed() {
+		if _, seen := s.warned.LoadOrStore(ds, struct{}{}); !seen && len(s.list[0].sources) > 0 {
+			s.log.Warn("rows of a data_source the task does not declare go to it (the run has one task)",
+				"task", s.list[0].name, "data_source", ds, "declared", strings.Join(s.list[0].sources, ", "))
+		}
+		return s.list[0], true
+	}
+	return nil, false
+}
+
+// describe lists the tasks and their data sources, for errors.
+func (s *taskSet) describe() string {
+	var parts []string
+	for _, t := range s.list {
+		parts = append(parts, fmt.Sprintf("%s (%s)", t.name, strings.Join(t.sources, ", ")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// has reports whether any task declared feature f.
+func (s *taskSet) has(f string) bool {
+	for _, t := range s.list {
+		if t.p.CachedInfo().Has(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// groupByTask splits sample indexes by the task of their row, in the order of s.list.
+func (s *taskSet) groupByTask(n int, dataSource func(i int) string) ([]*runTask, [][]int) {
+	idx := map[*runTask][]int{}
+	for i := 0; i < n; i++ {
+		t, _ := s.route(dataSource(i))
+		idx[t] = append(idx[t], i)
+	}
+	var ts []*runTask
+	var out [][]int
+	for _, t := range s.list {
+		if len(idx[t]) > 0 {
+			ts = append(ts, t)
+			out = append(out, idx[t])
+		}
+	}
+	return ts, out
+}
+
+// runRolloutsByTask runs each task's samples with that task's environment, all tasks at once
+// (the policy batches their generate calls together), and merges the results in sample order.
+// A failure is attributed to its task.
+func (t *Trainer) runRolloutsByTask(ctx context.Context, validate bool, samples []*rollout.Sample, bar *progress.Bar) (rollout.BatchResult, map[string][2]int, error) {
+	ts, groups := t.tasks.groupByTask(len(samples), func(i int) string { return samples[i].Row.DataSource })
+	res := rollout.BatchResult{Outputs: make([]*rollout.Output, len(samples))}
+	dropped := map[string][2]int{} // task -> retried, dropped
+	results := make([]rollout.BatchResult, len(ts))
+	errs := make([]error, len(ts))
+	var wg sync.WaitGroup
+	for k := range ts {
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			sub := make([]*rollout.Sample, len(groups[k]))
+			for j, i := range groups[k] {
+				sub[j] = samples[i]
+			}
+			results[k], errs[k] = rollout.RunBatchFunc(ctx, t.rolloutDeps(ts[k], validate), sub, func() { bar.Add(1) })
+		}(k)
+	}
+	wg.Wait()
+	for k, rt := range ts {
+		if errs[k] != nil {
+			if t.tasks.mixed() {
+				return res, nil, fmt.Errorf("task %s: %w", rt.name, errs[k])
+			}
+			return res, nil, errs[k]
+		}
+		r := results[k]
+		for j, i := range groups[k] {
+			res.Outputs[i] = r.Outputs[j]
+		}
+		res.Retried += r.Retried
+		res.Dropped += r.Dropped
+		dropped[rt.name] = [2]int{r.Retried, r.Dropped}
+		for _, e := range r.Errors {
+			if t.tasks.mixed() {
+				e = fmt.Errorf("task %s: %w", rt.name, e)
+			}
+			res.Errors = append(res.Errors, e)
+		}
+	}
+	return res, dropped, nil
+}
+
+// taskOf returns the task of an output's row.
+func (t *Trainer) taskOf(o *rollout.Output) *runTask {
+	rt, _ := t.tasks.route(o.Sample.Row.DataSource)
+	return rt
+}
+
+// perGroupMetrics adds name/<key>/mean for each group (task or data_source) of the outputs.
+func perGroupMetrics(vals map[string]float64, prefix string, key func(i int) string, n int, series map[string][]float64) {
+	for name, xs := range series {
+		sums, cnts := map[string]float64{}, map[string]float64{}
+		for i := 0; i < n; i++ {
+			g := key(i)
+			sums[g] += xs[i]
+			cnts[g]++
+		}
+		for g := range sums {
+			vals[prefix+g+"/"+name] = sums[g] / cnts[g]
+		}
+	}
+}
+
+// sortedNames returns a map's keys in order.
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ValTaskRewardKey is a task's mean validation score in a mixed run (beside veRL's
+// val-core/<data_source>/reward/mean@1 of each of its data sources).
+func ValTaskRewardKey(taskName string) string { return "val-core/task:" + taskName + "/reward/mean@1" }
+
+// weightedScores multiplies each score by its task's task.reward_weights entry.
+func (t *Trainer) weightedScores(outs []*rollout.Output, scores []float64) []float64 {
+	out := make([]float64, len(scores))
+	for i, o := range outs {
+		out[i] = scores[i] * t.taskOf(o).weight
+	}
+	return out
+}
+
+// advantages runs the estimator over the whole batch (task.adv_norm_scope=global, veRL's
+// behaviour) or over each task's trajectories separately (task): batch-wide whitening then
+// uses each task's own mean and variance.
+func (t *Trainer) advantages(outs []*rollout.Output, in algo.AdvantageInput) (adv, returns []float32, err error) {
+	name := t.cfg.Algorithm.AdvEstimator
+	if t.cfg.Task.AdvNormScope != "task" || !t.tasks.mixed() {
+		return algo.Advantages(name, in)
+	}
+	ts, groups := t.tasks.groupByTask(len(outs), func(i int) string { return outs[i].Sample.Row.DataSource })
+	adv = make([]float32, in.B*in.T)
+	returns = make([]float32, in.B*in.T)
+	T := in.T
+	for k, rows := range groups {
+		sub := in
+		sub.B = len(rows)
+		sub.TokenRewards = gatherRows(in.TokenRewards, rows, T)
+		sub.Mask = gatherRows(in.Mask, rows, T)
+		sub.Values = gatherRows(in.Values, rows, T)
+		sub.Groups = make([]string, len(rows))
+		for j, i := range rows {
+			sub.Groups[j] = in.Groups[i]
+		}
+		a, r, err := algo.Advantages(name, sub)
+		if err != nil {
+			return nil, nil, fmt.Errorf("task %s: %w", ts[k].name, err)
+		}
+		for j, i := range rows {
+			copy(adv[i*T:(i+1)*T], a[j*T:(j+1)*T])
+			copy(returns[i*T:(i+1)*T], r[j*T:(j+1)*T])
+		}
+	}
+	return adv, returns, nil
+}
+
+func gatherRows(x []float32, rows []int, T int) []float32 {
+	if x == nil {
+		return nil
+	}
+	out := make([]float32, len(rows)*T)
+	for j, i := range rows {
+		copy(out[j*T:(j+1)*T], x[i*T:(i+1)*T])
+	}
+	return out
+}
+
+// checkGroupsOneTask is the invariant that GRPO groups never mix tasks: every trajectory
+// of a group (uid) has the same task.
+func (t *Trainer) checkGroupsOneTask(outs []*rollout.Output) error {
+	of := map[string]*runTask{}
+	for _, o := range outs {
+		rt := t.taskOf(o)
+		if p, ok := of[o.Sample.UID]; ok && p != rt {
+			return fmt.Errorf("trainer: group %s holds trajectories of tasks %s and %s", o.Sample.UID, p.name, rt.name)
+		}
+		of[o.Sample.UID] = rt
+	}
+	return nil
+}
+
+// splitMetrics adds per-task (mixed runs) and per-data_source (when the batch has several)
+// means of the step: task/<name>/{score,reward,response_length}/mean and trajectories,
+// data_source/<ds>/... likewise.
+func (t *Trainer) splitMetrics(vals map[string]float64, outs []*rollout.Output, scores, seqRewards []float64) {
+	n := len(outs)
+	resp := make([]float64, n)
+	sources := map[string]bool{}
+	for i, o := range outs {
+		resp[i] = float64(len(o.ResponseIDs))
+		sources[o.Sample.Row.DataSource] = true
+	}
+	series := map[string][]float64{"score/mean": scores, "reward/mean": seqRewards, "response_length/mean": resp}
+	if t.tasks.mixed() {
+		perGroupMetrics(vals, "task/", func(i int) string { return t.taskOf(outs[i]).name }, n, series)
+		cnt := map[string]float64{}
+		for _, o := range outs {
+			cnt[t.taskOf(o).name]++
+		}
+		for tn, c := range cnt {
+			vals["task/"+tn+"/trajectories"] = c
+		}
+	}
+	if t.tasks.mixed() || len(sources) > 1 {
+		perGroupMetrics(vals, "data_source/", func(i int) string { return outs[i].Sample.Row.DataSource }, n, series)
+	}
+}
