@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"database/sql"
 	"fmt"
 	"math"
@@ -150,7 +149,7 @@ func BenchmarkTrainStepTracing(b *testing.B) {
 
 // runApp runs the CLI in-process; its console output is returned for errors.
 func runApp(args ...string) (string, error) {
-	var out bytes.Buffer
+	var out syncBuffer
 	a := app()
 	a.Writer, a.ErrWriter = &out, &out
 	a.ExitErrHandler = func(*cli.Context, error) {}
