@@ -80,3 +80,4 @@ bench-docs: ## rebuild docs/benchmarks.md (the current figures) from docs/bench/
 	  for a in $(BENCH_ORDER) $$(ls docs/bench/*.md | xargs -n1 basename | sed 's/\.md$$//' | grep -vxF -f <(printf '%s\n' $(BENCH_ORDER))); do \
 	    [ -f docs/bench/$$a.md ] && { echo; cat docs/bench/$$a.md; }; done; } > docs/benchmarks.md
 	@echo "docs/benchmarks.md: $$(ls docs/bench/*.md | wc -l) sections, $$(wc -l < docs/benchmarks.md) lines"
+	@[ $$(wc -l < docs/benchmarks.md) -le 150 ] || echo "bench-docs: warning: docs/benchmarks.md is over 150 lines: keep each docs/bench/AREA.md to its latest figures (one table) and move earlier runs to docs/bench/history/AREA.md" >&2
