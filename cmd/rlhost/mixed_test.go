@@ -203,3 +203,60 @@ func TestTrainMixedCrashAttributed(t *testing.T) {
 		t.Errorf("retried+dropped: gsm8k (crashing) %v, arith %v; want >= 1 and 0", g, a)
 	}
 }
+
+// A mixed run of a Go plugin (examples/arith) and a Python one (examples/python-math, through
+// the Python SDK): one command, both tasks' trajectories in one batch, metrics per task.
+func TestTrainMixedGoAndPython(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the default model")
+	}
+	py := os.Getenv("RLHOST_PYTHON")
+	if py == "" {
+		home, _ := os.UserHomeDir()
+		py = filepath.Join(home, ".cache", "rlhost", "python-venv", "bin", "python")
+	}
+	if _, err := os.Stat(py); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no Python with the rlhost SDK at %s: run make setup-python", py)
+		}
+		t.Skipf("no Python with the rlhost SDK at %s: run make setup-python", py)
+	}
+	pm, _ := filepath.Abs(filepath.Join("..", "..", "examples", "python-math", "rlhost-task-python-math"))
+	arith := arithPlugin(t)
+	_, ar := mixedData(t, arith)
+	raw := t.TempDir()
+	for _, split := range []string{"train", "test"} {
+		writeFile(t, filepath.Join(raw, split+".jsonl"), rec1+"\n"+rec2+"\n")
+	}
+	pmData := filepath.Join(t.TempDir(), "pm")
+	if _, stderr, err := run(t, "preprocess", "--task", pm, "--input", raw, "--output-dir", pmData); err != nil {
+		t.Fatalf("preprocess python-math: %v\n%s", err, stderr)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	_, stderr, err := run(t, "train", "--task", arith+","+pm,
+		"data.train_files=["+filepath.Join(pmData, "train.parquet")+", "+filepath.Join(ar, "train.parquet")+"]",
+		"data.val_files=["+filepath.Join(pmData, "test.parquet")+", "+filepath.Join(ar, "test.parquet")+"]",
+		"data.sampling_weights={openai/gsm8k: 1, arith: 1}", "data.val_max_samples=1",
+		"data.train_batch_size=4", "actor_rollout_ref.rollout.n=2", "data.max_response_length=12",
+		"actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+		"actor_rollout_ref.rollout.multi_turn.max_assistant_turns=2",
+		"actor_rollout_ref.model.path="+repoModel(t), "trainer.run_dir="+dir,
+		"trainer.total_training_steps=1", "trainer.val_before_train=false", "trainer.test_freq=1")
+	if err != nil {
+		t.Fatalf("train arith + python-math: %v\n%s", err, stderr)
+	}
+	steps, err := metrics.ReadJSONL(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil || len(steps) != 1 {
+		t.Fatalf("metrics: %d steps, %v", len(steps), err)
+	}
+	s := steps[0].Values
+	if n := s["task/arith/trajectories"] + s["task/python-math/trajectories"]; n != 8 {
+		t.Errorf("%v trajectories over arith and python-math, want 8: %v", n, s)
+	}
+	for _, k := range []string{"val-core/task:arith/reward/mean@1", "val-core/task:python-math/reward/mean@1",
+		"val-core/openai/gsm8k/reward/mean@1", "val-core/arith/reward/mean@1"} {
+		if _, ok := s[k]; !ok {
+			t.Errorf("step 1 lacks %s", k)
+		}
+	}
+}
