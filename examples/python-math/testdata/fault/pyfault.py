@@ -25,7 +25,8 @@ class PyFault(rlhost.Task, rlhost.ToolEnv):
     def info(self):
         row = rlhost.Row(data_source="fault", prompt=[rlhost.Message("user", "q")],
                          reward_model=rlhost.RewardModel(ground_truth="1"))
-        return rlhost.Info(name="pyfault", version="0.0.1", tools=self.tool_specs(), samples=[rlhost.Sample(row=row, reference_solution="ok")])
+        return rlhost.Info(name="pyfault", version="0.0.1", tools=self.tool_specs(), data_sources=["fault"],
+                           samples=[rlhost.Sample(row=row, reference_solution="ok")])
 
     def score(self, items):
         print(f"scoring {len(items)} items")  # must reach the log, not the protocol's stdout
