@@ -123,6 +123,7 @@ func tracesCommand() *cli.Command {
 				Usage: "the trace viewer in a browser, on 127.0.0.1",
 				Flags: []cli.Flag{runFlag, tokFlag,
 					&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8765", Usage: "listen address (127.0.0.1:0 picks a free port)"},
+					&cli.StringFlag{Name: "against", Usage: "a second run: the viewer also compares the two runs' validation step by step"},
 				},
 				Action: func(c *cli.Context) error {
 					st, err := local.OpenRun(c.String("run"))
@@ -131,7 +132,15 @@ func tracesCommand() *cli.Command {
 					}
 					defer st.Close()
 					setRunDecoder(c.Context, st, c.String("tokenizer"), c.App.ErrWriter)
-					return tracesServe(c.Context, c.App.Writer, st, c.String("addr"))
+					var other *local.Store
+					if p := c.String("against"); p != "" {
+						if other, err = local.OpenRun(p); err != nil {
+							return err
+						}
+						defer other.Close()
+						setRunDecoder(c.Context, other, c.String("tokenizer"), c.App.ErrWriter)
+					}
+					return tracesServe(c.Context, c.App.Writer, st, other, c.String("addr"))
 				},
 			},
 			{
@@ -312,7 +321,7 @@ func tracesCompare(ctx context.Context, w io.Writer, st *local.Store, sample int
 	return nil
 }
 
-func tracesServe(ctx context.Context, w io.Writer, st *local.Store, addr string) error {
+func tracesServe(ctx context.Context, w io.Writer, st, other *local.Store, addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("--addr %q: %v", addr, err)
@@ -324,7 +333,7 @@ func tracesServe(ctx context.Context, w io.Writer, st *local.Store, addr string)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: viewer.Handler(st), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: viewer.HandlerCompare(st, other), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(w, "trace viewer of %s on http://%s/ (Ctrl-C stops it)\n", st.Path(), ln.Addr())
 	go func() {
 		<-ctx.Done()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -47,13 +48,13 @@ func viewerDeps(t *testing.T) string {
 
 // serveAndBrowse serves st with `rlhost traces serve` and runs a browser script on it; it
 // decodes the JSON the script prints into seen.
-func serveAndBrowse(t *testing.T, st *local.Store, nodePath, script, shots string, seen any) {
+func serveAndBrowse(t *testing.T, st, other *local.Store, nodePath, script, shots string, seen any) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw, _ := os.Pipe()
 	served := make(chan error, 1)
-	go func() { served <- tracesServe(ctx, pw, st, "127.0.0.1:0"); pw.Close() }()
+	go func() { served <- tracesServe(ctx, pw, st, other, "127.0.0.1:0"); pw.Close() }()
 	var line [256]byte
 	n, _ := pr.Read(line[:])
 	url := ""
@@ -92,8 +93,10 @@ const (
 
 var buildArith sync.Once
 
-// trainTinyArith trains the default model on the arith example into runDir.
-func trainTinyArith(t *testing.T, runDir string, extra ...string) {
+// arithData builds the arith example plugin and makes its dataset (runRows training and test
+// rows) once: both runs train on the same rows (gendata deals its one random stream to the
+// splits in map order, so two calls can swap them).
+func arithData(t *testing.T) string {
 	t.Helper()
 	buildArith.Do(func() {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(pluginDir, "rlhost-task-arith"), ".")
@@ -111,6 +114,12 @@ func trainTinyArith(t *testing.T, runDir string, extra ...string) {
 	if _, stderr, err := run(t, "preprocess", "--task", "arith", "--input", raw, "--output-dir", data); err != nil {
 		t.Fatalf("preprocess: %v\n%s", err, stderr)
 	}
+	return data
+}
+
+// trainTinyArith trains the default model on the arith rows in data into runDir.
+func trainTinyArith(t *testing.T, data, runDir string, extra ...string) {
+	t.Helper()
 	args := append([]string{"train", "--task", "arith",
 		"data.train_files=" + filepath.Join(data, "train.parquet"), "data.val_files=" + filepath.Join(data, "test.parquet"),
 		fmt.Sprint("data.train_batch_size=", runRows), fmt.Sprint("actor_rollout_ref.rollout.n=", runN), "data.max_response_length=32",
@@ -179,8 +188,9 @@ func TestTracesViewerOnTrainingRun(t *testing.T) {
 	nodePath := viewerDeps(t)
 	model := repoModel(t)
 	runA, runB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
-	trainTinyArith(t, runA)
-	trainTinyArith(t, runB, "actor_rollout_ref.rollout.trace.token2text=false")
+	data := arithData(t)
+	trainTinyArith(t, data, runA)
+	trainTinyArith(t, data, runB, "actor_rollout_ref.rollout.trace.token2text=false")
 	ctx := context.Background()
 	stA, err := local.OpenRun(runA)
 	if err != nil {
@@ -347,8 +357,12 @@ func TestTracesViewerOnTrainingRun(t *testing.T) {
 		ValLinks      []string
 		Steps         compareView
 		NoCounterpart string
+		Runs, Runs0   struct {
+			Title, Summary string
+			Cards          []card
+		}
 	}
-	serveAndBrowse(t, stB, nodePath, "../../plugins/local/viewer/testdata/browser_run_test.cjs", shots, &seen)
+	serveAndBrowse(t, stB, stA, nodePath, "../../plugins/local/viewer/testdata/browser_run_test.cjs", shots, &seen)
 	if len(seen.Errors) > 0 {
 		t.Errorf("page errors: %v", seen.Errors)
 	}
@@ -475,10 +489,43 @@ func TestTracesViewerOnTrainingRun(t *testing.T) {
 	if !strings.Contains(seen.GroupTitle, fmt.Sprintf("Sample %d at step %d", train.SampleIndex, train.Step)) {
 		t.Errorf("group title %q", seen.GroupTitle)
 	}
+	var valSamples []int64 // the validation rows' sample indexes, in order
+	for _, tr := range listB {
+		if tr.Validate && tr.Step == 0 {
+			valSamples = append(valSamples, tr.SampleIndex)
+		}
+	}
+	sort.Slice(valSamples, func(i, j int) bool { return valSamples[i] < valSamples[j] })
+	// Serving B against A: both runs' validation paired, at the last common step and at step 0;
+	// the same seed gave the same answers, shown decoded on B's side.
+	for _, v := range []struct {
+		name string
+		step int64
+		view struct {
+			Title, Summary string
+			Cards          []card
+		}
+	}{{"runs", runSteps, seen.Runs}, {"runs at step 0", 0, seen.Runs0}} {
+		if !strings.Contains(v.view.Title, fmt.Sprintf("Validation at step %d", v.step)) ||
+			!strings.Contains(v.view.Summary, fmt.Sprintf("%d of %d answered identically", runRows, runRows)) || len(v.view.Cards) != 2*runRows {
+			t.Errorf("%s: title %q, summary %q, %d cards", v.name, v.view.Title, v.view.Summary, len(v.view.Cards))
+			continue
+		}
+		for i, c := range v.view.Cards {
+			k := fmt.Sprintf("step %d sample %d rollout 0 validate true", v.step, valSamples[i/2])
+			label := "run A "
+			if i%2 == 1 {
+				label = "run B "
+			}
+			if !strings.HasPrefix(c.Heading, label) || c.Reward != byKeyB[k].Reward || c.Text != textOfA[k] || len(c.Del)+len(c.Ins) != 0 {
+				t.Errorf("%s card %d: %+v; want %s, reward %v, text %q, no diff", v.name, i, c, label, byKeyB[k].Reward, textOfA[k])
+			}
+		}
+	}
 	if !strings.Contains(seen.NoCounterpart, "not traced") {
 		t.Errorf("compare of an untraced sample: %q", seen.NoCounterpart)
 	}
-	for _, f := range []string{"run-list.png", "run-trajectory.png", "run-compare-epochs.png", "run-group.png", "run-compare-steps.png"} {
+	for _, f := range []string{"run-list.png", "run-trajectory.png", "run-compare-epochs.png", "run-group.png", "run-compare-steps.png", "run-runs.png"} {
 		if st, err := os.Stat(filepath.Join(shots, f)); err != nil || st.Size() < 1000 {
 			t.Errorf("screenshot %s: %v", f, err)
 		}

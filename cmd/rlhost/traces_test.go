@@ -268,7 +268,7 @@ func TestTracesViewerInChromium(t *testing.T) {
 		Ins, Del      int
 		Headings      []string
 	}
-	serveAndBrowse(t, st, nodePath, "../../plugins/local/viewer/testdata/browser_test.cjs", shots, &seen)
+	serveAndBrowse(t, st, nil, nodePath, "../../plugins/local/viewer/testdata/browser_test.cjs", shots, &seen)
 	if len(seen.Errors) > 0 {
 		t.Errorf("page errors: %v", seen.Errors)
 	}

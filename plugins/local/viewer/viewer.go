@@ -12,6 +12,9 @@
 //	                                               rollout number a word diff between steps
 //	/api/group?step=&sample=&validate=             the n rollouts of a sample at a step (the
 //	                                               GRPO group) with rewards and advantages
+//	/api/runs?step=                                with a second run (HandlerCompare): both runs'
+//	                                               validation at a step (default: the last one
+//	                                               both validated at), paired, with word diffs
 //
 // Every trajectory carries sample_steps (steps its sample was traced at: validation steps, or
 // for a training row one per epoch) and group_size (rollouts of its sample at its step); the
@@ -144,7 +147,11 @@ func intRange(name, s string) (*int64, *int64, error) {
 }
 
 // Handler serves the viewer of st.
-func Handler(st *local.Store) http.Handler {
+func Handler(st *local.Store) http.Handler { return HandlerCompare(st, nil) }
+
+// HandlerCompare serves the viewer of st and, when other is not nil, the comparison of the
+// two runs' validation (/api/runs).
+func HandlerCompare(st, other *local.Store) http.Handler {
 	mux := http.NewServeMux()
 	sub, _ := fs.Sub(static, "static")
 	mux.Handle("GET /", http.FileServer(http.FS(sub)))
@@ -159,7 +166,11 @@ func Handler(st *local.Store) http.Handler {
 			fail(w, err)
 			return
 		}
-		reply(w, map[string]any{"store": st.Path(), "runs": runs, "steps": steps})
+		against := ""
+		if other != nil {
+			against = other.Path()
+		}
+		reply(w, map[string]any{"store": st.Path(), "runs": runs, "steps": steps, "against": against})
 	})
 	mux.HandleFunc("GET /api/trajectories", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -267,6 +278,37 @@ func Handler(st *local.Store) http.Handler {
 			return
 		}
 		reply(w, map[string]any{"step": step, "sample": sample, "validate": validate, "rollouts": rollouts})
+	})
+	mux.HandleFunc("GET /api/runs", func(w http.ResponseWriter, r *http.Request) {
+		if other == nil {
+			http.Error(w, "viewer: no second run to compare with (rlhost traces serve --against RUN_B)", http.StatusNotFound)
+			return
+		}
+		common, err := local.CommonValidationSteps(r.Context(), st, other)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		if len(common) == 0 {
+			http.Error(w, fmt.Sprintf("viewer: %s and %s have no validation step in common", st.Path(), other.Path()), http.StatusNotFound)
+			return
+		}
+		step := common[len(common)-1]
+		if q := r.URL.Query().Get("step"); q != "" {
+			if step, err = strconv.ParseInt(q, 10, 64); err != nil {
+				badRequest(w, fmt.Errorf("viewer: step %q is not a step", q))
+				return
+			}
+		}
+		pairs, err := local.CompareRuns(r.Context(), st, other, step)
+		if errors.Is(err, local.ErrNotFound) {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		} else if err != nil {
+			fail(w, err)
+			return
+		}
+		reply(w, map[string]any{"a": st.Path(), "b": other.Path(), "step": step, "steps": common, "pairs": pairs})
 	})
 	return mux
 }

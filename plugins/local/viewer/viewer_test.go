@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -184,4 +185,58 @@ func TestAPI(t *testing.T) {
 	}
 	get("/api/group?step=3&sample=7", 404)
 	get("/api/group?step=x&sample=7", 400)
+}
+
+// TestAPIRuns: /api/runs pairs two stores' validation; without a second store, or without a
+// validation step in common, it answers 404.
+func TestAPIRuns(t *testing.T) {
+	ctx := context.Background()
+	mk := func(answers ...string) *local.Store {
+		st, err := local.Open(filepath.Join(t.TempDir(), "traces.db"), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		t0 := time.Unix(1700000000, 0)
+		for step := int64(0); step <= 1; step++ {
+			for sample, a := range answers {
+				id := fmt.Sprintf("%016d%016d", step, sample)
+				attrs := map[string]any{"step": step, "sample_index": int64(sample), "rollout_n": int64(0), "validate": true,
+					"reward": float64(len(a) % 2)}
+				if err := st.Insert(ctx, []trace.Span{{TraceID: id, SpanID: id[:16], Name: "agent_loop", Start: t0, End: t0,
+					Attributes: attrs, Inputs: `{"prompt":"q"}`, Outputs: fmt.Sprintf(`{"response":%q}`, a)}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return st
+	}
+	a, b := mk("#### 4", "x"), mk("#### 5", "x")
+	get := func(h http.Handler, path string, want int) map[string]any {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != want {
+			t.Fatalf("GET %s: %d %s; want %d", path, rec.Code, rec.Body, want)
+		}
+		var m map[string]any
+		json.Unmarshal(rec.Body.Bytes(), &m)
+		return m
+	}
+	get(Handler(a), "/api/runs", 404)
+	m := get(HandlerCompare(a, b), "/api/runs", 200)
+	if m["step"] != 1.0 || len(m["pairs"].([]any)) != 2 {
+		t.Fatalf("runs %v", m)
+	}
+	p := m["pairs"].([]any)[0].(map[string]any)
+	ops, _ := json.Marshal(p["diff"])
+	if string(ops) != `[{"op":"=","text":"####"},{"op":"-","text":"4"},{"op":"+","text":"5"}]` {
+		t.Errorf("diff %s", ops)
+	}
+	if m := get(HandlerCompare(a, b), "/api/summary", 200); m["against"] != b.Path() {
+		t.Errorf("summary against %v", m["against"])
+	}
+	get(HandlerCompare(a, b), "/api/runs?step=0", 200)
+	get(HandlerCompare(a, b), "/api/runs?step=5", 404)
+	get(HandlerCompare(a, b), "/api/runs?step=x", 400)
 }

@@ -25,6 +25,7 @@ async function route() {
     if (path.startsWith("/t/")) await showTrajectory(decodeURIComponent(path.slice(3)));
     else if (path === "/compare") await showCompare(q);
     else if (path === "/group") await showGroup(q);
+    else if (path === "/runs") await showRuns(q);
     else await showList(q);
   } catch (e) {
     app.innerHTML = `<p class="err-banner" id="error">${esc(e.message)}</p>`;
@@ -62,6 +63,7 @@ async function showList(q) {
     </select></label>
     <button type="submit" id="apply">Filter</button>
   </form>
+  ${summary.against ? `<p><a id="to-runs" href="#/runs">compare this run's validation with ${esc(summary.against)}</a></p>` : ""}
   <div class="summary">${steps}</div>
   <div id="count">${data.items.length} of ${data.total} trajectories</div>
   <table id="list"><thead><tr><th>trace</th><th>step</th><th>sample</th><th>rollout</th><th>validate</th><th>reward</th><th>advantage</th><th>turns</th><th>response tokens</th><th>seconds</th><th>error</th><th></th></tr></thead>
@@ -163,6 +165,29 @@ async function showGroup(q) {
   <div class="summary" id="group-summary"><span>mean reward ${fmt(mean(r => r.reward))}</span><span>${distinct} distinct responses of ${rs.length}</span>
     <span>mean length ${fmt(mean(r => r.words))} words</span></div>
   <div class="group" id="group" style="grid-template-columns: repeat(${Math.min(rs.length, 4)}, 1fr)">${cards}</div>`;
+}
+
+// Two runs' validation at one step (serve --against): each sample's rollout from run A beside
+// run B's, with both rewards and a word diff.
+async function showRuns(q) {
+  const d = await api("/api/runs" + (q.get("step") ? `?step=${encodeURIComponent(q.get("step"))}` : ""));
+  const mean = side => { const xs = d.pairs.map(p => p[side]).filter(Boolean); return xs.length ? xs.reduce((s, r) => s + r.reward, 0) / xs.length : 0; };
+  const card = (p, side, label) => {
+    const r = p[side];
+    if (!r) return `<div class="card">(not traced in run ${label})</div>`;
+    return `<div class="card"><h4>run ${label} · sample ${p.sample_index} · rollout ${p.rollout_n} · reward
+      <span class="reward ${rewardClass(r.reward)}">${fmt(r.reward)}</span> · ${r.words} words</h4>
+      <div class="content">${p.diff && p.a && p.b && p.a.text !== p.b.text ? diffHTML(p.diff, side) : esc(r.text)}</div></div>`;
+  };
+  const opt = d.steps.map(s => `<option ${s === d.step ? "selected" : ""}>${s}</option>`).join("");
+  const same = d.pairs.filter(p => p.a && p.b && p.a.text === p.b.text).length;
+  app.innerHTML = `<p><a href="#/">← all trajectories</a></p>
+  <h3>Validation at step ${d.step}: two runs</h3>
+  <div class="summary" id="runs-summary"><span>A ${esc(d.a)}: mean reward ${fmt(mean("a"))}</span>
+    <span>B ${esc(d.b)}: mean reward ${fmt(mean("b"))}</span><span>${same} of ${d.pairs.length} answered identically</span></div>
+  <div class="cmp-controls">step <select id="runs-step">${opt}</select></div>
+  <div class="cmp" id="runs">${d.pairs.map(p => card(p, "a", "A") + card(p, "b", "B")).join("")}</div>`;
+  document.getElementById("runs-step").onchange = ev => { location.hash = "#/runs?step=" + ev.target.value; };
 }
 
 window.addEventListener("hashchange", route);

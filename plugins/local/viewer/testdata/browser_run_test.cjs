@@ -82,6 +82,25 @@ async function main() {
       await page.screenshot({ path: path.join(outDir, "run-compare-steps.png"), fullPage: true });
     }
 
+    // The two runs' validation (serve --against): pairs at the last common step, then step 0.
+    await page.goto(url);
+    await page.waitForSelector("#to-runs");
+    await page.click("#to-runs");
+    await page.waitForSelector("#runs .card");
+    const runsView = async () => ({
+      title: (await page.textContent("#app h3")).trim(),
+      summary: (await page.textContent("#runs-summary")).replace(/\s+/g, " ").trim(),
+      cards: await page.$$eval("#runs .card", cs => cs.map(c => ({
+        heading: c.querySelector("h4").textContent.replace(/\s+/g, " ").trim(),
+        reward: Number(c.querySelector(".reward").textContent), text: c.querySelector(".content").textContent,
+        del: [...c.querySelectorAll("del")].map(d => d.textContent), ins: [...c.querySelectorAll("ins")].map(d => d.textContent) }))),
+    });
+    seen.runs = await runsView();
+    await page.screenshot({ path: path.join(outDir, "run-runs.png"), fullPage: true });
+    await page.selectOption("#runs-step", "0");
+    await page.waitForFunction(() => document.querySelector("#app h3") && document.querySelector("#app h3").textContent.includes("step 0"));
+    seen.runs0 = await runsView();
+
     // A comparison asked for where there is no counterpart says so (the page's request is
     // answered 404: not an error of the page).
     page.removeAllListeners("console");
