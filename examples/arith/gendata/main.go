@@ -20,32 +20,42 @@ func main() {
 	max := flag.Int("max", 20, "operands of + and - are in [0, max); of * in [0, 13)")
 	seed := flag.Uint64("seed", 1, "random seed")
 	flag.Parse()
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := generate(*out, *train, *test, *max, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	r := rand.New(rand.NewPCG(*seed, 0))
-	for split, n := range map[string]int{"train": *train, "test": *test} {
-		f, err := os.Create(filepath.Join(*out, split+".jsonl"))
+}
+
+// generate writes train.jsonl then test.jsonl into dir from one random stream: the
+// splits are drawn in that fixed order, so a seed always gives the same files.
+func generate(dir string, train, test, max int, seed uint64) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	r := rand.New(rand.NewPCG(seed, 0))
+	for _, s := range []struct {
+		name string
+		n    int
+	}{{"train", train}, {"test", test}} {
+		f, err := os.Create(filepath.Join(dir, s.name+".jsonl"))
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+			return err
 		}
 		enc := json.NewEncoder(f)
-		for i := 0; i < n; i++ {
+		for i := 0; i < s.n; i++ {
 			op := []string{"+", "-", "*"}[r.IntN(3)]
-			a, b := r.IntN(*max), r.IntN(*max)
+			a, b := r.IntN(max), r.IntN(max)
 			if op == "*" {
 				a, b = r.IntN(13), r.IntN(13)
 			}
 			if err := enc.Encode(map[string]any{"a": a, "op": op, "b": b}); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				os.Exit(1)
+				f.Close()
+				return err
 			}
 		}
 		if err := f.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+			return err
 		}
 	}
+	return nil
 }
