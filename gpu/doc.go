@@ -3,9 +3,13 @@
 //
 // Backend (ops.go) lists every op forward and backward, in the style of
 // llm.c: one explicit xxxForward / xxxBackward per op, outputs first in the
-// argument list, shapes named in the comments. Tensors are plain row-major
-// []float32 slices; the caller owns the tensors (a backend allocates only
-// small per-call scratch, or what a nil scratch argument asks it to).
+// argument list, shapes named in the comments. Tensors are row-major
+// []float32 (and []int32) slices that the backend owns (Memory, memory.go):
+// allocated once through Alloc, as llm.c's train_gpt2.cu allocates its
+// parameters, gradients, moments and activations up front. On the CPU they
+// are ordinary slices; on a GPU their addresses are device memory and the
+// host reaches them only through Upload and Download. A host slice passed
+// to an op is still accepted (staged through the device for that op).
 //
 // Conventions shared by every backend:
 //

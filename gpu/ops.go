@@ -40,6 +40,15 @@ type Backend interface {
 	// Name identifies the backend, for logs and benchmarks.
 	Name() string
 
+	Memory
+
+	// GatherRows copies rows of a matrix: out[m,:] = inp[rows[m],:].
+	// out [M,C], inp [R,C], rows [M] (each < R).
+	GatherRows(out, inp []float32, rows []int32, M, C int)
+	// ScatterRows writes rows of a matrix: out[rows[m],:] = inp[m,:], the
+	// other rows of out unchanged. out [R,C], inp [M,C], rows [M] distinct.
+	ScatterRows(out, inp []float32, rows []int32, M, C int)
+
 	// Sgemm is row-major C = alpha*op(A)*op(B) + beta*C with op(A) [M,K],
 	// op(B) [K,N], C [M,N]; op(X) is X^T when the matching trans flag is set.
 	// lda, ldb, ldc are the row strides of A, B, C as stored.

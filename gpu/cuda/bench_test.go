@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkSgemm is one [N,C] x [OC,C]^T product (a SmolLM2-135M MLP
-// projection at N tokens) on the GPU, staged host slices vs managed memory,
+// projection at N tokens) on the GPU, staged host slices vs resident tensors,
 // with the CPU as the peer measured in the same run.
 func BenchmarkSgemm(b *testing.B) {
 	const N, C, OC = 1024, 576, 1536
@@ -27,15 +27,16 @@ func BenchmarkSgemm(b *testing.B) {
 	}
 	b.Run("cpu", func(b *testing.B) { run(b, cpu.New(), inp, w, make([]float32, N*OC)) })
 	b.Run("cuda-staged", func(b *testing.B) { run(b, benchBackend(b), inp, w, make([]float32, N*OC)) })
-	b.Run("cuda-managed", func(b *testing.B) {
+	b.Run("cuda-resident", func(b *testing.B) {
 		be := benchBackend(b)
-		mi, mw, mo := managed(b, be, inp), managed(b, be, w), managed(b, be, make([]float32, N*OC))
+		mi, mw, mo := resident(b, be, inp), resident(b, be, w), resident(b, be, make([]float32, N*OC))
 		run(b, be, mi, mw, mo)
+		be.Download(mo[:1:1], mo) // wait for the queued products
 	})
 }
 
 // BenchmarkTrainStep is a forward, backward and AdamW step of a small
-// Llama-shaped model (B=4, T=128) on the CPU and on the GPU (staged).
+// Llama-shaped model (B=4, T=128) on the CPU and on the GPU (resident).
 func BenchmarkTrainStep(b *testing.B) {
 	c := model.Config{Family: "llama", V: 8192, C: 256, F: 768, L: 4, NH: 8, NKV: 4, HD: 32, MaxPos: 256,
 		Eps: 1e-5, RopeTheta: 10000, BOS: 1, EOS: 2}
@@ -48,7 +49,7 @@ func BenchmarkTrainStep(b *testing.B) {
 			}
 			m := model.NewZero(be, c)
 			r := rand.New(rand.NewPCG(2, 2))
-			copy(m.Params.Data, randn(r, len(m.Params.Data), 0.02))
+			m.Params.Upload(randn(r, len(m.Params.Data), 0.02))
 			m.EnableGrads()
 			batch := model.Batch{B: B, T: T, Tokens: make([]int32, B*T), Targets: make([]int32, B*T)}
 			dlogp, dent := make([]float32, B*T), make([]float32, B*T)
@@ -70,6 +71,7 @@ func BenchmarkTrainStep(b *testing.B) {
 				if _, err := opt.Update(m); err != nil {
 					b.Fatal(err)
 				}
+				be.Download(dent[:1], m.Params.Data[:1]) // wait for the update
 			}
 		})
 	}
@@ -84,12 +86,9 @@ func benchBackend(b *testing.B) *Backend {
 	return testBackend
 }
 
-func managed(b *testing.B, be *Backend, x []float32) []float32 {
-	m, err := be.Alloc(len(x))
-	if err != nil {
-		b.Fatal(err)
-	}
+func resident(b *testing.B, be *Backend, x []float32) []float32 {
+	m := be.Alloc("benchmark tensor", len(x))
 	b.Cleanup(func() { be.Free(m) })
-	copy(m, x)
+	be.Upload(m, x)
 	return m
 }

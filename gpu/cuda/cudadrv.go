@@ -16,7 +16,7 @@ import (
 // Built reports whether this binary holds the CUDA backend (-tags cuda).
 const Built = true
 
-//go:embed kernels/kernels_sm80.ptx kernels/kernels_sm90.ptx
+//go:embed ptx/kernels_sm80.ptx ptx/kernels_sm90.ptx
 var ptxFS embed.FS
 
 // cuDriver is the driver of a real GPU through gorgonia.org/cu: the
@@ -50,10 +50,10 @@ func newDevice(ordinal int) (*device, error) {
 	if d.cc[0], d.cc[1], err = c.dev.ComputeCapability(); err != nil {
 		return nil, &Error{"compute capability", err}
 	}
-	ptx := "kernels/kernels_sm80.ptx"
+	ptx := "ptx/kernels_sm80.ptx"
 	switch {
 	case d.cc[0] >= 9:
-		ptx = "kernels/kernels_sm90.ptx"
+		ptx = "ptx/kernels_sm90.ptx"
 	case d.cc[0] < 8:
 		return nil, fmt.Errorf("cuda: %s has compute capability %d.%d; the kernels are built for 8.0 and later (Ampere, Ada, Hopper)",
 			d.name, d.cc[0], d.cc[1])
@@ -109,15 +109,27 @@ func (c *cuDriver) malloc(bytes int64) (dptr, error) {
 
 func (c *cuDriver) free(p dptr) error { return cu.MemFree(cu.DevicePtr(p)) }
 
-// htod and dtoh are synchronous copies on the legacy default stream, which
-// waits for the backend's (blocking) stream.
+// htod queues the copy on the backend's stream; from pageable memory the
+// driver stages the bytes before it returns, so src may be reused at once.
 func (c *cuDriver) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
-	return cu.MemcpyHtoD(cu.DevicePtr(dst), src, bytes)
+	return cu.MemcpyHtoDAsync(cu.DevicePtr(dst), src, bytes, c.stream)
 }
 
+// dtoh is a synchronous copy on the legacy default stream, which waits for
+// the backend's (blocking) stream; the caller synchronised it already.
 func (c *cuDriver) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
 	return cu.MemcpyDtoH(dst, cu.DevicePtr(src), bytes)
 }
+
+func (c *cuDriver) dtod(dst, src dptr, bytes int64) error {
+	return cu.MemcpyDtoDAsync(cu.DevicePtr(dst), cu.DevicePtr(src), bytes, c.stream)
+}
+
+func (c *cuDriver) zero(p dptr, bytes int64) error {
+	return cu.MemsetD32Async(cu.DevicePtr(p), 0, bytes/4, c.stream)
+}
+
+func (c *cuDriver) memInfo() (free, total int64, err error) { return cu.MemInfo() }
 
 // launch passes each 8-byte slot by address: gorgonia.org/cu's Launch copies
 // 8 bytes per argument.
@@ -134,18 +146,6 @@ func (c *cuDriver) launch(kernel string, grid int, args []uint64) error {
 }
 
 func (c *cuDriver) sync() error { return c.stream.Synchronize() }
-
-func (c *cuDriver) allocManaged(bytes int64) (dptr, error) {
-	p, err := cu.MemAllocManaged(bytes, cu.AttachGlobal)
-	if err != nil {
-		return 0, err
-	}
-	if err := cu.MemsetD32(p, 0, bytes/4); err != nil {
-		cu.MemFree(p)
-		return 0, err
-	}
-	return dptr(p), nil
-}
 
 // New opens GPU 0 (the first of CUDA_VISIBLE_DEVICES): its primary context,
 // a stream, the embedded kernels and cuBLAS. The error says what is missing

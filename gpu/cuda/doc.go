@@ -20,15 +20,16 @@
 //     and the pip layouts of the Pythons on PATH), so one binary runs with any:
 //     Sgemm, SgemmStridedBatched and GemmEx are wrapped here (gorgonia.org/cu/blas
 //     has neither of the last two).
-//   - Tensors are host []float32 slices, as gpu.Backend defines them. An op
-//     copies host inputs to device memory, runs, and copies its outputs back.
-//     Slices from Backend.Alloc live in CUDA managed memory and are used in
-//     place, with no copy: allocate the model's tensors there to keep them
-//     on the device.
-//   - Every op returns after its work has finished on the device (the stream
-//     is synchronised), so results are visible to the host as with gpu/cpu.
-//     A device failure (out of memory, a failed launch) panics with an *Error
-//     naming the op, since gpu.Backend ops do not return errors.
+//   - Tensors are backend-owned (gpu.Memory): Alloc returns a slice whose
+//     address is device memory from cuMemAlloc (never managed memory), which
+//     ops use in place and the host reaches only through Upload, Download,
+//     Zero and Copy. A host slice given to an op is staged through the
+//     device for that op and counted (Counters).
+//   - Work is queued on one stream; an op waits for it only when it wrote
+//     a host slice, and Download waits before copying. A device failure (a
+//     failed launch) panics with an *Error naming the op, since gpu.Backend
+//     ops do not return errors; out of memory panics with a
+//     *gpu.MemoryError naming the tensor.
 //
 // Checks lists a comparison of every kernel, the cuBLAS wrappers, a training
 // step and KV-cache generation against the CPU reference gpu/cpu, on any

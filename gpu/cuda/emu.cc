@@ -139,7 +139,7 @@ static const rl_kernel rl_kernels[] = {
     K(rmsnorm_backward_dweight), K(add_bias), K(bias_backward), K(rope), K(attention_probs), K(attention_out),
     K(attention_dscores), K(attention_dq), K(attention_dkv), K(attention_cached), K(swiglu_forward),
     K(swiglu_backward), K(residual_forward), K(residual_backward), K(logprob_forward), K(logprob_backward),
-    K(sum_squares), K(scale), K(adamw),
+    K(sum_squares), K(sum_f64), K(scale), K(adamw), K(gather_rows), K(scatter_rows),
 };
 
 // rl_emu_launch runs kernel name over grid blocks of BLOCK threads. It

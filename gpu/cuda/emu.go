@@ -10,7 +10,7 @@ package cuda
 import "C"
 
 import (
-	_ "embed"
+	"embed"
 	"fmt"
 	"unsafe"
 )
@@ -25,12 +25,12 @@ func OpenEmulator() *Backend {
 	return &Backend{d: &device{drv: emuDriver{}, blas: rowMajor{emuBlas{}}, name: "emulator", cc: [2]int{8, 0}}}
 }
 
-// kernelSource is embedded only so that the Go build cache rebuilds the
-// emulator when kernels.cu changes: cgo does not track files that emu.cc
+// kernelSources are embedded only so that the Go build cache rebuilds the
+// emulator when a kernel changes: cgo does not track files that emu.cc
 // includes from another directory.
 //
-//go:embed kernels/kernels.cu
-var kernelSource string
+//go:embed kernels/*.cu kernels/*.cuh
+var kernelSources embed.FS
 
 type emuDriver struct{}
 
@@ -78,7 +78,18 @@ func (emuDriver) launch(kernel string, grid int, args []uint64) error {
 
 func (emuDriver) sync() error { return nil }
 
-func (d emuDriver) allocManaged(bytes int64) (dptr, error) { return d.malloc(bytes) }
+// memInfo reports the emulator's device as 1 GiB with nothing free beyond what it has.
+func (emuDriver) memInfo() (free, total int64, err error) { return 0, 1 << 30, nil }
+
+func (emuDriver) dtod(dst, src dptr, bytes int64) error {
+	copy(unsafe.Slice((*byte)(hostPtr(dst)), bytes), unsafe.Slice((*byte)(hostPtr(src)), bytes))
+	return nil
+}
+
+func (emuDriver) zero(p dptr, bytes int64) error {
+	clear(unsafe.Slice((*byte)(hostPtr(p)), bytes))
+	return nil
+}
 
 // emuBlas is cuBLAS's column-major products by their definition (float64
 // sums): C = alpha op(A) op(B) + beta C with element (i,j) of a matrix X at

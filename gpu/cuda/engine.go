@@ -21,11 +21,16 @@ type driver interface {
 	lock() (unlock func(), err error) // make the device current on this goroutine's thread
 	malloc(bytes int64) (dptr, error)
 	free(p dptr) error
+	memInfo() (free, total int64, err error)
+	// htod queues a copy from the host on the stream; the host memory may
+	// be reused when it returns (pageable memory is staged by the driver).
 	htod(dst dptr, src unsafe.Pointer, bytes int64) error
+	// dtoh copies to the host once the stream's queued work has finished.
 	dtoh(dst unsafe.Pointer, src dptr, bytes int64) error
+	dtod(dst, src dptr, bytes int64) error               // queued on the stream
+	zero(p dptr, bytes int64) error                      // queued on the stream; bytes % 4 == 0
 	launch(kernel string, grid int, args []uint64) error // blockSize threads per block
 	sync() error                                         // wait for every launch and copy
-	allocManaged(bytes int64) (dptr, error)              // zeroed memory the host and device share
 }
 
 // colMajorBlas is cuBLAS as it is: column-major operands, errors returned.
@@ -44,24 +49,29 @@ type colMajorBlas interface {
 	library() string
 }
 
-// device is the state of a Backend: its driver and cuBLAS, the staging
-// arena and the managed allocations. mu serialises ops.
+// device is the state of a Backend: its driver and cuBLAS, the tensors it
+// owns, the staging arena for host slices and the transfer counters. mu
+// serialises ops.
 type device struct {
-	mu      sync.Mutex
-	drv     driver
-	blas    rowMajor
-	name    string
-	cc      [2]int
-	arena   arena
-	managed []span // Alloc'd managed ranges
+	mu    sync.Mutex
+	drv   driver
+	blas  rowMajor
+	name  string
+	cc    [2]int
+	arena arena
+	mem   tensors
+	count Counters
+	// stageHost makes every op stage its operands through the host, as
+	// the backend did before tensors were resident (a planted bug for the
+	// transfer tests; never set otherwise).
+	stageHost bool
 }
 
-type span struct{ base, size uintptr }
-
-// run executes one op on the device: the context is made current on a locked
-// OS thread, f launches work and stages memory through the arena, the stream
-// is synchronised and the staged outputs are copied back. A failure panics
-// with an *Error naming op.
+// run executes one op on the device: the context is made current on a
+// locked OS thread and f queues work on the stream, staging host slices
+// through the arena. The stream is synchronised only when f staged an
+// output to the host (it is copied back then); otherwise the op returns
+// with its work queued. A failure panics with an *Error naming op.
 func (d *device) run(op string, f func(a *arena)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -82,12 +92,41 @@ func (d *device) run(op string, f func(a *arena)) {
 		}
 	}()
 	f(a)
-	if err := d.drv.sync(); err != nil {
+	if !a.hasBack() {
+		a.staged = a.staged[:0]
+		return
+	}
+	if err := d.sync(); err != nil {
 		panic(&Error{op, err})
 	}
 	if err := a.copyBack(); err != nil {
 		panic(&Error{op, err})
 	}
+}
+
+// sync waits for the stream, counted.
+func (d *device) sync() error {
+	d.count.Syncs++
+	return d.drv.sync()
+}
+
+// htod, dtoh, launch: the driver's, counted.
+func (d *device) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
+	d.count.Uploads++
+	d.count.HostToDevice += bytes
+	d.count.Largest = max(d.count.Largest, bytes)
+	return d.drv.htod(dst, src, bytes)
+}
+
+// dtoh copies to the host after synchronising the stream.
+func (d *device) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
+	if err := d.sync(); err != nil {
+		return err
+	}
+	d.count.Downloads++
+	d.count.DeviceToHost += bytes
+	d.count.Largest = max(d.count.Largest, bytes)
+	return d.drv.dtoh(dst, src, bytes)
 }
 
 // launch runs kernel name over grid blocks of blockSize threads. args are
@@ -96,6 +135,7 @@ func (d *device) launch(name string, grid int, args ...uint64) {
 	if grid <= 0 {
 		return
 	}
+	d.count.Launches++
 	if err := d.drv.launch(name, grid, args); err != nil {
 		panic(&Error{"", fmt.Errorf("launch %s: %w", name, err)})
 	}
@@ -143,6 +183,7 @@ func (a *arena) reset(d *device) {
 	a.d = d
 	if len(a.chunks) > 1 {
 		total := a.used
+		d.sync() // queued ops may still read the chunks
 		for _, c := range a.chunks {
 			a.d.drv.free(c.p)
 		}
@@ -176,22 +217,33 @@ func (a *arena) alloc(bytes int64) dptr {
 	if n := len(a.chunks); n > 0 {
 		size = max(size, 2*a.chunks[n-1].size)
 	}
-	p, err := a.d.drv.malloc(size)
+	p, err := a.d.malloc("staging buffer for host operands", size)
 	if err != nil {
-		panic(&Error{"", fmt.Errorf("allocate %d bytes of device memory: %w", size, err)})
+		panic(err)
 	}
 	a.chunks = append(a.chunks, chunk{p: p, size: size, at: bytes})
 	return p
 }
 
-// stage returns the device address of the host memory [host, host+bytes):
-// managed memory (Backend.Alloc) as it is, other memory through a buffer,
-// filled from the host if in, copied back after the op if back.
+// stage returns the device address of [host, host+bytes): a tensor the
+// backend owns (Alloc) as it is, host memory through a buffer, filled from
+// the host if in, copied back after the op if back.
 func (a *arena) stage(host unsafe.Pointer, bytes int64, in, back bool) dptr {
 	if bytes == 0 {
 		return 0
 	}
-	if p, ok := a.d.managedPtr(host, bytes); ok {
+	if p, ok := a.d.mem.owned(host, bytes); ok {
+		if !a.d.stageHost {
+			return p
+		}
+		// planted bug (transfer tests): the operand goes through the host
+		h := make([]byte, bytes)
+		if err := a.d.dtoh(unsafe.Pointer(&h[0]), p, bytes); err != nil {
+			panic(&Error{"", err})
+		}
+		if err := a.d.htod(p, unsafe.Pointer(&h[0]), bytes); err != nil {
+			panic(&Error{"", err})
+		}
 		return p
 	}
 	for i := range a.staged {
@@ -203,7 +255,7 @@ func (a *arena) stage(host unsafe.Pointer, bytes int64, in, back bool) dptr {
 	}
 	p := a.alloc(bytes)
 	if in {
-		if err := a.d.drv.htod(p, host, bytes); err != nil {
+		if err := a.d.htod(p, host, bytes); err != nil {
 			panic(&Error{"", fmt.Errorf("copy %d bytes to the device: %w", bytes, err)})
 		}
 	}
@@ -211,9 +263,22 @@ func (a *arena) stage(host unsafe.Pointer, bytes int64, in, back bool) dptr {
 	return p
 }
 
+func (a *arena) hasBack() bool {
+	for _, s := range a.staged {
+		if s.back {
+			return true
+		}
+	}
+	return false
+}
+
+// copyBack copies the staged outputs to the host (the stream was synchronised).
 func (a *arena) copyBack() error {
 	for _, s := range a.staged {
 		if s.back {
+			a.d.count.Downloads++
+			a.d.count.DeviceToHost += s.bytes
+			a.d.count.Largest = max(a.d.count.Largest, s.bytes)
 			if err := a.d.drv.dtoh(s.host, s.dev, s.bytes); err != nil {
 				return fmt.Errorf("copy %d bytes to the host: %w", s.bytes, err)
 			}
@@ -248,15 +313,4 @@ func (a *arena) ints(x []int32, n int) dptr {
 		panic(&Error{"", fmt.Errorf("index tensor of %d where %d are needed", len(x), n)})
 	}
 	return a.stage(unsafe.Pointer(&x[0]), int64(n)*4, true, false)
-}
-
-// managedPtr reports whether [host, host+bytes) lies in memory from Alloc.
-func (d *device) managedPtr(host unsafe.Pointer, bytes int64) (dptr, bool) {
-	h := uintptr(host)
-	for _, s := range d.managed {
-		if h >= s.base && h+uintptr(bytes) <= s.base+s.size {
-			return dptr(h), true
-		}
-	}
-	return 0, false
 }

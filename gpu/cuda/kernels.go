@@ -1,7 +1,9 @@
 package cuda
 
-// Kernel sources: kernels/kernels.cu, built to kernels/kernels_sm80.ptx and
-// kernels/kernels_sm90.ptx by `make cuda-ptx` (the PTX is committed and
+// Kernel sources: kernels/kernels.cu (which includes one kernels/*.cuh per
+// family, each beside its Go ops FAMILY.go and checks FAMILY_check.go),
+// built to ptx/kernels_sm80.ptx and ptx/kernels_sm90.ptx by `make cuda-ptx`
+// (generated files, marked so on their first line; the PTX is committed and
 // embedded with -tags cuda). kernels_test.go checks, without a GPU, that
 // every launch passes the arguments its PTX entry declares.
 
@@ -12,5 +14,6 @@ var kernelNames = []string{
 	"add_bias", "bias_backward", "rope",
 	"attention_probs", "attention_out", "attention_dscores", "attention_dq", "attention_dkv", "attention_cached",
 	"swiglu_forward", "swiglu_backward", "residual_forward", "residual_backward",
-	"logprob_forward", "logprob_backward", "sum_squares", "scale", "adamw",
+	"logprob_forward", "logprob_backward", "sum_squares", "sum_f64", "scale", "adamw",
+	"gather_rows", "scatter_rows",
 }

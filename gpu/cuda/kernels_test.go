@@ -96,7 +96,7 @@ func TestLaunchArgumentsMatchPTX(t *testing.T) {
 	if len(sites) < len(kernelNames) {
 		t.Fatalf("found %d launch sites for %d kernels: the parser misses some", len(sites), len(kernelNames))
 	}
-	for _, ptx := range []string{"kernels/kernels_sm80.ptx", "kernels/kernels_sm90.ptx"} {
+	for _, ptx := range []string{"ptx/kernels_sm80.ptx", "ptx/kernels_sm90.ptx"} {
 		entries := ptxEntries(t, ptx)
 		for _, k := range kernelNames {
 			if _, ok := entries[k]; !ok {
@@ -131,7 +131,7 @@ func TestLaunchArgumentsMatchPTX(t *testing.T) {
 // TestPTXTargets checks each PTX file is built for its architecture.
 func TestPTXTargets(t *testing.T) {
 	for _, tc := range []struct{ path, target string }{
-		{"kernels/kernels_sm80.ptx", ".target sm_80"}, {"kernels/kernels_sm90.ptx", ".target sm_90"},
+		{"ptx/kernels_sm80.ptx", ".target sm_80"}, {"ptx/kernels_sm90.ptx", ".target sm_90"},
 	} {
 		src, err := os.ReadFile(tc.path)
 		if err != nil {
@@ -139,6 +139,23 @@ func TestPTXTargets(t *testing.T) {
 		}
 		if !strings.Contains(string(src), tc.target) {
 			t.Errorf("%s is not built for %s", tc.path, tc.target)
+		}
+	}
+}
+
+// TestPTXMarkedGenerated: the committed PTX says on its first line that it
+// is generated (Go's convention), so that tools and reviewers leave it to
+// make cuda-ptx.
+func TestPTXMarkedGenerated(t *testing.T) {
+	gen := regexp.MustCompile(`^// Code generated .* DO NOT EDIT\.$`)
+	for _, p := range []string{"ptx/kernels_sm80.ptx", "ptx/kernels_sm90.ptx"} {
+		src, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _, _ := strings.Cut(string(src), "\n")
+		if !gen.MatchString(first) {
+			t.Errorf("%s: first line %q is not a \"// Code generated ... DO NOT EDIT.\" line", p, first)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/rlhost/rlhost/gpu"
 	"github.com/rlhost/rlhost/gpu/cpu"
 )
 
@@ -51,15 +52,20 @@ type Result struct {
 type Generator struct {
 	m           *Model
 	Slots, MaxT int
-	kc, vc      [][]float32 // per layer [Slots, MaxT, NKV*HD]
+	kc, vc      [][]float32 // per layer [Slots, MaxT, NKV*HD], tensors of the backend
 
-	// step buffers, grown on demand
+	// step buffers, tensors of the backend grown on demand
 	x, ln, atty, tmp []float32 // [N,C] / [N,NH*HD]
 	q, k, v          []float32
 	gate, up         []float32 // [N,F]
 	sel, lnsel       []float32 // [M,C] rows whose logits are needed
-	logits           []float32 // [M,V]
+	logitsD          []float32 // [M,V]
 	rstd             []float32
+	tokD, posD       []int32   // [N] this step's tokens and positions
+	slotD, rowD      []int32   // [N] their slots, and rows slot*MaxT+pos of the KV cache
+	selD             []int32   // [M] rows whose logits are needed
+	rowH             []int32   // host [N] staging of rowD and selD
+	logits           []float32 // host [M,V]
 	fused            []float32 // [N, sum of widths]: a fused product's output (reduced dtypes)
 	lora             loraScratch
 	lowp             *lowpCopy // reduced-precision weights (SetDtype); nil: fp32
@@ -110,7 +116,7 @@ func (g *Generator) checkCache() {
 }
 
 // NewGenerator allocates a KV cache for slots sequences of maxT tokens.
-func (m *Model) NewGenerator(slots, maxT int) (*Generator, error) {
+func (m *Model) NewGenerator(slots, maxT int) (g *Generator, err error) {
 	c := m.Config
 	if slots <= 0 || maxT <= 0 {
 		return nil, fmt.Errorf("model: generator needs slots > 0 and maxT > 0, got %d and %d", slots, maxT)
@@ -118,12 +124,36 @@ func (m *Model) NewGenerator(slots, maxT int) (*Generator, error) {
 	if maxT > c.MaxPos {
 		return nil, fmt.Errorf("model: generator length %d exceeds the model's %d positions", maxT, c.MaxPos)
 	}
-	g := &Generator{m: m, Slots: slots, MaxT: maxT, cache: make([][]int32, slots)}
+	defer gpu.RecoverMemory(&err)
+	g = &Generator{m: m, Slots: slots, MaxT: maxT, cache: make([][]int32, slots)}
 	for l := 0; l < c.L; l++ {
-		g.kc = append(g.kc, cpu.HugeFloats(slots*maxT*c.NKV*c.HD))
-		g.vc = append(g.vc, cpu.HugeFloats(slots*maxT*c.NKV*c.HD))
+		g.kc = append(g.kc, m.be.Alloc(fmt.Sprintf("KV cache: layer %d keys", l), slots*maxT*c.NKV*c.HD))
+		g.vc = append(g.vc, m.be.Alloc(fmt.Sprintf("KV cache: layer %d values", l), slots*maxT*c.NKV*c.HD))
 	}
 	return g, nil
+}
+
+// tensor returns *b as a tensor of n floats of the model's backend,
+// replacing it by a larger one when it is too small.
+func (g *Generator) tensor(b *[]float32, n int, name string) []float32 {
+	if cap(*b) < n {
+		if *b != nil {
+			g.m.be.Free((*b)[:cap(*b)])
+		}
+		*b = g.m.be.Alloc("generation: "+name, max(n, 2*cap(*b)))
+	}
+	return (*b)[:n]
+}
+
+// tensorInt32 is tensor for int32.
+func (g *Generator) tensorInt32(b *[]int32, n int, name string) []int32 {
+	if cap(*b) < n {
+		if *b != nil {
+			g.m.be.Free((*b)[:cap(*b)])
+		}
+		*b = g.m.be.AllocInt32("generation: "+name, n)
+	}
+	return (*b)[:n]
 }
 
 func grow(b []float32, n int) []float32 {
@@ -141,11 +171,22 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	be, c, p := g.backend(), m.Config, m.Params
 	N := len(tokens)
 	QD, KD := c.NH*c.HD, c.NKV*c.HD
-	g.x, g.ln, g.tmp = grow(g.x, N*c.C), grow(g.ln, N*c.C), grow(g.tmp, N*c.C)
-	g.q, g.atty = grow(g.q, N*QD), grow(g.atty, N*QD)
-	g.k, g.v = grow(g.k, N*KD), grow(g.v, N*KD)
-	g.gate, g.up = grow(g.gate, N*c.F), grow(g.up, N*c.F)
-	g.rstd = grow(g.rstd, N)
+	g.x, g.ln, g.tmp = g.tensor(&g.x, N*c.C, "x"), g.tensor(&g.ln, N*c.C, "ln"), g.tensor(&g.tmp, N*c.C, "tmp")
+	g.q, g.atty = g.tensor(&g.q, N*QD, "q"), g.tensor(&g.atty, N*QD, "attention output")
+	g.k, g.v = g.tensor(&g.k, N*KD, "k"), g.tensor(&g.v, N*KD, "v")
+	g.gate, g.up = g.tensor(&g.gate, N*c.F, "gate"), g.tensor(&g.up, N*c.F, "up")
+	g.rstd = g.tensor(&g.rstd, max(N, len(rows)), "rstd")
+	// the step's indexes go up once: tokens, positions, slots, cache rows
+	tokD, posD := g.tensorInt32(&g.tokD, N, "tokens"), g.tensorInt32(&g.posD, N, "positions")
+	slotD, rowD := g.tensorInt32(&g.slotD, N, "slots"), g.tensorInt32(&g.rowD, N, "cache rows")
+	g.rowH = grow32(g.rowH, max(N, len(rows)))
+	for n := range N {
+		g.rowH[n] = slot[n]*int32(g.MaxT) + pos[n]
+	}
+	be.UploadInt32(tokD, tokens)
+	be.UploadInt32(posD, pos)
+	be.UploadInt32(slotD, slot)
+	be.UploadInt32(rowD, g.rowH[:N])
 
 	g.checkCache()
 	for n, t := range tokens { // the slots' caches will hold these tokens
@@ -155,7 +196,7 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 		}
 		g.cache[s] = append(g.cache[s][:j], t)
 	}
-	be.EmbeddingForward(g.x, tokens, p.Embed, N, c.C)
+	be.EmbeddingForward(g.x, tokD, p.Embed, N, c.C)
 	for l := 0; l < c.L; l++ {
 		lp := &p.Layers[l]
 		be.RMSNormForward(g.ln, g.rstd, g.x, lp.LN1, N, c.C, c.Eps)
@@ -172,14 +213,11 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 		m.loraForward(&g.lora, nil, g.q, g.ln, m.adapter(l, modQ), N)
 		m.loraForward(&g.lora, nil, g.k, g.ln, m.adapter(l, modK), N)
 		m.loraForward(&g.lora, nil, g.v, g.ln, m.adapter(l, modV), N)
-		be.RopeForward(g.q, g.q, pos, m.cos, m.sin, N, c.NH, c.HD, m.Rope)
-		be.RopeForward(g.k, g.k, pos, m.cos, m.sin, N, c.NKV, c.HD, m.Rope)
-		for n := 0; n < N; n++ {
-			off := (int(slot[n])*g.MaxT + int(pos[n])) * KD
-			copy(g.kc[l][off:off+KD], g.k[n*KD:(n+1)*KD])
-			copy(g.vc[l][off:off+KD], g.v[n*KD:(n+1)*KD])
-		}
-		be.AttentionCachedForward(g.atty, g.q, g.kc[l], g.vc[l], slot, pos, N, c.NH, c.NKV, c.HD, g.MaxT)
+		be.RopeForward(g.q, g.q, posD, m.cos, m.sin, N, c.NH, c.HD, m.Rope)
+		be.RopeForward(g.k, g.k, posD, m.cos, m.sin, N, c.NKV, c.HD, m.Rope)
+		be.ScatterRows(g.kc[l], g.k, rowD, N, KD)
+		be.ScatterRows(g.vc[l], g.v, rowD, N, KD)
+		be.AttentionCachedForward(g.atty, g.q, g.kc[l], g.vc[l], slotD, posD, N, c.NH, c.NKV, c.HD, g.MaxT)
 		be.MatmulForward(g.tmp, g.atty, lp.WO, nil, N, QD, c.C)
 		m.loraForward(&g.lora, nil, g.tmp, g.atty, m.adapter(l, modO), N)
 		be.ResidualForward(g.x, g.x, g.tmp, N*c.C)
@@ -200,13 +238,21 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 		be.ResidualForward(g.x, g.x, g.tmp, N*c.C)
 	}
 	M := len(rows)
-	g.sel, g.lnsel = grow(g.sel, M*c.C), grow(g.lnsel, M*c.C)
-	g.logits = grow(g.logits, M*c.V)
+	g.sel, g.lnsel = g.tensor(&g.sel, M*c.C, "selected rows"), g.tensor(&g.lnsel, M*c.C, "selected rows, normalised")
+	logitsD := g.tensor(&g.logitsD, M*c.V, "logits")
+	selD := g.tensorInt32(&g.selD, M, "selected rows")
 	for i, r := range rows {
-		copy(g.sel[i*c.C:(i+1)*c.C], g.x[r*c.C:(r+1)*c.C])
+		g.rowH[i] = int32(r)
 	}
+	be.UploadInt32(selD, g.rowH[:M])
+	be.GatherRows(g.sel, g.x, selD, M, c.C)
 	be.RMSNormForward(g.lnsel, g.rstd, g.sel, p.NormF, M, c.C, c.Eps)
-	be.MatmulForward(g.logits, g.lnsel, p.LMHead, nil, M, c.C, c.V)
+	be.MatmulForward(logitsD, g.lnsel, p.LMHead, nil, M, c.C, c.V)
+	if _, host := m.be.(cpu.Backend); host {
+		return logitsD // host memory already: no copy
+	}
+	g.logits = grow(g.logits, M*c.V)
+	be.Download(g.logits, logitsD) // the host samples (device-side sampling is future work)
 	return g.logits
 }
 
@@ -440,9 +486,10 @@ func (g *Generator) sharedPrefix(prompt []int32, cached [][]int32) (src, p int) 
 // the values a prefill of dst would have written.
 func (g *Generator) copyPrefix(dst, src, p int) {
 	KD := g.m.Config.NKV * g.m.Config.HD
+	be := g.m.be
 	for l := range g.kc {
-		copy(g.kc[l][dst*g.MaxT*KD:dst*g.MaxT*KD+p*KD], g.kc[l][src*g.MaxT*KD:src*g.MaxT*KD+p*KD])
-		copy(g.vc[l][dst*g.MaxT*KD:dst*g.MaxT*KD+p*KD], g.vc[l][src*g.MaxT*KD:src*g.MaxT*KD+p*KD])
+		be.Copy(g.kc[l][dst*g.MaxT*KD:dst*g.MaxT*KD+p*KD], g.kc[l][src*g.MaxT*KD:src*g.MaxT*KD+p*KD])
+		be.Copy(g.vc[l][dst*g.MaxT*KD:dst*g.MaxT*KD+p*KD], g.vc[l][src*g.MaxT*KD:src*g.MaxT*KD+p*KD])
 	}
 }
 

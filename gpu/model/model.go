@@ -15,13 +15,15 @@ type Model struct {
 	Grads  *Params // same layout as Params; nil until EnableGrads, and always nil with LoRA
 	Rope   gpu.RopeLayout
 	be     gpu.Backend
-	cos    []float32 // [MaxPos, HD/2]
-	sin    []float32 // [MaxPos, HD/2]
+	cos    []float32 // [MaxPos, HD/2] tensor of be
+	sin    []float32 // [MaxPos, HD/2] tensor of be
 	lora   *LoRA     // adapters on the frozen Params; nil: every parameter trains
 }
 
-// New builds a model from a checkpoint, copying its weights.
-func New(be gpu.Backend, ck *weights.Checkpoint) (*Model, error) {
+// New builds a model from a checkpoint, copying its weights to the
+// backend (one upload). A backend out of memory is an error (*gpu.MemoryError).
+func New(be gpu.Backend, ck *weights.Checkpoint) (m *Model, err error) {
+	defer gpu.RecoverMemory(&err)
 	c, err := ConfigFrom(ck.Config)
 	if err != nil {
 		if ck.Source != "" {
@@ -29,7 +31,7 @@ func New(be gpu.Backend, ck *weights.Checkpoint) (*Model, error) {
 		}
 		return nil, err
 	}
-	m := NewZero(be, c)
+	m = NewZero(be, c)
 	m.HF = ck.Config
 	if err := m.Params.Load(ck); err != nil {
 		return nil, err
@@ -48,8 +50,11 @@ func (e *sourceError) Unwrap() error { return e.err }
 // NewZero builds a model with zeroed parameters (for benchmarks and for
 // filling in by hand).
 func NewZero(be gpu.Backend, c Config) *Model {
-	m := &Model{Config: c, Params: NewParams(c), be: be, Rope: gpu.RopeHalf}
-	m.cos, m.sin = ropeTables(c.MaxPos, c.HD, c.RopeTheta)
+	m := &Model{Config: c, Params: NewParams(be, c, "parameters"), be: be, Rope: gpu.RopeHalf}
+	cos, sin := ropeTables(c.MaxPos, c.HD, c.RopeTheta)
+	m.cos, m.sin = be.Alloc("RoPE cos table", len(cos)), be.Alloc("RoPE sin table", len(sin))
+	be.Upload(m.cos, cos)
+	be.Upload(m.sin, sin)
 	return m
 }
 
@@ -60,7 +65,7 @@ func (m *Model) Backend() gpu.Backend { return m.be }
 // base is frozen and only the adapters have gradients (LoRA.Grad).
 func (m *Model) EnableGrads() {
 	if m.Grads == nil && m.lora == nil {
-		m.Grads = NewParams(m.Config)
+		m.Grads = NewParams(m.be, m.Config, "gradients")
 	}
 }
 
@@ -71,7 +76,7 @@ func (m *Model) ZeroGrads() {
 		return
 	}
 	m.EnableGrads()
-	clear(m.Grads.Data)
+	m.be.Zero(m.Grads.Data)
 }
 
 // ropeTables computes cos and sin [P, HD/2] of pos*inv_freq[i] the way

@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"github.com/rlhost/rlhost/gpu/cpu"
 
 	"github.com/rlhost/rlhost/gpu"
 )
@@ -14,11 +13,12 @@ type AdamWConfig struct {
 }
 
 // AdamW is the optimizer state of a model: first and second moments in the
-// parameters' flat layout.
+// parameters' flat layout, tensors of the model's backend.
 type AdamW struct {
 	Config AdamWConfig
 	Step   int
 	m, v   []float32
+	be     gpu.Backend // that holds m and v; nil: host memory
 }
 
 // NewAdamW returns a fresh optimizer for m's trainable parameters
@@ -26,7 +26,10 @@ type AdamW struct {
 func NewAdamW(m *Model, cfg AdamWConfig) *AdamW {
 	params, _ := m.Trainable()
 	n := len(params)
-	return &AdamW{Config: cfg, m: cpu.HugeFloats(n), v: cpu.HugeFloats(n)}
+	if m.lora != nil { // the adapters live on the host (see LoRA)
+		return &AdamW{Config: cfg, m: make([]float32, n), v: make([]float32, n)}
+	}
+	return &AdamW{Config: cfg, m: m.be.Alloc("AdamW first moments", n), v: m.be.Alloc("AdamW second moments", n), be: m.be}
 }
 
 // Update clips the gradients of m.Trainable to the configured global norm

@@ -2,10 +2,10 @@ package model
 
 import (
 	"fmt"
-	"github.com/rlhost/rlhost/gpu/cpu"
 	"slices"
 	"strings"
 
+	"github.com/rlhost/rlhost/gpu"
 	"github.com/rlhost/rlhost/gpu/weights"
 )
 
@@ -21,9 +21,12 @@ type LayerParams struct {
 	WDown      []float32 // mlp.down_proj [C, F]
 }
 
-// Params is every parameter of a model in one flat buffer, with views.
-// The same layout holds gradients and optimizer moments.
+// Params is every parameter of a model in one flat tensor of its backend,
+// with views. The same layout holds gradients and optimizer moments. On a
+// GPU backend Data and the views are device memory: read them with
+// Download (or Checkpoint), write them with Load or Upload.
 type Params struct {
+	be     gpu.Backend
 	Data   []float32
 	Embed  []float32 // model.embed_tokens.weight [V, C]
 	Layers []LayerParams
@@ -41,9 +44,10 @@ type ParamInfo struct {
 	Data  []float32
 }
 
-// NewParams allocates a zeroed parameter set for c.
-func NewParams(c Config) *Params {
-	p := &Params{Data: cpu.HugeFloats(c.NumParams())} // streamed by every decode step: huge pages
+// NewParams allocates a zeroed parameter set for c on be (what says what
+// it holds, e.g. "parameters" or "gradients", for an out-of-memory error).
+func NewParams(be gpu.Backend, c Config, what string) *Params {
+	p := &Params{be: be, Data: be.Alloc(what, c.NumParams())} // on the CPU: huge pages, streamed by every decode step
 	off := 0
 	take := func(name string, shape ...int) []float32 {
 		n := 1
@@ -116,7 +120,7 @@ func (p *Params) Load(ck *weights.Checkpoint) error {
 		if len(t.Data) != len(n.Data) {
 			return fmt.Errorf("model: %s: tensor %s has %d values, want %d", src, n.Name, len(t.Data), len(n.Data))
 		}
-		copy(n.Data, t.Data)
+		p.be.Upload(n.Data, t.Data)
 		seen[n.Name] = true
 	}
 	var extra []string
@@ -139,12 +143,29 @@ func (p *Params) Load(ck *weights.Checkpoint) error {
 	return nil
 }
 
-// Checkpoint returns the parameters as a weights.Checkpoint (copies), with
-// the Hugging Face names and shapes, ready to be saved.
+// Checkpoint returns the parameters as a weights.Checkpoint (host copies:
+// one download), with the Hugging Face names and shapes, ready to be saved.
 func (p *Params) Checkpoint(hf weights.Config) *weights.Checkpoint {
 	ck := &weights.Checkpoint{Config: hf, Tensors: map[string]*weights.Tensor{}}
+	all := p.Host()
+	off := 0 // Names lie one after another in Data
 	for _, n := range p.Names {
-		ck.Tensors[n.Name] = &weights.Tensor{Shape: slices.Clone(n.Shape), Data: slices.Clone(n.Data)}
+		ck.Tensors[n.Name] = &weights.Tensor{Shape: slices.Clone(n.Shape), Data: all[off : off+len(n.Data) : off+len(n.Data)]}
+		off += len(n.Data)
 	}
 	return ck
+}
+
+// Host returns a host copy of Data (one download on a GPU backend).
+func (p *Params) Host() []float32 {
+	h := make([]float32, len(p.Data))
+	p.be.Download(h, p.Data)
+	return h
+}
+
+// Upload writes host data (len(p.Data) floats, in the flat layout) into
+// the parameters.
+func (p *Params) Upload(data []float32) {
+	p.be.Upload(p.Data, data)
+	p.Changed()
 }

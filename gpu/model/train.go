@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+
+	"github.com/rlhost/rlhost/gpu"
 )
 
 // Batch is a right-padded batch of token sequences for the training forward.
@@ -39,17 +41,24 @@ type layerActs struct {
 }
 
 // Acts holds the activations of one training forward and the scratch of its
-// backward, sized for a B x T batch. Reuse it across steps of the same shape.
+// backward, sized for a B x T batch, as tensors of the model's backend
+// (allocated once, in llm.c's manner). Reuse it across steps of the same
+// shape; Free gives the tensors back. Logp, Entropy and Scored are host
+// memory: the results the host reads; everything else stays on the backend.
 type Acts struct {
 	B, T    int
+	be      gpu.Backend
+	owned   []any // every tensor allocated, for Free
 	layers  []layerActs
 	xf      []float32 // [N,C] output of the last layer
 	lnf     []float32 // [N,C]
 	rstdf   []float32 // [N]
-	Logits  []float32 // [N,V] (or [len(Scored),V] after a ScoredOnly batch); the backward overwrites it with dlogits
-	Scored  []int32   // after a ScoredOnly forward: the rows of Logits, in order; nil otherwise
-	Logp    []float32 // [N]
-	Entropy []float32 // [N]
+	Logits  []float32 // [N,V] (or [len(Scored),V] after a ScoredOnly batch); the backward overwrites it with dlogits; a backend tensor
+	Scored  []int32   // host: after a ScoredOnly forward, the rows of Logits, in order; nil otherwise
+	Logp    []float32 // host [N]
+	Entropy []float32 // host [N]
+	logp    []float32 // [N] on the backend
+	ent     []float32 // [N] on the backend
 	lse     []float32 // [N]
 	pos     []int32   // [N]
 	targets []int32   // [N]
@@ -58,8 +67,11 @@ type Acts struct {
 	// a ScoredOnly forward packs its M scored rows here
 	lnfS          []float32 // [M,C] rows of lnf
 	targetsS      []int32   // [M]
+	scoredD       []int32   // [M] Scored on the backend
 	logpS, entS   []float32 // [M]
 	dlogpS, dentS []float32 // [M] (backward)
+	hostS         []float32 // host [M] staging of logpS, entS, dlogpS, dentS
+	hostI         []int32   // host [M] staging of targetsS
 	scoredBuf     []int32   // backs Scored, capacity N
 	scoredOnly    bool      // the last forward was ScoredOnly
 
@@ -79,35 +91,70 @@ type Acts struct {
 	dk, dv          []float32 // [N,NKV*HD]
 }
 
-// NewActs allocates activations for a B x T batch.
+// NewActs allocates activations for a B x T batch on the model's backend.
+// Out of device memory panics with a *gpu.MemoryError naming the tensor.
 func (m *Model) NewActs(B, T int) *Acts {
-	c := m.Config
+	c, be := m.Config, m.be
 	N := B * T
-	f := func(n int) []float32 { return make([]float32, n) }
-	a := &Acts{B: B, T: T, layers: make([]layerActs, c.L)}
+	a := &Acts{B: B, T: T, be: be, layers: make([]layerActs, c.L)}
+	f := func(name string, n int) []float32 {
+		x := be.Alloc("activations: "+name, n)
+		a.owned = append(a.owned, x)
+		return x
+	}
+	ints := func(name string, n int) []int32 {
+		x := be.AllocInt32("activations: "+name, n)
+		a.owned = append(a.owned, x)
+		return x
+	}
 	for l := range a.layers {
 		a.layers[l] = layerActs{
-			x: f(N * c.C), rstd1: f(N),
-			q: f(N * c.NH * c.HD), k: f(N * c.NKV * c.HD), v: f(N * c.NKV * c.HD),
-			atty: f(N * c.NH * c.HD), r2: f(N * c.C), rstd2: f(N),
-			gate: f(N * c.F), up: f(N * c.F),
+			x: f("x", N*c.C), rstd1: f("rstd1", N),
+			q: f("q", N*c.NH*c.HD), k: f("k", N*c.NKV*c.HD), v: f("v", N*c.NKV*c.HD),
+			atty: f("attention output", N*c.NH*c.HD), r2: f("r2", N*c.C), rstd2: f("rstd2", N),
+			gate: f("gate", N*c.F), up: f("up", N*c.F),
 		}
 	}
-	a.xf, a.lnf, a.rstdf = f(N*c.C), f(N*c.C), f(N)
-	a.Logits, a.Logp, a.Entropy, a.lse = f(N*c.V), f(N), f(N), f(N)
-	a.pos, a.targets, a.tokens = make([]int32, N), make([]int32, N), make([]int32, N)
-	a.lnfS, a.targetsS = f(N*c.C), make([]int32, N)
-	a.logpS, a.entS, a.dlogpS, a.dentS = f(N), f(N), f(N), f(N)
+	a.xf, a.lnf, a.rstdf = f("xf", N*c.C), f("lnf", N*c.C), f("rstdf", N)
+	a.Logits, a.logp, a.ent, a.lse = f("logits", N*c.V), f("logp", N), f("entropy", N), f("lse", N)
+	a.Logp, a.Entropy = make([]float32, N), make([]float32, N)
+	a.pos, a.targets, a.tokens = ints("positions", N), ints("targets", N), ints("tokens", N)
+	a.lnfS, a.targetsS, a.scoredD = f("scored lnf", N*c.C), ints("scored targets", N), ints("scored rows", N)
+	a.logpS, a.entS, a.dlogpS, a.dentS = f("scored logp", N), f("scored entropy", N), f("scored dlogp", N), f("scored dentropy", N)
+	a.hostS, a.hostI = make([]float32, N), make([]int32, N)
 	a.scoredBuf = make([]int32, 0, N)
-	for n := range a.pos {
-		a.pos[n] = int32(n % T)
+	pos := make([]int32, N)
+	for n := range pos {
+		pos[n] = int32(n % T)
 	}
-	a.dres, a.dln, a.dtmp = f(N*c.C), f(N*c.C), f(N*c.C)
-	a.dgate, a.dup, a.dh = f(N*c.F), f(N*c.F), f(N*c.F)
-	a.dq, a.datty = f(N*c.NH*c.HD), f(N*c.NH*c.HD)
-	a.dk, a.dv = f(N*c.NKV*c.HD), f(N*c.NKV*c.HD)
-	a.ln, a.h, a.attBuf = f(N*c.C), f(N*c.F), f(2*c.NH*T*T)
+	be.UploadInt32(a.pos, pos)
+	a.dres, a.dln, a.dtmp = f("dres", N*c.C), f("dln", N*c.C), f("dtmp", N*c.C)
+	a.dgate, a.dup, a.dh = f("dgate", N*c.F), f("dup", N*c.F), f("dh", N*c.F)
+	a.dq, a.datty = f("dq", N*c.NH*c.HD), f("datty", N*c.NH*c.HD)
+	a.dk, a.dv = f("dk", N*c.NKV*c.HD), f("dv", N*c.NKV*c.HD)
+	a.ln, a.h, a.attBuf = f("ln", N*c.C), f("h", N*c.F), f("attention scratch", 2*c.NH*T*T)
 	return a
+}
+
+// drop frees the tensor x now (an activation a caller does not need).
+func (a *Acts) drop(x []float32) {
+	for i, o := range a.owned {
+		if y, ok := o.([]float32); ok && len(y) > 0 && len(x) > 0 && &y[0] == &x[0] {
+			a.be.Free(x)
+			a.owned = append(a.owned[:i], a.owned[i+1:]...)
+			return
+		}
+	}
+}
+
+// Free gives the activations' tensors back to the backend; a is unusable
+// afterwards.
+func (a *Acts) Free() {
+	for _, x := range a.owned {
+		a.be.Free(x)
+	}
+	a.owned = nil
+	a.layers = nil
 }
 
 // checkBatch validates a batch against the model and the activations.
@@ -146,16 +193,16 @@ func (m *Model) Forward(a *Acts, b Batch) error {
 	if !b.ScoredOnly {
 		a.Scored = nil
 		be.MatmulForward(a.Logits, a.lnf, m.Params.LMHead, nil, N, c.C, c.V)
-		be.LogprobForward(a.Logp, a.Entropy, a.lse, a.Logits, a.targets, N, c.V)
+		be.LogprobForward(a.logp, a.ent, a.lse, a.Logits, a.targets, N, c.V)
+		be.Download(a.Logp, a.logp)
+		be.Download(a.Entropy, a.ent)
 		return nil
 	}
 	// Pack the scored rows: lm_head and log-softmax on M <= N rows.
 	a.Scored = a.scoredBuf[:0]
-	for n, t := range a.targets {
+	for n, t := range b.Targets {
 		if t >= 0 {
-			M := len(a.Scored)
-			copy(a.lnfS[M*c.C:(M+1)*c.C], a.lnf[n*c.C:(n+1)*c.C])
-			a.targetsS[M] = t
+			a.hostI[len(a.Scored)] = t
 			a.Scored = append(a.Scored, int32(n))
 		}
 	}
@@ -165,10 +212,18 @@ func (m *Model) Forward(a *Acts, b Batch) error {
 	if M == 0 {
 		return nil
 	}
+	be.UploadInt32(a.scoredD, a.Scored)
+	be.UploadInt32(a.targetsS, a.hostI[:M])
+	be.GatherRows(a.lnfS, a.lnf, a.scoredD, M, c.C)
 	be.MatmulForward(a.Logits, a.lnfS, m.Params.LMHead, nil, M, c.C, c.V)
 	be.LogprobForward(a.logpS, a.entS, a.lse, a.Logits, a.targetsS, M, c.V)
+	be.Download(a.hostS[:M], a.logpS)
 	for i, n := range a.Scored {
-		a.Logp[n], a.Entropy[n] = a.logpS[i], a.entS[i]
+		a.Logp[n] = a.hostS[i]
+	}
+	be.Download(a.hostS[:M], a.entS)
+	for i, n := range a.Scored {
+		a.Entropy[n] = a.hostS[i]
 	}
 	return nil
 }
@@ -183,8 +238,8 @@ func (m *Model) forwardBody(a *Acts, b Batch) error {
 	B, T := b.B, b.T
 	N := B * T
 	QD, KD := c.NH*c.HD, c.NKV*c.HD
-	copy(a.tokens, b.Tokens)
-	copy(a.targets, b.Targets)
+	be.UploadInt32(a.tokens, b.Tokens)
+	be.UploadInt32(a.targets, b.Targets)
 	if len(a.loraU) != c.L {
 		a.loraU = make([][numMods][]float32, c.L)
 	}
@@ -242,8 +297,11 @@ func (m *Model) Backward(a *Acts, dlogp, dentropy []float32) error {
 	var g *Params
 	frozen := m.lora != nil
 	if frozen {
-		sink := grow(a.normSink, c.C)
-		a.normSink = sink
+		if a.normSink == nil {
+			a.normSink = be.Alloc("discarded norm-weight gradients", c.C)
+			a.owned = append(a.owned, a.normSink)
+		}
+		sink := a.normSink
 		g = &Params{NormF: sink, Layers: make([]LayerParams, c.L)}
 		for l := range g.Layers {
 			g.Layers[l].LN1, g.Layers[l].LN2 = sink, sink
@@ -255,21 +313,24 @@ func (m *Model) Backward(a *Acts, dlogp, dentropy []float32) error {
 
 	dlogits := a.Logits
 	if !a.scoredOnly {
-		be.LogprobBackward(dlogits, a.Logits, a.lse, a.Entropy, a.targets, dlogp, dentropy, N, c.V)
+		be.LogprobBackward(dlogits, a.Logits, a.lse, a.ent, a.targets, dlogp, dentropy, N, c.V)
 		be.MatmulBackward(a.dln, g.LMHead, nil, dlogits, a.lnf, p.LMHead, N, c.C, c.V)
 	} else {
 		// the packed rows of a ScoredOnly forward; the others get no gradient
 		M := len(a.Scored)
-		for i, n := range a.Scored {
-			a.dlogpS[i], a.dentS[i] = dlogp[n], dentropy[n]
-		}
-		clear(a.dln)
+		be.Zero(a.dln)
 		if M > 0 {
+			for i, n := range a.Scored {
+				a.hostS[i] = dlogp[n]
+			}
+			be.Upload(a.dlogpS, a.hostS[:M])
+			for i, n := range a.Scored {
+				a.hostS[i] = dentropy[n]
+			}
+			be.Upload(a.dentS, a.hostS[:M])
 			be.LogprobBackward(dlogits, a.Logits, a.lse, a.entS, a.targetsS, a.dlogpS, a.dentS, M, c.V)
 			be.MatmulBackward(a.dtmp, g.LMHead, nil, dlogits, a.lnfS, p.LMHead, M, c.C, c.V)
-			for i, n := range a.Scored {
-				copy(a.dln[int(n)*c.C:int(n+1)*c.C], a.dtmp[i*c.C:(i+1)*c.C])
-			}
+			be.ScatterRows(a.dln, a.dtmp, a.scoredD, M, c.C)
 		}
 	}
 	m.backwardBody(a, g, frozen)

@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"github.com/rlhost/rlhost/gpu/cpu"
 	"math"
 
 	"github.com/rlhost/rlhost/gpu"
@@ -31,13 +30,14 @@ type ValueModel struct {
 // every first value exactly 0, whatever the scale of the hidden state, and
 // needs no random stream. The head's weight still gets a gradient at once
 // (dL/dw = dvalue * hidden), the decoder from the first update on.
-func NewValueModel(be gpu.Backend, ck *weights.Checkpoint) (*ValueModel, error) {
+func NewValueModel(be gpu.Backend, ck *weights.Checkpoint) (vm *ValueModel, err error) {
 	body, err := New(be, ck)
 	if err != nil {
 		return nil, err
 	}
+	defer gpu.RecoverMemory(&err)
 	C := body.Config.C
-	return &ValueModel{Body: body, Head: make([]float32, C+1), HeadGrad: make([]float32, C+1)}, nil
+	return &ValueModel{Body: body, Head: be.Alloc("critic head", C+1), HeadGrad: be.Alloc("critic head gradients", C+1)}, nil
 }
 
 // ValueActs are a critic's activations for a B x T batch.
@@ -51,6 +51,7 @@ type ValueActs struct {
 // decoder's logits buffer is dropped: the critic never computes logits.
 func (v *ValueModel) NewActs(B, T int) *ValueActs {
 	a := v.Body.NewActs(B, T)
+	a.drop(a.Logits)
 	a.Logits = nil
 	va := &ValueActs{acts: a, Values: make([]float32, B*T), noTgt: make([]int32, B*T)}
 	for i := range va.noTgt {
@@ -58,6 +59,9 @@ func (v *ValueModel) NewActs(B, T int) *ValueActs {
 	}
 	return va
 }
+
+// Free gives the activations' tensors back to the backend.
+func (va *ValueActs) Free() { va.acts.Free() }
 
 // Forward computes va.Values [N] for the tokens of b (b.Targets is ignored).
 func (v *ValueModel) Forward(va *ValueActs, b Batch) error {
@@ -93,7 +97,7 @@ func (v *ValueModel) Backward(va *ValueActs, dvalues []float32) error {
 // ZeroGrads clears the decoder's and the head's gradients.
 func (v *ValueModel) ZeroGrads() {
 	v.Body.ZeroGrads()
-	clear(v.HeadGrad)
+	v.Body.be.Zero(v.HeadGrad)
 }
 
 // ValueAdamW is the critic's optimizer: AdamW over the decoder and the head
@@ -104,12 +108,14 @@ type ValueAdamW struct {
 	Config AdamWConfig
 	Step   int
 	m, v   []float32
+	be     gpu.Backend
 }
 
 // NewValueAdamW returns a fresh optimizer for the critic.
 func NewValueAdamW(vm *ValueModel, cfg AdamWConfig) *ValueAdamW {
 	n := len(vm.Body.Params.Data) + len(vm.Head)
-	return &ValueAdamW{Config: cfg, m: cpu.HugeFloats(n), v: cpu.HugeFloats(n)}
+	be := vm.Body.be
+	return &ValueAdamW{Config: cfg, m: be.Alloc("critic AdamW first moments", n), v: be.Alloc("critic AdamW second moments", n), be: be}
 }
 
 // Update clips the critic's gradients to the configured global norm and
@@ -139,16 +145,21 @@ func (o *ValueAdamW) Update(vm *ValueModel) (float64, error) {
 	return norm, nil
 }
 
-// Moments returns the first and second moments (views), for checkpoints.
-func (o *ValueAdamW) Moments() (m, v []float32) { return o.m, o.v }
+// Moments returns the first and second moments (host copies), for checkpoints.
+func (o *ValueAdamW) Moments() (m, v []float32) {
+	m, v = make([]float32, len(o.m)), make([]float32, len(o.v))
+	o.be.Download(m, o.m)
+	o.be.Download(v, o.v)
+	return m, v
+}
 
 // SetMoments restores the moments and the step count of a checkpoint.
 func (o *ValueAdamW) SetMoments(m, v []float32, step int) error {
 	if len(m) != len(o.m) || len(v) != len(o.v) {
 		return fmt.Errorf("model: value optimizer checkpoint has %d/%d moment values, the critic needs %d", len(m), len(v), len(o.m))
 	}
-	copy(o.m, m)
-	copy(o.v, v)
+	o.be.Upload(o.m, m)
+	o.be.Upload(o.v, v)
 	o.Step = step
 	return nil
 }

@@ -21,9 +21,11 @@ func (v *ValueModel) Save(dir string) error {
 		return err
 	}
 	C := v.Body.Config.C
+	head := make([]float32, len(v.Head))
+	v.Body.be.Download(head, v.Head)
 	return safetensors.Write(filepath.Join(dir, ValueHeadFile), []safetensors.Tensor{
-		{Name: "score.weight", Shape: []int{1, C}, Data: v.Head[:C]},
-		{Name: "score.bias", Shape: []int{1}, Data: v.Head[C:]},
+		{Name: "score.weight", Shape: []int{1, C}, Data: head[:C]},
+		{Name: "score.bias", Shape: []int{1}, Data: head[C:]},
 	}, safetensors.F32, map[string]string{"format": "pt"})
 }
 
@@ -60,7 +62,7 @@ func (v *ValueModel) LoadHead(path string) error {
 		if !slices.Equal(info.Shape, t.shape) {
 			return fmt.Errorf("model: %s: tensor %s has shape %v, want %v", path, t.name, info.Shape, t.shape)
 		}
-		copy(t.dst, x)
+		v.Body.be.Upload(t.dst, x)
 	}
 	if n := len(f.Tensors); n != 2 {
 		return fmt.Errorf("model: %s: %d tensors, want score.weight and score.bias", path, n)

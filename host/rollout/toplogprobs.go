@@ -49,6 +49,7 @@ func (p *ModelPolicy) TopLogprobs(ctx context.Context, prompt, completion []int,
 	p.lockModel()
 	defer p.unlockModel()
 	a := p.m.NewActs(1, T)
+	defer a.Free()
 	if err := p.m.Forward(a, b); err != nil {
 		return nil, fmt.Errorf("rollout: top log-probs: %w", err)
 	}
@@ -60,8 +61,10 @@ func (p *ModelPolicy) TopLogprobs(ctx context.Context, prompt, completion []int,
 	k = min(k, V)
 	out := make([][]TokenLogprob, len(completion))
 	idx := make([]int, V)
+	logits := make([]float32, len(completion)*V) // the rows read here, from the backend
+	p.m.Backend().Download(logits, a.Logits[:len(logits)])
 	for j := range completion {
-		row := a.Logits[j*V : (j+1)*V]
+		row := logits[j*V : (j+1)*V]
 		m := row[0]
 		for _, z := range row {
 			m = max(m, z)

@@ -172,11 +172,13 @@ func (t *Trainer) resume() error {
 			return fmt.Errorf("trainer: resume from %s: %w", dir, err)
 		}
 	}
-	m, v := t.opt.Moments()
+	m, v := t.opt.Moments() // host copies: read into them, then upload
 	if err := readFloats(filepath.Join(dir, "optimizer.bin"), m, v); err != nil {
 		return fmt.Errorf("trainer: resume: %w", err)
 	}
-	t.opt.Step = st.OptStep
+	if err := t.opt.SetMoments(m, v, st.OptStep); err != nil {
+		return fmt.Errorf("trainer: resume: %w", err)
+	}
 	if t.critic != nil {
 		if err := t.critic.load(dir, st.CriticStep); err != nil {
 			return err

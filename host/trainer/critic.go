@@ -120,6 +120,9 @@ func (c *critic) actsFor(B, T int) *model.ValueActs {
 		return a
 	}
 	if c.acts == nil || len(c.acts) >= 4 {
+		for _, a := range c.acts {
+			a.Free() // device memory is not collected
+		}
 		c.acts = map[[2]int]*model.ValueActs{}
 	}
 	a := c.vm.NewActs(B, T)
@@ -324,12 +327,11 @@ func (c *critic) load(dir string, optStep int) error {
 	if err := c.vm.Load(filepath.Join(dir, criticDir)); err != nil {
 		return fmt.Errorf("trainer: resume the critic from %s (a checkpoint of a run without a critic cannot resume one with): %w", dir, err)
 	}
-	m, v := c.opt.Moments()
+	m, v := c.opt.Moments() // host copies: read into them, then upload
 	if err := readFloats(filepath.Join(dir, criticOptimizerFile), m, v); err != nil {
 		return fmt.Errorf("trainer: resume the critic: %w", err)
 	}
-	c.opt.Step = optStep
-	return nil
+	return c.opt.SetMoments(m, v, optStep)
 }
 
 // scheduledLR is an optimiser section's learning rate at a step: linear warm-up, then

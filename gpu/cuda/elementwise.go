@@ -1,0 +1,35 @@
+package cuda
+
+// SwiGLU and the residual add (kernels/elementwise.cuh).
+// CPU reference: gpu/cpu; the checks are in elementwise_check.go.
+
+// SwiGLUForward: out = silu(gate) * up.
+func (b *Backend) SwiGLUForward(out, gate, up []float32, n int) {
+	b.d.run("SwiGLUForward", func(a *arena) {
+		pg, pu := a.in(gate, n), a.in(up, n)
+		b.d.launch("swiglu_forward", gridFor(n), ptr(a.out(out, n)), ptr(pg), ptr(pu), i64(n))
+	})
+}
+
+// SwiGLUBackward: dgate, dup overwritten.
+func (b *Backend) SwiGLUBackward(dgate, dup []float32, dout, gate, up []float32, n int) {
+	b.d.run("SwiGLUBackward", func(a *arena) {
+		pd, pg, pu := a.in(dout, n), a.in(gate, n), a.in(up, n)
+		b.d.launch("swiglu_backward", gridFor(n), ptr(a.out(dgate, n)), ptr(a.out(dup, n)), ptr(pd), ptr(pg), ptr(pu), i64(n))
+	})
+}
+
+// ResidualForward: out = a + b.
+func (b *Backend) ResidualForward(out, x, y []float32, n int) {
+	b.d.run("ResidualForward", func(a *arena) {
+		px, py := a.in(x, n), a.in(y, n)
+		b.d.launch("residual_forward", gridFor(n), ptr(a.out(out, n)), ptr(px), ptr(py), i64(n))
+	})
+}
+
+// ResidualBackward: da += dout, db += dout.
+func (b *Backend) ResidualBackward(da, db []float32, dout []float32, n int) {
+	b.d.run("ResidualBackward", func(a *arena) {
+		b.d.launch("residual_backward", gridFor(n), ptr(a.inout(da, n)), ptr(a.inout(db, n)), ptr(a.in(dout, n)), i64(n))
+	})
+}

@@ -1,0 +1,31 @@
+package cuda
+
+// Checks of the elementwise family against the CPU reference gpu/cpu (elementwise.go).
+
+import "math/rand/v2"
+
+func checkSwiGLU(b Device) error {
+	r := rand.New(rand.NewPCG(10, 10))
+	const n = 5000
+	gate, up, dout := randn(r, n, 3), randn(r, n, 1), randn(r, n, 1)
+	o1, o2 := make([]float32, n), make([]float32, n)
+	ref.SwiGLUForward(o1, gate, up, n)
+	b.SwiGLUForward(o2, gate, up, n)
+	dg1, dg2, du1, du2 := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+	ref.SwiGLUBackward(dg1, du1, dout, gate, up, n)
+	b.SwiGLUBackward(dg2, du2, dout, gate, up, n)
+	return compareAll(1e-5, "out", o2, o1, "dgate", dg2, dg1, "dup", du2, du1)
+}
+
+func checkResidual(b Device) error {
+	r := rand.New(rand.NewPCG(11, 11))
+	const n = 3001
+	x, y, dout := randn(r, n, 1), randn(r, n, 1), randn(r, n, 1)
+	o1, o2 := clone(x), clone(x) // out aliases a
+	ref.ResidualForward(o1, o1, y, n)
+	b.ResidualForward(o2, o2, y, n)
+	da1, da2, db1, db2 := clone(x), clone(x), clone(y), clone(y)
+	ref.ResidualBackward(da1, db1, dout, n)
+	b.ResidualBackward(da2, db2, dout, n)
+	return compareAll(0, "out", o2, o1, "da", da2, da1, "db", db2, db1)
+}

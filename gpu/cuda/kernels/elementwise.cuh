@@ -1,0 +1,35 @@
+// Kernels: SwiGLU and the residual add (elementwise.go).
+// CPU reference: gpu/cpu; the checks beside the Go ops (elementwise_check.go) compare them.
+// Included by kernels.cu inside its extern "C" block.
+#pragma once
+
+// ---------------------------------------------------------------------------
+// SwiGLU and residual, elementwise over n.
+
+__global__ void swiglu_forward(float* out, const float* gate, const float* up, i64 n) {
+    GRID_STRIDE(i, n) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+__global__ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, i64 n) {
+    GRID_STRIDE(i, n) {
+        float g = gate[i];
+        float s = 1.0f / (1.0f + expf(-g));
+        float d = dout[i];
+        dup[i] = d * g * s;
+        dgate[i] = d * up[i] * s * (1.0f + g * (1.0f - s));
+    }
+}
+
+__global__ void residual_forward(float* out, const float* a, const float* b, i64 n) {
+    GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
+__global__ void residual_backward(float* da, float* db, const float* dout, i64 n) {
+    GRID_STRIDE(i, n) {
+        da[i] += dout[i];
+        db[i] += dout[i];
+    }
+}

@@ -1,0 +1,27 @@
+// Kernels: rotary position embedding, forward and backward (rope.go).
+// CPU reference: gpu/cpu; the checks beside the Go ops (rope_check.go) compare them.
+// Included by kernels.cu inside its extern "C" block.
+#pragma once
+
+// ---------------------------------------------------------------------------
+// RoPE: out, inp [N,H,HD] (may alias), pos [N], cos/sin [P,HD/2]. One thread
+// per rotated pair; sign is +1 forward, -1 backward. pairs != 0 selects the
+// adjacent-pairs layout (2i, 2i+1), else rotate-half (i, i+HD/2).
+
+__global__ void rope(float* out, const float* inp, const int* pos, const float* cosT, const float* sinT,
+                     i64 N, i64 H, i64 HD, i64 pairs, float sign) {
+    i64 half = HD / 2;
+    GRID_STRIDE(idx, N * H * half) {
+        i64 i = idx % half;
+        i64 nh = idx / half;     // n*H + h
+        i64 n = nh / H;
+        i64 p = pos[n];
+        float c = cosT[p * half + i], s = sign * sinT[p * half + i];
+        i64 ia = pairs ? 2 * i : i;
+        i64 ib = pairs ? 2 * i + 1 : i + half;
+        const float* x = inp + nh * HD;
+        float a = x[ia], b = x[ib];
+        out[nh * HD + ia] = a * c - b * s;
+        out[nh * HD + ib] = b * c + a * s;
+    }
+}

@@ -1,0 +1,84 @@
+package cuda
+
+// Matrix products: cuBLAS through the row-major mapping of blas.go, plus the bias kernels of kernels/matmul.cuh.
+// CPU reference: gpu/cpu; the checks are in matmul_check.go.
+
+// span of a row-major operand op(X) [R,K] stored with row stride ld.
+func extent(trans bool, R, K, ld int) int {
+	if R == 0 || K == 0 {
+		return 0
+	}
+	if trans {
+		return (K-1)*ld + R
+	}
+	return (R-1)*ld + K
+}
+
+// Sgemm is row-major C = alpha op(A) op(B) + beta C through cublasSgemm.
+func (b *Backend) Sgemm(transA, transB bool, M, N, K int, alpha float32, A []float32, lda int,
+	B []float32, ldb int, beta float32, C []float32, ldc int) {
+	b.d.run("Sgemm", func(a *arena) {
+		pa := a.in(A, extent(transA, M, K, lda))
+		pb := a.in(B, extent(!transB, N, K, ldb))
+		// C is read when beta != 0, and when it has gaps between rows
+		// (ldc > N), which must come back unchanged.
+		pc := a.f32(C, extent(false, M, N, ldc), beta != 0 || ldc != N, true)
+		b.d.blas.sgemmRM(transA, transB, M, N, K, alpha, pa, lda, pb, ldb, beta, pc, ldc)
+	})
+}
+
+// SgemmStridedBatched is Sgemm over count products whose operands start
+// strideA, strideB, strideC floats apart (cublasSgemmStridedBatched).
+func (b *Backend) SgemmStridedBatched(transA, transB bool, M, N, K int, alpha float32, A []float32, lda, strideA int,
+	B []float32, ldb, strideB int, beta float32, C []float32, ldc, strideC, count int) {
+	if count <= 0 {
+		return
+	}
+	last := count - 1
+	b.d.run("SgemmStridedBatched", func(a *arena) {
+		pa := a.in(A, last*strideA+extent(transA, M, K, lda))
+		pb := a.in(B, last*strideB+extent(!transB, N, K, ldb))
+		pc := a.f32(C, last*strideC+extent(false, M, N, ldc), true, true)
+		b.d.blas.sgemmStridedBatchedRM(transA, transB, M, N, K, alpha, pa, lda, strideA, pb, ldb, strideB,
+			beta, pc, ldc, strideC, count)
+	})
+}
+
+// GemmEx is Sgemm on fp32 operands with a compute type of the caller's
+// choice (cublasGemmEx), e.g. Compute32FTF32 for tensor cores.
+func (b *Backend) GemmEx(transA, transB bool, M, N, K int, alpha float32, A []float32, lda int,
+	B []float32, ldb int, beta float32, C []float32, ldc int, compute ComputeType) {
+	b.d.run("GemmEx", func(a *arena) {
+		pa := a.in(A, extent(transA, M, K, lda))
+		pb := a.in(B, extent(!transB, N, K, ldb))
+		pc := a.f32(C, extent(false, M, N, ldc), beta != 0 || ldc != N, true)
+		b.d.blas.gemmExRM(transA, transB, M, N, K, alpha, pa, R32F, lda, pb, R32F, ldb, beta, pc, R32F, ldc, compute)
+	})
+}
+
+// MatmulForward: out [N,OC] = inp [N,C] weight^T + bias.
+func (b *Backend) MatmulForward(out, inp, weight, bias []float32, N, C, OC int) {
+	b.d.run("MatmulForward", func(a *arena) {
+		po := a.out(out, N*OC)
+		b.d.blas.sgemmRM(false, true, N, OC, C, 1, a.in(inp, N*C), C, a.in(weight, OC*C), C, 0, po, OC)
+		if bias != nil {
+			b.d.launch("add_bias", gridFor(N*OC), ptr(po), ptr(a.in(bias, OC)), i64(N), i64(OC))
+		}
+	})
+}
+
+// MatmulBackward: dinp = dout weight; dweight += dout^T inp; dbias += column sums.
+func (b *Backend) MatmulBackward(dinp, dweight, dbias []float32, dout, inp, weight []float32, N, C, OC int) {
+	b.d.run("MatmulBackward", func(a *arena) {
+		pd := a.in(dout, N*OC)
+		if dinp != nil {
+			b.d.blas.sgemmRM(false, false, N, C, OC, 1, pd, OC, a.in(weight, OC*C), C, 0, a.out(dinp, N*C), C)
+		}
+		if dweight != nil {
+			b.d.blas.sgemmRM(true, false, OC, C, N, 1, pd, OC, a.in(inp, N*C), C, 1, a.inout(dweight, OC*C), C)
+		}
+		if dbias != nil {
+			b.d.launch("bias_backward", gridFor(OC), ptr(a.inout(dbias, OC)), ptr(pd), i64(N), i64(OC))
+		}
+	})
+}

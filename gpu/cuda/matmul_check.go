@@ -1,0 +1,89 @@
+package cuda
+
+// Checks of the matmul family against the CPU reference gpu/cpu (matmul.go).
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+func checkSgemm(b Device) error {
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, tc := range []struct {
+		ta, tb      bool
+		M, N, K     int
+		alpha, beta float32
+	}{
+		{false, false, 17, 33, 65, 1, 0}, {false, true, 64, 48, 32, 0.5, 1}, {true, false, 31, 7, 129, 1, 0.25}, {true, true, 5, 70, 9, -1, 1},
+	} {
+		lda, ldb, ldc := tc.K+3, tc.N+1, tc.N+2
+		if tc.ta {
+			lda = tc.M + 3
+		}
+		if tc.tb {
+			ldb = tc.K + 1
+		}
+		rowsA, rowsB := tc.M, tc.K
+		if tc.ta {
+			rowsA = tc.K
+		}
+		if tc.tb {
+			rowsB = tc.N
+		}
+		A, B := randn(r, rowsA*lda, 1), randn(r, rowsB*ldb, 1)
+		C := randn(r, tc.M*ldc, 1)
+		want, got := clone(C), clone(C)
+		ref.Sgemm(tc.ta, tc.tb, tc.M, tc.N, tc.K, tc.alpha, A, lda, B, ldb, tc.beta, want, ldc)
+		b.Sgemm(tc.ta, tc.tb, tc.M, tc.N, tc.K, tc.alpha, A, lda, B, ldb, tc.beta, got, ldc)
+		if err := compare(fmt.Sprintf("C(transA=%v transB=%v %dx%dx%d)", tc.ta, tc.tb, tc.M, tc.N, tc.K), got, want, 1e-5); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkSgemmStridedBatched: count products of [M,K] x [K,N]^T at strides,
+// against one CPU sgemm per product.
+func checkSgemmStridedBatched(b Device) error {
+	r := rand.New(rand.NewPCG(2, 2))
+	const M, N, K, count = 19, 23, 40, 5
+	A, B, C := randn(r, count*M*K, 1), randn(r, count*N*K, 1), randn(r, count*M*N, 1)
+	want := clone(C)
+	for i := 0; i < count; i++ {
+		ref.Sgemm(false, true, M, N, K, 0.5, A[i*M*K:], K, B[i*N*K:], K, 1, want[i*M*N:], N)
+	}
+	got := clone(C)
+	b.SgemmStridedBatched(false, true, M, N, K, 0.5, A, K, M*K, B, K, N*K, 1, got, N, M*N, count)
+	return compare("C", got, want, 1e-5)
+}
+
+// checkGemmEx: fp32 operands with TF32 tensor-core compute (10-bit mantissa
+// products), so the tolerance is TF32's.
+func checkGemmEx(b Device) error {
+	r := rand.New(rand.NewPCG(3, 3))
+	const M, N, K = 64, 96, 128
+	A, B := randn(r, M*K, 1), randn(r, K*N, 1)
+	want, got := make([]float32, M*N), make([]float32, M*N)
+	ref.Sgemm(false, false, M, N, K, 1, A, K, B, N, 0, want, N)
+	b.GemmEx(false, false, M, N, K, 1, A, K, B, N, 0, got, N, Compute32FTF32)
+	return compare("C", got, want, 5e-3)
+}
+
+func checkMatmul(b Device) error {
+	r := rand.New(rand.NewPCG(6, 6))
+	const N, C, OC = 21, 64, 80
+	inp, w, bias := randn(r, N*C, 1), randn(r, OC*C, 0.1), randn(r, OC, 1)
+	o1, o2 := make([]float32, N*OC), make([]float32, N*OC)
+	ref.MatmulForward(o1, inp, w, bias, N, C, OC)
+	b.MatmulForward(o2, inp, w, bias, N, C, OC)
+	if err := compare("out", o2, o1, 1e-5); err != nil {
+		return err
+	}
+	dout := randn(r, N*OC, 1)
+	dw0, db0 := randn(r, OC*C, 1), randn(r, OC, 1)
+	di1, di2 := make([]float32, N*C), make([]float32, N*C)
+	dw1, dw2, db1, db2 := clone(dw0), clone(dw0), clone(db0), clone(db0)
+	ref.MatmulBackward(di1, dw1, db1, dout, inp, w, N, C, OC)
+	b.MatmulBackward(di2, dw2, db2, dout, inp, w, N, C, OC)
+	return compareAll(1e-5, "dinp", di2, di1, "dweight", dw2, dw1, "dbias", db2, db1)
+}

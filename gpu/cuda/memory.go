@@ -1,0 +1,287 @@
+package cuda
+
+import (
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"github.com/rlhost/rlhost/gpu"
+)
+
+// Counters count what crossed between the host and the device, the
+// allocations and the synchronisations, since the backend opened or the
+// last ResetCounters. The transfer tests bound them per training and
+// decode step (docs/gpu.md lists them).
+type Counters struct {
+	HostToDevice, DeviceToHost int64 // bytes
+	Uploads, Downloads         int64 // copies
+	Largest                    int64 // bytes of the largest single copy, either way
+	Allocs                     int64 // device allocations (cuMemAlloc calls)
+	AllocBytes                 int64
+	Syncs                      int64 // stream synchronisations
+	Launches                   int64 // kernel launches (cuBLAS calls not included)
+}
+
+func (c Counters) String() string {
+	return fmt.Sprintf("up %d B in %d copies, down %d B in %d copies, %d allocations (%d B), %d syncs, %d launches",
+		c.HostToDevice, c.Uploads, c.DeviceToHost, c.Downloads, c.Allocs, c.AllocBytes, c.Syncs, c.Launches)
+}
+
+// Counters returns the counts so far.
+func (b *Backend) Counters() Counters {
+	b.d.mu.Lock()
+	defer b.d.mu.Unlock()
+	return b.d.count
+}
+
+// ResetCounters sets every count to 0.
+func (b *Backend) ResetCounters() {
+	b.d.mu.Lock()
+	defer b.d.mu.Unlock()
+	b.d.count = Counters{}
+}
+
+// tensors are the device allocations a Backend owns, sorted by address, and
+// the freed ones kept for reuse (by size), as a caching allocator does.
+type tensors struct {
+	live []tensor
+	pool map[int64][]dptr
+}
+
+type tensor struct {
+	p     dptr
+	bytes int64
+	name  string
+}
+
+// owned reports whether [host, host+bytes) lies inside a live tensor, and
+// its device address (the same number: a tensor's slice points at device
+// memory).
+func (m *tensors) owned(host unsafe.Pointer, bytes int64) (dptr, bool) {
+	h := dptr(uintptr(host))
+	i, _ := slices.BinarySearchFunc(m.live, h, func(t tensor, h dptr) int {
+		switch {
+		case t.p+dptr(t.bytes) <= h:
+			return -1
+		case t.p > h:
+			return 1
+		}
+		return 0
+	})
+	if i < len(m.live) {
+		t := m.live[i]
+		if h >= t.p && h+dptr(bytes) <= t.p+dptr(t.bytes) {
+			return h, true
+		}
+	}
+	return 0, false
+}
+
+func (m *tensors) add(t tensor) {
+	i, _ := slices.BinarySearchFunc(m.live, t.p, func(x tensor, p dptr) int {
+		switch {
+		case x.p < p:
+			return -1
+		case x.p > p:
+			return 1
+		}
+		return 0
+	})
+	m.live = slices.Insert(m.live, i, t)
+}
+
+// malloc allocates device memory, counted; out of memory is a
+// *gpu.MemoryError naming the tensor and what the device has free.
+func (d *device) malloc(name string, bytes int64) (dptr, error) {
+	p, err := d.drv.malloc(bytes)
+	if err != nil {
+		free, total, _ := d.drv.memInfo()
+		return 0, &gpu.MemoryError{Device: d.label(), Tensor: name, Bytes: bytes, Free: free, Total: total, Err: err}
+	}
+	d.count.Allocs++
+	d.count.AllocBytes += bytes
+	return p, nil
+}
+
+func (d *device) label() string { return fmt.Sprintf("cuda/%s/sm_%d%d", d.name, d.cc[0], d.cc[1]) }
+
+// alloc returns a zeroed tensor of bytes (rounded up to 256) in device
+// memory, reusing a freed one of that size; it panics with a
+// *gpu.MemoryError when the device is full.
+func (d *device) alloc(name string, bytes int64) dptr {
+	bytes = max(256, (bytes+255)&^255)
+	var p dptr
+	if free := d.mem.pool[bytes]; len(free) > 0 {
+		p = free[len(free)-1]
+		d.mem.pool[bytes] = free[:len(free)-1]
+	} else {
+		var err error
+		if p, err = d.malloc(name, bytes); err != nil {
+			// memory kept for reuse may be what is missing: give it back and retry once
+			d.sync()
+			for _, ps := range d.mem.pool {
+				for _, q := range ps {
+					d.drv.free(q)
+				}
+			}
+			d.mem.pool = nil
+			if p, err = d.malloc(name, bytes); err != nil {
+				panic(err)
+			}
+		}
+	}
+	if err := d.drv.zero(p, bytes); err != nil {
+		panic(&Error{"Alloc " + name, err})
+	}
+	d.mem.add(tensor{p: p, bytes: bytes, name: name})
+	return p
+}
+
+// Alloc returns n zeroed floats of device memory as a tensor: a slice whose
+// address is on the device, for ops, Upload, Download, Zero and Copy only
+// (the host must not touch its elements). Out of memory panics with a
+// *gpu.MemoryError.
+func (b *Backend) Alloc(name string, n int) []float32 {
+	if n <= 0 {
+		return nil
+	}
+	var p dptr
+	b.d.run("Alloc", func(*arena) { p = b.d.alloc(name, int64(n)*4) })
+	return unsafe.Slice(*(**float32)(unsafe.Pointer(&p)), n)
+}
+
+// AllocInt32 is Alloc for int32.
+func (b *Backend) AllocInt32(name string, n int) []int32 {
+	if n <= 0 {
+		return nil
+	}
+	var p dptr
+	b.d.run("AllocInt32", func(*arena) { p = b.d.alloc(name, int64(n)*4) })
+	return unsafe.Slice(*(**int32)(unsafe.Pointer(&p)), n)
+}
+
+// Free keeps a tensor from Alloc for reuse by a later Alloc of its size.
+// A slice that is not a whole live tensor is left alone.
+func (b *Backend) Free(x any) {
+	var h unsafe.Pointer
+	switch x := x.(type) {
+	case []float32:
+		if len(x) > 0 {
+			h = unsafe.Pointer(&x[0])
+		}
+	case []int32:
+		if len(x) > 0 {
+			h = unsafe.Pointer(&x[0])
+		}
+	}
+	if h == nil {
+		return
+	}
+	d := b.d
+	d.run("Free", func(*arena) {
+		i := slices.IndexFunc(d.mem.live, func(t tensor) bool { return t.p == dptr(uintptr(h)) })
+		if i < 0 {
+			return
+		}
+		t := d.mem.live[i]
+		d.mem.live = slices.Delete(d.mem.live, i, i+1)
+		if d.mem.pool == nil {
+			d.mem.pool = map[int64][]dptr{}
+		}
+		d.mem.pool[t.bytes] = append(d.mem.pool[t.bytes], t.p)
+	})
+}
+
+// tensorPtr is the device address of a tensor's first element; x must be
+// (a view of) a live tensor of at least n elements.
+func (d *device) tensorPtr(op string, x unsafe.Pointer, n int) dptr {
+	p, ok := d.mem.owned(x, int64(n)*4)
+	if !ok {
+		panic(&Error{op, fmt.Errorf("%d elements at %p are not a tensor of this backend (use Alloc)", n, x)})
+	}
+	return p
+}
+
+// Upload copies host src into the tensor dst.
+func (b *Backend) Upload(dst, src []float32) {
+	if len(src) == 0 {
+		return
+	}
+	b.d.run("Upload", func(*arena) {
+		p := b.d.tensorPtr("Upload", unsafe.Pointer(&dst[0]), len(src))
+		must(b.d.htod(p, unsafe.Pointer(&src[0]), int64(len(src))*4))
+	})
+}
+
+// UploadInt32 copies host src into the tensor dst.
+func (b *Backend) UploadInt32(dst, src []int32) {
+	if len(src) == 0 {
+		return
+	}
+	b.d.run("UploadInt32", func(*arena) {
+		p := b.d.tensorPtr("UploadInt32", unsafe.Pointer(&dst[0]), len(src))
+		must(b.d.htod(p, unsafe.Pointer(&src[0]), int64(len(src))*4))
+	})
+}
+
+// Download copies the tensor src into host dst, after the queued work.
+func (b *Backend) Download(dst, src []float32) {
+	if len(dst) == 0 {
+		return
+	}
+	b.d.run("Download", func(*arena) {
+		p := b.d.tensorPtr("Download", unsafe.Pointer(&src[0]), len(dst))
+		must(b.d.dtoh(unsafe.Pointer(&dst[0]), p, int64(len(dst))*4))
+	})
+}
+
+// Zero clears the tensor x on the device.
+func (b *Backend) Zero(x []float32) {
+	if len(x) == 0 {
+		return
+	}
+	b.d.run("Zero", func(a *arena) {
+		must(b.d.drv.zero(a.inout(x, len(x)), int64(len(x))*4))
+	})
+}
+
+// Copy copies the tensor src into the tensor dst on the device.
+func (b *Backend) Copy(dst, src []float32) {
+	n := min(len(dst), len(src))
+	if n == 0 {
+		return
+	}
+	b.d.run("Copy", func(a *arena) {
+		ps := a.in(src, n)
+		must(b.d.drv.dtod(a.out(dst, n), ps, int64(n)*4))
+	})
+}
+
+// GatherRows: out[m,:] = inp[rows[m],:].
+func (b *Backend) GatherRows(out, inp []float32, rows []int32, M, C int) {
+	if M == 0 {
+		return
+	}
+	b.d.run("GatherRows", func(a *arena) {
+		b.d.launch("gather_rows", gridFor(M*C), ptr(a.out(out, M*C)), ptr(a.in(inp, len(inp))), ptr(a.ints(rows, M)),
+			i64(M), i64(C))
+	})
+}
+
+// ScatterRows: out[rows[m],:] = inp[m,:].
+func (b *Backend) ScatterRows(out, inp []float32, rows []int32, M, C int) {
+	if M == 0 {
+		return
+	}
+	b.d.run("ScatterRows", func(a *arena) {
+		b.d.launch("scatter_rows", gridFor(M*C), ptr(a.inout(out, len(out))), ptr(a.in(inp, M*C)), ptr(a.ints(rows, M)),
+			i64(M), i64(C))
+	})
+}
+
+// MemInfo reports the device's free and total memory in bytes (cuMemGetInfo).
+func (b *Backend) MemInfo() (free, total int64, err error) {
+	b.d.mu.Lock()
+	defer b.d.mu.Unlock()
+	return b.d.drv.memInfo()
+}

@@ -1,0 +1,30 @@
+package cuda
+
+// Rotary position embedding (kernels/rope.cuh).
+// CPU reference: gpu/cpu; the checks are in rope_check.go.
+
+import "github.com/rlhost/rlhost/gpu"
+
+// RopeForward rotates [N,H,HD] by each token's angles.
+func (b *Backend) RopeForward(out, inp []float32, pos []int32, cos, sin []float32, N, H, HD int, layout gpu.RopeLayout) {
+	b.rope("RopeForward", out, inp, pos, cos, sin, N, H, HD, layout, 1)
+}
+
+// RopeBackward rotates the gradient by the opposite angles.
+func (b *Backend) RopeBackward(dinp, dout []float32, pos []int32, cos, sin []float32, N, H, HD int, layout gpu.RopeLayout) {
+	b.rope("RopeBackward", dinp, dout, pos, cos, sin, N, H, HD, layout, -1)
+}
+
+func (b *Backend) rope(op string, out, inp []float32, pos []int32, cos, sin []float32, N, H, HD int, layout gpu.RopeLayout, sign float32) {
+	half := HD / 2
+	pairs := 0
+	if layout == gpu.RopePairs {
+		pairs = 1
+	}
+	b.d.run(op, func(a *arena) {
+		pi := a.in(inp, N*H*HD) // staged before out: an aliased out shares this buffer
+		po := a.out(out, N*H*HD)
+		b.d.launch("rope", gridFor(N*H*half), ptr(po), ptr(pi), ptr(a.ints(pos, N)),
+			ptr(a.in(cos, len(cos))), ptr(a.in(sin, len(sin))), i64(N), i64(H), i64(HD), i64(pairs), f32(sign))
+	})
+}

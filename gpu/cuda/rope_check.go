@@ -1,0 +1,39 @@
+package cuda
+
+// Checks of the rope family against the CPU reference gpu/cpu (rope.go).
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"github.com/rlhost/rlhost/gpu"
+)
+
+func checkRope(b Device) error {
+	r := rand.New(rand.NewPCG(7, 7))
+	const N, H, HD, P = 11, 3, 64, 40
+	cos, sin := make([]float32, P*HD/2), make([]float32, P*HD/2)
+	for p := 0; p < P; p++ {
+		for i := 0; i < HD/2; i++ {
+			th := float64(p) * math.Pow(10000, -2*float64(i)/HD)
+			cos[p*HD/2+i], sin[p*HD/2+i] = float32(math.Cos(th)), float32(math.Sin(th))
+		}
+	}
+	pos := make([]int32, N)
+	for i := range pos {
+		pos[i] = int32(r.IntN(P))
+	}
+	inp := randn(r, N*H*HD, 1)
+	for _, layout := range []gpu.RopeLayout{gpu.RopeHalf, gpu.RopePairs} {
+		o1, o2 := make([]float32, len(inp)), make([]float32, len(inp))
+		ref.RopeForward(o1, inp, pos, cos, sin, N, H, HD, layout)
+		b.RopeForward(o2, inp, pos, cos, sin, N, H, HD, layout)
+		d1, d2 := clone(inp), clone(inp) // in place: dinp aliases dout
+		ref.RopeBackward(d1, d1, pos, cos, sin, N, H, HD, layout)
+		b.RopeBackward(d2, d2, pos, cos, sin, N, H, HD, layout)
+		if err := compareAll(1e-5, "out/"+layout.String(), o2, o1, "dinp/"+layout.String(), d2, d1); err != nil {
+			return err
+		}
+	}
+	return nil
+}

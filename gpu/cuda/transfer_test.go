@@ -1,0 +1,236 @@
+//go:build cudaemu && !cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/rlhost/rlhost/gpu/model"
+)
+
+// The transfer tests run whole steps on the emulator and bound what the
+// device's counters saw: tensors stay resident, only per-token inputs go up
+// and per-token results and scalars come down, and the host waits a fixed
+// number of times per step whatever the depth of the model.
+
+func transferConfig(L int) model.Config {
+	return model.Config{Family: "qwen2", V: 97, C: 64, F: 160, L: L, NH: 4, NKV: 2, HD: 16, MaxPos: 64,
+		Eps: 1e-6, RopeTheta: 10000, QKVBias: true, BOS: 1, EOS: 2}
+}
+
+const transferB, transferT = 2, 8
+
+func transferBatch(r *rand.Rand, c model.Config, scoredOnly bool) (model.Batch, []float32, []float32) {
+	B, T := transferB, transferT
+	b := model.Batch{B: B, T: T, Tokens: make([]int32, B*T), Targets: make([]int32, B*T), ScoredOnly: scoredOnly}
+	dlogp, dent := make([]float32, B*T), make([]float32, B*T)
+	for n := range b.Tokens {
+		b.Tokens[n] = int32(r.IntN(c.V))
+	}
+	for n := range b.Targets {
+		b.Targets[n] = -1
+		if n%T >= 3 && n%T < T-1 { // a prompt of 3 tokens is not scored
+			b.Targets[n] = b.Tokens[n+1]
+			dlogp[n] = -1 / float32(B*T)
+			dent[n] = 0.01
+		}
+	}
+	return b, dlogp, dent
+}
+
+// policyStep is one training step of the policy: zero the gradients,
+// forward, backward, clipped AdamW.
+type policyStep struct {
+	m     *model.Model
+	a     *model.Acts
+	opt   *model.AdamW
+	batch model.Batch
+	dlogp []float32
+	dent  []float32
+}
+
+func newPolicyStep(t *testing.T, be *Backend, L int, scoredOnly bool) *policyStep {
+	c := transferConfig(L)
+	r := rand.New(rand.NewPCG(21, uint64(L)))
+	m := model.NewZero(be, c)
+	m.Params.Upload(randn(r, c.NumParams(), 0.05))
+	m.EnableGrads()
+	s := &policyStep{m: m, a: m.NewActs(transferB, transferT)}
+	s.opt = model.NewAdamW(m, model.AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, MaxGradNorm: 1})
+	s.batch, s.dlogp, s.dent = transferBatch(r, c, scoredOnly)
+	return s
+}
+
+func (s *policyStep) run(t *testing.T) {
+	s.m.ZeroGrads()
+	if err := s.m.Forward(s.a, s.batch); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.m.Backward(s.a, s.dlogp, s.dent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.opt.Update(s.m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// counted runs f after a warm-up call (the staging arena settles) and
+// returns the counts of the second call.
+func counted(be *Backend, f func()) Counters {
+	f()
+	be.ResetCounters()
+	f()
+	return be.Counters()
+}
+
+// policyIO is what a policy step must move: tokens and targets up, dlogp
+// and dentropy up, log-probs and entropies down (4 bytes each per token),
+// and the gradient norm (8 bytes).
+func policyIO(N int) int64 { return int64(N)*6*4 + 8 }
+
+// checkSteps fails when a step moved more than 4x its own inputs and
+// outputs, copied anything parameter-sized, allocated, or waited more than
+// maxSyncs times.
+func checkSteps(t *testing.T, what string, got Counters, io, paramBytes int64, maxSyncs int64) {
+	t.Helper()
+	t.Logf("%s: %v (own I/O %d B)", what, got, io)
+	if moved := got.HostToDevice + got.DeviceToHost; moved > 4*io {
+		t.Errorf("%s moved %d bytes between host and device, more than 4x its %d bytes of inputs and outputs", what, moved, io)
+	}
+	if got.Largest >= paramBytes/4 {
+		t.Errorf("%s made a copy of %d bytes, parameter-sized (the parameters are %d bytes)", what, got.Largest, paramBytes)
+	}
+	if got.Allocs != 0 {
+		t.Errorf("%s allocated device memory %d times after the first step", what, got.Allocs)
+	}
+	if got.Syncs > maxSyncs {
+		t.Errorf("%s synchronised %d times, more than %d", what, got.Syncs, maxSyncs)
+	}
+}
+
+// TestTransferTrainStep: a policy training step (forward, backward, clip,
+// AdamW) keeps every tensor on the device, and its synchronisations do not
+// grow with the number of layers.
+func TestTransferTrainStep(t *testing.T) {
+	for _, scoredOnly := range []bool{false, true} {
+		syncs := map[int]int64{}
+		for _, L := range []int{1, 2} {
+			name := fmt.Sprintf("L=%d,scoredOnly=%v", L, scoredOnly)
+			be := OpenEmulator()
+			s := newPolicyStep(t, be, L, scoredOnly)
+			got := counted(be, func() { s.run(t) })
+			c := transferConfig(L)
+			checkSteps(t, name, got, policyIO(transferB*transferT), int64(c.NumParams())*4, 8)
+			syncs[L] = got.Syncs
+		}
+		if syncs[1] != syncs[2] {
+			t.Errorf("scoredOnly=%v: %d synchronisations with 1 layer, %d with 2: they must not depend on depth", scoredOnly, syncs[1], syncs[2])
+		}
+	}
+}
+
+// TestTransferCriticStep: the critic's step (forward to values, backward
+// from dvalues, clip, AdamW over decoder and head) likewise.
+func TestTransferCriticStep(t *testing.T) {
+	syncs := map[int]int64{}
+	for _, L := range []int{1, 2} {
+		be := OpenEmulator()
+		c := transferConfig(L)
+		r := rand.New(rand.NewPCG(22, uint64(L)))
+		body := model.NewZero(be, c)
+		body.Params.Upload(randn(r, c.NumParams(), 0.05))
+		vm := &model.ValueModel{Body: body, Head: be.Alloc("head", c.C+1), HeadGrad: be.Alloc("head grad", c.C+1)}
+		be.Upload(vm.Head, randn(r, c.C+1, 0.05))
+		va := vm.NewActs(transferB, transferT)
+		opt := model.NewValueAdamW(vm, model.AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, MaxGradNorm: 1})
+		b, dvalues, _ := transferBatch(r, c, false)
+		got := counted(be, func() {
+			vm.ZeroGrads()
+			if err := vm.Forward(va, b); err != nil {
+				t.Fatal(err)
+			}
+			if err := vm.Backward(va, dvalues); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := opt.Update(vm); err != nil {
+				t.Fatal(err)
+			}
+		})
+		// tokens and dvalues up, values down; two squared norms down
+		io := int64(transferB*transferT)*3*4 + 16
+		checkSteps(t, fmt.Sprintf("critic L=%d", L), got, io, int64(c.NumParams())*4, 8)
+		syncs[L] = got.Syncs
+	}
+	if syncs[1] != syncs[2] {
+		t.Errorf("critic: %d synchronisations with 1 layer, %d with 2", syncs[1], syncs[2])
+	}
+}
+
+// TestTransferPlantedHostStaging: the same step with every op staging its
+// operands through the host (as the backend did before) must fail the
+// bounds; otherwise the tests above could not fail.
+func TestTransferPlantedHostStaging(t *testing.T) {
+	be := OpenEmulator()
+	s := newPolicyStep(t, be, 1, false)
+	s.run(t)
+	be.d.stageHost = true
+	defer func() { be.d.stageHost = false }()
+	got := counted(be, func() { s.run(t) })
+	io := policyIO(transferB * transferT)
+	if moved := got.HostToDevice + got.DeviceToHost; moved <= 4*io {
+		t.Errorf("with host staging planted a step moved %d bytes, within the bound %d: the bound cannot fail", moved, 4*io)
+	}
+	if got.Syncs <= 8 {
+		t.Errorf("with host staging planted a step synchronised %d times: the bound cannot fail", got.Syncs)
+	}
+	if got.Largest < int64(transferConfig(1).V*transferConfig(1).C)*4 {
+		t.Errorf("with host staging planted the largest copy was %d bytes: the parameter-sized bound cannot fail", got.Largest)
+	}
+}
+
+// TestTransferDecodeStep: a decode step of the generator uploads the step's
+// token ids, positions and cache rows, downloads the logits the host samples
+// from ([M,V]: sampling on the device is future work), and allocates nothing.
+func TestTransferDecodeStep(t *testing.T) {
+	be := OpenEmulator()
+	c := transferConfig(2)
+	r := rand.New(rand.NewPCG(23, 23))
+	m := model.NewZero(be, c)
+	m.Params.Upload(randn(r, c.NumParams(), 0.3))
+	const slots = 3
+	g, err := m.NewGenerator(slots, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs []model.Request
+	for i := 0; i < slots; i++ {
+		prompt := []int32{int32(5 + i), 7, 9}
+		reqs = append(reqs, model.Request{Prompt: prompt, Sample: model.SampleConfig{MaxTokens: 4, IgnoreEOS: true}})
+	}
+	if _, err := g.Generate(reqs); err != nil { // warm-up: buffers grow to this size
+		t.Fatal(err)
+	}
+	be.ResetCounters()
+	g.NoPrefixSharing = true
+	res, err := g.Generate(reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := be.Counters()
+	steps := int64(len(res[0].Tokens)) // one prefill, then decode steps
+	// per forward: tokens, positions, slots, cache rows and selected rows
+	// up (5 x 4 bytes per token), logits down (4V per sequence)
+	perStep := int64(slots)*(5*4+int64(c.V)*4) + int64(3*slots)*5*4
+	t.Logf("%d forwards: %v", steps, got)
+	if moved := got.HostToDevice + got.DeviceToHost; moved > steps*perStep*2 {
+		t.Errorf("generation moved %d bytes in %d forwards, more than %d", moved, steps, steps*perStep*2)
+	}
+	if got.Largest >= int64(c.NumParams()) {
+		t.Errorf("generation made a copy of %d bytes", got.Largest)
+	}
+	if got.Syncs > steps*2 {
+		t.Errorf("generation synchronised %d times in %d forwards", got.Syncs, steps)
+	}
+}
