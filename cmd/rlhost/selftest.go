@@ -16,11 +16,18 @@ func selftestCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "selftest",
 		Usage: "check a compute device: --device cuda compares every GPU kernel and a training step with the CPU backend",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "cpu or cuda"},
-		},
+		}, benchFlags...),
 		Action: func(c *cli.Context) error {
 			w := c.App.Writer
+			dir, B, T, newTokens, steps, err := benchArgs(c)
+			if err != nil {
+				return err
+			}
+			if d := c.String("device"); dir != "" && (d == "cpu" || d == "cuda") {
+				return selftestBench(w, d, dir, B, T, newTokens, steps)
+			}
 			switch d := c.String("device"); d {
 			case "cpu":
 				return selftestCPU(w)

@@ -19,6 +19,11 @@ func TestSelftest(t *testing.T) {
 		{"cpu", []string{"selftest", "--device", "cpu"}, 0, "sgemm matches"},
 		{"cuda without the tag", []string{"selftest", "--device", "cuda"}, 1, "built without CUDA support; rebuild with `go build -tags cuda`"},
 		{"unknown device", []string{"selftest", "--device", "tpu"}, 2, `unknown --device "tpu"`},
+		{"bench on cpu", []string{"selftest", "--device", "cpu", "--bench", "../../gpu/model/testdata/tiny-llama",
+			"--batch", "2", "--seq", "8", "--new-tokens", "3", "--steps", "1"}, 0, `"kind":"decode"`},
+		{"bench, bad batch", []string{"selftest", "--bench", "x", "--batch", "0"}, 2, "--batch > 0"},
+		{"bench on cuda without the tag", []string{"selftest", "--device", "cuda", "--bench", "../../gpu/model/testdata/tiny-llama"}, 1,
+			"built without CUDA support"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stdout, _, err := run(t, tc.args...)
