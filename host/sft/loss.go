@@ -127,6 +127,9 @@ func (c *actsCache) get(B, T int) *model.Acts {
 		return a
 	}
 	if len(c.byKey) >= 3 { // bound memory: drop the others
+		for _, a := range c.byKey {
+			a.Free() // device memory is not collected
+		}
 		c.byKey = map[[2]int]*model.Acts{}
 	}
 	a := c.m.NewActs(B, T)
