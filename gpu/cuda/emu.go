@@ -12,6 +12,9 @@ import "C"
 import (
 	"embed"
 	"fmt"
+	"os"
+	"sync"
+	"syscall"
 	"unsafe"
 )
 
@@ -39,15 +42,79 @@ func hostPtr(p dptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&
 
 func (emuDriver) lock() (func(), error) { return func() {}, nil }
 
+// The emulated device memory is one reserved range of address space that is
+// readable only while an op runs (device.run calls enter and leave): like
+// device memory on a GPU, the host faults if it touches a tensor outside
+// Upload and Download, so a test on the emulator catches a host read or
+// write that would crash on a GPU. Allocation bumps a pointer; freed blocks
+// go back to the backend's pool, not here.
+const emuMemSize = 4 << 30
+
+type emuMemT struct {
+	sync.Mutex
+	region []byte
+	used   int
+	depth  int // nested enter calls
+}
+
+var emuMem emuMemT
+
 func (emuDriver) malloc(bytes int64) (dptr, error) {
-	p := C.calloc(C.size_t(bytes), 1)
-	if p == nil {
-		return 0, fmt.Errorf("out of memory (%d bytes)", bytes)
+	m := &emuMem
+	m.Lock()
+	defer m.Unlock()
+	if m.region == nil {
+		r, err := syscall.Mmap(-1, 0, emuMemSize, syscall.PROT_NONE, syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_NORESERVE)
+		if err != nil {
+			return 0, fmt.Errorf("reserve emulated device memory: %w", err)
+		}
+		m.region = r
 	}
+	n := (int(bytes) + 255) &^ 255
+	if m.used+n > len(m.region) {
+		return 0, fmt.Errorf("out of memory (%d bytes; the emulator's device has %d)", bytes, emuMemSize)
+	}
+	p := unsafe.Pointer(&m.region[m.used])
+	m.used += n
+	if err := m.protect(); err != nil {
+		return 0, err
+	}
+	clear(m.region[m.used-n : m.used])
 	return dptr(uintptr(p)), nil
 }
 
-func (emuDriver) free(p dptr) error { C.free(hostPtr(p)); return nil }
+// protect makes the used range readable inside an op and inaccessible outside.
+func (m *emuMemT) protect() error {
+	if m.used == 0 {
+		return nil
+	}
+	prot := syscall.PROT_NONE
+	if m.depth > 0 {
+		prot = syscall.PROT_READ | syscall.PROT_WRITE
+	}
+	end := (m.used + os.Getpagesize() - 1) &^ (os.Getpagesize() - 1)
+	return syscall.Mprotect(m.region[:end], prot)
+}
+
+func (emuDriver) enter() {
+	emuMem.Lock()
+	defer emuMem.Unlock()
+	emuMem.depth++
+	if emuMem.depth == 1 {
+		must(emuMem.protect())
+	}
+}
+
+func (emuDriver) leave() {
+	emuMem.Lock()
+	defer emuMem.Unlock()
+	emuMem.depth--
+	if emuMem.depth == 0 {
+		must(emuMem.protect())
+	}
+}
+
+func (emuDriver) free(p dptr) error { return nil }
 
 func (emuDriver) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
 	copy(unsafe.Slice((*byte)(hostPtr(dst)), bytes), unsafe.Slice((*byte)(src), bytes))

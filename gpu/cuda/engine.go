@@ -33,6 +33,13 @@ type driver interface {
 	sync() error                                         // wait for every launch and copy
 }
 
+// guard is implemented by a driver whose memory the host may touch only
+// inside an op (the emulator: it faults outside, as device memory would).
+type guard interface {
+	enter()
+	leave()
+}
+
 // colMajorBlas is cuBLAS as it is: column-major operands, errors returned.
 // The CUDA build implements it with the real library (cublas.go), the
 // emulator with the textbook definition of the products (emu.go), so that
@@ -80,6 +87,10 @@ func (d *device) run(op string, f func(a *arena)) {
 		panic(&Error{op, err})
 	}
 	defer unlock()
+	if g, ok := d.drv.(guard); ok {
+		g.enter()
+		defer g.leave()
+	}
 	a := &d.arena
 	a.reset(d)
 	defer func() {
