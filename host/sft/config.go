@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/sdk/task"
 	"gopkg.in/yaml.v3"
 )
 
@@ -331,7 +332,7 @@ func checkKeys(n *yaml.Node, prefix, src string, known map[string]bool, names []
 func closest(want string, names []string) string {
 	best, bestD := "", 1<<30
 	for _, n := range names {
-		d := editDistance(want, n)
+		d := task.EditDistance(want, n) // config keys are ASCII: runes are bytes
 		if strings.HasSuffix(n, "."+want[strings.LastIndexByte(want, '.')+1:]) {
 			d = min(d, 3)
 		}
@@ -343,26 +344,6 @@ func closest(want string, names []string) string {
 		return best
 	}
 	return ""
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // Validate checks ranges and enums, reporting every problem at once.
