@@ -59,6 +59,18 @@ func LoadHF(dir string) (*Checkpoint, error) {
 }
 
 func loadSafetensors(source, configPath string, open func() (*safetensors.Set, error)) (*Checkpoint, error) {
+	ck, err := readSafetensors(source, configPath, open)
+	if err != nil {
+		return nil, err
+	}
+	if err := ck.Check(); err != nil {
+		return nil, err
+	}
+	return ck, nil
+}
+
+// readSafetensors reads a config and every tensor of a safetensors checkpoint, unchecked.
+func readSafetensors(source, configPath string, open func() (*safetensors.Set, error)) (*Checkpoint, error) {
 	cfg, err := readConfig(configPath)
 	if err != nil {
 		return nil, err
@@ -86,9 +98,6 @@ func loadSafetensors(source, configPath string, open func() (*safetensors.Set, e
 		return nil
 	})
 	if err != nil {
-		return nil, err
-	}
-	if err := ck.Check(); err != nil {
 		return nil, err
 	}
 	return ck, nil
