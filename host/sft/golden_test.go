@@ -118,7 +118,7 @@ func TestSFTStepGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ZeroGrads()
-	res, err := accumulate(m, &actsCache{m: m}, exs, 1, true, true)
+	res, err := accumulate(m, model.NewActsCache(m, 3), exs, 1, true, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestMicroBatchesAccumulate(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.ZeroGrads()
-		if _, err := accumulate(m, &actsCache{m: m}, exs, micro, true, false); err != nil {
+		if _, err := accumulate(m, model.NewActsCache(m, 3), exs, micro, true, false); err != nil {
 			t.Fatal(err)
 		}
 		return append([]float32(nil), m.Grads.Data...)

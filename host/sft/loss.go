@@ -65,7 +65,7 @@ type StepResult struct {
 // not per micro-batch, so the gradient does not depend on the micro-batch size). With
 // keepTokenLoss the per-token losses (-log p of each target, 0 elsewhere, [len(IDs)] per
 // example, at the position of the token predicted) are returned too.
-func accumulate(m *model.Model, acts *actsCache, exs []*Example, micro int, backward, keepTokenLoss bool) (StepResult, error) {
+func accumulate(m *model.Model, acts *model.ActsCache, exs []*Example, micro int, backward, keepTokenLoss bool) (StepResult, error) {
 	res := StepResult{Tokens: lossTokens(exs), Sequences: len(exs)}
 	if res.Tokens == 0 {
 		return res, fmt.Errorf("sft: the batch has no assistant tokens")
@@ -75,7 +75,7 @@ func accumulate(m *model.Model, acts *actsCache, exs []*Example, micro int, back
 	for lo := 0; lo < len(exs); lo += micro {
 		hi := min(lo+micro, len(exs))
 		mb := pack(exs[lo:hi], m.Config.MaxPos)
-		a := acts.get(mb.B, mb.T)
+		a := acts.Get(mb.B, mb.T)
 		if err := m.Forward(a, mb); err != nil {
 			return res, fmt.Errorf("sft: forward: %w", err)
 		}
@@ -110,31 +110,6 @@ func accumulate(m *model.Model, acts *actsCache, exs []*Example, micro int, back
 		return res, fmt.Errorf("sft: the loss is %v", res.Loss)
 	}
 	return res, nil
-}
-
-// actsCache keeps activation buffers per shape.
-type actsCache struct {
-	m     *model.Model
-	byKey map[[2]int]*model.Acts
-}
-
-func (c *actsCache) get(B, T int) *model.Acts {
-	if c.byKey == nil {
-		c.byKey = map[[2]int]*model.Acts{}
-	}
-	k := [2]int{B, T}
-	if a, ok := c.byKey[k]; ok {
-		return a
-	}
-	if len(c.byKey) >= 3 { // bound memory: drop the others
-		for _, a := range c.byKey {
-			a.Free() // device memory is not collected
-		}
-		c.byKey = map[[2]int]*model.Acts{}
-	}
-	a := c.m.NewActs(B, T)
-	c.byKey[k] = a
-	return a
 }
 
 // learningRate is the learning rate of optimiser step (1-based) of total: linear warm-up

@@ -46,7 +46,7 @@ type Trainer struct {
 	tk     *tokenizer.Tokenizer
 	model  *model.Model
 	opt    *model.AdamW
-	acts   *actsCache
+	acts   *model.ActsCache
 	logger metrics.Logger
 
 	train, val      []*Example
@@ -144,7 +144,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Trainer, error) {
 			return nil, fmt.Errorf("sft: model: %w", err)
 		}
 	}
-	t.acts = &actsCache{m: t.model}
+	t.acts = model.NewActsCache(t.model, 3)
 	o := cfg.Optim
 	t.opt = model.NewAdamW(t.model, model.AdamWConfig{LR: float32(o.LR), Beta1: float32(o.Betas[0]), Beta2: float32(o.Betas[1]),
 		Eps: float32(o.Eps), WeightDecay: float32(o.WeightDecay), MaxGradNorm: float32(o.ClipGrad)})

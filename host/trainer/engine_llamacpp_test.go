@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlhost/rlhost/gpu/model"
 	"github.com/rlhost/rlhost/host/rollout"
 )
 
@@ -132,7 +133,7 @@ func TestLlamaCppPythonEngine(t *testing.T) {
 		outs = append(outs, &rollout.Output{PromptIDs: p, ResponseIDs: g.Tokens, ResponseMask: mask, ResponseLogprobs: g.Logprobs})
 	}
 	b := newBatch(outs)
-	logp, _, err := b.logProbs(m, &actsCache{m: m}, 2)
+	logp, _, err := b.logProbs(m, model.NewActsCache(m, 4), 2)
 	if err != nil {
 		t.Fatal(err)
 	}

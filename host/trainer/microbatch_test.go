@@ -74,7 +74,7 @@ func TestDynamicBszSameGradients(t *testing.T) {
 			ac.LossAggMode, ac.UseKLLoss, ac.KLLossCoef, ac.EntropyCoeff = mode, true, 0.1, 0.01
 			ac.Optim.LR, ac.Optim.WeightDecay, ac.GradClip = 0, 0, 0 // keep the gradients, change nothing
 			ac.UseDynamicBsz, ac.PPOMaxTokenLenPerGPU = dyn, 512
-			tr := &Trainer{cfg: cfg, actor: m, acts: &actsCache{m: m}, totalSteps: 1,
+			tr := &Trainer{cfg: cfg, actor: m, acts: model.NewActsCache(m, 4), totalSteps: 1,
 				opt: model.NewAdamW(m, model.AdamWConfig{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8})}
 			fixedLogp, _, err := b.logProbs(m, tr.acts, 3)
 			if err != nil {

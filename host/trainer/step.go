@@ -105,41 +105,16 @@ func (b *batchOf) scatter(dst, tokVals []float32, T int, plen []int, lo, hi int)
 	}
 }
 
-// actsCache keeps activation buffers per shape.
-type actsCache struct {
-	m     *model.Model
-	byKey map[[2]int]*model.Acts
-}
-
-func (c *actsCache) get(B, T int) *model.Acts {
-	if c.byKey == nil {
-		c.byKey = map[[2]int]*model.Acts{}
-	}
-	k := [2]int{B, T}
-	if a, ok := c.byKey[k]; ok {
-		return a
-	}
-	if len(c.byKey) >= 4 { // bound memory: drop the others
-		for _, a := range c.byKey {
-			a.Free() // device memory is not collected
-		}
-		c.byKey = map[[2]int]*model.Acts{}
-	}
-	a := c.m.NewActs(B, T)
-	c.byKey[k] = a
-	return a
-}
-
 // logProbs runs the model forward over the batch in micro-batches of micro trajectories and
 // returns the log-probs (and entropies) of the response model tokens, [B*Tr].
-func (b *batchOf) logProbs(m *model.Model, cache *actsCache, micro int) (logp, entropy []float32, err error) {
+func (b *batchOf) logProbs(m *model.Model, cache *model.ActsCache, micro int) (logp, entropy []float32, err error) {
 	order, spans, _ := planLogProbs(b, micro, 0, "")
 	return b.logProbsIn(m, cache, order, spans)
 }
 
 // logProbsIn is logProbs over the micro-batches spans of the batch in the given order
 // (planLogProbs); the results are in the batch's own order.
-func (b *batchOf) logProbsIn(m *model.Model, cache *actsCache, order []int, spans []span) (logp, entropy []float32, err error) {
+func (b *batchOf) logProbsIn(m *model.Model, cache *model.ActsCache, order []int, spans []span) (logp, entropy []float32, err error) {
 	pb := b
 	if !isIdentity(order) {
 		pb = b.permute(order)
@@ -149,7 +124,7 @@ func (b *batchOf) logProbsIn(m *model.Model, cache *actsCache, order []int, span
 	for _, s := range spans {
 		lo, hi := s.lo, s.hi
 		mb, plen := pb.pack(lo, hi)
-		a := cache.get(mb.B, mb.T)
+		a := cache.Get(mb.B, mb.T)
 		if err := m.Forward(a, mb); err != nil {
 			return nil, nil, fmt.Errorf("trainer: forward: %w", err)
 		}

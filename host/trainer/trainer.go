@@ -55,8 +55,8 @@ type Trainer struct {
 	policy  *rollout.ModelPolicy
 	chat    *chatserver.Server // external_episode tasks: the policy as an OpenAI endpoint
 	engine  *engine            // rollout.name=openai: rollouts from an external engine (engine.go)
-	acts    *actsCache
-	refActs *actsCache
+	acts    *model.ActsCache
+	refActs *model.ActsCache
 	rew     reward.Manager
 	klCtl   algo.KLController
 	logger  metrics.Logger
@@ -150,13 +150,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		}
 		if needRef {
 			t.ref = t.actor
-			t.refActs = &actsCache{m: t.actor}
+			t.refActs = model.NewActsCache(t.actor, 4)
 		}
 	} else if needRef {
 		if t.ref, err = model.New(be, ck); err != nil {
 			return nil, err
 		}
-		t.refActs = &actsCache{m: t.ref}
+		t.refActs = model.NewActsCache(t.ref, 4)
 	}
 	if cfg.CriticEnabled() {
 		if t.critic, err = openCritic(be, cfg.Critic, mpath, ck, t.actor, t.tk); err != nil {
@@ -164,7 +164,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		}
 	}
 	ck = nil
-	t.acts = &actsCache{m: t.actor}
+	t.acts = model.NewActsCache(t.actor, 4)
 	o := cfg.ActorRolloutRef.Actor.Optim
 	betas := o.Betas
 	if len(betas) != 2 {
@@ -1041,7 +1041,7 @@ func (t *Trainer) update(ctx context.Context, b *batchOf, adv, oldLogp, refLogp 
 				mlo, mhi := sp.lo, sp.hi
 				Bm := mhi - mlo
 				mb, plen := perm.pack(mlo, mhi)
-				a := t.acts.get(mb.B, mb.T)
+				a := t.acts.Get(mb.B, mb.T)
 				if err := t.actor.Forward(a, mb); err != nil {
 					return nil, fmt.Errorf("trainer: forward: %w", err)
 				}

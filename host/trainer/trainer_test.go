@@ -92,7 +92,7 @@ func TestTrainingLogprobsMatchSampler(t *testing.T) {
 		outs = append(outs, &rollout.Output{PromptIDs: p, ResponseIDs: g.Tokens, ResponseMask: mask, ResponseLogprobs: g.Logprobs})
 	}
 	b := newBatch(outs)
-	logp, ent, err := b.logProbs(m, &actsCache{m: m}, 2)
+	logp, ent, err := b.logProbs(m, model.NewActsCache(m, 4), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestGRPOUpdateMovesTowardsReward(t *testing.T) {
 			Sample: &rollout.Sample{UID: "g"}})
 	}
 	b := newBatch(outs)
-	cache := &actsCache{m: m}
+	cache := model.NewActsCache(m, 4)
 	before, _, err := b.logProbs(m, cache, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func TestGRPOUpdateMovesTowardsReward(t *testing.T) {
 	opt := model.NewAdamW(m, model.AdamWConfig{LR: 2e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, MaxGradNorm: 1})
 	m.ZeroGrads()
 	mb, plen := b.pack(0, 2)
-	a := cache.get(mb.B, mb.T)
+	a := cache.Get(mb.B, mb.T)
 	if err := m.Forward(a, mb); err != nil {
 		t.Fatal(err)
 	}
