@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu/tokenizer"
+	"github.com/rlhost/rlhost/host/data"
 	"github.com/rlhost/rlhost/host/rollout"
 	"github.com/rlhost/rlhost/sdk/task"
 )
@@ -230,5 +231,59 @@ func TestLearningRate(t *testing.T) {
 	o.LRScheduler = "constant"
 	if got := learningRate(o, 9, 10); got != 1 {
 		t.Errorf("constant after warm-up: %g", got)
+	}
+}
+
+// TestLoadFilesSkips: each kind of bad row in a file is skipped, counted under its reason and
+// reported with the file and its row; the good rows are used.
+func TestLoadFilesSkips(t *testing.T) {
+	tools := `[{"type": "function", "function": {"name": "calc", "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}}}}]`
+	user := map[string]any{"role": "user", "content": "2+2?"}
+	answer := map[string]any{"role": "assistant", "content": "#### 4"}
+	callOf := func(name string) map[string]any {
+		return map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{"type": "function",
+			"function": map[string]any{"name": name, "arguments": `{"expression": "2+2"}`}}}}
+	}
+	rows := []map[string]any{
+		{"tools": tools, "messages": []any{user, answer}}, // 0: good
+		{"tools": tools, "messages": []any{user}},         // 1: no assistant turn
+		{"tools": tools, "messages": []any{user, callOf("search"), map[string]any{"role": "tool", "content": "4"}, answer}}, // 2: unknown tool
+		{"tools": tools, "messages": []any{user, callOf("calc"), map[string]any{"role": "tool", "content": "4"}, answer}},   // 3: the template drops the call
+		{"tools": tools, "messages": []any{map[string]any{"role": "user", "content": strings.Repeat("2+2 ", 200)}, answer}}, // 4: too long
+		{"tools": tools, "messages": []any{user, answer}},                                                                   // 5: good
+	}
+	file := t.TempDir() + "/train.parquet"
+	if err := data.WriteTable(file, []string{"messages", "tools"}, rows); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(nil, []string{"data.truncation=skip"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := &Encoder{Tok: plainTokenizer(t), MaxLength: 120}
+	exs, st, err := LoadFiles([]string{file}, enc, cfg, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exs) != 2 || exs[0].Row != 0 || exs[1].Row != 5 || st.Rows != 6 || st.Used != 2 {
+		t.Fatalf("%d examples; %s", len(exs), st.Summary())
+	}
+	want := []Skipped{{file, 1, ReasonNoAssistant, ""}, {file, 2, ReasonUnknownTool, ""}, {file, 3, ReasonTemplateNoTools, ""}, {file, 4, ReasonTooLong, ""}}
+	if len(st.Skipped) != len(want) {
+		t.Fatalf("skipped %v", st.Skipped)
+	}
+	for i, w := range want {
+		got := st.Skipped[i]
+		if got.File != w.File || got.Row != w.Row || got.Reason != w.Reason || got.Detail == "" || st.Reasons[w.Reason] != 1 {
+			t.Errorf("skipped[%d] = %v (count %d), want %s row %d %s with a detail", i, got, st.Reasons[w.Reason], w.File, w.Row, w.Reason)
+		}
+	}
+	if s := st.Summary(); s != "2 of 6 rows used; skipped: no_assistant_turn 1, template_cannot_render_tool_calls 1, too_long 1, unknown_tool 1" {
+		t.Errorf("summary %q", s)
+	}
+	// Over-long rows stop the run under data.truncation=error, naming the file and row.
+	cfg.Data.Truncation = "error"
+	if _, _, err := LoadFiles([]string{file}, enc, cfg, 0, 0); err == nil || !strings.Contains(err.Error(), file+": row 4: ") {
+		t.Errorf("truncation=error: %v", err)
 	}
 }

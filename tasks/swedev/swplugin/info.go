@@ -223,6 +223,11 @@ func (t *Task) Preprocess(_ context.Context, r task.Record) (task.Row, error) {
 		"base_commit": spec.BaseCommit, "problem_statement": problem, "snapshot": snapshotList(spec.Snapshot)}
 	if p, ok := r.Data["patch"].(string); ok {
 		extra["patch"] = p
+		// The reference patch made with the editor is the row's cold-start trajectory; a
+		// patch the editor cannot make (a deleted or renamed file) gives none.
+		if msgs, err := ColdStart(spec.Snapshot, p); err == nil {
+			extra[SFTMessagesKey] = msgs
+		}
 	}
 	return task.Row{
 		DataSource:  DefaultDataSource,
