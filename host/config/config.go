@@ -215,14 +215,24 @@ type CriticModel struct {
 	Path string `yaml:"path" doc:"the critic's starting checkpoint (GGUF, safetensors directory, or the critic/ directory of an rlhost checkpoint, whose value head is loaded too); empty = actor_rollout_ref.model.path. It must use the actor's tokenizer"`
 }
 
-// RewardModel is veRL's reward_model section: how scores are obtained from the task plugin.
+// RewardModel is veRL's reward_model section: how scores are obtained from the task plugin,
+// and the optional reward model that scores every trajectory as well.
 type RewardModel struct {
-	Enable        bool           `yaml:"enable" doc:"model-based reward; not available (scores come from the task plugin's Score): must be false"`
-	RewardManager string         `yaml:"reward_manager" doc:"naive: one Score call per sample; batch: one call per batch; parallel: worker pool with per-sample timeout; dapo: naive plus the overlong penalty"`
-	NumWorkers    int            `yaml:"num_workers" doc:"parallel reward manager: concurrent Score calls"`
-	Timeout       float64        `yaml:"timeout" doc:"parallel reward manager: seconds per sample before it scores 0"`
-	RewardKwargs  map[string]any `yaml:"reward_kwargs" doc:"free-form reward manager options; overlong_buffer_cfg.{enable (false), len (0), penalty_factor (1.0), log (false)} is the overlong penalty of the dapo manager"`
-	RewardWeights map[string]any `yaml:"reward_weights" doc:"free-form map: score name -> weight for tasks that return several scores"`
+	Enable               bool             `yaml:"enable" doc:"score every trajectory with the reward model at reward_model.model.path as well (veRL's reward-model worker: the head's output at the last token of prompt+response); see reward_weight for how it combines with the task's score"`
+	Model                RewardModelModel `yaml:"model"`
+	RewardWeight         *float64         `yaml:"reward_weight" doc:"reward_model.enable: null = veRL's rule, the reward model's score replaces the task's (the task's Score still runs; its score is logged as reward/task_score/mean); a number w = the task's score + w * the reward model's score"`
+	MicroBatchSizePerGPU *int             `yaml:"micro_batch_size_per_gpu" doc:"reward_model.enable: trajectories per reward-model forward; null = 8"`
+	RewardManager        string           `yaml:"reward_manager" doc:"naive: one Score call per sample; batch: one call per batch; parallel: worker pool with per-sample timeout; dapo: naive plus the overlong penalty"`
+	NumWorkers           int              `yaml:"num_workers" doc:"parallel reward manager: concurrent Score calls"`
+	Timeout              float64          `yaml:"timeout" doc:"parallel reward manager: seconds per sample before it scores 0"`
+	RewardKwargs         map[string]any   `yaml:"reward_kwargs" doc:"free-form reward manager options; overlong_buffer_cfg.{enable (false), len (0), penalty_factor (1.0), log (false)} is the overlong penalty of the dapo manager"`
+	RewardWeights        map[string]any   `yaml:"reward_weights" doc:"free-form map: score name -> weight for tasks that return several scores"`
+}
+
+// RewardModelModel is reward_model.model: the reward model's checkpoint.
+type RewardModelModel struct {
+	Path           string  `yaml:"path" doc:"a Hugging Face LlamaForSequenceClassification / Qwen2ForSequenceClassification (or ...ForTokenClassification) directory with one label, safetensors; it reads the policy's token ids, so it must share the policy's tokenizer"`
+	InputTokenizer *string `yaml:"input_tokenizer" doc:"veRL: re-apply the reward model's chat template to the decoded response; not available: must be null (the reward model reads the trajectory's own tokens, veRL's behaviour with input_tokenizer null)"`
 }
 
 // Algorithm is veRL's algorithm section.

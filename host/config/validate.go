@@ -146,7 +146,17 @@ func (c *Config) Validate() error {
 
 	rm := &c.RewardModel
 	if rm.Enable {
-		v.add("reward_model.enable", "reward_model.enable=true (a reward model) is not available: scores come from the task plugin's Score; set reward_model.enable=false")
+		if rm.Model.Path == "" {
+			v.add("reward_model.model.path", "reward_model.enable=true needs reward_model.model.path: a Hugging Face XxxForSequenceClassification directory with one label")
+		}
+		if it := rm.Model.InputTokenizer; it != nil && *it != "" {
+			v.add("reward_model.model.input_tokenizer", "reward_model.model.input_tokenizer=%s: re-templating the response for the reward model is not available; "+
+				"set it to null (the reward model reads the policy's tokens, so it must share the policy's tokenizer)", *it)
+		}
+		v.atLeastPtr("reward_model.micro_batch_size_per_gpu", rm.MicroBatchSizePerGPU, 1)
+		if w := rm.RewardWeight; w != nil && (math.IsNaN(*w) || math.IsInf(*w, 0)) {
+			v.add("reward_model.reward_weight", "reward_model.reward_weight must be a finite number or null, got %g", *w)
+		}
 	}
 	v.atLeast("reward_model.num_workers", rm.NumWorkers, 1)
 	v.positive("reward_model.timeout", rm.Timeout)
@@ -217,7 +227,7 @@ var unsupportedSwitches = []struct{ key, feature string }{
 	{"algorithm.filter_groups.enable", "DAPO's dynamic sampling (filter_groups)"},
 	{"algorithm.use_pf_ppo", "PF-PPO"},
 	{"distillation.enabled", "distillation"},
-	{"reward.reward_model.enable", "a reward model"},
+	{"reward.reward_model.enable", "veRL 0.9's reward.reward_model section (set reward_model.enable and reward_model.model.path)"},
 	{"actor_rollout_ref.rollout.ignore_eos", "generating past EOS"},
 }
 

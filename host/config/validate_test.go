@@ -63,7 +63,10 @@ func TestValidate(t *testing.T) {
 		{[]string{"data.max_response_length=0"}, "data.max_response_length must be >= 1, got 0"},
 		{[]string{"actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_alpha=0"}, "actor_rollout_ref.model.lora_alpha must be > 0"},
 		{[]string{"actor_rollout_ref.model.lora_rank=-1"}, "actor_rollout_ref.model.lora_rank must be >= 0"},
-		{[]string{"reward_model.enable=true"}, "reward_model.enable=true (a reward model) is not available"},
+		{[]string{"reward_model.enable=true"}, "reward_model.enable=true needs reward_model.model.path"},
+		{[]string{"reward_model.enable=true", "reward_model.model.path=/rm"}, ""},
+		{[]string{"reward_model.enable=true", "reward_model.model.path=/rm", "reward_model.model.input_tokenizer=/actor"}, "re-templating the response for the reward model is not available"},
+		{[]string{"reward_model.enable=true", "reward_model.model.path=/rm", "reward_model.micro_batch_size_per_gpu=0"}, "reward_model.micro_batch_size_per_gpu must be >= 1 or null, got 0"},
 		{[]string{"reward_model.timeout=0"}, "reward_model.timeout must be > 0, got 0"},
 		{[]string{"reward_model.reward_kwargs.overlong_buffer_cfg.enable=true"},
 			"reward_model.reward_kwargs.overlong_buffer_cfg.len must be in [1, response length 256) when the overlong buffer is enabled, got 0"},
@@ -84,7 +87,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"algorithm.filter_groups.enable=true"}, "algorithm.filter_groups.enable=true: DAPO's dynamic sampling (filter_groups) is not available in rlhost"},
 		{[]string{"algorithm.filter_groups={enable: false, metric: acc}"}, ""},
 		{[]string{"+algorithm.use_pf_ppo=True"}, "algorithm.use_pf_ppo=true: PF-PPO is not available"},
-		{[]string{"reward.reward_model.enable=true"}, "reward.reward_model.enable=true: a reward model is not available"},
+		{[]string{"reward.reward_model.enable=true"}, "reward.reward_model.enable=true: veRL 0.9's reward.reward_model section"},
 	}
 	for _, tt := range tests {
 		_, err := Load(nil, tt.overrides)

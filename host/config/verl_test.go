@@ -23,6 +23,8 @@ var notInVeRL = map[string]string{
 	"reward_model.timeout":                    "rlhost: the parallel reward manager's per-sample timeout",
 	"reward_model.reward_kwargs":              "older veRL",
 	"reward_model.reward_weights":             "rlhost: weights of several scores",
+	"reward_model.reward_weight":              "rlhost: how the reward model's score combines with the task's",
+	"reward_model.model.input_tokenizer":      "older veRL",
 	"trainer.run_dir":                         "rlhost: the run directory",
 	"trainer.seed":                            "rlhost: one seed for the run",
 	"trainer.mlflow_tracking_uri":             "rlhost: the mlflow logger",

@@ -58,6 +58,7 @@ type Trainer struct {
 	acts    *model.ActsCache
 	refActs *model.ActsCache
 	rew     reward.Manager
+	rm      *rewardScorer // reward_model.enable; nil otherwise
 	klCtl   algo.KLController
 	logger  metrics.Logger
 	tracer  *tracing.Tracer
@@ -164,6 +165,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		}
 	}
 	ck = nil
+	if cfg.RewardModel.Enable {
+		fmt.Fprintf(opts.Progress, "loading reward model %s\n", cfg.RewardModel.Model.Path)
+		if t.rm, err = openRewardModel(be, cfg.RewardModel, t.tk); err != nil {
+			return nil, err
+		}
+	}
 	t.acts = model.NewActsCache(t.actor, 4)
 	o := cfg.ActorRolloutRef.Actor.Optim
 	betas := o.Betas
@@ -321,6 +328,9 @@ func (t *Trainer) Close() {
 	}
 	if t.tk != nil {
 		t.tk.Close()
+	}
+	if t.rm != nil {
+		t.rm.close()
 	}
 	if t.tracer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -796,6 +806,15 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 	var adv []float32 // the traces end with their advantage, or without it when the step fails before
 	defer func() { t.endTraces(outs, scores, rres, b, adv) }()
 	vals["timing_s/reward"] = time.Since(rewStart).Seconds()
+	if t.rm != nil {
+		// reward_model.enable: training rewards only; validation reports the task's score,
+		// as veRL validates on its rule-based reward.
+		s := time.Now()
+		if err := t.rm.apply(outs, scores, rres, vals); err != nil {
+			return nil, err
+		}
+		vals["timing_s/reward_model"] = time.Since(s).Seconds()
+	}
 	vals["reward/errors"] = float64(rst.Errors)
 	vals["reward/timeouts"] = float64(rst.Timeouts)
 	compSum, compCnt := map[string]float64{}, map[string]float64{}
