@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/rlhost/rlhost/gpu/gguf"
 	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/gpu/weights"
+	"github.com/rlhost/rlhost/host/ckpt"
 	"github.com/rlhost/rlhost/host/metrics"
 )
 
@@ -23,10 +21,8 @@ import (
 // the model is the merged one and lora_adapter/ holds the adapters in peft's layout. It is
 // written to a temporary directory and renamed.
 
-func (t *Trainer) checkpointDir() string { return filepath.Join(t.runDir, "checkpoints") }
-
 func (t *Trainer) checkpoint() error {
-	final := filepath.Join(t.checkpointDir(), fmt.Sprintf("global_step_%d", t.step))
+	final := ckpt.StepDir(t.runDir, t.step)
 	tmp := final + ".tmp"
 	os.RemoveAll(tmp)
 	ck := t.model.Params.Checkpoint(t.model.HF)
@@ -42,36 +38,15 @@ func (t *Trainer) checkpoint() error {
 	if err := WriteTokenizer(tmp, t.cfg.Model.PartialPretrain); err != nil {
 		return err
 	}
-	os.RemoveAll(final)
-	if err := os.Rename(tmp, final); err != nil {
+	if err := ckpt.Commit(tmp, final); err != nil {
 		return err
 	}
 	t.LastCheckpoint = final
 	fmt.Fprintf(t.opts.Progress, "checkpoint: %s\n", final)
-	if k := t.cfg.Trainer.MaxCkptToKeep; k != nil && *k > 0 {
-		steps := t.checkpointSteps()
-		for len(steps) > *k {
-			os.RemoveAll(filepath.Join(t.checkpointDir(), fmt.Sprintf("global_step_%d", steps[0])))
-			steps = steps[1:]
-		}
+	if k := t.cfg.Trainer.MaxCkptToKeep; k != nil {
+		ckpt.Prune(t.runDir, *k)
 	}
 	return nil
-}
-
-func (t *Trainer) checkpointSteps() []int {
-	entries, _ := os.ReadDir(t.checkpointDir())
-	var steps []int
-	for _, e := range entries {
-		name := e.Name()
-		if !e.IsDir() || !strings.HasPrefix(name, "global_step_") || strings.HasSuffix(name, ".tmp") {
-			continue
-		}
-		if n, err := strconv.Atoi(strings.TrimPrefix(name, "global_step_")); err == nil {
-			steps = append(steps, n)
-		}
-	}
-	sort.Ints(steps)
-	return steps
 }
 
 // tokenizerFiles are the files of a Hugging Face model directory that make its tokenizer.

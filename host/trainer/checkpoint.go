@@ -11,12 +11,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/rlhost/rlhost/gpu/weights"
 	"github.com/rlhost/rlhost/host/algo"
+	"github.com/rlhost/rlhost/host/ckpt"
 	"github.com/rlhost/rlhost/host/metrics"
 )
 
@@ -41,10 +40,8 @@ type trainerState struct {
 	CriticStep int     `json:"critic_optimizer_step,omitempty"`
 }
 
-func (t *Trainer) checkpointDir() string { return filepath.Join(t.runDir, "checkpoints") }
-
 func (t *Trainer) checkpoint() error {
-	final := filepath.Join(t.checkpointDir(), fmt.Sprintf("global_step_%d", t.step))
+	final := ckpt.StepDir(t.runDir, t.step)
 	tmp := final + ".tmp"
 	os.RemoveAll(tmp)
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
@@ -78,37 +75,14 @@ func (t *Trainer) checkpoint() error {
 	if err := os.WriteFile(filepath.Join(tmp, "state.json"), b, 0o644); err != nil {
 		return err
 	}
-	os.RemoveAll(final)
-	if err := os.Rename(tmp, final); err != nil {
+	if err := ckpt.Commit(tmp, final); err != nil {
 		return err
 	}
 	fmt.Fprintf(t.opts.Progress, "checkpoint: %s\n", final)
-	if k := t.cfg.Trainer.MaxActorCkptToKeep; k != nil && *k > 0 {
-		steps := t.checkpointSteps()
-		for len(steps) > *k {
-			os.RemoveAll(filepath.Join(t.checkpointDir(), fmt.Sprintf("global_step_%d", steps[0])))
-			steps = steps[1:]
-		}
+	if k := t.cfg.Trainer.MaxActorCkptToKeep; k != nil {
+		ckpt.Prune(t.runDir, *k)
 	}
 	return nil
-}
-
-// checkpointSteps lists the complete checkpoints, oldest first.
-func (t *Trainer) checkpointSteps() []int {
-	entries, _ := os.ReadDir(t.checkpointDir())
-	var steps []int
-	for _, e := range entries {
-		name := e.Name()
-		if !e.IsDir() || !strings.HasPrefix(name, "global_step_") || strings.HasSuffix(name, ".tmp") {
-			continue
-		}
-		n, err := strconv.Atoi(strings.TrimPrefix(name, "global_step_"))
-		if err == nil {
-			steps = append(steps, n)
-		}
-	}
-	sort.Ints(steps)
-	return steps
 }
 
 // checkFreshRunDir refuses to start a run from scratch (resume_mode=disable) in a run
@@ -121,7 +95,7 @@ func (t *Trainer) checkFreshRunDir() error {
 			found = append(found, name)
 		}
 	}
-	if steps := t.checkpointSteps(); len(steps) > 0 {
+	if steps := ckpt.Steps(t.runDir); len(steps) > 0 {
 		found = append(found, fmt.Sprintf("checkpoints/global_step_%d", steps[len(steps)-1]))
 	}
 	if len(found) == 0 {
@@ -145,11 +119,11 @@ func (t *Trainer) resume() error {
 		}
 		dir = *tc.ResumeFromPath
 	default:
-		steps := t.checkpointSteps()
+		steps := ckpt.Steps(t.runDir)
 		if len(steps) == 0 {
 			return nil
 		}
-		dir = filepath.Join(t.checkpointDir(), fmt.Sprintf("global_step_%d", steps[len(steps)-1]))
+		dir = ckpt.StepDir(t.runDir, steps[len(steps)-1])
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
 	if err != nil {
