@@ -151,7 +151,8 @@ func LoopFor(name string, d Deps) (AgentLoop, string, error) {
 	return nil, name, fmt.Errorf("%s", msg)
 }
 
-func toTokMessages(ms []task.Message) []tokenizer.Message {
+// TokMessages converts a conversation to the tokenizer's messages (what its chat template renders).
+func TokMessages(ms []task.Message) []tokenizer.Message {
 	out := make([]tokenizer.Message, len(ms))
 	for i, m := range ms {
 		out[i] = tokenizer.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID}
@@ -162,7 +163,10 @@ func toTokMessages(ms []task.Message) []tokenizer.Message {
 	return out
 }
 
-func toolSchemas(ts []task.ToolSpec) []json.RawMessage {
+// ToolSchemas are the tools as the rollout passes them to the chat template: OpenAI function
+// schemas, nil for none. SFT renders its rows through the same two functions, so SFT and RL
+// see identical tokens.
+func ToolSchemas(ts []task.ToolSpec) []json.RawMessage {
 	if len(ts) == 0 {
 		return nil
 	}
@@ -193,7 +197,7 @@ func EncodePrompt(tk *tokenizer.Tokenizer, agentName string, p task.Prompt) ([]i
 // encodePrompt renders the prompt messages (and tools) with the chat template and the
 // generation prompt.
 func encodePrompt(tk *tokenizer.Tokenizer, msgs []task.Message, tools []task.ToolSpec) ([]int, error) {
-	text, err := tk.ApplyChatTemplate(toTokMessages(msgs), toolSchemas(tools), true)
+	text, err := tk.ApplyChatTemplate(TokMessages(msgs), ToolSchemas(tools), true)
 	if err != nil {
 		return nil, fmt.Errorf("%w: chat template: %v", ErrConfig, err)
 	}
@@ -205,7 +209,7 @@ func encodePrompt(tk *tokenizer.Tokenizer, msgs []task.Message, tools []task.Too
 // template over the messages alone with the generation prompt, the template's default prefix
 // cut off (tokenizer.RenderObservation).
 func EncodeObservation(tk *tokenizer.Tokenizer, msgs []task.Message) ([]int, error) {
-	text, err := tk.RenderObservation(toTokMessages(msgs))
+	text, err := tk.RenderObservation(TokMessages(msgs))
 	if err != nil {
 		return nil, fmt.Errorf("%w: observation template: %v", ErrConfig, err)
 	}

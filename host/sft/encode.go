@@ -120,7 +120,7 @@ func (e *Encoder) Encode(c Conversation) (*Example, *SkipError) {
 		}
 	}
 	tools := c.Tools
-	toolJSON := toolSchemas(tools)
+	toolJSON := rollout.ToolSchemas(tools)
 	prompt := task.Prompt{Messages: msgs[:first], Tools: tools}
 	ids, err := rollout.EncodePrompt(e.Tok, rollout.ToolAgent, prompt)
 	if err != nil {
@@ -169,11 +169,11 @@ func (e *Encoder) Encode(c Conversation) (*Example, *SkipError) {
 				m = toolCallsAsText(m)
 			}
 		}
-		before, err := e.Tok.ApplyChatTemplate(tokMessages(hist), toolJSON, true)
+		before, err := e.Tok.ApplyChatTemplate(rollout.TokMessages(hist), toolJSON, true)
 		if err != nil {
 			return nil, skip(ReasonTemplateError, "message %d: %v", i, err)
 		}
-		after, err := e.Tok.ApplyChatTemplate(tokMessages(append(hist, m)), toolJSON, false)
+		after, err := e.Tok.ApplyChatTemplate(rollout.TokMessages(append(hist, m)), toolJSON, false)
 		if err != nil {
 			return nil, skip(ReasonTemplateError, "message %d: %v", i, err)
 		}
@@ -209,13 +209,13 @@ func (e *Encoder) Encode(c Conversation) (*Example, *SkipError) {
 // rendersToolCalls tells whether the template renders an assistant turn's tool calls: the
 // turn rendered with and without them must differ.
 func (e *Encoder) rendersToolCalls(hist []task.Message, m task.Message, tools []json.RawMessage) (bool, error) {
-	with, err := e.Tok.ApplyChatTemplate(tokMessages(append(append([]task.Message(nil), hist...), m)), tools, false)
+	with, err := e.Tok.ApplyChatTemplate(rollout.TokMessages(append(append([]task.Message(nil), hist...), m)), tools, false)
 	if err != nil {
 		return false, err
 	}
 	bare := m
 	bare.ToolCalls = nil
-	without, err := e.Tok.ApplyChatTemplate(tokMessages(append(append([]task.Message(nil), hist...), bare)), tools, false)
+	without, err := e.Tok.ApplyChatTemplate(rollout.TokMessages(append(append([]task.Message(nil), hist...), bare)), tools, false)
 	if err != nil {
 		return false, err
 	}
@@ -280,29 +280,6 @@ func pySpaced(raw json.RawMessage) string {
 		}
 	}
 	return out.String()
-}
-
-func tokMessages(ms []task.Message) []tokenizer.Message {
-	out := make([]tokenizer.Message, len(ms))
-	for i, m := range ms {
-		out[i] = tokenizer.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID}
-		for _, c := range m.ToolCalls {
-			out[i].ToolCalls = append(out[i].ToolCalls, tokenizer.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
-		}
-	}
-	return out
-}
-
-// toolSchemas are the tools as the rollout passes them to the template (nil for none).
-func toolSchemas(ts []task.ToolSpec) []json.RawMessage {
-	if len(ts) == 0 {
-		return nil
-	}
-	out := make([]json.RawMessage, len(ts))
-	for i, t := range ts {
-		out[i] = t.OpenAI()
-	}
-	return out
 }
 
 func toolList(ts []task.ToolSpec) string {
