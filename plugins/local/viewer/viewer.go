@@ -204,11 +204,7 @@ func HandlerCompare(st, other *local.Store) http.Handler {
 	})
 	mux.HandleFunc("GET /api/trajectory/{id}", func(w http.ResponseWriter, r *http.Request) {
 		t, spans, err := st.Get(r.Context(), r.PathValue("id"))
-		if errors.Is(err, local.ErrNotFound) {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		} else if err != nil {
-			fail(w, err)
+		if storeFailed(w, err) {
 			return
 		}
 		reply(w, map[string]any{"trajectory": t, "chat": local.Chat(spans, st.Decoder()), "spans": local.ExportSpansOf(spans)})
@@ -234,11 +230,7 @@ func HandlerCompare(st, other *local.Store) http.Handler {
 			steps = append(steps, n)
 		}
 		groups, err := st.Compare(r.Context(), sample, validate, steps)
-		if errors.Is(err, local.ErrNotFound) {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		} else if err != nil {
-			fail(w, err)
+		if storeFailed(w, err) {
 			return
 		}
 		type diff struct {
@@ -270,11 +262,7 @@ func HandlerCompare(st, other *local.Store) http.Handler {
 		}
 		validate := q.Get("validate") == "true"
 		rollouts, err := st.Group(r.Context(), step, sample, validate)
-		if errors.Is(err, local.ErrNotFound) {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		} else if err != nil {
-			fail(w, err)
+		if storeFailed(w, err) {
 			return
 		}
 		reply(w, map[string]any{"step": step, "sample": sample, "validate": validate, "rollouts": rollouts})
@@ -301,11 +289,7 @@ func HandlerCompare(st, other *local.Store) http.Handler {
 			}
 		}
 		pairs, err := local.CompareRuns(r.Context(), st, other, step)
-		if errors.Is(err, local.ErrNotFound) {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		} else if err != nil {
-			fail(w, err)
+		if storeFailed(w, err) {
 			return
 		}
 		reply(w, map[string]any{"a": st.Path(), "b": other.Path(), "step": step, "steps": common, "pairs": pairs})
@@ -324,4 +308,18 @@ func badRequest(w http.ResponseWriter, err error) { http.Error(w, err.Error(), h
 
 func fail(w http.ResponseWriter, err error) {
 	http.Error(w, err.Error(), http.StatusInternalServerError)
+}
+
+// storeFailed answers a store error (404 for what the store does not hold, 500 otherwise) and
+// reports whether there was one.
+func storeFailed(w http.ResponseWriter, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, local.ErrNotFound):
+		http.Error(w, err.Error(), http.StatusNotFound)
+	default:
+		fail(w, err)
+	}
+	return true
 }
