@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 	}
 	pluginDir = dir
 	for name, pkg := range map[string]string{"rlhost-task-gsm8k": "../../tasks/gsm8k/cmd/rlhost-task-gsm8k",
+		"rlhost-task-swedev": "../../tasks/swedev/cmd/rlhost-task-swedev",
 		"rlhost-trace-local": "../../plugins/local/cmd/rlhost-trace-local"} {
 		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
 		if err != nil {

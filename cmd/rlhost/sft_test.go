@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/host/data"
 	"github.com/rlhost/rlhost/host/sft"
 	"github.com/rlhost/rlhost/plugins/local"
@@ -65,6 +66,60 @@ func TestPreprocessWritesSFTRows(t *testing.T) {
 	}
 	if len(c.Tools) != 1 || c.Tools[0].Name != "calc_gsm8k_reward" {
 		t.Errorf("tools %+v", c.Tools)
+	}
+}
+
+// TestPreprocessSwedevSFTRows: every record of swedev's starter dataset gets a cold-start
+// row, and every row tokenises for SFT (its calls name the task's tools) with a template that
+// renders tool calls and, written as text, with one that does not (which skips them otherwise).
+func TestPreprocessSwedevSFTRows(t *testing.T) {
+	out := t.TempDir()
+	if _, stderr, err := run(t, "preprocess", "--task", "swedev", "--input", "../../tasks/swedev/dataset", "--output-dir", out); err != nil {
+		t.Fatalf("preprocess: %v\n%s", err, stderr)
+	}
+	tk, err := tokenizer.Load("../../host/sft/testdata/tiny-chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Close()
+	// The same vocabulary with a template that ignores tool calls, as SmolLM2's does.
+	b, err := os.ReadFile("../../host/sft/testdata/tiny-chat/tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := tokenizer.FromJSON("plain", b, tokenizer.Config{EOS: "<|im_end|>", ChatTemplate: "{%- for message in messages %}" +
+		"<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	cfg, err := sft.Load(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, split := range []struct {
+		name string
+		rows int
+	}{{"train", 24}, {"test", 6}} {
+		file := filepath.Join(out, split.name+"_sft.parquet")
+		for _, c := range []struct {
+			name   string
+			enc    *sft.Encoder
+			used   int
+			reason string
+		}{
+			{"template with tool calls", &sft.Encoder{Tok: tk}, split.rows, ""},
+			{"template without, calls as text", &sft.Encoder{Tok: plain, ToolCallsAsText: true}, split.rows, ""},
+			{"template without", &sft.Encoder{Tok: plain}, 0, sft.ReasonTemplateNoTools},
+		} {
+			exs, st, err := sft.LoadFiles([]string{file}, c.enc, cfg, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Rows != split.rows || st.Used != c.used || len(exs) != c.used || (c.reason != "" && st.Reasons[c.reason] != split.rows) {
+				t.Errorf("%s, %s: %s %v", file, c.name, st.Summary(), st.Skipped)
+			}
+		}
 	}
 }
 
