@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -236,7 +237,7 @@ func TestTrainMixedGoAndPython(t *testing.T) {
 	_, stderr, err := run(t, "train", "--task", arith+","+pm,
 		"data.train_files=["+filepath.Join(pmData, "train.parquet")+", "+filepath.Join(ar, "train.parquet")+"]",
 		"data.val_files=["+filepath.Join(pmData, "test.parquet")+", "+filepath.Join(ar, "test.parquet")+"]",
-		"data.sampling_weights={openai/gsm8k: 1, arith: 1}", "data.val_max_samples=1",
+		"data.sampling_weights={python-math: 1, arith: 1}", "data.val_max_samples=1",
 		"data.train_batch_size=4", "actor_rollout_ref.rollout.n=2", "data.max_response_length=12",
 		"actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
 		"actor_rollout_ref.rollout.multi_turn.max_assistant_turns=2",
@@ -254,9 +255,155 @@ func TestTrainMixedGoAndPython(t *testing.T) {
 		t.Errorf("%v trajectories over arith and python-math, want 8: %v", n, s)
 	}
 	for _, k := range []string{"val-core/task:arith/reward/mean@1", "val-core/task:python-math/reward/mean@1",
-		"val-core/openai/gsm8k/reward/mean@1", "val-core/arith/reward/mean@1"} {
+		"val-core/python-math/reward/mean@1", "val-core/arith/reward/mean@1"} {
 		if _, ok := s[k]; !ok {
 			t.Errorf("step 1 lacks %s", k)
 		}
+	}
+}
+
+// pythonForSDK is the Python that has the rlhost SDK (RLHOST_PYTHON, else make setup-python's
+// virtualenv); the test is skipped without one (failed under CI).
+func pythonForSDK(t *testing.T) string {
+	t.Helper()
+	py := os.Getenv("RLHOST_PYTHON")
+	if py == "" {
+		home, _ := os.UserHomeDir()
+		py = filepath.Join(home, ".cache", "rlhost", "python-venv", "bin", "python")
+	}
+	if _, err := os.Stat(py); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no Python with the rlhost SDK at %s: run make setup-python", py)
+		}
+		t.Skipf("no Python with the rlhost SDK at %s: run make setup-python", py)
+	}
+	return py
+}
+
+// freeAddr returns a free 127.0.0.1 port.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Three plugins in one run, one of them in Python: gsm8k (built in), dr (deep research over a
+// BM25 retriever the plugin starts on the small WordNet sample) and examples/python-math
+// (Python SDK, its own data_source). One command trains 3 steps of 6 prompts drawn at weights
+// 1:1:1 per task (dr's three hop-count data sources share its third); metrics and
+// validation are per task and per data_source, and the traces name each task.
+func TestTrainThreePlugins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the default model")
+	}
+	pythonForSDK(t)
+	pm, _ := filepath.Abs(filepath.Join("..", "..", "examples", "python-math", "rlhost-task-python-math"))
+	bins := t.TempDir()
+	for name, pkg := range map[string]string{"rlhost-task-dr": "../../tasks/dr/cmd/rlhost-task-dr", "rlhost-retriever": "../retriever"} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(bins, name), pkg).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	dr := filepath.Join(bins, "rlhost-task-dr")
+	gsm, _ := mixedData(t, arithPlugin(t))
+	// python-math reads GSM8K records; dr its own QA records (the committed WordNet sample).
+	raw := t.TempDir()
+	for _, split := range []string{"train", "test"} {
+		writeFile(t, filepath.Join(raw, split+".jsonl"), rec1+"\n"+rec2+"\n")
+	}
+	pmData := filepath.Join(t.TempDir(), "pm")
+	if _, stderr, err := run(t, "preprocess", "--task", pm, "--input", raw, "--output-dir", pmData); err != nil {
+		t.Fatalf("preprocess python-math: %v\n%s", err, stderr)
+	}
+	drTestdata, _ := filepath.Abs(filepath.Join("..", "..", "tasks", "dr", "testdata"))
+	drData := filepath.Join(t.TempDir(), "dr")
+	if _, stderr, err := run(t, "preprocess", "--task", dr, "--input", drTestdata, "--output-dir", drData); err != nil {
+		t.Fatalf("preprocess dr: %v\n%s", err, stderr)
+	}
+	drCfg := fmt.Sprintf("task.configs.dr={corpus: %s, index: %s, retriever_bin: %s, retriever_url: 'http://%s'}",
+		filepath.Join(drTestdata, "corpus.jsonl"), filepath.Join(t.TempDir(), "index"), filepath.Join(bins, "rlhost-retriever"), freeAddr(t))
+	dir := filepath.Join(t.TempDir(), "run")
+	_, stderr, err := run(t, "train", "--task", "gsm8k", "--task", dr, "--task", pm, drCfg,
+		"data.train_files=["+filepath.Join(gsm, "train.parquet")+", "+filepath.Join(drData, "train.parquet")+", "+filepath.Join(pmData, "train.parquet")+"]",
+		"data.val_files=["+filepath.Join(gsm, "test.parquet")+", "+filepath.Join(drData, "test.parquet")+", "+filepath.Join(pmData, "test.parquet")+"]",
+		"data.sampling_weights={openai/gsm8k: 3, wordnet_dr_hop1: 1, wordnet_dr_hop2: 1, wordnet_dr_hop3: 1, python-math: 3}", "data.val_max_samples=3",
+		"data.train_batch_size=6", "actor_rollout_ref.rollout.n=2", "data.max_response_length=8", "data.max_prompt_length=768",
+		"actor_rollout_ref.actor.ppo_mini_batch_size=6", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=6",
+		"actor_rollout_ref.rollout.max_num_seqs=12", "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=1",
+		"actor_rollout_ref.model.path="+repoModel(t), "trainer.run_dir="+dir,
+		"trainer.total_training_steps=3", "trainer.val_before_train=false", "trainer.test_freq=3")
+	if err != nil {
+		t.Fatalf("train gsm8k + dr + python-math: %v\n%s", err, stderr)
+	}
+	steps, err := metrics.ReadJSONL(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil || len(steps) != 3 {
+		t.Fatalf("metrics: %d steps, %v", len(steps), err)
+	}
+	tasks := []string{"gsm8k", "dr", "python-math"}
+	total := map[string]float64{}
+	for _, s := range steps {
+		t.Logf("step %d: %.1f s (rollout %.1f s, update %.1f s), gsm8k %v dr %v python-math %v trajectories", s.Step, s.Values["timing_s/step"],
+			s.Values["timing_s/gen"], s.Values["timing_s/update_actor"], s.Values["task/gsm8k/trajectories"], s.Values["task/dr/trajectories"],
+			s.Values["task/python-math/trajectories"])
+		var n float64
+		for _, tn := range tasks {
+			n += s.Values["task/"+tn+"/trajectories"]
+			total[tn] += s.Values["task/"+tn+"/trajectories"]
+			if s.Values["task/"+tn+"/trajectories"] > 0 {
+				if _, ok := s.Values["task/"+tn+"/score/mean"]; !ok {
+					t.Errorf("step %d lacks task/%s/score/mean", s.Step, tn)
+				}
+			}
+		}
+		if n != 12 {
+			t.Errorf("step %d: %v trajectories over the three tasks, want 6 prompts x 2", s.Step, n)
+		}
+		if _, ok := s.Values["actor/pg_loss"]; !ok {
+			t.Errorf("step %d lacks actor/pg_loss", s.Step)
+		}
+	}
+	for _, tn := range tasks {
+		if total[tn] == 0 {
+			t.Errorf("no %s trajectory in 3 steps of 6 prompts at weights 1:1:1 per task (%v)", tn, total)
+		}
+	}
+	last := steps[2].Values
+	for _, k := range []string{"val-core/openai/gsm8k/reward/mean@1", "val-core/python-math/reward/mean@1",
+		"val-core/task:gsm8k/reward/mean@1", "val-core/task:dr/reward/mean@1", "val-core/task:python-math/reward/mean@1"} {
+		if _, ok := last[k]; !ok {
+			t.Errorf("step 3 lacks %s", k)
+		}
+	}
+	stdout, _, err := run(t, "traces", "list", "--run", dir, "--json", "--limit", "1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{} // task -> data_source of its traces
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var tr map[string]any
+		if err := json.Unmarshal([]byte(line), &tr); err != nil {
+			t.Fatalf("traces list --json: %v: %s", err, line)
+		}
+		var tn, ds string
+		for k, v := range tr {
+			switch strings.ToLower(k) {
+			case "task":
+				tn, _ = v.(string)
+			case "data_source", "datasource":
+				ds, _ = v.(string)
+			}
+		}
+		want := map[string]string{"gsm8k": "openai/gsm8k", "dr": "wordnet_dr_hop", "python-math": "python-math"}[tn]
+		if want == "" || !strings.HasPrefix(ds, want) {
+			t.Errorf("a trace of task %q has data_source %q", tn, ds)
+		}
+		seen[tn] = ds
+	}
+	if len(seen) != 3 {
+		t.Errorf("traces of %d tasks, want gsm8k, dr and python-math: %v", len(seen), seen)
 	}
 }

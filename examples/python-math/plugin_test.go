@@ -187,9 +187,9 @@ func TestPythonMathComponents(t *testing.T) {
 	}
 	defer tk.Close()
 	res, err := tk.Score(ctx, []task.ScoreItem{
-		{DataSource: "openai/gsm8k", Solution: "<think>48/2 = 24</think><answer>72</answer>", GroundTruth: "72"},
-		{DataSource: "openai/gsm8k", Solution: "<answer>71</answer>", GroundTruth: "72"},
-		{DataSource: "openai/gsm8k", Solution: "It is 72.", GroundTruth: "72"},
+		{DataSource: "python-math", Solution: "<think>48/2 = 24</think><answer>72</answer>", GroundTruth: "72"},
+		{DataSource: "python-math", Solution: "<answer>71</answer>", GroundTruth: "72"},
+		{DataSource: "python-math", Solution: "It is 72.", GroundTruth: "72"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -216,9 +216,9 @@ func TestWeightedComponents(t *testing.T) {
 	}
 	defer tk.Close()
 	items := []reward.Item{
-		{ScoreItem: task.ScoreItem{DataSource: "openai/gsm8k", Solution: "<think>48/2 = 24</think><answer>72</answer>", GroundTruth: "72"}},
-		{ScoreItem: task.ScoreItem{DataSource: "openai/gsm8k", Solution: "<answer>71</answer>", GroundTruth: "72"}},
-		{ScoreItem: task.ScoreItem{DataSource: "openai/gsm8k", Solution: "It is 72.", GroundTruth: "72"}},
+		{ScoreItem: task.ScoreItem{DataSource: "python-math", Solution: "<think>48/2 = 24</think><answer>72</answer>", GroundTruth: "72"}},
+		{ScoreItem: task.ScoreItem{DataSource: "python-math", Solution: "<answer>71</answer>", GroundTruth: "72"}},
+		{ScoreItem: task.ScoreItem{DataSource: "python-math", Solution: "It is 72.", GroundTruth: "72"}},
 	}
 	tests := []struct {
 		name    string

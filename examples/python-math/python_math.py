@@ -1,4 +1,6 @@
-"""python-math: GSM8K with a reward made of weighted components, as an rlhost task plugin in Python.
+"""python-math: GSM8K questions under their own data_source ("python-math"), with a reward made of
+weighted components, as an rlhost task plugin in Python. Its own data_source lets a run train it
+beside the gsm8k task (rows are routed to tasks by data_source).
 
 Components of score():
   accuracy  1 if the answer (inside <answer>...</answer>, else the whole response) is equal to the
@@ -26,7 +28,7 @@ from rlhost import Info, InputFile, Message, Prompt, Record, Row, ScoreItem, Sco
 # Timeouts are off on purpose (see accuracy_reward): math_verify's warning about it is noise.
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 
-DATA_SOURCE = "openai/gsm8k"
+DATA_SOURCE = "python-math"
 SYSTEM_PROMPT = (
     "You are a helpful assistant. Think step by step inside <think>...</think>, "
     "then write only the final number inside <answer>...</answer>."

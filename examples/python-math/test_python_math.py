@@ -53,9 +53,9 @@ def test_score_components():
     t = pm.PythonMath()
     res = t.score(
         [
-            rlhost.ScoreItem("openai/gsm8k", "<think>x</think><answer>72</answer>", "72"),
-            rlhost.ScoreItem("openai/gsm8k", "<answer>5</answer>", "72"),
-            rlhost.ScoreItem("openai/gsm8k", "72", {"not": "a number"}),
+            rlhost.ScoreItem("python-math", "<think>x</think><answer>72</answer>", "72"),
+            rlhost.ScoreItem("python-math", "<answer>5</answer>", "72"),
+            rlhost.ScoreItem("python-math", "72", {"not": "a number"}),
         ]
     )
     assert res[0].components == {"accuracy": 1.0, "format": 1.0}
@@ -68,7 +68,7 @@ def test_score_components():
 def test_preprocess_and_prompt():
     t = pm.PythonMath()
     row = t.preprocess(rlhost.Record(index=3, split="train", data=pm.SAMPLE))
-    assert row.reward_model.ground_truth == "72" and row.data_source == "openai/gsm8k"
+    assert row.reward_model.ground_truth == "72" and row.data_source == "python-math"
     assert row.extra_info["index"] == 3
     p = t.prompt(row)
     assert [m.role for m in p.messages] == ["system", "user"] and p.tools == []
