@@ -98,6 +98,21 @@ type Backend interface {
 	// kcache, vcache [S,maxT,NKV,HD].
 	AttentionCachedForward(out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, maxT int)
 
+	// AttentionVarlenForward is causal grouped-query attention over S
+	// sequences packed end to end, with no padding: sequence s is the rows
+	// cuSeqlens[s] .. cuSeqlens[s+1]-1 of q, k, v and out, attends only to
+	// itself, and its positions start at 0 (see ValidateSeqlens for what
+	// cuSeqlens [S+1] must hold; no sequence is longer than maxT).
+	// out [N,NH,HD], q [N,NH,HD], k, v [N,NKV,HD]; lse [N,NH] gets the
+	// log-sum-exp of each query row's scaled scores, which the backward
+	// reads. On each sequence the results are those of AttentionForward on
+	// that sequence alone (B 1, T its length), to float rounding.
+	AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuSeqlens []int32, S, N, maxT, NH, NKV, HD int)
+	// AttentionVarlenBackward: dq [N,NH,HD], dk, dv [N,NKV,HD] overwritten,
+	// from dout [N,NH,HD] and the forward's inputs, out and lse.
+	AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, q, k, v []float32, cuSeqlens []int32,
+		S, N, maxT, NH, NKV, HD int)
+
 	// SwiGLUForward: out = silu(gate) * up, all [N*F].
 	SwiGLUForward(out, gate, up []float32, n int)
 	// SwiGLUBackward: dgate, dup [n] overwritten.

@@ -219,27 +219,34 @@ var attnBlock = 128
 // the weighted values, the causal softmax of all NH*T rows spread over
 // goroutines.
 func (Backend) AttentionForward(out, scratch []float32, q, k, v []float32, B, T, NH, NKV, HD int) {
+	p := scratch[:NH*T*T] // [NH,T,T] probabilities of one sequence
+	for b := 0; b < B; b++ {
+		attentionSeqForward(out, nil, p, q, k, v, b, T, NH, NKV, HD)
+	}
+}
+
+// attentionSeqForward is AttentionForward of sequence b alone; p [NH,T,T] is
+// scratch and lse [NH*T] (if not nil) gets each row's log-sum-exp.
+func attentionSeqForward(out, lse, p []float32, q, k, v []float32, b, T, NH, NKV, HD int) {
 	group := NH / NKV
 	qs, ks := NH*HD, NKV*HD // row strides of q/out and k/v
-	p := scratch[:NH*T*T]   // [NH,T,T] probabilities of one sequence
-	for b := 0; b < B; b++ {
-		attentionProbs(p, q, k, b, T, NH, NKV, HD)
-		// out[b,r0:r1,h,:] = P[h][r0:r1,:r1] v[b,:r1,h/group,:]
-		for h := 0; h < NH; h++ {
-			kh := h / group
-			for r0 := 0; r0 < T; r0 += attnBlock {
-				r1 := min(r0+attnBlock, T)
-				Sgemm(false, false, r1-r0, HD, r1, 1, p[h*T*T+r0*T:], T, v[b*T*ks+kh*HD:], ks,
-					0, out[(b*T+r0)*qs+h*HD:], qs)
-			}
+	attentionProbs(p, lse, q, k, b, T, NH, NKV, HD)
+	// out[b,r0:r1,h,:] = P[h][r0:r1,:r1] v[b,:r1,h/group,:]
+	for h := 0; h < NH; h++ {
+		kh := h / group
+		for r0 := 0; r0 < T; r0 += attnBlock {
+			r1 := min(r0+attnBlock, T)
+			Sgemm(false, false, r1-r0, HD, r1, 1, p[h*T*T+r0*T:], T, v[b*T*ks+kh*HD:], ks,
+				0, out[(b*T+r0)*qs+h*HD:], qs)
 		}
 	}
 }
 
 // attentionProbs fills p [NH,T,T] with the causal softmax of
 // q[b,:,h,:] k[b,:,h/group,:]^T / sqrt(HD) for every head h of sequence b
-// (the upper triangle 0).
-func attentionProbs(p []float32, q, k []float32, b, T, NH, NKV, HD int) {
+// (the upper triangle 0), and lse [NH*T] (if not nil) with the log-sum-exp
+// of each row's scores, row h*T+t.
+func attentionProbs(p, lse []float32, q, k []float32, b, T, NH, NKV, HD int) {
 	group := NH / NKV
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	qs, ks := NH*HD, NKV*HD
@@ -254,18 +261,26 @@ func attentionProbs(p []float32, q, k []float32, b, T, NH, NKV, HD int) {
 	// row r = h*T + t is query t of head h; the softmax reads row[0..t] and
 	// zeroes the rest (which the blocked products left unwritten)
 	parallelRows(NH*T, T*4, func(lo, hi int) {
+		if useKernels && lse != nil {
+			softmaxCausalLseC(p, lse, T, lo, hi)
+			return
+		}
 		if useKernels {
 			softmaxCausalC(p, T, lo, hi)
 			return
 		}
 		for r := lo; r < hi; r++ {
-			softmaxCausal(p[r*T:(r+1)*T], r%T)
+			l := softmaxCausal(p[r*T:(r+1)*T], r%T)
+			if lse != nil {
+				lse[r] = l
+			}
 		}
 	})
 }
 
-// softmaxCausal turns row[0..t] into probabilities and zeroes row[t+1..].
-func softmaxCausal(row []float32, t int) {
+// softmaxCausal turns row[0..t] into probabilities and zeroes row[t+1..];
+// it returns the log-sum-exp of row[0..t] as it was.
+func softmaxCausal(row []float32, t int) float32 {
 	m := row[0]
 	for _, x := range row[1 : t+1] {
 		m = max(m, x)
@@ -281,6 +296,7 @@ func softmaxCausal(row []float32, t int) {
 		row[j] *= inv
 	}
 	clear(row[t+1:])
+	return m + float32(math.Log(float64(sum)))
 }
 
 // AttentionBackward: see gpu.Backend. Per sequence it recomputes P, then
@@ -289,54 +305,60 @@ func softmaxCausal(row []float32, t int) {
 // rows (dP, dQ) take the keys [0, r1) of each row block [r0, r1), the
 // products by columns (dV, dK) the rows [c0, T) of each column block.
 func (Backend) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v []float32, B, T, NH, NKV, HD int) {
+	p, dp := scratch[:NH*T*T], scratch[NH*T*T:2*NH*T*T]
+	for b := 0; b < B; b++ {
+		attentionSeqBackward(dq, dk, dv, p, dp, dout, q, k, v, b, T, NH, NKV, HD)
+	}
+}
+
+// attentionSeqBackward is AttentionBackward of sequence b alone (its rows of
+// dq, dk, dv overwritten); p, dp [NH,T,T] are scratch.
+func attentionSeqBackward(dq, dk, dv, p, dp []float32, dout, q, k, v []float32, b, T, NH, NKV, HD int) {
 	group := NH / NKV
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	qs, ks := NH*HD, NKV*HD
-	p, dp := scratch[:NH*T*T], scratch[NH*T*T:2*NH*T*T]
-	clear(dk[:B*T*ks])
-	clear(dv[:B*T*ks])
-	for b := 0; b < B; b++ {
-		attentionProbs(p, q, k, b, T, NH, NKV, HD)
-		for h := 0; h < NH; h++ {
-			kh := h / group
-			do := dout[b*T*qs+h*HD:]
-			ph, dph := p[h*T*T:], dp[h*T*T:]
-			for r0 := 0; r0 < T; r0 += attnBlock {
-				r1 := min(r0+attnBlock, T)
-				// dP[r0:r1, :r1] = dout[r0:r1] V[:r1]^T
-				Sgemm(false, true, r1-r0, r1, HD, 1, do[r0*qs:], qs, v[b*T*ks+kh*HD:], ks, 0, dph[r0*T:], T)
-				// dV[r0:r1] += P[r0:T, r0:r1]^T dout[r0:T]
-				Sgemm(true, false, r1-r0, HD, T-r0, 1, ph[r0*T+r0:], T, do[r0*qs:], qs,
-					1, dv[(b*T+r0)*ks+kh*HD:], ks)
-			}
+	clear(dk[b*T*ks : (b+1)*T*ks])
+	clear(dv[b*T*ks : (b+1)*T*ks])
+	attentionProbs(p, nil, q, k, b, T, NH, NKV, HD)
+	for h := 0; h < NH; h++ {
+		kh := h / group
+		do := dout[b*T*qs+h*HD:]
+		ph, dph := p[h*T*T:], dp[h*T*T:]
+		for r0 := 0; r0 < T; r0 += attnBlock {
+			r1 := min(r0+attnBlock, T)
+			// dP[r0:r1, :r1] = dout[r0:r1] V[:r1]^T
+			Sgemm(false, true, r1-r0, r1, HD, 1, do[r0*qs:], qs, v[b*T*ks+kh*HD:], ks, 0, dph[r0*T:], T)
+			// dV[r0:r1] += P[r0:T, r0:r1]^T dout[r0:T]
+			Sgemm(true, false, r1-r0, HD, T-r0, 1, ph[r0*T+r0:], T, do[r0*qs:], qs,
+				1, dv[(b*T+r0)*ks+kh*HD:], ks)
 		}
-		parallelRows(NH*T, T*4, func(lo, hi int) {
-			for r := lo; r < hi; r++ {
-				t := r % T
-				pr := p[r*T : r*T+t+1]
-				d := dp[r*T : (r+1)*T]
-				var dot float32
-				for j, pj := range pr {
-					dot += pj * d[j]
-				}
-				for j, pj := range pr {
-					d[j] = pj * (d[j] - dot) * scale
-				}
-				clear(d[t+1:])
+	}
+	parallelRows(NH*T, T*4, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			t := r % T
+			pr := p[r*T : r*T+t+1]
+			d := dp[r*T : (r+1)*T]
+			var dot float32
+			for j, pj := range pr {
+				dot += pj * d[j]
 			}
-		})
-		for h := 0; h < NH; h++ {
-			kh := h / group
-			ds := dp[h*T*T:]
-			for r0 := 0; r0 < T; r0 += attnBlock {
-				r1 := min(r0+attnBlock, T)
-				// dQ[r0:r1] = dS[r0:r1, :r1] K[:r1]
-				Sgemm(false, false, r1-r0, HD, r1, 1, ds[r0*T:], T, k[b*T*ks+kh*HD:], ks,
-					0, dq[(b*T+r0)*qs+h*HD:], qs)
-				// dK[r0:r1] += dS[r0:T, r0:r1]^T Q[r0:T]
-				Sgemm(true, false, r1-r0, HD, T-r0, 1, ds[r0*T+r0:], T, q[(b*T+r0)*qs+h*HD:], qs,
-					1, dk[(b*T+r0)*ks+kh*HD:], ks)
+			for j, pj := range pr {
+				d[j] = pj * (d[j] - dot) * scale
 			}
+			clear(d[t+1:])
+		}
+	})
+	for h := 0; h < NH; h++ {
+		kh := h / group
+		ds := dp[h*T*T:]
+		for r0 := 0; r0 < T; r0 += attnBlock {
+			r1 := min(r0+attnBlock, T)
+			// dQ[r0:r1] = dS[r0:r1, :r1] K[:r1]
+			Sgemm(false, false, r1-r0, HD, r1, 1, ds[r0*T:], T, k[b*T*ks+kh*HD:], ks,
+				0, dq[(b*T+r0)*qs+h*HD:], qs)
+			// dK[r0:r1] += dS[r0:T, r0:r1]^T Q[r0:T]
+			Sgemm(true, false, r1-r0, HD, T-r0, 1, ds[r0*T+r0:], T, q[(b*T+r0)*qs+h*HD:], qs,
+				1, dk[(b*T+r0)*ks+kh*HD:], ks)
 		}
 	}
 }

@@ -125,10 +125,11 @@ AVX2 void rl_swiglu_bwd(float *dgate, float *dup, const float *dout, const float
 	}
 }
 
-// rl_softmax_causal turns rows r0..r1-1 of p [*,T] into the causal softmax:
+// rl_softmax_causal_lse turns rows r0..r1-1 of p [*,T] into the causal softmax:
 // row r holds query t = r%T, whose entries 0..t become probabilities and the
-// rest 0.
-AVX2 void rl_softmax_causal(float *p, long T, long r0, long r1) {
+// rest 0. lse[r] (if lse is not NULL) gets the log-sum-exp of row r's entries
+// 0..t as they were.
+AVX2 void rl_softmax_causal_lse(float *p, float *lse, long T, long r0, long r1) {
 	const __m256 ninf = _mm256_set1_ps(-INFINITY);
 	for (long r = r0; r < r1; r++) {
 		float *row = p + r * T;
@@ -154,7 +155,10 @@ AVX2 void rl_softmax_causal(float *p, long T, long r0, long r1) {
 			_mm256_maskstore_ps(row + j, m, e);
 			sv = _mm256_add_ps(sv, e);
 		}
-		__m256 inv = _mm256_set1_ps(1.0f / hsum8(sv));
+		float sum = hsum8(sv);
+		if (lse)
+			lse[r] = _mm256_cvtss_f32(mx) + logf(sum);
+		__m256 inv = _mm256_set1_ps(1.0f / sum);
 		for (j = 0; j + 8 <= len; j += 8)
 			_mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
 		for (; j < len; j++)
@@ -163,6 +167,9 @@ AVX2 void rl_softmax_causal(float *p, long T, long r0, long r1) {
 			row[j] = 0;
 	}
 }
+
+// rl_softmax_causal is rl_softmax_causal_lse without the log-sum-exp.
+AVX2 void rl_softmax_causal(float *p, long T, long r0, long r1) { rl_softmax_causal_lse(p, NULL, T, r0, r1); }
 
 // rl_logprob_fwd: rows n0..n1-1 of logits [*,V]: lse, entropy and the
 // log-prob of the target (0 without one); sums in double, as in Go.

@@ -61,6 +61,16 @@ func softmaxCausalC(p []float32, T, lo, hi int) {
 	C.rl_softmax_causal(fptr(p), C.long(T), C.long(lo), C.long(hi))
 }
 
+// softmaxCausalLseC is softmaxCausalC that also writes the log-sum-exp of
+// row r (before normalising) to lse[r].
+func softmaxCausalLseC(p, lse []float32, T, lo, hi int) {
+	if lo >= hi {
+		return
+	}
+	_, _ = p[hi*T-1], lse[hi-1]
+	C.rl_softmax_causal_lse(fptr(p), fptr(lse), C.long(T), C.long(lo), C.long(hi))
+}
+
 func logprobFwdC(logp, entropy, lse, logits []float32, targets []int32, lo, hi, V int) {
 	if lo >= hi {
 		return

@@ -5,6 +5,7 @@ int rl_have_avx2(void);
 void rl_swiglu_fwd(float *out, const float *gate, const float *up, long n);
 void rl_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate, const float *up, long n);
 void rl_softmax_causal(float *p, long T, long r0, long r1);
+void rl_softmax_causal_lse(float *p, float *lse, long T, long r0, long r1);
 void rl_logprob_fwd(float *logp, float *entropy, float *lse, const float *logits,
 	const int32_t *targets, long n0, long n1, long V);
 void rl_logprob_bwd(float *dlogits, const float *logits, const float *lse, const float *entropy,

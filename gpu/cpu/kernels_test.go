@@ -118,11 +118,16 @@ func TestSoftmaxCausalKernel(t *testing.T) {
 		p := randSlice(r, NH*T*T, 20)
 		p[T*T-1] = 80 // a large score
 		want := slices.Clone(p)
+		p2 := slices.Clone(p)
 		softmaxCausalC(p, T, 0, NH*T)
+		lse, wantLse := make([]float32, NH*T), make([]float32, NH*T)
 		for row := 0; row < NH*T; row++ {
-			softmaxCausal(want[row*T:(row+1)*T], row%T)
+			wantLse[row] = softmaxCausal(want[row*T:(row+1)*T], row%T)
 		}
 		compare(t, "p", p, want, 2e-6, 1e-30)
+		softmaxCausalLseC(p2, lse, T, 0, NH*T)
+		compare(t, "p (lse)", p2, want, 2e-6, 1e-30)
+		compare(t, "lse", lse, wantLse, 1e-6, 1)
 		// a sub-range of rows leaves the others alone
 		q := randSlice(r, NH*T*T, 5)
 		orig := slices.Clone(q)

@@ -63,6 +63,7 @@ var Checks = []Check{
 	{"Rope", checkRope},
 	{"Attention", checkAttention},
 	{"AttentionCached", checkAttentionCached},
+	{"AttentionVarlen", checkAttentionVarlen},
 	{"SwiGLU", checkSwiGLU},
 	{"Residual", checkResidual},
 	{"Logprob", checkLogprob},

@@ -44,6 +44,21 @@ func (d *cpuDevice) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k,
 	}
 }
 
+func (d *cpuDevice) AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuSeqlens []int32, S, N, maxT, NH, NKV, HD int) {
+	d.Backend.AttentionVarlenForward(out, lse, q, k, v, cuSeqlens, S, N, maxT, NH, NKV, HD)
+	if d.perturb == "varlen-lse" {
+		lse[N*NH-1] += 1e-3
+	}
+}
+
+func (d *cpuDevice) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, q, k, v []float32, cuSeqlens []int32,
+	S, N, maxT, NH, NKV, HD int) {
+	d.Backend.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cuSeqlens, S, N, maxT, NH, NKV, HD)
+	if d.perturb == "varlen-dv" {
+		dv[0] += 1e-3
+	}
+}
+
 func (d *cpuDevice) AdamW(params, grads, m, v []float32, step int, lr, beta1, beta2, eps, weightDecay float32) {
 	if d.perturb == "adamw-no-decay" {
 		weightDecay = 0
@@ -93,6 +108,8 @@ func TestChecksDetectErrors(t *testing.T) {
 		{"adamw-no-decay", []string{"AdamW", "TrainStep"}},
 		{"rope-backward-forward", []string{"Rope", "TrainStep"}},
 		{"cached-attention", []string{"AttentionCached", "Generate"}},
+		{"varlen-lse", []string{"AttentionVarlen"}},
+		{"varlen-dv", []string{"AttentionVarlen"}},
 	} {
 		t.Run(tc.perturb, func(t *testing.T) {
 			d := &cpuDevice{perturb: tc.perturb}

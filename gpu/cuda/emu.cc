@@ -140,6 +140,17 @@ static const rl_kernel rl_kernels[] = {
     K(attention_dscores), K(attention_dq), K(attention_dkv), K(attention_cached), K(swiglu_forward),
     K(swiglu_backward), K(residual_forward), K(residual_backward), K(logprob_forward), K(logprob_backward),
     K(sum_squares), K(sum_f64), K(scale), K(adamw), K(gather_rows), K(scatter_rows),
+    K(flash_attention_forward), K(flash_attention_backward_dot), K(flash_attention_backward_dkv),
+    K(flash_attention_backward_dq),
+    // planted defects (flashattn.cuh FA_BUG_*), launched in their kernel's
+    // place by the tests through emuPlanted (emu.go)
+    rl_make("flash_attention_forward/nosync", flash_forward<FA_BUG_NOSYNC>),
+    rl_make("flash_attention_forward/tile", flash_forward<FA_BUG_TILE>),
+    rl_make("flash_attention_forward/lse", flash_forward<FA_BUG_LSE>),
+    rl_make("flash_attention_backward_dkv/nosync", flash_backward_dkv<FA_BUG_NOSYNC>),
+    rl_make("flash_attention_backward_dkv/tile", flash_backward_dkv<FA_BUG_TILE>),
+    rl_make("flash_attention_backward_dq/nosync", flash_backward_dq<FA_BUG_NOSYNC>),
+    rl_make("flash_attention_backward_dq/tile", flash_backward_dq<FA_BUG_TILE>),
 };
 
 // rl_emu_launch runs kernel name over grid blocks of BLOCK threads. It

@@ -126,7 +126,15 @@ func (emuDriver) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
 	return nil
 }
 
+// emuPlanted names, per kernel, a planted defect to run in its place (the
+// emulator's build of it registered as "kernel/defect" in emu.cc): the
+// tests set it to prove that a check fails on a broken kernel.
+var emuPlanted = map[string]string{}
+
 func (emuDriver) launch(kernel string, grid int, args []uint64) error {
+	if p := emuPlanted[kernel]; p != "" {
+		kernel += "/" + p
+	}
 	name := C.CString(kernel)
 	defer C.free(unsafe.Pointer(name))
 	slots := (*C.uint64_t)(C.malloc(C.size_t(8 * max(1, len(args)))))

@@ -22,6 +22,7 @@ extern "C" {
 #include "matmul.cuh"
 #include "rope.cuh"
 #include "attention.cuh"
+#include "flashattn.cuh"
 #include "elementwise.cuh"
 #include "logprob.cuh"
 #include "optimizer.cuh"

@@ -1,0 +1,78 @@
+package cuda
+
+// Fused causal grouped-query attention over packed sequences, forward and
+// backward, FlashAttention-2 style (kernels/flashattn.cuh): no [T,T] tensor
+// is ever allocated. CPU reference: gpu/cpu (varlen.go); the checks are in
+// flashattn_check.go.
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/rlhost/rlhost/gpu"
+)
+
+// flashTile and flashMaxHD are FA_TILE and FA_HDMAX of flashattn.cuh.
+const flashTile, flashMaxHD = 16, 128
+
+// flashBlocks is the grid of a flash kernel: one block per (sequence, tile
+// of the longest sequence, head); blocks past their sequence's end return.
+func flashBlocks(S, maxT, heads int) int { return S * ((maxT + flashTile - 1) / flashTile) * heads }
+
+// flashSeqlens checks the shape and, when cuSeqlens is host memory, its
+// contents (a resident tensor cannot be read here), and returns it staged.
+func (b *Backend) flashSeqlens(a *arena, cuSeqlens []int32, S, N, maxT, NH, NKV, HD int) dptr {
+	if HD > flashMaxHD || HD <= 0 || NKV <= 0 || NH%NKV != 0 {
+		panic(&Error{"", fmt.Errorf("head dimension %d (at most %d) or heads %d/%d not supported", HD, flashMaxHD, NH, NKV)})
+	}
+	if len(cuSeqlens) < S+1 {
+		panic(&Error{"", fmt.Errorf("cuSeqlens has %d entries for %d sequences", len(cuSeqlens), S)})
+	}
+	if _, resident := b.d.mem.owned(unsafe.Pointer(unsafe.SliceData(cuSeqlens)), int64(4*(S+1))); !resident {
+		if err := gpu.ValidateSeqlens(cuSeqlens, S, N, maxT); err != nil {
+			panic(&Error{"", err})
+		}
+	}
+	return a.ints(cuSeqlens, S+1)
+}
+
+// AttentionVarlenForward: see gpu.Backend. One launch; lse [N,NH] is kept
+// for the backward.
+func (b *Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuSeqlens []int32, S, N, maxT, NH, NKV, HD int) {
+	if N == 0 {
+		return
+	}
+	scale := float32(1 / math.Sqrt(float64(HD)))
+	b.d.run("AttentionVarlenForward", func(a *arena) {
+		cu := b.flashSeqlens(a, cuSeqlens, S, N, maxT, NH, NKV, HD)
+		b.d.launch("flash_attention_forward", flashBlocks(S, maxT, NH), ptr(a.out(out, N*NH*HD)), ptr(a.out(lse, N*NH)),
+			ptr(a.in(q, N*NH*HD)), ptr(a.in(k, N*NKV*HD)), ptr(a.in(v, N*NKV*HD)), ptr(cu),
+			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+	})
+}
+
+// AttentionVarlenBackward: see gpu.Backend. D = rowsum(dout*out) [N,NH]
+// (arena scratch), then dk and dv (one block per key tile and key/value
+// head, summing the group's query heads) and dq (one block per query tile
+// and head): no atomics, so the result does not depend on scheduling.
+func (b *Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, q, k, v []float32, cuSeqlens []int32,
+	S, N, maxT, NH, NKV, HD int) {
+	if N == 0 {
+		return
+	}
+	scale := float32(1 / math.Sqrt(float64(HD)))
+	b.d.run("AttentionVarlenBackward", func(a *arena) {
+		cu := b.flashSeqlens(a, cuSeqlens, S, N, maxT, NH, NKV, HD)
+		pq, pk, pv := a.in(q, N*NH*HD), a.in(k, N*NKV*HD), a.in(v, N*NKV*HD)
+		pdo, plse := a.in(dout, N*NH*HD), a.in(lse, N*NH)
+		pD := a.alloc(int64(N*NH) * 4)
+		b.d.launch("flash_attention_backward_dot", gridFor(N*NH), ptr(pD), ptr(pdo), ptr(a.in(out, N*NH*HD)), i64(N*NH), i64(HD))
+		b.d.launch("flash_attention_backward_dkv", flashBlocks(S, maxT, NKV), ptr(a.out(dk, N*NKV*HD)), ptr(a.out(dv, N*NKV*HD)),
+			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
+			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+		b.d.launch("flash_attention_backward_dq", flashBlocks(S, maxT, NH), ptr(a.out(dq, N*NH*HD)),
+			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
+			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+	})
+}

@@ -1,0 +1,56 @@
+package cuda
+
+// Checks of the fused attention over packed sequences (flashattn.go) against
+// the CPU reference gpu/cpu (varlen.go), which itself equals the padded
+// AttentionForward/Backward on each sequence (gpu/cpu's tests).
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/rlhost/rlhost/gpu"
+)
+
+// flashCases: lengths with an empty sequence, one of a single token, partial
+// and whole tiles (16) and several tiles; GQA, MHA and MQA; head dimensions
+// below, at and not a multiple of the per-thread split.
+var flashCases = []struct {
+	lengths     []int
+	NH, NKV, HD int
+}{
+	{[]int{37, 1, 0, 48, 16, 23}, 4, 2, 32},
+	{[]int{64, 5}, 2, 2, 64},
+	{[]int{20, 33}, 3, 1, 24},
+	{[]int{17}, 2, 1, 128},
+}
+
+func checkAttentionVarlen(b Device) error {
+	for i, c := range flashCases {
+		if err := checkAttentionVarlenCase(b, uint64(i), c.lengths, c.NH, c.NKV, c.HD); err != nil {
+			return fmt.Errorf("lengths %v NH %d NKV %d HD %d: %w", c.lengths, c.NH, c.NKV, c.HD, err)
+		}
+	}
+	return nil
+}
+
+func checkAttentionVarlenCase(b Device, seed uint64, lengths []int, NH, NKV, HD int) error {
+	r := rand.New(rand.NewPCG(21, seed))
+	cu, maxT := gpu.CuSeqlens(lengths)
+	S, N := len(lengths), int(cu[len(lengths)])
+	q, k, v := randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1), randn(r, N*NKV*HD, 1)
+	// poisoned outputs: every element must be written
+	o1, o2 := randn(r, len(q), 100), randn(r, len(q), 100)
+	l1, l2 := randn(r, N*NH, 100), randn(r, N*NH, 100)
+	ref.AttentionVarlenForward(o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+	b.AttentionVarlenForward(o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+	if err := compareAll(1e-5, "out", o2, o1, "lse", l2, l1); err != nil {
+		return err
+	}
+	dout := randn(r, len(q), 1)
+	dq1, dq2 := randn(r, len(q), 100), randn(r, len(q), 100)
+	dk1, dk2, dv1, dv2 := randn(r, len(k), 100), randn(r, len(k), 100), randn(r, len(v), 100), randn(r, len(v), 100)
+	ref.AttentionVarlenBackward(dq1, dk1, dv1, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+	// the device's backward reads the device's forward (its out and lse)
+	b.AttentionVarlenBackward(dq2, dk2, dv2, dout, o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+	return compareAll(2e-5, "dq", dq2, dq1, "dk", dk2, dk1, "dv", dv2, dv1)
+}

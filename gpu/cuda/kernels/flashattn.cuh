@@ -1,0 +1,289 @@
+// Kernels: fused causal grouped-query attention over packed sequences, forward
+// and backward, in the manner of FlashAttention-2 (flashattn.go). The [T,T]
+// scores never exist in device memory: a block holds one tile of queries (or
+// keys) and streams the other side through shared memory tile by tile, with
+// an online softmax; the forward saves the log-sum-exp of each row, from
+// which the backward recomputes the probabilities.
+// CPU reference: gpu/cpu (varlen.go); the checks are in flashattn_check.go.
+// Included by kernels.cu inside its extern "C" block.
+#pragma once
+
+// Packed batch: sequence s is the rows cu[s] .. cu[s+1]-1 of q, out, dout,
+// dq [N,NH,HD] and k, v, dk, dv [N,NKV,HD]; lse, D [N,NH]. With cu NULL the S
+// sequences all have length maxT (row s*maxT is the first of sequence s).
+// A launch has S * ceil(maxT/FA_TILE) * H blocks of BLOCK threads (H the
+// heads a block serves: NH, or NKV for the keys' backward); a block whose
+// tile starts at or beyond its sequence's length returns at once, so the
+// work done is the sequences' own, none on padding.
+//
+// Threads: a tile is FA_TILE x FA_TILE = BLOCK entries; thread
+// (row, col) = (threadIdx.x / FA_TILE, threadIdx.x % FA_TILE) computes one
+// score, and the FA_TILE lanes of a row (half a warp) reduce it with
+// shuffles. For the products with V, K or Q the same thread owns head
+// dimensions col, col+FA_TILE, ... of its row (at most FA_DPT of them), in
+// registers. Shared rows are HD+1 floats apart, so that lanes reading one
+// column of different rows hit different banks.
+
+#define FA_TILE 16                     // query rows and keys per tile (FA_TILE^2 == BLOCK)
+#define FA_HDMAX 128                   // largest head dimension
+#define FA_DPT (FA_HDMAX / FA_TILE)    // head dimensions per thread
+#define FA_SROW (FA_HDMAX + 1)         // largest row stride of a shared tile
+#define FA_PROW (FA_TILE + 1)          // row stride of a shared score tile
+
+// Planted defects, for the emulator's tests only (emu.cc registers kernels
+// built with them); the kernels below are built with FA_OK.
+#define FA_OK 0
+#define FA_BUG_NOSYNC 1  // a tile is read before every thread has written it
+#define FA_BUG_TILE 2    // the diagonal tile is left out of the causal range
+#define FA_BUG_LSE 3     // the saved log-sum-exp lacks the row maximum
+
+extern "C++" {
+
+// fa_block locates block blockIdx.x: head h (of H), tile, and the sequence's
+// first row off and length L.
+__device__ void fa_block(const int* cu, i64 S, i64 maxT, i64 H, i64* h, i64* tile, i64* off, i64* L) {
+    i64 nT = (maxT + FA_TILE - 1) / FA_TILE;
+    i64 b = blockIdx.x;
+    *h = b % H;
+    *tile = (b / H) % nT;
+    i64 s = b / (H * nT);
+    *off = cu ? (i64)cu[s] : s * maxT;
+    *L = cu ? (i64)cu[s + 1] - *off : maxT;
+}
+
+// fa_load fills the shared tile dst [FA_TILE, ld] with the rows r0.. of
+// head hh of src [.., HH, HD] (rows at or beyond L read as 0).
+__device__ void fa_load(float* dst, const float* src, i64 off, i64 r0, i64 L, i64 hh, i64 HH, i64 HD, i64 ld) {
+    for (i64 i = threadIdx.x; i < FA_TILE * HD; i += BLOCK) {
+        i64 r = i / HD, d = i % HD;
+        dst[r * ld + d] = r0 + r < L ? src[((off + r0 + r) * HH + hh) * HD + d] : 0.0f;
+    }
+}
+
+// fa_dot is the dot product of two shared rows.
+__device__ float fa_dot(const float* a, const float* b, i64 HD) {
+    float s = 0.0f;
+    for (i64 d = 0; d < HD; d++) s += a[d] * b[d];
+    return s;
+}
+
+// fa_row_max, fa_row_sum reduce over the FA_TILE lanes of a row.
+__device__ float fa_row_max(float v) {
+    for (int o = FA_TILE / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+    return v;
+}
+__device__ float fa_row_sum(float v) {
+    for (int o = FA_TILE / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    return v;
+}
+
+// flash_forward: one block per (sequence, tile of FA_TILE queries, head h).
+// For each tile of keys 0..min(q0+FA_TILE, L)-1 (the causal range):
+//   S = Q K^T * scale (masked: key > query), m' = max(m, rowmax S),
+//   P = exp(S - m'), l = l*exp(m - m') + rowsum P, O = O*exp(m - m') + P V;
+// then out = O / l and lse = m + log l.
+template <int BUG>
+__device__ void flash_forward(float* out, float* lse, const float* q, const float* k, const float* v, const int* cu,
+                              i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+    __shared__ float Qs[FA_TILE * FA_SROW], Ks[FA_TILE * FA_SROW], Vs[FA_TILE * FA_SROW];
+    __shared__ float Ps[FA_TILE * FA_PROW];
+    i64 h, tile, off, L;
+    fa_block(cu, S, maxT, NH, &h, &tile, &off, &L);
+    i64 q0 = tile * FA_TILE;
+    if (q0 >= L) return;  // the whole block: no work on padding
+    i64 kh = h / (NH / NKV), ld = HD + 1;
+    int row = threadIdx.x / FA_TILE, col = threadIdx.x % FA_TILE;
+    i64 tq = q0 + row;  // this thread's query
+    fa_load(Qs, q, off, q0, L, h, NH, HD, ld);
+    float o[FA_DPT];
+    for (int i = 0; i < FA_DPT; i++) o[i] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
+    for (i64 j0 = 0; j0 < kend; j0 += FA_TILE) {
+        __syncthreads();  // the previous tile is no longer read (and Qs is written)
+        fa_load(Ks, k, off, j0, L, kh, NKV, HD, ld);
+        fa_load(Vs, v, off, j0, L, kh, NKV, HD, ld);
+        if (BUG != FA_BUG_NOSYNC) __syncthreads();
+        i64 tk = j0 + col;
+        float sc = -INFINITY;
+        if (tk <= tq && tq < L) sc = fa_dot(Qs + row * ld, Ks + col * ld, HD) * scale;
+        float mnew = fmaxf(m, fa_row_max(sc));
+        float base = mnew == -INFINITY ? 0.0f : mnew;  // a row with no key yet
+        float p = expf(sc - base);
+        float alpha = expf(m - base);
+        l = l * alpha + fa_row_sum(p);
+        m = mnew;
+        Ps[row * FA_PROW + col] = p;
+        __syncthreads();
+        for (int i = 0; i < FA_DPT; i++) {
+            i64 d = col + i * FA_TILE;
+            if (d < HD) {
+                float acc = o[i] * alpha;
+                for (int c = 0; c < FA_TILE; c++) acc += Ps[row * FA_PROW + c] * Vs[c * ld + d];
+                o[i] = acc;
+            }
+        }
+    }
+    if (tq < L) {
+        float inv = 1.0f / l;
+        for (int i = 0; i < FA_DPT; i++) {
+            i64 d = col + i * FA_TILE;
+            if (d < HD) out[((off + tq) * NH + h) * HD + d] = o[i] * inv;
+        }
+        if (col == 0) lse[(off + tq) * NH + h] = BUG == FA_BUG_LSE ? logf(l) : m + logf(l);
+    }
+}
+
+// flash_backward_dkv: one block per (sequence, tile of FA_TILE keys, key/value
+// head kh). For each query head h of the group and each tile of queries from
+// the keys' own tile to the end of the sequence:
+//   P = exp(Q K^T * scale - lse), dP = dO V^T, dS = P * (dP - D),
+//   dV += P^T dO, dK += dS^T Q (times scale at the end).
+// Thread (row, col) holds score (query col, key row); it owns key row's dims.
+template <int BUG>
+__device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const float* k, const float* v,
+                                   const float* dout, const float* lse, const float* D, const int* cu, i64 S,
+                                   i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+    // the keys' tile (K, V) and one query tile (Q, and dout as Os) at a time
+    __shared__ float Ks[FA_TILE * FA_SROW], Vs[FA_TILE * FA_SROW], Qs[FA_TILE * FA_SROW], Os[FA_TILE * FA_SROW];
+    __shared__ float Ps[FA_TILE * FA_PROW], dSs[FA_TILE * FA_PROW];  // P and dS of the tile, [key][query]
+    __shared__ float lses[FA_TILE], dots[FA_TILE];                    // lse and D of the tile's queries
+    i64 kh, tile, off, L;
+    fa_block(cu, S, maxT, NKV, &kh, &tile, &off, &L);
+    i64 j0 = tile * FA_TILE;
+    if (j0 >= L) return;
+    i64 group = NH / NKV, ld = HD + 1;
+    int row = threadIdx.x / FA_TILE, col = threadIdx.x % FA_TILE;
+    i64 tk = j0 + row;  // this thread's key
+    fa_load(Ks, k, off, j0, L, kh, NKV, HD, ld);
+    fa_load(Vs, v, off, j0, L, kh, NKV, HD, ld);
+    float dka[FA_DPT], dva[FA_DPT];
+    for (int i = 0; i < FA_DPT; i++) dka[i] = dva[i] = 0.0f;
+    for (i64 g = 0; g < group; g++) {
+        i64 h = kh * group + g;
+        for (i64 i0 = BUG == FA_BUG_TILE ? j0 + FA_TILE : j0; i0 < L; i0 += FA_TILE) {
+            __syncthreads();  // the previous tile is no longer read (and Ks, Vs are written)
+            fa_load(Qs, q, off, i0, L, h, NH, HD, ld);
+            fa_load(Os, dout, off, i0, L, h, NH, HD, ld);
+            if (threadIdx.x < FA_TILE) {
+                i64 t = i0 + threadIdx.x;
+                lses[threadIdx.x] = t < L ? lse[(off + t) * NH + h] : 0.0f;
+                dots[threadIdx.x] = t < L ? D[(off + t) * NH + h] : 0.0f;
+            }
+            if (BUG != FA_BUG_NOSYNC) __syncthreads();
+            i64 tq = i0 + col;
+            float p = 0.0f, ds = 0.0f;
+            if (tk <= tq && tq < L) {
+                p = expf(fa_dot(Qs + col * ld, Ks + row * ld, HD) * scale - lses[col]);
+                ds = p * (fa_dot(Os + col * ld, Vs + row * ld, HD) - dots[col]);
+            }
+            Ps[row * FA_PROW + col] = p;
+            dSs[row * FA_PROW + col] = ds;
+            __syncthreads();
+            for (int i = 0; i < FA_DPT; i++) {
+                i64 d = col + i * FA_TILE;
+                if (d < HD) {
+                    float sv = dva[i], sk = dka[i];
+                    for (int c = 0; c < FA_TILE; c++) {
+                        sv += Ps[row * FA_PROW + c] * Os[c * ld + d];
+                        sk += dSs[row * FA_PROW + c] * Qs[c * ld + d];
+                    }
+                    dva[i] = sv;
+                    dka[i] = sk;
+                }
+            }
+        }
+    }
+    if (tk < L) {
+        for (int i = 0; i < FA_DPT; i++) {
+            i64 d = col + i * FA_TILE;
+            if (d < HD) {
+                dk[((off + tk) * NKV + kh) * HD + d] = dka[i] * scale;
+                dv[((off + tk) * NKV + kh) * HD + d] = dva[i];
+            }
+        }
+    }
+}
+
+// flash_backward_dq: one block per (sequence, tile of FA_TILE queries, head
+// h). For each tile of keys in the causal range: dS as in flash_backward_dkv,
+// dQ += dS K (times scale at the end). Thread (row, col) holds score
+// (query row, key col); it owns query row's dims.
+template <int BUG>
+__device__ void flash_backward_dq(float* dq, const float* q, const float* k, const float* v, const float* dout,
+                                  const float* lse, const float* D, const int* cu, i64 S, i64 maxT, i64 NH,
+                                  i64 NKV, i64 HD, float scale) {
+    // the queries' tile (Q, and dout as Os) and one key tile (K, V) at a time
+    __shared__ float Qs[FA_TILE * FA_SROW], Os[FA_TILE * FA_SROW], Ks[FA_TILE * FA_SROW], Vs[FA_TILE * FA_SROW];
+    __shared__ float dSs[FA_TILE * FA_PROW];  // dS of the tile, [query][key]
+    i64 h, tile, off, L;
+    fa_block(cu, S, maxT, NH, &h, &tile, &off, &L);
+    i64 q0 = tile * FA_TILE;
+    if (q0 >= L) return;
+    i64 kh = h / (NH / NKV), ld = HD + 1;
+    int row = threadIdx.x / FA_TILE, col = threadIdx.x % FA_TILE;
+    i64 tq = q0 + row;
+    float lq = tq < L ? lse[(off + tq) * NH + h] : 0.0f, dq0 = tq < L ? D[(off + tq) * NH + h] : 0.0f;
+    fa_load(Qs, q, off, q0, L, h, NH, HD, ld);
+    fa_load(Os, dout, off, q0, L, h, NH, HD, ld);
+    float acc[FA_DPT];
+    for (int i = 0; i < FA_DPT; i++) acc[i] = 0.0f;
+    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
+    for (i64 j0 = 0; j0 < kend; j0 += FA_TILE) {
+        __syncthreads();
+        fa_load(Ks, k, off, j0, L, kh, NKV, HD, ld);
+        fa_load(Vs, v, off, j0, L, kh, NKV, HD, ld);
+        if (BUG != FA_BUG_NOSYNC) __syncthreads();
+        i64 tk = j0 + col;
+        float ds = 0.0f;
+        if (tk <= tq && tq < L) {
+            float p = expf(fa_dot(Qs + row * ld, Ks + col * ld, HD) * scale - lq);
+            ds = p * (fa_dot(Os + row * ld, Vs + col * ld, HD) - dq0);
+        }
+        dSs[row * FA_PROW + col] = ds;
+        __syncthreads();
+        for (int i = 0; i < FA_DPT; i++) {
+            i64 d = col + i * FA_TILE;
+            if (d < HD) {
+                float s = acc[i];
+                for (int c = 0; c < FA_TILE; c++) s += dSs[row * FA_PROW + c] * Ks[c * ld + d];
+                acc[i] = s;
+            }
+        }
+    }
+    if (tq < L) {
+        for (int i = 0; i < FA_DPT; i++) {
+            i64 d = col + i * FA_TILE;
+            if (d < HD) dq[((off + tq) * NH + h) * HD + d] = acc[i] * scale;
+        }
+    }
+}
+
+}  // extern "C++"
+
+__global__ void flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                                        const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+    flash_forward<FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale);
+}
+
+// flash_attention_backward_dot: D[r] = sum_d dout[r,d] out[r,d] over the
+// rows r of [N*NH, HD] (the row sums of dP*P the backward subtracts).
+__global__ void flash_attention_backward_dot(float* D, const float* dout, const float* out, i64 rows, i64 HD) {
+    GRID_STRIDE(r, rows) {
+        float s = 0.0f;
+        for (i64 d = 0; d < HD; d++) s += dout[r * HD + d] * out[r * HD + d];
+        D[r] = s;
+    }
+}
+
+__global__ void flash_attention_backward_dkv(float* dk, float* dv, const float* q, const float* k, const float* v,
+                                             const float* dout, const float* lse, const float* D, const int* cu,
+                                             i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+    flash_backward_dkv<FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+}
+
+__global__ void flash_attention_backward_dq(float* dq, const float* q, const float* k, const float* v,
+                                            const float* dout, const float* lse, const float* D, const int* cu,
+                                            i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+    flash_backward_dq<FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+}
