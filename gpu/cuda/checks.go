@@ -71,6 +71,7 @@ var Checks = []Check{
 	{"AdamW", checkAdamW},
 	{"ResidentTensors", checkResident},
 	{"TrainStep", checkTrainStep},
+	{"TrainStepPacked", checkTrainStepPacked},
 	{"Generate", checkGenerate},
 }
 
@@ -181,7 +182,15 @@ func host(b gpu.Backend, x []float32) []float32 {
 // checkTrainStep: a two-layer GQA model, forward, backward and one clipped
 // AdamW step on both backends from the same weights; logits, log-probs,
 // every gradient and the updated parameters are compared.
-func checkTrainStep(b Device) error {
+func checkTrainStep(b Device) error { return trainStepCheck(b, nil) }
+
+// checkTrainStepPacked is checkTrainStep on a packed batch (model.Batch
+// Lengths: the attention over packed sequences inside the model).
+func checkTrainStepPacked(b Device) error { return trainStepCheck(b, []int{7, 12, 5}) }
+
+// trainStepCheck runs the step on a 2 x 12 batch, or packed sequences of
+// the given lengths.
+func trainStepCheck(b Device, lengths []int) error {
 	c := model.Config{Family: "qwen2", V: 97, C: 64, F: 160, L: 2, NH: 4, NKV: 2, HD: 16, MaxPos: 64,
 		Eps: 1e-6, RopeTheta: 10000, QKVBias: true, BOS: 1, EOS: 2}
 	r := rand.New(rand.NewPCG(16, 16))
@@ -189,15 +198,29 @@ func checkTrainStep(b Device) error {
 	mc, mg := model.NewZero(ref, c), model.NewZero(b, c)
 	mc.Params.Upload(init)
 	mg.Params.Upload(init)
-	const B, T = 2, 12
-	batch := model.Batch{B: B, T: T, Tokens: make([]int32, B*T), Targets: make([]int32, B*T)}
+	B, T := 2, 12
+	if lengths != nil {
+		B, T = 1, 0
+		for _, n := range lengths {
+			T += n
+		}
+	}
+	batch := model.Batch{B: B, T: T, Tokens: make([]int32, B*T), Targets: make([]int32, B*T), Lengths: lengths}
+	last := make([]bool, B*T) // the last token of a sequence: no target
+	for n := range last {
+		last[n] = n%T == T-1
+	}
+	for s, n := 0, 0; s < len(lengths); s++ {
+		n += lengths[s]
+		last[n-1] = true
+	}
 	dlogp, dent := make([]float32, B*T), make([]float32, B*T)
 	for n := range batch.Tokens {
 		batch.Tokens[n] = int32(r.IntN(c.V))
 	}
 	for n := range batch.Targets {
 		batch.Targets[n] = -1
-		if n%T < T-1 {
+		if !last[n] {
 			batch.Targets[n] = batch.Tokens[n+1]
 			dlogp[n] = -1 / float32(B*T)
 			dent[n] = 0.01
@@ -210,6 +233,9 @@ func checkTrainStep(b Device) error {
 	for i, m := range []*model.Model{mc, mg} {
 		m.EnableGrads()
 		a := m.NewActs(B, T)
+		if lengths != nil {
+			a = m.NewPackedActs(T)
+		}
 		if err := m.Forward(a, batch); err != nil {
 			return fmt.Errorf("forward on %s: %w", m.Backend().Name(), err)
 		}

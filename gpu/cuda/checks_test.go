@@ -103,13 +103,13 @@ func TestChecksDetectErrors(t *testing.T) {
 		checks  []string // checks that must fail
 	}{
 		{"batched", []string{"SgemmStridedBatched"}},
-		{"swiglu", []string{"SwiGLU", "ResidentTensors", "TrainStep"}},
+		{"swiglu", []string{"SwiGLU", "ResidentTensors", "TrainStep", "TrainStepPacked"}},
 		{"attention-dk", []string{"Attention", "TrainStep"}},
-		{"adamw-no-decay", []string{"AdamW", "TrainStep"}},
-		{"rope-backward-forward", []string{"Rope", "TrainStep"}},
+		{"adamw-no-decay", []string{"AdamW", "TrainStep", "TrainStepPacked"}},
+		{"rope-backward-forward", []string{"Rope", "TrainStep", "TrainStepPacked"}},
 		{"cached-attention", []string{"AttentionCached", "Generate"}},
 		{"varlen-lse", []string{"AttentionVarlen"}},
-		{"varlen-dv", []string{"AttentionVarlen"}},
+		{"varlen-dv", []string{"AttentionVarlen", "TrainStepPacked"}},
 	} {
 		t.Run(tc.perturb, func(t *testing.T) {
 			d := &cpuDevice{perturb: tc.perturb}

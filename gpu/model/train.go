@@ -22,6 +22,14 @@ type Batch struct {
 	// lists their row indexes), Logp and Entropy are 0 at the other rows,
 	// and the backward ignores dlogp and dentropy there.
 	ScoredOnly bool
+
+	// Lengths, when set, makes the batch packed: B is 1, and sequences of
+	// these lengths (each at least 1) lie end to end in the T rows (they sum
+	// to T). Each sequence's positions start at 0 and its attention is
+	// restricted to itself (gpu.Backend's AttentionVarlen ops), so it gets
+	// what it would get alone in a padded batch, and no row is padding.
+	// Packed batches need activations from NewPackedActs.
+	Lengths []int
 }
 
 // layerActs are the activations one layer saves for its backward. The
@@ -34,6 +42,7 @@ type layerActs struct {
 	q     []float32 // [N,NH*HD] after RoPE
 	k, v  []float32 // [N,NKV*HD], k after RoPE
 	atty  []float32 // [N,NH*HD] attention output before o_proj
+	lse   []float32 // [N,NH] log-sum-exp of the attention scores (packed activations only)
 	r2    []float32 // [N,C] x + o_proj(atty)
 	rstd2 []float32 // [N]
 	gate  []float32 // [N,F]
@@ -78,7 +87,14 @@ type Acts struct {
 	// shared by every layer, forward and backward
 	ln     []float32 // [N,C] a normalised input
 	h      []float32 // [N,F] silu(gate)*up
-	attBuf []float32 // [2,NH,T,T] attention scratch
+	attBuf []float32 // [2,NH,T,T] attention scratch (padded activations only)
+
+	// packed activations (NewPackedActs): the batch's sequences
+	packed bool
+	cu     []int32 // [T+1] cumulative lengths on the backend (the first nseq+1 used)
+	nseq   int     // sequences of the last forward
+	maxLen int     // the longest of them
+	posH   []int32 // host [T] positions of the last forward
 
 	lora     loraScratch          // the adapters' low-rank products
 	loraU    [][numMods][]float32 // per layer and module: scale*(inp A^T) [N,R] kept for the backward
@@ -93,10 +109,17 @@ type Acts struct {
 
 // NewActs allocates activations for a B x T batch on the model's backend.
 // Out of device memory panics with a *gpu.MemoryError naming the tensor.
-func (m *Model) NewActs(B, T int) *Acts {
+func (m *Model) NewActs(B, T int) *Acts { return m.newActs(B, T, false) }
+
+// NewPackedActs allocates activations for packed batches of N rows (see
+// Batch.Lengths): no [T,T] attention scratch, and per layer the attention's
+// log-sum-exp [N,NH] for the backward.
+func (m *Model) NewPackedActs(N int) *Acts { return m.newActs(1, N, true) }
+
+func (m *Model) newActs(B, T int, packed bool) *Acts {
 	c, be := m.Config, m.be
 	N := B * T
-	a := &Acts{B: B, T: T, be: be, layers: make([]layerActs, c.L)}
+	a := &Acts{B: B, T: T, be: be, layers: make([]layerActs, c.L), packed: packed}
 	f := func(name string, n int) []float32 {
 		x := be.Alloc("activations: "+name, n)
 		a.owned = append(a.owned, x)
@@ -113,6 +136,9 @@ func (m *Model) NewActs(B, T int) *Acts {
 			q: f("q", N*c.NH*c.HD), k: f("k", N*c.NKV*c.HD), v: f("v", N*c.NKV*c.HD),
 			atty: f("attention output", N*c.NH*c.HD), r2: f("r2", N*c.C), rstd2: f("rstd2", N),
 			gate: f("gate", N*c.F), up: f("up", N*c.F),
+		}
+		if packed {
+			a.layers[l].lse = f("attention lse", N*c.NH)
 		}
 	}
 	a.xf, a.lnf, a.rstdf = f("xf", N*c.C), f("lnf", N*c.C), f("rstdf", N)
@@ -132,7 +158,12 @@ func (m *Model) NewActs(B, T int) *Acts {
 	a.dgate, a.dup, a.dh = f("dgate", N*c.F), f("dup", N*c.F), f("dh", N*c.F)
 	a.dq, a.datty = f("dq", N*c.NH*c.HD), f("datty", N*c.NH*c.HD)
 	a.dk, a.dv = f("dk", N*c.NKV*c.HD), f("dv", N*c.NKV*c.HD)
-	a.ln, a.h, a.attBuf = f("ln", N*c.C), f("h", N*c.F), f("attention scratch", 2*c.NH*T*T)
+	a.ln, a.h = f("ln", N*c.C), f("h", N*c.F)
+	if packed {
+		a.cu, a.posH = ints("cumulative lengths", N+1), make([]int32, N)
+	} else {
+		a.attBuf = f("attention scratch", 2*c.NH*T*T)
+	}
 	return a
 }
 
@@ -166,8 +197,23 @@ func (m *Model) checkBatch(a *Acts, b Batch) error {
 	if len(b.Tokens) != N || len(b.Targets) != N {
 		return fmt.Errorf("model: batch %dx%d has %d tokens and %d targets, want %d each", b.B, b.T, len(b.Tokens), len(b.Targets), N)
 	}
-	if b.T > m.Config.MaxPos {
+	if b.T > m.Config.MaxPos && b.Lengths == nil {
 		return fmt.Errorf("model: sequence length %d exceeds the %d positions of the RoPE tables", b.T, m.Config.MaxPos)
+	}
+	if b.Lengths != nil || a.packed {
+		if b.Lengths == nil || !a.packed {
+			return fmt.Errorf("model: packed batches (Batch.Lengths) and activations from NewPackedActs go together")
+		}
+		sum := 0
+		for s, n := range b.Lengths {
+			if n < 1 || n > m.Config.MaxPos {
+				return fmt.Errorf("model: packed sequence %d has length %d, want 1..%d (the RoPE tables' positions)", s, n, m.Config.MaxPos)
+			}
+			sum += n
+		}
+		if b.B != 1 || sum != b.T {
+			return fmt.Errorf("model: a packed batch is 1 x T with lengths summing to T; got %dx%d with lengths summing to %d", b.B, b.T, sum)
+		}
 	}
 	for n := 0; n < N; n++ {
 		if t := b.Tokens[n]; t < 0 || int(t) >= m.Config.V {
@@ -240,6 +286,18 @@ func (m *Model) forwardBody(a *Acts, b Batch) error {
 	QD, KD := c.NH*c.HD, c.NKV*c.HD
 	be.UploadInt32(a.tokens, b.Tokens)
 	be.UploadInt32(a.targets, b.Targets)
+	if a.packed {
+		// positions restart at every sequence
+		cu, maxLen := gpu.CuSeqlens(b.Lengths)
+		for s, n := range b.Lengths {
+			for t := 0; t < n; t++ {
+				a.posH[int(cu[s])+t] = int32(t)
+			}
+		}
+		a.nseq, a.maxLen = len(b.Lengths), maxLen
+		be.UploadInt32(a.pos, a.posH)
+		be.UploadInt32(a.cu[:a.nseq+1], cu)
+	}
 	if len(a.loraU) != c.L {
 		a.loraU = make([][numMods][]float32, c.L)
 	}
@@ -260,7 +318,11 @@ func (m *Model) forwardBody(a *Acts, b Batch) error {
 		m.loraForward(&a.lora, &a.loraU[l][modV], la.v, a.ln, m.adapter(l, modV), N)
 		be.RopeForward(la.q, la.q, a.pos, m.cos, m.sin, N, c.NH, c.HD, m.Rope)
 		be.RopeForward(la.k, la.k, a.pos, m.cos, m.sin, N, c.NKV, c.HD, m.Rope)
-		be.AttentionForward(la.atty, a.attBuf, la.q, la.k, la.v, B, T, c.NH, c.NKV, c.HD)
+		if a.packed {
+			be.AttentionVarlenForward(la.atty, la.lse, la.q, la.k, la.v, a.cu[:a.nseq+1], a.nseq, N, a.maxLen, c.NH, c.NKV, c.HD)
+		} else {
+			be.AttentionForward(la.atty, a.attBuf, la.q, la.k, la.v, B, T, c.NH, c.NKV, c.HD)
+		}
 		be.MatmulForward(a.dtmp, la.atty, lp.WO, nil, N, QD, c.C) // dtmp: scratch [N,C]
 		m.loraForward(&a.lora, &a.loraU[l][modO], a.dtmp, la.atty, m.adapter(l, modO), N)
 		be.ResidualForward(la.r2, la.x, a.dtmp, N*c.C)
@@ -364,7 +426,12 @@ func (m *Model) backwardBody(a *Acts, g *Params, frozen bool) {
 		// r2 = x + o_proj(atty): dres flows to x unchanged, and into attention.
 		be.MatmulBackward(a.datty, lg.WO, nil, a.dres, la.atty, lp.WO, N, QD, c.C)
 		m.loraBackward(&a.lora, a.datty, a.dres, la.atty, a.loraU[l][modO], m.adapter(l, modO), N)
-		be.AttentionBackward(a.dq, a.dk, a.dv, a.attBuf, a.datty, la.q, la.k, la.v, B, T, c.NH, c.NKV, c.HD)
+		if a.packed {
+			be.AttentionVarlenBackward(a.dq, a.dk, a.dv, a.datty, la.atty, la.lse, la.q, la.k, la.v, a.cu[:a.nseq+1],
+				a.nseq, N, a.maxLen, c.NH, c.NKV, c.HD)
+		} else {
+			be.AttentionBackward(a.dq, a.dk, a.dv, a.attBuf, a.datty, la.q, la.k, la.v, B, T, c.NH, c.NKV, c.HD)
+		}
 		be.RopeBackward(a.dq, a.dq, a.pos, m.cos, m.sin, N, c.NH, c.HD, m.Rope)
 		be.RopeBackward(a.dk, a.dk, a.pos, m.cos, m.sin, N, c.NKV, c.HD, m.Rope)
 		be.RMSNormForward(a.ln, la.rstd1, la.x, lp.LN1, N, c.C, c.Eps) // recompute ln1
