@@ -32,6 +32,24 @@ func (c *ActsCache) Get(B, T int) *Acts {
 	return a
 }
 
+// For returns the activations for the batch b: Get(b.B, b.T), or for a packed batch
+// (b.Lengths) packed activations of b.T rows (NewPackedActs), kept under their own key.
+func (c *ActsCache) For(b Batch) *Acts {
+	if b.Lengths == nil {
+		return c.Get(b.B, b.T)
+	}
+	k := [2]int{0, b.T}
+	if a, ok := c.byKey[k]; ok {
+		return a
+	}
+	if len(c.byKey) >= c.max {
+		c.Free()
+	}
+	a := c.m.NewPackedActs(b.T)
+	c.byKey[k] = a
+	return a
+}
+
 // Free releases every buffer the cache holds; the cache stays usable.
 func (c *ActsCache) Free() {
 	for _, a := range c.byKey {

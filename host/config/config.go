@@ -102,8 +102,8 @@ type Actor struct {
 	KLLossType              string     `yaml:"kl_loss_type" doc:"KL estimator of the KL loss; a + suffix takes the forward value of the estimator and the gradient of k2"`
 	GradClip                float64    `yaml:"grad_clip" doc:"clip the global gradient norm to this value; 0 = no clipping"`
 	Shuffle                 bool       `yaml:"shuffle" doc:"shuffle trajectories between PPO epochs"`
-	UseDynamicBsz           bool       `yaml:"use_dynamic_bsz" doc:"micro-batches by token budget instead of ppo_micro_batch_size_per_gpu: each mini-batch's trajectories sorted by length, longest first, and cut so that trajectories x the longest one's padded length stays within ppo_max_token_len_per_gpu (the same gradients as fixed micro-batches, less padding; docs/training.md)"`
-	PPOMaxTokenLenPerGPU    int        `yaml:"ppo_max_token_len_per_gpu" doc:"use_dynamic_bsz: padded tokens (prompt + response) per actor forward/backward"`
+	UseDynamicBsz           bool       `yaml:"use_dynamic_bsz" doc:"micro-batches by token budget instead of ppo_micro_batch_size_per_gpu: each mini-batch's trajectories sorted by length, longest first, and packed end to end (no padding; attention restricted to each sequence) while their tokens stay within ppo_max_token_len_per_gpu (the same gradients as fixed micro-batches; docs/training.md)"`
+	PPOMaxTokenLenPerGPU    int        `yaml:"ppo_max_token_len_per_gpu" doc:"use_dynamic_bsz: packed tokens (prompt + response, rounded up to 64) per actor forward/backward"`
 	PolicyLoss              PolicyLoss `yaml:"policy_loss"`
 }
 
@@ -116,7 +116,7 @@ type PolicyLoss struct {
 type Ref struct {
 	LogProbMicroBatchSizePerGPU int   `yaml:"log_prob_micro_batch_size_per_gpu" doc:"trajectories per reference log-prob forward"`
 	LogProbUseDynamicBsz        *bool `yaml:"log_prob_use_dynamic_bsz" doc:"reference log-prob micro-batches by token budget (see actor.use_dynamic_bsz); null = actor_rollout_ref.actor.use_dynamic_bsz"`
-	LogProbMaxTokenLenPerGPU    *int  `yaml:"log_prob_max_token_len_per_gpu" doc:"padded tokens per reference log-prob forward with dynamic batches; null = actor_rollout_ref.actor.ppo_max_token_len_per_gpu"`
+	LogProbMaxTokenLenPerGPU    *int  `yaml:"log_prob_max_token_len_per_gpu" doc:"packed tokens per reference log-prob forward with dynamic batches; null = actor_rollout_ref.actor.ppo_max_token_len_per_gpu"`
 }
 
 // Rollout is actor_rollout_ref.rollout: generation.
@@ -133,7 +133,7 @@ type Rollout struct {
 	Dtype                       string    `yaml:"dtype" enum:"float32|bfloat16|int8" doc:"weight type of the built-in engine's matrix products: bfloat16 (veRL's default) = a bfloat16 copy refreshed after each update (on CPUs with AVX-512 BF16 the activations are rounded to bfloat16 too; fp32 accumulation), about 2x the float32 decode speed at batch 16; float32 = the training weights (sampler log-probs equal the trainer's); int8 = blocks of 32 with an fp32 scale (on CPUs with AVX-512 VNNI the activations too, as llama.cpp's Q8_0 products: the fastest rollouts there, about 2x bfloat16 at batch 16 without AVX-512 BF16). The loss never uses the sampler's log-probs (docs/compute.md)"`
 	LogProbMicroBatchSizePerGPU int       `yaml:"log_prob_micro_batch_size_per_gpu" doc:"trajectories per old-log-prob forward"`
 	LogProbUseDynamicBsz        *bool     `yaml:"log_prob_use_dynamic_bsz" doc:"old-log-prob micro-batches by token budget (see actor.use_dynamic_bsz); null = actor_rollout_ref.actor.use_dynamic_bsz"`
-	LogProbMaxTokenLenPerGPU    *int      `yaml:"log_prob_max_token_len_per_gpu" doc:"padded tokens per old-log-prob forward with dynamic batches; null = actor_rollout_ref.actor.ppo_max_token_len_per_gpu"`
+	LogProbMaxTokenLenPerGPU    *int      `yaml:"log_prob_max_token_len_per_gpu" doc:"packed tokens per old-log-prob forward with dynamic batches; null = actor_rollout_ref.actor.ppo_max_token_len_per_gpu"`
 	CalculateLogProbs           bool      `yaml:"calculate_log_probs" doc:"keep the sampler's log-probs of the response tokens (response_logprobs)"`
 	Seed                        *int      `yaml:"seed" doc:"sampling seed; null = trainer.seed"`
 	ValKwargs                   ValKwargs `yaml:"val_kwargs"`

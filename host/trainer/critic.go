@@ -150,12 +150,12 @@ func (c *critic) valuesBudget(b *batchOf, micro, budget int) ([]float32, error) 
 	pout := make([]float32, b.B*b.Tr)
 	for _, s := range spans {
 		lo, hi := s.lo, s.hi
-		mb, plen := pb.pack(lo, hi)
+		mb, lay := pb.pack(lo, hi)
 		a := c.actsFor(mb.B, mb.T)
 		if err := c.vm.Forward(a, mb); err != nil {
 			return nil, fmt.Errorf("trainer: critic forward: %w", err)
 		}
-		pb.extract(pb.rows(pout, lo, hi), a.Values, mb.T, plen, lo, hi)
+		pb.extract(pb.rows(pout, lo, hi), a.Values, lay, lo, hi)
 	}
 	if pb == b {
 		return pout, nil
@@ -220,13 +220,13 @@ func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []fl
 			for _, sp := range spans {
 				mlo, mhi := sp.lo, sp.hi
 				Bm := mhi - mlo
-				mb, plen := b.pack(mlo, mhi)
+				mb, lay := b.pack(mlo, mhi)
 				a := c.actsFor(mb.B, mb.T)
 				if err := c.vm.Forward(a, mb); err != nil {
 					return nil, fmt.Errorf("trainer: critic forward: %w", err)
 				}
 				vpreds := make([]float32, Bm*b.Tr)
-				b.extract(vpreds, a.Values, mb.T, plen, mlo, mhi)
+				b.extract(vpreds, a.Values, lay, mlo, mhi)
 				mmask := b.rows(b.mask, mlo, mhi)
 				loss, dv, clipFrac := algo.ValueLossAgg(vpreds, b.rows(oldValues, mlo, mhi), b.rows(returns, mlo, mhi), mmask,
 					Bm, b.Tr, u.ClipRange, agg)
@@ -234,7 +234,7 @@ func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []fl
 				add("critic/vf_clipfrac", clipFrac)
 				add("critic/vpred_mean", algo.MaskedMean(vpreds, mmask))
 				rows := make([]float32, mb.B*mb.T)
-				b.scatter(rows, dv, mb.T, plen, mlo, mhi)
+				b.scatter(rows, dv, lay, mlo, mhi)
 				if err := c.vm.Backward(a, rows); err != nil {
 					return nil, fmt.Errorf("trainer: critic backward: %w", err)
 				}

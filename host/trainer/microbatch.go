@@ -25,15 +25,19 @@ import (
 // GlobalTokens, GlobalSeqs), so how a mini-batch is cut changes only the float rounding of
 // the accumulation (TestDynamicBszSameGradients).
 
-// span is the trajectories [lo, hi) of a batch.
-type span struct{ lo, hi int }
+// span is the trajectories [lo, hi) of a batch; packed: as one packed model batch
+// (batchOf.packSeqs), else right padded (batchOf.pack).
+type span struct {
+	lo, hi int
+	packed bool
+}
 
 // fixedSpans cuts [lo, hi) every micro trajectories.
 func fixedSpans(lo, hi, micro int) []span {
 	micro = max(micro, 1)
 	var out []span
 	for m := lo; m < hi; m += micro {
-		out = append(out, span{m, min(m+micro, hi)})
+		out = append(out, span{lo: m, hi: min(m+micro, hi)})
 	}
 	return out
 }
@@ -60,24 +64,64 @@ func budgetSpans(b *batchOf, lo, hi, budget int, key string) ([]span, error) {
 		}
 		n := budget / T // the first is the longest: every later one fits its padding
 		e := min(m+n, hi)
-		out = append(out, span{m, e})
+		out = append(out, span{lo: m, hi: e})
 		m = e
 	}
 	return out, nil
 }
 
-// paddingOf sums the real (prompt + response) and the padded tokens (trajectories x the
-// micro-batch's padded length, as pack computes it) of micro-batches.
+// packedSpans cuts [lo, hi) of b, sorted longest first, into packed micro-batches
+// (span.packed): each takes the next trajectory while its tokens, summed and rounded up to the
+// activation bucket (what packSeqs computes), stay within budget. key names the budget for
+// the error a trajectory longer than the budget gives.
+func packedSpans(b *batchOf, lo, hi, budget int, key string) ([]span, error) {
+	var out []span
+	for m := lo; m < hi; {
+		if T := bucket(max(b.seqLen(m), 1)); T > budget {
+			return nil, fmt.Errorf("trainer: %s=%d is smaller than a trajectory of %d tokens (%d once rounded up to the activation bucket of 64): raise it to at least %d",
+				key, budget, b.seqLen(m), T, T)
+		}
+		e, n := m, 0
+		for e < hi && bucket(n+max(b.seqLen(e), 1)) <= budget {
+			n += max(b.seqLen(e), 1)
+			e++
+		}
+		out = append(out, span{lo: m, hi: e, packed: true})
+		m = e
+	}
+	return out, nil
+}
+
+// paddingOf sums the real (prompt + response) and the computed tokens of micro-batches:
+// trajectories x the micro-batch's padded length, as pack computes it, or the packed tokens
+// rounded up to the bucket, as packSeqs does.
 func paddingOf(b *batchOf, spans []span) (real, padded int) {
 	for _, s := range spans {
-		T := 1
+		T, sum := 1, 0
 		for i := s.lo; i < s.hi; i++ {
 			real += b.seqLen(i)
 			T = max(T, b.seqLen(i))
+			sum += max(b.seqLen(i), 1)
 		}
-		padded += (s.hi - s.lo) * bucket(T)
+		if s.packed {
+			padded += bucket(sum)
+		} else {
+			padded += (s.hi - s.lo) * bucket(T)
+		}
 	}
 	return real, padded
+}
+
+// planLogProbsPacked is planLogProbs with packed micro-batches (packedSpans) when budget > 0:
+// the actor's and the reference's log-prob passes.
+func planLogProbsPacked(b *batchOf, micro, budget int, key string) (order []int, spans []span, err error) {
+	order, spans, err = planLogProbs(b, micro, 0, key)
+	if budget <= 0 {
+		return order, spans, err
+	}
+	sortByLength(b, order, 0, b.B)
+	spans, err = packedSpans(b.permute(order), 0, b.B, budget, key)
+	return order, spans, err
 }
 
 // planLogProbs is the order and micro-batches of a log-prob pass over the whole batch:

@@ -93,6 +93,19 @@ func TestDynamicBszSameGradients(t *testing.T) {
 					t.Fatalf("log-prob %d: fixed micro-batches %v, token budget %v", i, fixedLogp[i], dynLogp[i])
 				}
 			}
+			order, spans, err = planLogProbsPacked(b, 3, 384, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			packedLogp, _, err := b.logProbsIn(m, tr.acts, order, spans)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range fixedLogp {
+				if math.Abs(float64(fixedLogp[i]-packedLogp[i])) > 1e-5 {
+					t.Fatalf("log-prob %d: fixed micro-batches %v, packed %v", i, fixedLogp[i], packedLogp[i])
+				}
+			}
 			r := rand.New(rand.NewPCG(9, 9))
 			adv := make([]float32, len(fixedLogp))
 			old := make([]float32, len(fixedLogp))
@@ -124,6 +137,51 @@ func TestDynamicBszSameGradients(t *testing.T) {
 			t.Errorf("%s: largest gradient difference %.3g (largest gradient %.3g)", mode, worst, scale)
 		}
 		t.Logf("%s: largest |fixed - dynamic| gradient %.2g of largest gradient %.2g; padding %.3f -> %.3f", mode, worst, scale, pad[false], pad[true])
+	}
+}
+
+// TestPackedSpans: packed micro-batches of a length-sorted batch stay within the token
+// budget (rounded up to the bucket), cover every trajectory once, and leave less than a
+// bucket of filler per micro-batch.
+func TestPackedSpans(t *testing.T) {
+	outs := variedOutputs(16, 11)
+	b := newBatch(outs)
+	order, spans, err := planLogProbsPacked(b, 4, 512, "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb := b.permute(order)
+	seen := 0
+	for _, s := range spans {
+		mb, lay := pb.microBatch(s)
+		if !s.packed || mb.Lengths == nil || mb.T > 512 || mb.T%64 != 0 {
+			t.Errorf("micro-batch %v: packed %v, %d rows (lengths %v); want packed, a multiple of 64, at most 512", s, s.packed, mb.T, mb.Lengths)
+		}
+		sum := 0
+		for i := s.lo; i < s.hi; i++ {
+			if lay.start[i-s.lo] != sum {
+				t.Errorf("micro-batch %v: trajectory %d starts at row %d, want %d", s, i, lay.start[i-s.lo], sum)
+			}
+			sum += pb.seqLen(i)
+		}
+		if mb.T-sum >= 64 {
+			t.Errorf("micro-batch %v: %d filler rows", s, mb.T-sum)
+		}
+		seen += s.hi - s.lo
+	}
+	if seen != b.B {
+		t.Errorf("micro-batches cover %d trajectories of %d", seen, b.B)
+	}
+	real, computed := paddingOf(pb, spans)
+	_, padB := paddingOf(pb, func() []span { _, s, _ := planLogProbs(b, 4, 512, ""); return s }())
+	t.Logf("padding: packed %d of %d rows (%.3f); padded with the same budget %d of %d (%.3f)",
+		computed-real, computed, 1-float64(real)/float64(computed), padB-real, padB, 1-float64(real)/float64(padB))
+	if computed-real >= 64*len(spans) || computed >= padB {
+		t.Errorf("packed micro-batches compute %d rows for %d tokens (padded: %d)", computed, real, padB)
+	}
+	_, _, err = planLogProbsPacked(b, 4, 100, "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu")
+	if err == nil || !strings.Contains(err.Error(), "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=100 is smaller than a trajectory of") {
+		t.Errorf("a budget below the longest trajectory: %v", err)
 	}
 }
 

@@ -846,7 +846,7 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 	if !onPolicy || cfg.Algorithm.UseKLInReward {
 		s := time.Now()
 		budget, key := cfg.LogProbBudget(false)
-		order, spans, err := planLogProbs(b, max(cfg.ActorRolloutRef.Rollout.LogProbMicroBatchSizePerGPU, 1), budget, key)
+		order, spans, err := planLogProbsPacked(b, max(cfg.ActorRolloutRef.Rollout.LogProbMicroBatchSizePerGPU, 1), budget, key)
 		if err != nil {
 			return nil, err
 		}
@@ -862,7 +862,7 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 			t.actor.SetAdaptersActive(false)
 		}
 		budget, key := cfg.LogProbBudget(true)
-		order, spans, perr := planLogProbs(b, max(cfg.ActorRolloutRef.Ref.LogProbMicroBatchSizePerGPU, 1), budget, key)
+		order, spans, perr := planLogProbsPacked(b, max(cfg.ActorRolloutRef.Ref.LogProbMicroBatchSizePerGPU, 1), budget, key)
 		if perr == nil {
 			refLogp, _, err = b.logProbsIn(t.ref, t.refActs, order, spans)
 		} else {
@@ -1029,7 +1029,7 @@ func (t *Trainer) update(ctx context.Context, b *batchOf, adv, oldLogp, refLogp 
 			spans := fixedSpans(lo, hi, micro)
 			if ac.UseDynamicBsz {
 				var err error
-				if spans, err = budgetSpans(perm, lo, hi, ac.PPOMaxTokenLenPerGPU, "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"); err != nil {
+				if spans, err = packedSpans(perm, lo, hi, ac.PPOMaxTokenLenPerGPU, "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"); err != nil {
 					return nil, err
 				}
 			}
@@ -1059,15 +1059,15 @@ func (t *Trainer) update(ctx context.Context, b *batchOf, adv, oldLogp, refLogp 
 			for _, sp := range spans {
 				mlo, mhi := sp.lo, sp.hi
 				Bm := mhi - mlo
-				mb, plen := perm.pack(mlo, mhi)
-				a := t.acts.Get(mb.B, mb.T)
+				mb, lay := perm.microBatch(sp)
+				a := t.acts.For(mb)
 				if err := t.actor.Forward(a, mb); err != nil {
 					return nil, fmt.Errorf("trainer: forward: %w", err)
 				}
 				logp := make([]float32, Bm*perm.Tr)
 				ent := make([]float32, Bm*perm.Tr)
-				perm.extract(logp, a.Logp, mb.T, plen, mlo, mhi)
-				perm.extract(ent, a.Entropy, mb.T, plen, mlo, mhi)
+				perm.extract(logp, a.Logp, lay, mlo, mhi)
+				perm.extract(ent, a.Entropy, lay, mlo, mhi)
 				mmask := perm.rows(perm.mask, mlo, mhi)
 				old := logp
 				if pOld != nil {
@@ -1094,8 +1094,8 @@ func (t *Trainer) update(ctx context.Context, b *batchOf, adv, oldLogp, refLogp 
 				}
 				rowsD := make([]float32, mb.B*mb.T)
 				rowsE := make([]float32, mb.B*mb.T)
-				perm.scatter(rowsD, dlogp, mb.T, plen, mlo, mhi)
-				perm.scatter(rowsE, dEnt, mb.T, plen, mlo, mhi)
+				perm.scatter(rowsD, dlogp, lay, mlo, mhi)
+				perm.scatter(rowsE, dEnt, lay, mlo, mhi)
 				if err := t.actor.Backward(a, rowsD, rowsE); err != nil {
 					return nil, fmt.Errorf("trainer: backward: %w", err)
 				}

@@ -157,16 +157,16 @@ func TestGRPOUpdateMovesTowardsReward(t *testing.T) {
 	adv, _ := algo.GRPOAdvantages(tokenRewards, b.mask, b.B, b.Tr, []string{"g", "g"}, true)
 	opt := model.NewAdamW(m, model.AdamWConfig{LR: 2e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, MaxGradNorm: 1})
 	m.ZeroGrads()
-	mb, plen := b.pack(0, 2)
+	mb, lay := b.pack(0, 2)
 	a := cache.Get(mb.B, mb.T)
 	if err := m.Forward(a, mb); err != nil {
 		t.Fatal(err)
 	}
 	logp := make([]float32, b.B*b.Tr)
-	b.extract(logp, a.Logp, mb.T, plen, 0, 2)
+	b.extract(logp, a.Logp, lay, 0, 2)
 	pl := algo.PolicyLoss(logp, logp, adv, b.mask, b.B, b.Tr, algo.PolicyLossConfig{ClipLow: 0.2, ClipHigh: 0.2, ClipC: 3})
 	rows := make([]float32, mb.B*mb.T)
-	b.scatter(rows, pl.DLogp, mb.T, plen, 0, 2)
+	b.scatter(rows, pl.DLogp, lay, 0, 2)
 	if err := m.Backward(a, rows, make([]float32, mb.B*mb.T)); err != nil {
 		t.Fatal(err)
 	}
