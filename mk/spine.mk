@@ -5,7 +5,7 @@ SPINE_PKGS  := ./host/plugin/... ./host/progress/... ./host/rollout/... ./host/t
 # Built-in plugins: binary name -> package (in the host module).
 PLUGIN_BINS := $(PLUGINS)/rlhost-task-gsm8k $(PLUGINS)/rlhost-task-arith $(PLUGINS)/rlhost-task-genchat
 
-.PHONY: build plugins proto proto-check proto-tools test-spine test-conformance bench-spine demo demo-build bench-docs
+.PHONY: build plugins proto proto-check proto-tools test-spine test-conformance bench-spine demo demo-setup demo-compile demo-build bench-docs
 
 TEST_TARGETS  += proto-check test-spine test-conformance
 BENCH_TARGETS += bench-spine
@@ -55,12 +55,23 @@ DEMO_CONFIG ?= examples/configs/gsm8k-demo.yaml
 GSM8K_RAW   ?= $(firstword $(wildcard ../shared/data/gsm8k /work/shared/data/gsm8k) ../shared/data/gsm8k)
 # What the demo runs, and nothing else: the CLI, the gsm8k task and the local trace store.
 DEMO_BINS   := $(BIN)/rlhost $(PLUGINS)/rlhost-task-gsm8k $(PLUGINS)/rlhost-trace-local
+DEMO_PKGS   := ./cmd/rlhost ./tasks/gsm8k/cmd/rlhost-task-gsm8k ./plugins/local/cmd/rlhost-trace-local
 
 # The demo's set-up is OpenBLAS, the tokenizers library, the default model and the GSM8K
 # parquet files; `make setup` (run by `make test`) installs what every area's tests need.
-demo: setup-blas tokenizers-lib model demo-build data/gsm8k/train.parquet ## a short real GRPO run on GSM8K with the default model (set-up included: see README.md)
+# On a fresh machine the set-up is mostly compiling: the Rust build of the tokenizers
+# library, the model download and the compilation of the Go packages (demo-compile, which
+# needs no library) run side by side; then the three binaries link from the build cache.
+demo: demo-setup ## a short real GRPO run on GSM8K with the default model (set-up included: see README.md)
 	@if [ -d runs/demo ]; then echo "== removing the previous demo run in runs/demo =="; rm -rf runs/demo; fi
 	bin/rlhost train --task gsm8k -c $(DEMO_CONFIG) $(DEMO_ARGS)
+
+demo-setup: setup-blas ## install and build what `make demo` runs, and nothing else
+	$(MAKE) --no-print-directory -j3 tokenizers-lib model demo-compile
+	$(MAKE) --no-print-directory demo-build data/gsm8k/train.parquet
+
+demo-compile: ## compile (not link) the Go packages of the demo's binaries into the build cache
+	$(GO) list $(GO_BUILD_FLAGS) -export -deps -f '{{.Export}}' $(DEMO_PKGS) > /dev/null
 
 demo-build: $(DEMO_BINS) ## build only what `make demo` runs
 

@@ -12,7 +12,9 @@ TOKENIZERS_HASH    := $(shell cat $(TOKENIZERS_RUST)/Cargo.toml $(TOKENIZERS_RUS
 TOKENIZERS_LIBDIR  := $(CACHE)/tokenizers/$(TOKENIZERS_VERSION)-tk$(TOKENIZERS_CRATE)-$(TOKENIZERS_HASH)
 TOKENIZERS_LIB     := $(TOKENIZERS_LIBDIR)/libtokenizers.a
 
-export CGO_LDFLAGS += -L$(TOKENIZERS_LIBDIR)
+# Added once: a recursive make (demo-setup) inherits it, and the Go build cache keys cgo
+# packages on CGO_LDFLAGS, so a repeated -L would recompile them.
+export CGO_LDFLAGS := $(strip $(filter-out -L$(TOKENIZERS_LIBDIR),$(CGO_LDFLAGS)) -L$(TOKENIZERS_LIBDIR))
 
 .PHONY: tokenizers-lib tokenizer-qwen3 test-tokenizer bench-tokenizer tokenizer-goldens
 
