@@ -1,7 +1,7 @@
 # The plugin spine: protocol (sdk/proto -> sdk/gen), the SDK, the host plugin runtime, the CLI,
 # the built-in task plugins and the conformance kit.
 TOOLS_BIN   := $(BIN)/tools
-SPINE_PKGS  := ./host/plugin/... ./host/progress/... ./host/rollout/... ./host/trainer/... ./cmd/... ./tasks/gsm8k/cmd/... ./tasks/gsm8k/gsm8kplugin/...
+SPINE_PKGS  := ./host/plugin/... ./host/judge/... ./host/progress/... ./host/rollout/... ./host/trainer/... ./cmd/... ./tasks/gsm8k/cmd/... ./tasks/gsm8k/gsm8kplugin/...
 # Built-in plugins: binary name -> package (in the host module).
 PLUGIN_BINS := $(PLUGINS)/rlhost-task-gsm8k $(PLUGINS)/rlhost-task-arith $(PLUGINS)/rlhost-task-genchat
 

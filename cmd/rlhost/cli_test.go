@@ -216,7 +216,7 @@ func TestPluginsList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"NAME", "gsm8k", "task", "0.1.0", "task/v1.0", pluginDir} {
+	for _, want := range []string{"NAME", "gsm8k", "task", "0.1.0", "task/v1.1", pluginDir} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("plugins list lacks %q:\n%s", want, stdout)
 		}

@@ -222,11 +222,24 @@ type RewardModel struct {
 	Model                RewardModelModel `yaml:"model"`
 	RewardWeight         *float64         `yaml:"reward_weight" doc:"reward_model.enable: null = veRL's rule, the reward model's score replaces the task's (the task's Score still runs; its score is logged as reward/task_score/mean); a number w = the task's score + w * the reward model's score"`
 	MicroBatchSizePerGPU *int             `yaml:"micro_batch_size_per_gpu" doc:"reward_model.enable: trajectories per reward-model forward; null = 8"`
+	Judge                Judge            `yaml:"judge"`
 	RewardManager        string           `yaml:"reward_manager" doc:"naive: one Score call per sample; batch: one call per batch; parallel: worker pool with per-sample timeout; dapo: naive plus the overlong penalty"`
 	NumWorkers           int              `yaml:"num_workers" doc:"parallel reward manager: concurrent Score calls"`
 	Timeout              float64          `yaml:"timeout" doc:"parallel reward manager: seconds per sample before it scores 0"`
 	RewardKwargs         map[string]any   `yaml:"reward_kwargs" doc:"free-form reward manager options; overlong_buffer_cfg.{enable (false), len (0), penalty_factor (1.0), log (false)} is the overlong penalty of the dapo manager"`
 	RewardWeights        map[string]any   `yaml:"reward_weights" doc:"free-form map: score name -> weight for tasks that return several scores"`
+}
+
+// Judge is reward_model.judge: the generative model task plugins may call through the host
+// (the Host service's Judge call; LLM-as-judge).
+type Judge struct {
+	Backend   string  `yaml:"backend" enum:"none|policy|model|openai" doc:"the judge task plugins reach through the host's Host.Judge: none (no judge), policy (the policy being trained), model (a second local model at model_path), openai (an OpenAI-compatible endpoint at base_url)"`
+	ModelPath string  `yaml:"model_path" doc:"backend=model: the judge's checkpoint (GGUF or Hugging Face directory with its tokenizer)"`
+	BaseURL   string  `yaml:"base_url" doc:"backend=openai: the endpoint's base URL (POST base_url/chat/completions), e.g. http://127.0.0.1:8000/v1"`
+	Model     string  `yaml:"model" doc:"backend=openai: the model name sent in requests"`
+	APIKeyEnv string  `yaml:"api_key_env" doc:"backend=openai: the environment variable holding the API key (never written to logs or the run's config)"`
+	MaxTokens int     `yaml:"max_tokens" doc:"judge reply tokens when a call asks for none"`
+	Timeout   float64 `yaml:"timeout" doc:"seconds per judge call"`
 }
 
 // RewardModelModel is reward_model.model: the reward model's checkpoint.
@@ -351,6 +364,7 @@ func Default() *Config {
 			GradClip:                1.0,
 		},
 		RewardModel: RewardModel{
+			Judge:         Judge{Backend: "none", MaxTokens: 256, Timeout: 120},
 			RewardManager: "batch",
 			NumWorkers:    2,
 			Timeout:       300,

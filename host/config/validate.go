@@ -158,6 +158,18 @@ func (c *Config) Validate() error {
 			v.add("reward_model.reward_weight", "reward_model.reward_weight must be a finite number or null, got %g", *w)
 		}
 	}
+	switch j := rm.Judge; j.Backend {
+	case "model":
+		if j.ModelPath == "" {
+			v.add("reward_model.judge.model_path", "reward_model.judge.backend=model needs reward_model.judge.model_path")
+		}
+	case "openai":
+		if j.BaseURL == "" {
+			v.add("reward_model.judge.base_url", "reward_model.judge.backend=openai needs reward_model.judge.base_url")
+		}
+	}
+	v.atLeast("reward_model.judge.max_tokens", rm.Judge.MaxTokens, 1)
+	v.positive("reward_model.judge.timeout", rm.Judge.Timeout)
 	v.atLeast("reward_model.num_workers", rm.NumWorkers, 1)
 	v.positive("reward_model.timeout", rm.Timeout)
 	if ob, err := c.OverlongBuffer(); err != nil {

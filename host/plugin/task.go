@@ -32,6 +32,13 @@ func OpenTask(ctx context.Context, name string, config map[string]any, opts Opti
 
 // OpenTaskBinary is OpenTask for a known binary.
 func OpenTaskBinary(ctx context.Context, bin Binary, config map[string]any, opts Options) (*Task, error) {
+	return OpenTaskBinaryWithHost(ctx, bin, config, nil, opts)
+}
+
+// OpenTaskBinaryWithHost is OpenTaskBinary for a run that serves the Host service at hs: a
+// plugin that declares the feature host_service gets hs in Configure (also without a task
+// config); other plugins never see it.
+func OpenTaskBinaryWithHost(ctx context.Context, bin Binary, config map[string]any, hs *task.HostService, opts Options) (*Task, error) {
 	t := &Task{sup: NewSupervisor(bin, opts), config: config}
 	t.sup.OnStart = func(ctx context.Context, p *Process) error {
 		c := task.NewClient(p.Conn())
@@ -42,7 +49,11 @@ func OpenTaskBinary(ctx context.Context, bin Binary, config map[string]any, opts
 		if len(t.config) > 0 && !info.Has(task.FeatureConfigure) {
 			return noConfig(bin.Name, t.config)
 		}
-		if info.Has(task.FeatureConfigure) {
+		if hs != nil && info.Has(task.FeatureHostService) {
+			if err := c.ConfigureWithHost(ctx, t.config, hs); err != nil {
+				return fmt.Errorf("Configure: %w", err)
+			}
+		} else if info.Has(task.FeatureConfigure) {
 			if err := c.Configure(ctx, t.config); err != nil {
 				return fmt.Errorf("Configure: %w", err)
 			}

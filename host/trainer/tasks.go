@@ -14,6 +14,7 @@ import (
 	"github.com/rlhost/rlhost/host/progress"
 	"github.com/rlhost/rlhost/host/rollout"
 	sdkplugin "github.com/rlhost/rlhost/sdk/plugin"
+	"github.com/rlhost/rlhost/sdk/task"
 )
 
 // A run trains on one or more tasks (task.name). Each task is its own plugin process and
@@ -40,7 +41,7 @@ type taskSet struct {
 
 // openTasks starts every task plugin of task.name. Two tasks that declare the same
 // data_source are an error; so is a task of a mixed run that declares none.
-func openTasks(ctx context.Context, cfg *config.Config, opts plugin.Options, log hclog.Logger) (*taskSet, error) {
+func openTasks(ctx context.Context, cfg *config.Config, opts plugin.Options, hs *task.HostService, log hclog.Logger) (*taskSet, error) {
 	names := cfg.TaskNames()
 	if len(names) == 0 {
 		return nil, fmt.Errorf("trainer: no task: pass --task NAME (or set task.name)")
@@ -69,7 +70,7 @@ func openTasks(ctx context.Context, cfg *config.Config, opts plugin.Options, log
 			s.Close()
 			return nil, err
 		}
-		p, err := plugin.OpenTaskBinary(ctx, bin, tc, opts)
+		p, err := plugin.OpenTaskBinaryWithHost(ctx, bin, tc, hs, opts)
 		if err != nil {
 			s.Close()
 			if len(names) > 1 {

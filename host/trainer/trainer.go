@@ -59,6 +59,7 @@ type Trainer struct {
 	refActs *model.ActsCache
 	rew     reward.Manager
 	rm      *rewardScorer // reward_model.enable; nil otherwise
+	judge   *judgeRun     // reward_model.judge.backend != none; nil otherwise
 	klCtl   algo.KLController
 	logger  metrics.Logger
 	tracer  *tracing.Tracer
@@ -122,7 +123,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 			return nil, fmt.Errorf("trainer: trainer.device=cuda: %w", err)
 		}
 	}
-	if t.tasks, err = openTasks(ctx, cfg, opts.Plugin, t.log); err != nil {
+	hs, err := t.startJudgeService()
+	if err != nil {
+		return nil, err
+	}
+	if t.tasks, err = openTasks(ctx, cfg, opts.Plugin, hs, t.log); err != nil {
 		return nil, err
 	}
 	for _, rt := range t.tasks.list {
@@ -193,6 +198,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		if err := t.policy.SetDtype(cfg.ActorRolloutRef.Rollout.Dtype); err != nil {
 			return nil, fmt.Errorf("trainer: actor_rollout_ref.rollout.dtype: %w", err)
 		}
+	}
+	if err := t.setJudge(be, maxT); err != nil {
+		return nil, err
 	}
 	if t.tasks.has(task.FeatureExternalEpisode) {
 		t.chat = chatserver.New(t.rolloutPolicy(), t.tk, chatserver.Options{MaxContext: maxT})
@@ -325,6 +333,9 @@ func (t *Trainer) Close() {
 	}
 	if t.tasks != nil {
 		t.tasks.Close()
+	}
+	if t.judge != nil {
+		t.judge.close()
 	}
 	if t.tk != nil {
 		t.tk.Close()

@@ -36,11 +36,21 @@ var HostVersion = "dev"
 
 // Configure calls Configure with the config encoded as JSON.
 func (c *Client) Configure(ctx context.Context, config map[string]any) error {
+	return c.ConfigureWithHost(ctx, config, nil)
+}
+
+// ConfigureWithHost is Configure that also tells the plugin where the host's Host service
+// listens (nil: nowhere).
+func (c *Client) ConfigureWithHost(ctx context.Context, config map[string]any, hs *HostService) error {
 	text := EncodeJSON(config)
 	if text == "" {
 		text = "{}"
 	}
-	_, err := c.rpc.Configure(ctx, &taskv1.ConfigureRequest{ConfigJson: text})
+	req := &taskv1.ConfigureRequest{ConfigJson: text}
+	if hs != nil {
+		req.HostService = &taskv1.HostService{Address: hs.Address, Token: hs.Token, Features: hs.Features}
+	}
+	_, err := c.rpc.Configure(ctx, req)
 	return err
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/rlhost/rlhost/sdk/plugin"
 	"io"
 	"sort"
+	"sync"
 	"time"
 
 	taskv1 "github.com/rlhost/rlhost/sdk/gen/task/v1"
@@ -15,8 +16,9 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// ProtocolMinor is the minor revision of task.v1 this SDK implements.
-const ProtocolMinor = 0
+// ProtocolMinor is the minor revision of task.v1 this SDK implements (1: the Host service and
+// ConfigureRequest.host_service).
+const ProtocolMinor = 1
 
 // NewServer wraps a Task implementation as the gRPC service. Serve uses it; tests can register
 // it on an in-memory connection.
@@ -28,6 +30,9 @@ func Register(s *grpc.Server, impl Task) { taskv1.RegisterTaskServer(s, NewServe
 type server struct {
 	taskv1.UnimplementedTaskServer
 	impl Task
+
+	hostMu sync.Mutex
+	host   *Host // the last Configure's Host service connection (HostUser tasks)
 }
 
 // taskErrorCodes are the codes of the task SDK's sentinel errors.
@@ -60,6 +65,9 @@ func features(impl Task, declared []string) []string {
 	if _, ok := impl.(Environment); ok {
 		set[FeatureEnvironment] = true
 	}
+	if _, ok := impl.(HostUser); ok {
+		set[FeatureHostService] = true
+	}
 	out := make([]string, 0, len(set))
 	for f := range set {
 		out = append(out, f)
@@ -90,6 +98,21 @@ func (s *server) Configure(ctx context.Context, req *taskv1.ConfigureRequest) (*
 	cfg, err := DecodeObject(req.GetConfigJson())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "Configure: config_json: %v", err)
+	}
+	if hu, ok := s.impl.(HostUser); ok {
+		hs := req.GetHostService()
+		h, err := DialHost(HostService{Address: hs.GetAddress(), Token: hs.GetToken(), Features: hs.GetFeatures()})
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "Configure: host_service: %v", err)
+		}
+		s.hostMu.Lock()
+		old := s.host
+		s.host = h
+		s.hostMu.Unlock()
+		if old != nil {
+			old.Close()
+		}
+		hu.UseHost(h)
 	}
 	c, ok := s.impl.(Configurer)
 	if !ok {

@@ -40,11 +40,15 @@ type Config struct {
 	Timeout     time.Duration // an episode's deadline; default 300 s
 	Poll        time.Duration // long-poll wait of one GET; default 10 s
 	ScoreMethod gsm8k.Method  // Score's answer extraction when the environment gives no reward
+	// Judge: Score asks the run's judge model (the host's Host.Judge) to grade the response
+	// instead of matching a number: open-ended chat. Off by default (GSM8K's rule).
+	Judge bool
 }
 
 // Task is the gen_chat task.
 type Task struct {
 	Client *http.Client
+	host   *task.Host // the host's services (UseHost)
 	mu     sync.Mutex
 	cfg    Config
 	eps    map[string]*episode // by instance id
@@ -86,13 +90,21 @@ func (t *Task) Info(context.Context) (task.Info, error) {
 			`"url":{"type":"string","description":"the environment's base URL (docs/genchat.md)"},` +
 			`"timeout_s":{"type":"number","description":"an episode's deadline in seconds (default 300)"},` +
 			`"poll_s":{"type":"number","description":"long-poll wait of one status request in seconds (default 10)"},` +
-			`"score_method":{"type":"string","enum":["strict","flexible"],"description":"answer extraction of Score when the environment returns no reward"}}}`),
+			`"score_method":{"type":"string","enum":["strict","flexible"],"description":"answer extraction of Score when the environment returns no reward"},` +
+			`"judge":{"type":"boolean","description":"Score asks the run's judge model (reward_model.judge) for a YES/NO verdict on each response (score 1 or 0) instead of matching a number (default false)"}}}`),
 		Samples: []task.Sample{{Split: "train", Row: &row, ReferenceSolution: "48/2 = 24 in May, 48+24 = 72.\n#### 72"},
 			{Split: "train", Record: map[string]any{"question": "What is 2+3?", "answer": "2+3=<<2+3=5>>5\n#### 5"}, ReferenceSolution: "#### 5"}},
 	}, nil
 }
 
-var configKeys = []string{"url", "timeout_s", "poll_s", "score_method"}
+var configKeys = []string{"url", "timeout_s", "poll_s", "score_method", "judge"}
+
+// UseHost keeps the host's services for Score's judge (task.HostUser).
+func (t *Task) UseHost(h *task.Host) {
+	t.mu.Lock()
+	t.host = h
+	t.mu.Unlock()
+}
 
 // Configure applies the task config; an unknown key is InvalidArgument naming it.
 func (t *Task) Configure(_ context.Context, raw map[string]any) error {
@@ -138,6 +150,18 @@ func (t *Task) Configure(_ context.Context, raw map[string]any) error {
 				return task.InvalidArgument("genchat config key %q: want \"strict\" or \"flexible\", got %v", k, v)
 			}
 			cfg.ScoreMethod = gsm8k.Method(s)
+		case "judge":
+			b, ok := v.(bool)
+			if !ok {
+				return task.InvalidArgument("genchat config key %q: want true or false, got %v", k, v)
+			}
+			t.mu.Lock()
+			h := t.host
+			t.mu.Unlock()
+			if b && !h.Has(task.HostFeatureJudge) {
+				return task.InvalidArgument("genchat config key %q: the host offers no judge model: set reward_model.judge.backend (policy, model or openai) in the run config", k)
+			}
+			cfg.Judge = b
 		default:
 			msg := fmt.Sprintf("genchat config: unknown key %q (known: %s)", k, strings.Join(configKeys, ", "))
 			if s := task.Suggest(k, configKeys); s != "" {
@@ -180,8 +204,11 @@ func (t *Task) Preprocess(_ context.Context, r task.Record) (task.Row, error) {
 
 // Score rates a final answer against a numeric ground truth (GSM8K's rule), for environments
 // that return no reward of their own.
-func (t *Task) Score(_ context.Context, items []task.ScoreItem) ([]task.ScoreResult, error) {
+func (t *Task) Score(ctx context.Context, items []task.ScoreItem) ([]task.ScoreResult, error) {
 	cfg := t.config()
+	if cfg.Judge {
+		return t.judgeScore(ctx, items)
+	}
 	out := make([]task.ScoreResult, len(items))
 	for i, it := range items {
 		var gt string

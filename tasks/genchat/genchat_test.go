@@ -34,7 +34,7 @@ func TestConfigure(t *testing.T) {
 		cfg map[string]any
 		msg string
 	}{
-		{map[string]any{"ulr": "http://x"}, `unknown key "ulr" (known: url, timeout_s, poll_s, score_method); did you mean "url"?`},
+		{map[string]any{"ulr": "http://x"}, `unknown key "ulr" (known: url, timeout_s, poll_s, score_method, judge); did you mean "url"?`},
 		{map[string]any{"url": "ftp://x"}, `"url": want an http(s) URL`},
 		{map[string]any{"url": 3.0}, `"url": want an http(s) URL`},
 		{map[string]any{"timeout_s": "soon"}, `"timeout_s": want a number of seconds`},

@@ -716,7 +716,8 @@ func (x *Sample) GetReferenceSolution() string {
 
 type ConfigureRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	ConfigJson    string                 `protobuf:"bytes,1,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"` // JSON object; "{}" or "" for defaults
+	ConfigJson    string                 `protobuf:"bytes,1,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`    // JSON object; "{}" or "" for defaults
+	HostService   *HostService           `protobuf:"bytes,2,opt,name=host_service,json=hostService,proto3" json:"host_service,omitempty"` // unset: the host offers no Host service
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -758,6 +759,74 @@ func (x *ConfigureRequest) GetConfigJson() string {
 	return ""
 }
 
+func (x *ConfigureRequest) GetHostService() *HostService {
+	if x != nil {
+		return x.HostService
+	}
+	return nil
+}
+
+// HostService is where a plugin reaches the host's Host service.
+type HostService struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`   // gRPC target, e.g. "unix:///tmp/rlhost-123/host.sock"
+	Token         string                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`       // sent as "authorization: Bearer <token>" on every call
+	Features      []string               `protobuf:"bytes,3,rep,name=features,proto3" json:"features,omitempty"` // the Host calls offered: "judge"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostService) Reset() {
+	*x = HostService{}
+	mi := &file_task_v1_task_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostService) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostService) ProtoMessage() {}
+
+func (x *HostService) ProtoReflect() protoreflect.Message {
+	mi := &file_task_v1_task_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostService.ProtoReflect.Descriptor instead.
+func (*HostService) Descriptor() ([]byte, []int) {
+	return file_task_v1_task_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *HostService) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *HostService) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *HostService) GetFeatures() []string {
+	if x != nil {
+		return x.Features
+	}
+	return nil
+}
+
 type ConfigureResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -766,7 +835,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_task_v1_task_proto_msgTypes[10]
+	mi := &file_task_v1_task_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +847,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[10]
+	mi := &file_task_v1_task_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +860,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{10}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{11}
 }
 
 type PreprocessRequest struct {
@@ -805,7 +874,7 @@ type PreprocessRequest struct {
 
 func (x *PreprocessRequest) Reset() {
 	*x = PreprocessRequest{}
-	mi := &file_task_v1_task_proto_msgTypes[11]
+	mi := &file_task_v1_task_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +886,7 @@ func (x *PreprocessRequest) String() string {
 func (*PreprocessRequest) ProtoMessage() {}
 
 func (x *PreprocessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[11]
+	mi := &file_task_v1_task_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +899,7 @@ func (x *PreprocessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreprocessRequest.ProtoReflect.Descriptor instead.
 func (*PreprocessRequest) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{11}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PreprocessRequest) GetIndex() int64 {
@@ -865,7 +934,7 @@ type PreprocessResponse struct {
 
 func (x *PreprocessResponse) Reset() {
 	*x = PreprocessResponse{}
-	mi := &file_task_v1_task_proto_msgTypes[12]
+	mi := &file_task_v1_task_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +946,7 @@ func (x *PreprocessResponse) String() string {
 func (*PreprocessResponse) ProtoMessage() {}
 
 func (x *PreprocessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[12]
+	mi := &file_task_v1_task_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +959,7 @@ func (x *PreprocessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreprocessResponse.ProtoReflect.Descriptor instead.
 func (*PreprocessResponse) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{12}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PreprocessResponse) GetIndex() int64 {
@@ -923,7 +992,7 @@ type PromptRequest struct {
 
 func (x *PromptRequest) Reset() {
 	*x = PromptRequest{}
-	mi := &file_task_v1_task_proto_msgTypes[13]
+	mi := &file_task_v1_task_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1004,7 @@ func (x *PromptRequest) String() string {
 func (*PromptRequest) ProtoMessage() {}
 
 func (x *PromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[13]
+	mi := &file_task_v1_task_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1017,7 @@ func (x *PromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptRequest.ProtoReflect.Descriptor instead.
 func (*PromptRequest) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{13}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PromptRequest) GetRow() *Row {
@@ -968,7 +1037,7 @@ type SamplingHints struct {
 
 func (x *SamplingHints) Reset() {
 	*x = SamplingHints{}
-	mi := &file_task_v1_task_proto_msgTypes[14]
+	mi := &file_task_v1_task_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1049,7 @@ func (x *SamplingHints) String() string {
 func (*SamplingHints) ProtoMessage() {}
 
 func (x *SamplingHints) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[14]
+	mi := &file_task_v1_task_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1062,7 @@ func (x *SamplingHints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingHints.ProtoReflect.Descriptor instead.
 func (*SamplingHints) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{14}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SamplingHints) GetMaxTokens() int32 {
@@ -1021,7 +1090,7 @@ type PromptResponse struct {
 
 func (x *PromptResponse) Reset() {
 	*x = PromptResponse{}
-	mi := &file_task_v1_task_proto_msgTypes[15]
+	mi := &file_task_v1_task_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1102,7 @@ func (x *PromptResponse) String() string {
 func (*PromptResponse) ProtoMessage() {}
 
 func (x *PromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[15]
+	mi := &file_task_v1_task_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1115,7 @@ func (x *PromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptResponse.ProtoReflect.Descriptor instead.
 func (*PromptResponse) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{15}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PromptResponse) GetMessages() []*Message {
@@ -1087,7 +1156,7 @@ type StartRequest struct {
 
 func (x *StartRequest) Reset() {
 	*x = StartRequest{}
-	mi := &file_task_v1_task_proto_msgTypes[16]
+	mi := &file_task_v1_task_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1168,7 @@ func (x *StartRequest) String() string {
 func (*StartRequest) ProtoMessage() {}
 
 func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[16]
+	mi := &file_task_v1_task_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1181,7 @@ func (x *StartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
 func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{16}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StartRequest) GetRow() *Row {
@@ -1175,7 +1244,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_task_v1_task_proto_msgTypes[17]
+	mi := &file_task_v1_task_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1256,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[17]
+	mi := &file_task_v1_task_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1269,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{17}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StartResponse) GetInstanceId() string {
@@ -1237,7 +1306,7 @@ type ObsRequest struct {
 
 func (x *ObsRequest) Reset() {
 	*x = ObsRequest{}
-	mi := &file_task_v1_task_proto_msgTypes[18]
+	mi := &file_task_v1_task_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1318,7 @@ func (x *ObsRequest) String() string {
 func (*ObsRequest) ProtoMessage() {}
 
 func (x *ObsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[18]
+	mi := &file_task_v1_task_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1331,7 @@ func (x *ObsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObsRequest.ProtoReflect.Descriptor instead.
 func (*ObsRequest) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{18}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ObsRequest) GetInstanceId() string {
@@ -1315,7 +1384,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_task_v1_task_proto_msgTypes[19]
+	mi := &file_task_v1_task_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1396,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[19]
+	mi := &file_task_v1_task_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1409,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{19}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolResult) GetToolCallId() string {
@@ -1405,7 +1474,7 @@ type ObsResponse struct {
 
 func (x *ObsResponse) Reset() {
 	*x = ObsResponse{}
-	mi := &file_task_v1_task_proto_msgTypes[20]
+	mi := &file_task_v1_task_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1486,7 @@ func (x *ObsResponse) String() string {
 func (*ObsResponse) ProtoMessage() {}
 
 func (x *ObsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[20]
+	mi := &file_task_v1_task_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1499,7 @@ func (x *ObsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObsResponse.ProtoReflect.Descriptor instead.
 func (*ObsResponse) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{20}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ObsResponse) GetMessages() []*Message {
@@ -1478,7 +1547,7 @@ type EndRequest struct {
 
 func (x *EndRequest) Reset() {
 	*x = EndRequest{}
-	mi := &file_task_v1_task_proto_msgTypes[21]
+	mi := &file_task_v1_task_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1559,7 @@ func (x *EndRequest) String() string {
 func (*EndRequest) ProtoMessage() {}
 
 func (x *EndRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[21]
+	mi := &file_task_v1_task_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1572,7 @@ func (x *EndRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndRequest.ProtoReflect.Descriptor instead.
 func (*EndRequest) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{21}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EndRequest) GetInstanceId() string {
@@ -1535,7 +1604,7 @@ type EndResponse struct {
 
 func (x *EndResponse) Reset() {
 	*x = EndResponse{}
-	mi := &file_task_v1_task_proto_msgTypes[22]
+	mi := &file_task_v1_task_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1616,7 @@ func (x *EndResponse) String() string {
 func (*EndResponse) ProtoMessage() {}
 
 func (x *EndResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[22]
+	mi := &file_task_v1_task_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1629,7 @@ func (x *EndResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndResponse.ProtoReflect.Descriptor instead.
 func (*EndResponse) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{22}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *EndResponse) GetHasReward() bool {
@@ -1617,7 +1686,7 @@ type ScoreItem struct {
 
 func (x *ScoreItem) Reset() {
 	*x = ScoreItem{}
-	mi := &file_task_v1_task_proto_msgTypes[23]
+	mi := &file_task_v1_task_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1698,7 @@ func (x *ScoreItem) String() string {
 func (*ScoreItem) ProtoMessage() {}
 
 func (x *ScoreItem) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[23]
+	mi := &file_task_v1_task_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1711,7 @@ func (x *ScoreItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreItem.ProtoReflect.Descriptor instead.
 func (*ScoreItem) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{23}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ScoreItem) GetDataSource() string {
@@ -1685,7 +1754,7 @@ type ScoreResult struct {
 
 func (x *ScoreResult) Reset() {
 	*x = ScoreResult{}
-	mi := &file_task_v1_task_proto_msgTypes[24]
+	mi := &file_task_v1_task_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1766,7 @@ func (x *ScoreResult) String() string {
 func (*ScoreResult) ProtoMessage() {}
 
 func (x *ScoreResult) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[24]
+	mi := &file_task_v1_task_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1779,7 @@ func (x *ScoreResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreResult.ProtoReflect.Descriptor instead.
 func (*ScoreResult) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{24}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ScoreResult) GetScore() float64 {
@@ -1750,7 +1819,7 @@ type ScoreRequest struct {
 
 func (x *ScoreRequest) Reset() {
 	*x = ScoreRequest{}
-	mi := &file_task_v1_task_proto_msgTypes[25]
+	mi := &file_task_v1_task_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +1831,7 @@ func (x *ScoreRequest) String() string {
 func (*ScoreRequest) ProtoMessage() {}
 
 func (x *ScoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[25]
+	mi := &file_task_v1_task_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +1844,7 @@ func (x *ScoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreRequest.ProtoReflect.Descriptor instead.
 func (*ScoreRequest) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{25}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ScoreRequest) GetItems() []*ScoreItem {
@@ -1794,7 +1863,7 @@ type ScoreResponse struct {
 
 func (x *ScoreResponse) Reset() {
 	*x = ScoreResponse{}
-	mi := &file_task_v1_task_proto_msgTypes[26]
+	mi := &file_task_v1_task_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1875,7 @@ func (x *ScoreResponse) String() string {
 func (*ScoreResponse) ProtoMessage() {}
 
 func (x *ScoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_task_v1_task_proto_msgTypes[26]
+	mi := &file_task_v1_task_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1888,7 @@ func (x *ScoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScoreResponse.ProtoReflect.Descriptor instead.
 func (*ScoreResponse) Descriptor() ([]byte, []int) {
-	return file_task_v1_task_proto_rawDescGZIP(), []int{26}
+	return file_task_v1_task_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ScoreResponse) GetResults() []*ScoreResult {
@@ -1827,6 +1896,150 @@ func (x *ScoreResponse) GetResults() []*ScoreResult {
 		return x.Results
 	}
 	return nil
+}
+
+type JudgeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`                     // the conversation the judge answers (system, user, ...)
+	MaxTokens     int32                  `protobuf:"varint,2,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"` // 0: the run's reward_model.judge.max_tokens
+	Temperature   float64                `protobuf:"fixed64,3,opt,name=temperature,proto3" json:"temperature,omitempty"`             // 0: greedy
+	Stop          []string               `protobuf:"bytes,4,rep,name=stop,proto3" json:"stop,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JudgeRequest) Reset() {
+	*x = JudgeRequest{}
+	mi := &file_task_v1_task_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JudgeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JudgeRequest) ProtoMessage() {}
+
+func (x *JudgeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_task_v1_task_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JudgeRequest.ProtoReflect.Descriptor instead.
+func (*JudgeRequest) Descriptor() ([]byte, []int) {
+	return file_task_v1_task_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *JudgeRequest) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *JudgeRequest) GetMaxTokens() int32 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *JudgeRequest) GetTemperature() float64 {
+	if x != nil {
+		return x.Temperature
+	}
+	return 0
+}
+
+func (x *JudgeRequest) GetStop() []string {
+	if x != nil {
+		return x.Stop
+	}
+	return nil
+}
+
+type JudgeResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Text             string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`                                     // the judge's reply
+	FinishReason     string                 `protobuf:"bytes,2,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"` // "stop" | "length"
+	PromptTokens     int32                  `protobuf:"varint,3,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens int32                  `protobuf:"varint,4,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	Model            string                 `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"` // the judge's model name
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *JudgeResponse) Reset() {
+	*x = JudgeResponse{}
+	mi := &file_task_v1_task_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JudgeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JudgeResponse) ProtoMessage() {}
+
+func (x *JudgeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_task_v1_task_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JudgeResponse.ProtoReflect.Descriptor instead.
+func (*JudgeResponse) Descriptor() ([]byte, []int) {
+	return file_task_v1_task_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *JudgeResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *JudgeResponse) GetFinishReason() string {
+	if x != nil {
+		return x.FinishReason
+	}
+	return ""
+}
+
+func (x *JudgeResponse) GetPromptTokens() int32 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *JudgeResponse) GetCompletionTokens() int32 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+func (x *JudgeResponse) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
 }
 
 var File_task_v1_task_proto protoreflect.FileDescriptor
@@ -1886,10 +2099,15 @@ const file_task_v1_task_proto_rawDesc = "" +
 	"\vrecord_json\x18\x02 \x01(\tR\n" +
 	"recordJson\x12%\n" +
 	"\x03row\x18\x03 \x01(\v2\x13.rlhost.task.v1.RowR\x03row\x12-\n" +
-	"\x12reference_solution\x18\x04 \x01(\tR\x11referenceSolution\"3\n" +
+	"\x12reference_solution\x18\x04 \x01(\tR\x11referenceSolution\"s\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\tR\n" +
-	"configJson\"\x13\n" +
+	"configJson\x12>\n" +
+	"\fhost_service\x18\x02 \x01(\v2\x1b.rlhost.task.v1.HostServiceR\vhostService\"Y\n" +
+	"\vHostService\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x12\x1a\n" +
+	"\bfeatures\x18\x03 \x03(\tR\bfeatures\"\x13\n" +
 	"\x11ConfigureResponse\"`\n" +
 	"\x11PreprocessRequest\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\x12\x14\n" +
@@ -1997,7 +2215,19 @@ const file_task_v1_task_proto_rawDesc = "" +
 	"\fScoreRequest\x12/\n" +
 	"\x05items\x18\x01 \x03(\v2\x19.rlhost.task.v1.ScoreItemR\x05items\"F\n" +
 	"\rScoreResponse\x125\n" +
-	"\aresults\x18\x01 \x03(\v2\x1b.rlhost.task.v1.ScoreResultR\aresults*Q\n" +
+	"\aresults\x18\x01 \x03(\v2\x1b.rlhost.task.v1.ScoreResultR\aresults\"\x98\x01\n" +
+	"\fJudgeRequest\x123\n" +
+	"\bmessages\x18\x01 \x03(\v2\x17.rlhost.task.v1.MessageR\bmessages\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x02 \x01(\x05R\tmaxTokens\x12 \n" +
+	"\vtemperature\x18\x03 \x01(\x01R\vtemperature\x12\x12\n" +
+	"\x04stop\x18\x04 \x03(\tR\x04stop\"\xb0\x01\n" +
+	"\rJudgeResponse\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12#\n" +
+	"\rfinish_reason\x18\x02 \x01(\tR\ffinishReason\x12#\n" +
+	"\rprompt_tokens\x18\x03 \x01(\x05R\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\x04 \x01(\x05R\x10completionTokens\x12\x14\n" +
+	"\x05model\x18\x05 \x01(\tR\x05model*Q\n" +
 	"\aObsKind\x12\x18\n" +
 	"\x14OBS_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOBS_KIND_TOOLS\x10\x01\x12\x18\n" +
@@ -2011,7 +2241,9 @@ const file_task_v1_task_proto_rawDesc = "" +
 	"\x05Start\x12\x1c.rlhost.task.v1.StartRequest\x1a\x1d.rlhost.task.v1.StartResponse\x12>\n" +
 	"\x03Obs\x12\x1a.rlhost.task.v1.ObsRequest\x1a\x1b.rlhost.task.v1.ObsResponse\x12>\n" +
 	"\x03End\x12\x1a.rlhost.task.v1.EndRequest\x1a\x1b.rlhost.task.v1.EndResponse\x12D\n" +
-	"\x05Score\x12\x1c.rlhost.task.v1.ScoreRequest\x1a\x1d.rlhost.task.v1.ScoreResponseB1Z/github.com/rlhost/rlhost/sdk/gen/task/v1;taskv1b\x06proto3"
+	"\x05Score\x12\x1c.rlhost.task.v1.ScoreRequest\x1a\x1d.rlhost.task.v1.ScoreResponse2L\n" +
+	"\x04Host\x12D\n" +
+	"\x05Judge\x12\x1c.rlhost.task.v1.JudgeRequest\x1a\x1d.rlhost.task.v1.JudgeResponseB1Z/github.com/rlhost/rlhost/sdk/gen/task/v1;taskv1b\x06proto3"
 
 var (
 	file_task_v1_task_proto_rawDescOnce sync.Once
@@ -2026,7 +2258,7 @@ func file_task_v1_task_proto_rawDescGZIP() []byte {
 }
 
 var file_task_v1_task_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_task_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_task_v1_task_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_task_v1_task_proto_goTypes = []any{
 	(ObsKind)(0),               // 0: rlhost.task.v1.ObsKind
 	(*Message)(nil),            // 1: rlhost.task.v1.Message
@@ -2039,28 +2271,31 @@ var file_task_v1_task_proto_goTypes = []any{
 	(*InfoResponse)(nil),       // 8: rlhost.task.v1.InfoResponse
 	(*Sample)(nil),             // 9: rlhost.task.v1.Sample
 	(*ConfigureRequest)(nil),   // 10: rlhost.task.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),  // 11: rlhost.task.v1.ConfigureResponse
-	(*PreprocessRequest)(nil),  // 12: rlhost.task.v1.PreprocessRequest
-	(*PreprocessResponse)(nil), // 13: rlhost.task.v1.PreprocessResponse
-	(*PromptRequest)(nil),      // 14: rlhost.task.v1.PromptRequest
-	(*SamplingHints)(nil),      // 15: rlhost.task.v1.SamplingHints
-	(*PromptResponse)(nil),     // 16: rlhost.task.v1.PromptResponse
-	(*StartRequest)(nil),       // 17: rlhost.task.v1.StartRequest
-	(*StartResponse)(nil),      // 18: rlhost.task.v1.StartResponse
-	(*ObsRequest)(nil),         // 19: rlhost.task.v1.ObsRequest
-	(*ToolResult)(nil),         // 20: rlhost.task.v1.ToolResult
-	(*ObsResponse)(nil),        // 21: rlhost.task.v1.ObsResponse
-	(*EndRequest)(nil),         // 22: rlhost.task.v1.EndRequest
-	(*EndResponse)(nil),        // 23: rlhost.task.v1.EndResponse
-	(*ScoreItem)(nil),          // 24: rlhost.task.v1.ScoreItem
-	(*ScoreResult)(nil),        // 25: rlhost.task.v1.ScoreResult
-	(*ScoreRequest)(nil),       // 26: rlhost.task.v1.ScoreRequest
-	(*ScoreResponse)(nil),      // 27: rlhost.task.v1.ScoreResponse
-	nil,                        // 28: rlhost.task.v1.ToolResult.MetricsEntry
-	nil,                        // 29: rlhost.task.v1.ObsResponse.MetricsEntry
-	nil,                        // 30: rlhost.task.v1.EndResponse.RewardComponentsEntry
-	nil,                        // 31: rlhost.task.v1.EndResponse.MetricsEntry
-	nil,                        // 32: rlhost.task.v1.ScoreResult.ComponentsEntry
+	(*HostService)(nil),        // 11: rlhost.task.v1.HostService
+	(*ConfigureResponse)(nil),  // 12: rlhost.task.v1.ConfigureResponse
+	(*PreprocessRequest)(nil),  // 13: rlhost.task.v1.PreprocessRequest
+	(*PreprocessResponse)(nil), // 14: rlhost.task.v1.PreprocessResponse
+	(*PromptRequest)(nil),      // 15: rlhost.task.v1.PromptRequest
+	(*SamplingHints)(nil),      // 16: rlhost.task.v1.SamplingHints
+	(*PromptResponse)(nil),     // 17: rlhost.task.v1.PromptResponse
+	(*StartRequest)(nil),       // 18: rlhost.task.v1.StartRequest
+	(*StartResponse)(nil),      // 19: rlhost.task.v1.StartResponse
+	(*ObsRequest)(nil),         // 20: rlhost.task.v1.ObsRequest
+	(*ToolResult)(nil),         // 21: rlhost.task.v1.ToolResult
+	(*ObsResponse)(nil),        // 22: rlhost.task.v1.ObsResponse
+	(*EndRequest)(nil),         // 23: rlhost.task.v1.EndRequest
+	(*EndResponse)(nil),        // 24: rlhost.task.v1.EndResponse
+	(*ScoreItem)(nil),          // 25: rlhost.task.v1.ScoreItem
+	(*ScoreResult)(nil),        // 26: rlhost.task.v1.ScoreResult
+	(*ScoreRequest)(nil),       // 27: rlhost.task.v1.ScoreRequest
+	(*ScoreResponse)(nil),      // 28: rlhost.task.v1.ScoreResponse
+	(*JudgeRequest)(nil),       // 29: rlhost.task.v1.JudgeRequest
+	(*JudgeResponse)(nil),      // 30: rlhost.task.v1.JudgeResponse
+	nil,                        // 31: rlhost.task.v1.ToolResult.MetricsEntry
+	nil,                        // 32: rlhost.task.v1.ObsResponse.MetricsEntry
+	nil,                        // 33: rlhost.task.v1.EndResponse.RewardComponentsEntry
+	nil,                        // 34: rlhost.task.v1.EndResponse.MetricsEntry
+	nil,                        // 35: rlhost.task.v1.ScoreResult.ComponentsEntry
 }
 var file_task_v1_task_proto_depIdxs = []int32{
 	2,  // 0: rlhost.task.v1.Message.tool_calls:type_name -> rlhost.task.v1.ToolCall
@@ -2070,47 +2305,51 @@ var file_task_v1_task_proto_depIdxs = []int32{
 	7,  // 4: rlhost.task.v1.InfoResponse.default_inputs:type_name -> rlhost.task.v1.InputFile
 	9,  // 5: rlhost.task.v1.InfoResponse.samples:type_name -> rlhost.task.v1.Sample
 	5,  // 6: rlhost.task.v1.Sample.row:type_name -> rlhost.task.v1.Row
-	5,  // 7: rlhost.task.v1.PreprocessResponse.row:type_name -> rlhost.task.v1.Row
-	5,  // 8: rlhost.task.v1.PromptRequest.row:type_name -> rlhost.task.v1.Row
-	1,  // 9: rlhost.task.v1.PromptResponse.messages:type_name -> rlhost.task.v1.Message
-	3,  // 10: rlhost.task.v1.PromptResponse.tools:type_name -> rlhost.task.v1.Tool
-	15, // 11: rlhost.task.v1.PromptResponse.hints:type_name -> rlhost.task.v1.SamplingHints
-	5,  // 12: rlhost.task.v1.StartRequest.row:type_name -> rlhost.task.v1.Row
-	1,  // 13: rlhost.task.v1.StartResponse.messages:type_name -> rlhost.task.v1.Message
-	1,  // 14: rlhost.task.v1.ObsRequest.assistant:type_name -> rlhost.task.v1.Message
-	0,  // 15: rlhost.task.v1.ObsRequest.kind:type_name -> rlhost.task.v1.ObsKind
-	1,  // 16: rlhost.task.v1.ObsRequest.history:type_name -> rlhost.task.v1.Message
-	28, // 17: rlhost.task.v1.ToolResult.metrics:type_name -> rlhost.task.v1.ToolResult.MetricsEntry
-	1,  // 18: rlhost.task.v1.ObsResponse.messages:type_name -> rlhost.task.v1.Message
-	20, // 19: rlhost.task.v1.ObsResponse.tool_results:type_name -> rlhost.task.v1.ToolResult
-	29, // 20: rlhost.task.v1.ObsResponse.metrics:type_name -> rlhost.task.v1.ObsResponse.MetricsEntry
-	30, // 21: rlhost.task.v1.EndResponse.reward_components:type_name -> rlhost.task.v1.EndResponse.RewardComponentsEntry
-	31, // 22: rlhost.task.v1.EndResponse.metrics:type_name -> rlhost.task.v1.EndResponse.MetricsEntry
-	1,  // 23: rlhost.task.v1.EndResponse.messages:type_name -> rlhost.task.v1.Message
-	32, // 24: rlhost.task.v1.ScoreResult.components:type_name -> rlhost.task.v1.ScoreResult.ComponentsEntry
-	24, // 25: rlhost.task.v1.ScoreRequest.items:type_name -> rlhost.task.v1.ScoreItem
-	25, // 26: rlhost.task.v1.ScoreResponse.results:type_name -> rlhost.task.v1.ScoreResult
-	6,  // 27: rlhost.task.v1.Task.Info:input_type -> rlhost.task.v1.InfoRequest
-	10, // 28: rlhost.task.v1.Task.Configure:input_type -> rlhost.task.v1.ConfigureRequest
-	12, // 29: rlhost.task.v1.Task.Preprocess:input_type -> rlhost.task.v1.PreprocessRequest
-	14, // 30: rlhost.task.v1.Task.Prompt:input_type -> rlhost.task.v1.PromptRequest
-	17, // 31: rlhost.task.v1.Task.Start:input_type -> rlhost.task.v1.StartRequest
-	19, // 32: rlhost.task.v1.Task.Obs:input_type -> rlhost.task.v1.ObsRequest
-	22, // 33: rlhost.task.v1.Task.End:input_type -> rlhost.task.v1.EndRequest
-	26, // 34: rlhost.task.v1.Task.Score:input_type -> rlhost.task.v1.ScoreRequest
-	8,  // 35: rlhost.task.v1.Task.Info:output_type -> rlhost.task.v1.InfoResponse
-	11, // 36: rlhost.task.v1.Task.Configure:output_type -> rlhost.task.v1.ConfigureResponse
-	13, // 37: rlhost.task.v1.Task.Preprocess:output_type -> rlhost.task.v1.PreprocessResponse
-	16, // 38: rlhost.task.v1.Task.Prompt:output_type -> rlhost.task.v1.PromptResponse
-	18, // 39: rlhost.task.v1.Task.Start:output_type -> rlhost.task.v1.StartResponse
-	21, // 40: rlhost.task.v1.Task.Obs:output_type -> rlhost.task.v1.ObsResponse
-	23, // 41: rlhost.task.v1.Task.End:output_type -> rlhost.task.v1.EndResponse
-	27, // 42: rlhost.task.v1.Task.Score:output_type -> rlhost.task.v1.ScoreResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	11, // 7: rlhost.task.v1.ConfigureRequest.host_service:type_name -> rlhost.task.v1.HostService
+	5,  // 8: rlhost.task.v1.PreprocessResponse.row:type_name -> rlhost.task.v1.Row
+	5,  // 9: rlhost.task.v1.PromptRequest.row:type_name -> rlhost.task.v1.Row
+	1,  // 10: rlhost.task.v1.PromptResponse.messages:type_name -> rlhost.task.v1.Message
+	3,  // 11: rlhost.task.v1.PromptResponse.tools:type_name -> rlhost.task.v1.Tool
+	16, // 12: rlhost.task.v1.PromptResponse.hints:type_name -> rlhost.task.v1.SamplingHints
+	5,  // 13: rlhost.task.v1.StartRequest.row:type_name -> rlhost.task.v1.Row
+	1,  // 14: rlhost.task.v1.StartResponse.messages:type_name -> rlhost.task.v1.Message
+	1,  // 15: rlhost.task.v1.ObsRequest.assistant:type_name -> rlhost.task.v1.Message
+	0,  // 16: rlhost.task.v1.ObsRequest.kind:type_name -> rlhost.task.v1.ObsKind
+	1,  // 17: rlhost.task.v1.ObsRequest.history:type_name -> rlhost.task.v1.Message
+	31, // 18: rlhost.task.v1.ToolResult.metrics:type_name -> rlhost.task.v1.ToolResult.MetricsEntry
+	1,  // 19: rlhost.task.v1.ObsResponse.messages:type_name -> rlhost.task.v1.Message
+	21, // 20: rlhost.task.v1.ObsResponse.tool_results:type_name -> rlhost.task.v1.ToolResult
+	32, // 21: rlhost.task.v1.ObsResponse.metrics:type_name -> rlhost.task.v1.ObsResponse.MetricsEntry
+	33, // 22: rlhost.task.v1.EndResponse.reward_components:type_name -> rlhost.task.v1.EndResponse.RewardComponentsEntry
+	34, // 23: rlhost.task.v1.EndResponse.metrics:type_name -> rlhost.task.v1.EndResponse.MetricsEntry
+	1,  // 24: rlhost.task.v1.EndResponse.messages:type_name -> rlhost.task.v1.Message
+	35, // 25: rlhost.task.v1.ScoreResult.components:type_name -> rlhost.task.v1.ScoreResult.ComponentsEntry
+	25, // 26: rlhost.task.v1.ScoreRequest.items:type_name -> rlhost.task.v1.ScoreItem
+	26, // 27: rlhost.task.v1.ScoreResponse.results:type_name -> rlhost.task.v1.ScoreResult
+	1,  // 28: rlhost.task.v1.JudgeRequest.messages:type_name -> rlhost.task.v1.Message
+	6,  // 29: rlhost.task.v1.Task.Info:input_type -> rlhost.task.v1.InfoRequest
+	10, // 30: rlhost.task.v1.Task.Configure:input_type -> rlhost.task.v1.ConfigureRequest
+	13, // 31: rlhost.task.v1.Task.Preprocess:input_type -> rlhost.task.v1.PreprocessRequest
+	15, // 32: rlhost.task.v1.Task.Prompt:input_type -> rlhost.task.v1.PromptRequest
+	18, // 33: rlhost.task.v1.Task.Start:input_type -> rlhost.task.v1.StartRequest
+	20, // 34: rlhost.task.v1.Task.Obs:input_type -> rlhost.task.v1.ObsRequest
+	23, // 35: rlhost.task.v1.Task.End:input_type -> rlhost.task.v1.EndRequest
+	27, // 36: rlhost.task.v1.Task.Score:input_type -> rlhost.task.v1.ScoreRequest
+	29, // 37: rlhost.task.v1.Host.Judge:input_type -> rlhost.task.v1.JudgeRequest
+	8,  // 38: rlhost.task.v1.Task.Info:output_type -> rlhost.task.v1.InfoResponse
+	12, // 39: rlhost.task.v1.Task.Configure:output_type -> rlhost.task.v1.ConfigureResponse
+	14, // 40: rlhost.task.v1.Task.Preprocess:output_type -> rlhost.task.v1.PreprocessResponse
+	17, // 41: rlhost.task.v1.Task.Prompt:output_type -> rlhost.task.v1.PromptResponse
+	19, // 42: rlhost.task.v1.Task.Start:output_type -> rlhost.task.v1.StartResponse
+	22, // 43: rlhost.task.v1.Task.Obs:output_type -> rlhost.task.v1.ObsResponse
+	24, // 44: rlhost.task.v1.Task.End:output_type -> rlhost.task.v1.EndResponse
+	28, // 45: rlhost.task.v1.Task.Score:output_type -> rlhost.task.v1.ScoreResponse
+	30, // 46: rlhost.task.v1.Host.Judge:output_type -> rlhost.task.v1.JudgeResponse
+	38, // [38:47] is the sub-list for method output_type
+	29, // [29:38] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_task_v1_task_proto_init() }
@@ -2124,9 +2363,9 @@ func file_task_v1_task_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_task_v1_task_proto_rawDesc), len(file_task_v1_task_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   35,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_task_v1_task_proto_goTypes,
 		DependencyIndexes: file_task_v1_task_proto_depIdxs,

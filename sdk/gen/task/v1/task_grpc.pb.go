@@ -419,3 +419,127 @@ var Task_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "task/v1/task.proto",
 }
+
+const (
+	Host_Judge_FullMethodName = "/rlhost.task.v1.Host/Judge"
+)
+
+// HostClient is the client API for Host service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Host is served by the host for its task plugins: calls a plugin makes back into the host.
+// ConfigureRequest.host_service says where it listens (a Unix socket in the run's private
+// temporary directory) and carries the token every call must send as gRPC metadata
+// "authorization: Bearer <token>". A plugin that declares the feature "host_service" gets
+// Configure with it even without a task config; the host offers only the calls listed in
+// HostService.features.
+type HostClient interface {
+	// Judge generates one chat completion with the run's judge model (the policy, a second
+	// local model or an OpenAI-compatible endpoint; reward_model.judge.* in the run config):
+	// an LLM-as-judge call for scoring open-ended answers. Unavailable when the run has no
+	// judge (feature "judge" absent).
+	Judge(ctx context.Context, in *JudgeRequest, opts ...grpc.CallOption) (*JudgeResponse, error)
+}
+
+type hostClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewHostClient(cc grpc.ClientConnInterface) HostClient {
+	return &hostClient{cc}
+}
+
+func (c *hostClient) Judge(ctx context.Context, in *JudgeRequest, opts ...grpc.CallOption) (*JudgeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JudgeResponse)
+	err := c.cc.Invoke(ctx, Host_Judge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// HostServer is the server API for Host service.
+// All implementations must embed UnimplementedHostServer
+// for forward compatibility.
+//
+// Host is served by the host for its task plugins: calls a plugin makes back into the host.
+// ConfigureRequest.host_service says where it listens (a Unix socket in the run's private
+// temporary directory) and carries the token every call must send as gRPC metadata
+// "authorization: Bearer <token>". A plugin that declares the feature "host_service" gets
+// Configure with it even without a task config; the host offers only the calls listed in
+// HostService.features.
+type HostServer interface {
+	// Judge generates one chat completion with the run's judge model (the policy, a second
+	// local model or an OpenAI-compatible endpoint; reward_model.judge.* in the run config):
+	// an LLM-as-judge call for scoring open-ended answers. Unavailable when the run has no
+	// judge (feature "judge" absent).
+	Judge(context.Context, *JudgeRequest) (*JudgeResponse, error)
+	mustEmbedUnimplementedHostServer()
+}
+
+// UnimplementedHostServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedHostServer struct{}
+
+func (UnimplementedHostServer) Judge(context.Context, *JudgeRequest) (*JudgeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Judge not implemented")
+}
+func (UnimplementedHostServer) mustEmbedUnimplementedHostServer() {}
+func (UnimplementedHostServer) testEmbeddedByValue()              {}
+
+// UnsafeHostServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to HostServer will
+// result in compilation errors.
+type UnsafeHostServer interface {
+	mustEmbedUnimplementedHostServer()
+}
+
+func RegisterHostServer(s grpc.ServiceRegistrar, srv HostServer) {
+	// If the following call panics, it indicates UnimplementedHostServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Host_ServiceDesc, srv)
+}
+
+func _Host_Judge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JudgeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServer).Judge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Host_Judge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServer).Judge(ctx, req.(*JudgeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Host_ServiceDesc is the grpc.ServiceDesc for Host service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Host_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "rlhost.task.v1.Host",
+	HandlerType: (*HostServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Judge",
+			Handler:    _Host_Judge_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "task/v1/task.proto",
+}

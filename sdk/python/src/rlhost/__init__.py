@@ -19,6 +19,7 @@ handshake, and passes the same conformance kit (`rlhost conformance PATH`).
 """
 
 from rlhost.errors import InvalidArgument, NotConfigured, NotFound, Skip, TaskError
+from rlhost.host import FEATURE_HOST_SERVICE, HOST_FEATURE_JUDGE, Host, JudgeResult, NoHostCall
 from rlhost.log import logger
 from rlhost.serve import MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, serve
 from rlhost.task import Task
@@ -43,6 +44,11 @@ __all__ = [
     "NotFound",
     "Skip",
     "TaskError",
+    "FEATURE_HOST_SERVICE",
+    "HOST_FEATURE_JUDGE",
+    "Host",
+    "JudgeResult",
+    "NoHostCall",
     "logger",
     "serve",
     "MAGIC_COOKIE_KEY",

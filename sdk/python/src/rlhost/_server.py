@@ -11,6 +11,7 @@ from rlhost import _convert as cv
 from rlhost._gen.task.v1 import task_pb2 as pb
 from rlhost._gen.task.v1 import task_pb2_grpc as pb_grpc
 from rlhost.errors import InvalidArgument, NotConfigured, NotFound, Skip
+from rlhost.host import Host
 from rlhost.task import Task, features
 from rlhost.types import (
     EndRequest,
@@ -23,8 +24,9 @@ from rlhost.types import (
     StartRequest,
 )
 
-# The minor revision of task.v1 this SDK implements.
-PROTOCOL_MINOR = 0
+# The minor revision of task.v1 this SDK implements (1: the Host service and
+# ConfigureRequest.host_service).
+PROTOCOL_MINOR = 1
 
 T = TypeVar("T")
 
@@ -90,6 +92,17 @@ class TaskServicer(pb_grpc.TaskServicer):
             cfg = cv.decode_object(request.config_json)
         except ValueError as e:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Configure: config_json: {e}")
+        use_host = self._handler("use_host")
+        if use_host is not None:
+            hs = request.host_service
+            h = Host(hs.address, hs.token, hs.features)
+            old, self.host = getattr(self, "host", None), h
+            if old is not None:
+                old.close()
+            try:
+                use_host(h)
+            except Exception as e:  # noqa: BLE001 - reported as the call's status
+                self._abort(context, "Configure", e)
         configure = self._handler("configure")
         if configure is None:
             if cfg:

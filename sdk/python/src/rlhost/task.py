@@ -16,6 +16,7 @@ OPTIONAL_HANDLERS = {
     "start": "environment",
     "obs": "environment",
     "end": "environment",
+    "use_host": "host_service",
 }
 
 
@@ -30,6 +31,8 @@ class Task:
     - start(self, req: StartRequest) -> StartResult, obs(self, req: ObsRequest) -> ObsResult,
       end(self, req: EndRequest) -> EndResult: the environment of multi-turn tasks (ToolEnv
       gives veRL's tool semantics ready-made).
+    - use_host(self, host: Host) -> None: the host's services (host.judge, an LLM judge),
+      given before configure; see rlhost.host.
 
     The host calls handlers concurrently from several threads: guard shared state.
     """

@@ -129,10 +129,22 @@ class Sample(_message.Message):
     def __init__(self, split: _Optional[str] = ..., record_json: _Optional[str] = ..., row: _Optional[_Union[Row, _Mapping]] = ..., reference_solution: _Optional[str] = ...) -> None: ...
 
 class ConfigureRequest(_message.Message):
-    __slots__ = ("config_json",)
+    __slots__ = ("config_json", "host_service")
     CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    HOST_SERVICE_FIELD_NUMBER: _ClassVar[int]
     config_json: str
-    def __init__(self, config_json: _Optional[str] = ...) -> None: ...
+    host_service: HostService
+    def __init__(self, config_json: _Optional[str] = ..., host_service: _Optional[_Union[HostService, _Mapping]] = ...) -> None: ...
+
+class HostService(_message.Message):
+    __slots__ = ("address", "token", "features")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    token: str
+    features: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, address: _Optional[str] = ..., token: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ConfigureResponse(_message.Message):
     __slots__ = ()
@@ -350,3 +362,29 @@ class ScoreResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ScoreResult]
     def __init__(self, results: _Optional[_Iterable[_Union[ScoreResult, _Mapping]]] = ...) -> None: ...
+
+class JudgeRequest(_message.Message):
+    __slots__ = ("messages", "max_tokens", "temperature", "stop")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    max_tokens: int
+    temperature: float
+    stop: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class JudgeResponse(_message.Message):
+    __slots__ = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "model")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    model: str
+    def __init__(self, text: _Optional[str] = ..., finish_reason: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., model: _Optional[str] = ...) -> None: ...

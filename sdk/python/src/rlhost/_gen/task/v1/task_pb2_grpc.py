@@ -410,3 +410,97 @@ class Task:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class HostStub:
+    """Host is served by the host for its task plugins: calls a plugin makes back into the host.
+    ConfigureRequest.host_service says where it listens (a Unix socket in the run's private
+    temporary directory) and carries the token every call must send as gRPC metadata
+    "authorization: Bearer <token>". A plugin that declares the feature "host_service" gets
+    Configure with it even without a task config; the host offers only the calls listed in
+    HostService.features.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Judge = channel.unary_unary(
+                '/rlhost.task.v1.Host/Judge',
+                request_serializer=rlhost_dot___gen_dot_task_dot_v1_dot_task__pb2.JudgeRequest.SerializeToString,
+                response_deserializer=rlhost_dot___gen_dot_task_dot_v1_dot_task__pb2.JudgeResponse.FromString,
+                _registered_method=True)
+
+
+class HostServicer:
+    """Host is served by the host for its task plugins: calls a plugin makes back into the host.
+    ConfigureRequest.host_service says where it listens (a Unix socket in the run's private
+    temporary directory) and carries the token every call must send as gRPC metadata
+    "authorization: Bearer <token>". A plugin that declares the feature "host_service" gets
+    Configure with it even without a task config; the host offers only the calls listed in
+    HostService.features.
+    """
+
+    def Judge(self, request, context):
+        """Judge generates one chat completion with the run's judge model (the policy, a second
+        local model or an OpenAI-compatible endpoint; reward_model.judge.* in the run config):
+        an LLM-as-judge call for scoring open-ended answers. Unavailable when the run has no
+        judge (feature "judge" absent).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_HostServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Judge': grpc.unary_unary_rpc_method_handler(
+                    servicer.Judge,
+                    request_deserializer=rlhost_dot___gen_dot_task_dot_v1_dot_task__pb2.JudgeRequest.FromString,
+                    response_serializer=rlhost_dot___gen_dot_task_dot_v1_dot_task__pb2.JudgeResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'rlhost.task.v1.Host', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('rlhost.task.v1.Host', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Host:
+    """Host is served by the host for its task plugins: calls a plugin makes back into the host.
+    ConfigureRequest.host_service says where it listens (a Unix socket in the run's private
+    temporary directory) and carries the token every call must send as gRPC metadata
+    "authorization: Bearer <token>". A plugin that declares the feature "host_service" gets
+    Configure with it even without a task config; the host offers only the calls listed in
+    HostService.features.
+    """
+
+    @staticmethod
+    def Judge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rlhost.task.v1.Host/Judge',
+            rlhost_dot___gen_dot_task_dot_v1_dot_task__pb2.JudgeRequest.SerializeToString,
+            rlhost_dot___gen_dot_task_dot_v1_dot_task__pb2.JudgeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
