@@ -5,10 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/rlhost/rlhost/gpu/cpu"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/data"
 	"github.com/rlhost/rlhost/host/metrics"
+	"github.com/rlhost/rlhost/sdk/task"
 )
 
 // A training step whose scores come from the judge: reward_model.judge.backend=policy starts
@@ -75,5 +78,44 @@ func TestTrainWithPolicyJudge(t *testing.T) {
 	}
 	if s[metrics.ScoreMean] != s["reward/judge/mean"] {
 		t.Errorf("critic/score/mean %v differs from the judge's mean %v", s[metrics.ScoreMean], s["reward/judge/mean"])
+	}
+}
+
+// reward_model.judge.backend=model: a second local model (here the default model again, from
+// its own file) answers Host.Judge through its own chat server; the reply is bounded by the
+// call's max_tokens and names the judge model.
+func TestJudgeBackendModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the default model")
+	}
+	mpath := modelPath(t)
+	cfg, err := config.Load(nil, []string{"reward_model.judge.backend=model", "reward_model.judge.model_path=" + mpath,
+		"reward_model.judge.max_tokens=6"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &Trainer{cfg: cfg}
+	hs, err := tr.startJudgeService()
+	if err != nil || hs == nil {
+		t.Fatalf("startJudgeService: %v, %v", hs, err)
+	}
+	defer tr.judge.close()
+	if err := tr.setJudge(cpu.New(), 512); err != nil {
+		t.Fatal(err)
+	}
+	h, err := task.DialHost(*hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r, err := h.Judge(ctx, task.JudgeRequest{Messages: []task.Message{{Role: "user", Content: "Is 2+2=4? Answer YES or NO."}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("judge reply %q (%d completion tokens, model %s)", r.Text, r.CompletionTokens, r.Model)
+	if r.Text == "" || r.CompletionTokens == 0 || r.CompletionTokens > 6 || r.Model != "judge" {
+		t.Errorf("judge reply %+v: want 1..6 tokens of text from model judge", r)
 	}
 }
