@@ -134,6 +134,17 @@ type Backend interface {
 	LogprobBackward(dlogits []float32, logits, lse, entropy []float32, targets []int32,
 		dlogp, dentropy []float32, N, V int)
 
+	// SampleTokens picks one token per row of logits [M,V] as params [M]
+	// say (see SampleParams): the logits are divided by the temperature,
+	// softmaxed, filtered to the top-k and then the top-p (nucleus) set, in
+	// order of probability (ties: lower id first), and the token at the
+	// row's U in the cumulative distribution of what is kept is chosen. It
+	// writes tokens [M] and, unless logp is nil, logp [M]: each token's
+	// log-probability before filtering, log_softmax(logits/temperature)
+	// (log_softmax(logits) when greedy). tokens and logp are usually host
+	// memory: a step downloads only them.
+	SampleTokens(tokens []int32, logp []float32, logits []float32, params []SampleParams, M, V int)
+
 	// SumSquares returns sum(x^2) in float64 (for the global gradient norm).
 	SumSquares(x []float32) float64
 	// Scale multiplies x by s in place (for gradient clipping).

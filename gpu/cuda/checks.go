@@ -69,10 +69,12 @@ var Checks = []Check{
 	{"Logprob", checkLogprob},
 	{"SumSquaresScale", checkSumSquaresScale},
 	{"AdamW", checkAdamW},
+	{"Sample", checkSample},
 	{"ResidentTensors", checkResident},
 	{"TrainStep", checkTrainStep},
 	{"TrainStepPacked", checkTrainStepPacked},
 	{"Generate", checkGenerate},
+	{"GenerateSampled", checkGenerateSampled},
 }
 
 // ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -83,6 +84,16 @@ func (d *cpuDevice) RopeBackward(dinp, dout []float32, pos []int32, cos, sin []f
 	d.Backend.RopeBackward(dinp, dout, pos, cos, sin, N, H, HD, layout)
 }
 
+func (d *cpuDevice) SampleTokens(tokens []int32, logp []float32, logits []float32, params []gpu.SampleParams, M, V int) {
+	if d.perturb == "sample-no-top-p" { // the nucleus ignored
+		params = slices.Clone(params)
+		for i := range params {
+			params[i].TopP = 0
+		}
+	}
+	d.Backend.SampleTokens(tokens, logp, logits, params, M, V)
+}
+
 // TestChecksPassOnReference runs every check with gpu/cpu in the device's
 // place: they must run through (no index errors in their setups) and accept
 // identical arithmetic.
@@ -107,9 +118,10 @@ func TestChecksDetectErrors(t *testing.T) {
 		{"attention-dk", []string{"Attention", "TrainStep"}},
 		{"adamw-no-decay", []string{"AdamW", "TrainStep", "TrainStepPacked"}},
 		{"rope-backward-forward", []string{"Rope", "TrainStep", "TrainStepPacked"}},
-		{"cached-attention", []string{"AttentionCached", "Generate"}},
+		{"cached-attention", []string{"AttentionCached", "Generate", "GenerateSampled"}},
 		{"varlen-lse", []string{"AttentionVarlen"}},
 		{"varlen-dv", []string{"AttentionVarlen", "TrainStepPacked"}},
+		{"sample-no-top-p", []string{"Sample", "GenerateSampled"}},
 	} {
 		t.Run(tc.perturb, func(t *testing.T) {
 			d := &cpuDevice{perturb: tc.perturb}

@@ -151,6 +151,7 @@ static const rl_kernel rl_kernels[] = {
     rl_make("flash_attention_backward_dkv/tile", flash_backward_dkv<FA_BUG_TILE>),
     rl_make("flash_attention_backward_dq/nosync", flash_backward_dq<FA_BUG_NOSYNC>),
     rl_make("flash_attention_backward_dq/tile", flash_backward_dq<FA_BUG_TILE>),
+    K(sample_tokens),
 };
 
 // rl_emu_launch runs kernel name over grid blocks of BLOCK threads. It

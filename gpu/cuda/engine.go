@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -72,6 +73,13 @@ type device struct {
 	// the backend did before tensors were resident (a planted bug for the
 	// transfer tests; never set otherwise).
 	stageHost bool
+	// stageNamed does the same for the operands that lie in tensors whose
+	// name starts with it (e.g. "LoRA": adapters kept on the host, as they
+	// were before); a planted bug for the transfer tests, never set otherwise.
+	stageNamed string
+	// sampleOnHost makes SampleTokens download the logits and sample on
+	// the host (a planted bug for the transfer tests; never set otherwise).
+	sampleOnHost bool
 }
 
 // run executes one op on the device: the context is made current on a
@@ -243,8 +251,8 @@ func (a *arena) stage(host unsafe.Pointer, bytes int64, in, back bool) dptr {
 	if bytes == 0 {
 		return 0
 	}
-	if p, ok := a.d.mem.owned(host, bytes); ok {
-		if !a.d.stageHost {
+	if p, t := a.d.mem.find(host, bytes); t != nil {
+		if !a.d.stageHost && (a.d.stageNamed == "" || !strings.HasPrefix(t.name, a.d.stageNamed)) {
 			return p
 		}
 		// planted bug (transfer tests): the operand goes through the host

@@ -58,6 +58,12 @@ type tensor struct {
 // its device address (the same number: a tensor's slice points at device
 // memory).
 func (m *tensors) owned(host unsafe.Pointer, bytes int64) (dptr, bool) {
+	p, t := m.find(host, bytes)
+	return p, t != nil
+}
+
+// find is owned that also returns the tensor (nil when none holds the range).
+func (m *tensors) find(host unsafe.Pointer, bytes int64) (dptr, *tensor) {
 	h := dptr(uintptr(host))
 	i, _ := slices.BinarySearchFunc(m.live, h, func(t tensor, h dptr) int {
 		switch {
@@ -69,12 +75,12 @@ func (m *tensors) owned(host unsafe.Pointer, bytes int64) (dptr, bool) {
 		return 0
 	})
 	if i < len(m.live) {
-		t := m.live[i]
+		t := &m.live[i]
 		if h >= t.p && h+dptr(bytes) <= t.p+dptr(t.bytes) {
-			return h, true
+			return h, t
 		}
 	}
-	return 0, false
+	return 0, nil
 }
 
 func (m *tensors) add(t tensor) {

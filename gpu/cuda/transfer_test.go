@@ -52,11 +52,34 @@ type policyStep struct {
 }
 
 func newPolicyStep(t *testing.T, be *Backend, L int, scoredOnly bool) *policyStep {
+	return newStep(t, be, L, scoredOnly, false)
+}
+
+// transferLoRA are the adapters of the LoRA transfer tests: every linear
+// layer, rank 4.
+var transferLoRA = model.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"all-linear"}, Seed: 5}
+
+// withLoRA enables adapters on m, with B random too (a fresh B is 0), uploaded once.
+func withLoRA(t *testing.T, m *model.Model, r *rand.Rand) {
+	t.Helper()
+	if err := m.EnableLoRA(transferLoRA); err != nil {
+		t.Fatal(err)
+	}
+	lo := m.LoRA()
+	m.Backend().Upload(lo.Data, randn(r, len(lo.Data), 0.05))
+	lo.Changed()
+}
+
+func newStep(t *testing.T, be *Backend, L int, scoredOnly, lora bool) *policyStep {
 	c := transferConfig(L)
 	r := rand.New(rand.NewPCG(21, uint64(L)))
 	m := model.NewZero(be, c)
 	m.Params.Upload(randn(r, c.NumParams(), 0.05))
-	m.EnableGrads()
+	if lora {
+		withLoRA(t, m, r)
+	} else {
+		m.EnableGrads()
+	}
 	s := &policyStep{m: m, a: m.NewActs(transferB, transferT)}
 	s.opt = model.NewAdamW(m, model.AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, MaxGradNorm: 1})
 	s.batch, s.dlogp, s.dent = transferBatch(r, c, scoredOnly)
@@ -190,27 +213,82 @@ func TestTransferPlantedHostStaging(t *testing.T) {
 	}
 }
 
-// TestTransferDecodeStep: a decode step of the generator uploads the step's
-// token ids, positions and cache rows, downloads the logits the host samples
-// from ([M,V]: sampling on the device is future work), and allocates nothing.
-func TestTransferDecodeStep(t *testing.T) {
+// TestTransferLoRATrainStep: a LoRA training step (forward and backward
+// through the adapters, clip and AdamW over them) keeps the adapters, their
+// gradients, moments and scratch on the device: no copy as large as a
+// quarter of the adapters (the smallest adapter tensor is larger than any
+// per-token copy of the test), at most 4x the step's own I/O, syncs
+// independent of depth.
+func TestTransferLoRATrainStep(t *testing.T) {
+	syncs := map[int]int64{}
+	for _, L := range []int{1, 2} {
+		be := OpenEmulator()
+		s := newStep(t, be, L, false, true)
+		got := counted(be, func() { s.run(t) })
+		adapters := int64(len(s.m.LoRA().Data)) * 4
+		checkSteps(t, fmt.Sprintf("LoRA L=%d", L), got, policyIO(transferB*transferT), adapters, 8)
+		syncs[L] = got.Syncs
+	}
+	if syncs[1] != syncs[2] {
+		t.Errorf("LoRA: %d synchronisations with 1 layer, %d with 2", syncs[1], syncs[2])
+	}
+}
+
+// TestTransferLoRAPlantedHostStaging: with the adapters staged through the
+// host at every op that uses them (as they were before they were resident),
+// the bounds of TestTransferLoRATrainStep fail.
+func TestTransferLoRAPlantedHostStaging(t *testing.T) {
 	be := OpenEmulator()
+	s := newStep(t, be, 1, false, true)
+	s.run(t)
+	be.d.stageNamed = "LoRA"
+	defer func() { be.d.stageNamed = "" }()
+	got := counted(be, func() { s.run(t) })
+	io := policyIO(transferB * transferT)
+	adapters := int64(len(s.m.LoRA().Data)) * 4
+	t.Logf("planted: %v", got)
+	if moved := got.HostToDevice + got.DeviceToHost; moved <= 4*io {
+		t.Errorf("with the adapters staged a step moved %d bytes, within the bound %d: the bound cannot fail", moved, 4*io)
+	}
+	if got.Largest < adapters/4 {
+		t.Errorf("with the adapters staged the largest copy was %d bytes (adapters %d): the adapter-sized bound cannot fail", got.Largest, adapters)
+	}
+}
+
+// decodeRun generates for 3 requests (prompt 3, 4 new tokens each, sampled
+// with temperature, top-k and top-p) after a warm-up, and returns the
+// counts of the second run, its number of forwards, and the bytes those
+// forwards must move: per forward of N tokens and M sampled rows, the
+// tokens, positions, slots and cache rows up (16N), the selected rows and
+// the sampling parameters up (4M + 24M), the sampled ids and their
+// log-probabilities down (8M): O(batch), never a row of logits.
+func decodeRun(t *testing.T, be *Backend, lora bool, plant func()) (Counters, int64, int64) {
+	t.Helper()
 	c := transferConfig(2)
 	r := rand.New(rand.NewPCG(23, 23))
 	m := model.NewZero(be, c)
 	m.Params.Upload(randn(r, c.NumParams(), 0.3))
-	const slots = 3
+	if lora {
+		withLoRA(t, m, r)
+	}
+	const slots, prompt, maxTokens = 3, 3, 4
 	g, err := m.NewGenerator(slots, 32)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var reqs []model.Request
 	for i := 0; i < slots; i++ {
-		prompt := []int32{int32(5 + i), 7, 9}
-		reqs = append(reqs, model.Request{Prompt: prompt, Sample: model.SampleConfig{MaxTokens: 4, IgnoreEOS: true}})
+		sc := model.SampleConfig{MaxTokens: maxTokens, IgnoreEOS: true, Temperature: 0.9, TopK: 20, TopP: 0.9, Seed: uint64(i)}
+		if i == 0 {
+			sc.Temperature = 0 // greedy
+		}
+		reqs = append(reqs, model.Request{Prompt: []int32{int32(5 + i), 7, 9}, Sample: sc})
 	}
 	if _, err := g.Generate(reqs); err != nil { // warm-up: buffers grow to this size
 		t.Fatal(err)
+	}
+	if plant != nil {
+		plant()
 	}
 	be.ResetCounters()
 	g.NoPrefixSharing = true
@@ -220,17 +298,56 @@ func TestTransferDecodeStep(t *testing.T) {
 	}
 	got := be.Counters()
 	steps := int64(len(res[0].Tokens)) // one prefill, then decode steps
-	// per forward: tokens, positions, slots, cache rows and selected rows
-	// up (5 x 4 bytes per token), logits down (4V per sequence)
-	perStep := int64(slots)*(5*4+int64(c.V)*4) + int64(3*slots)*5*4
-	t.Logf("%d forwards: %v", steps, got)
-	if moved := got.HostToDevice + got.DeviceToHost; moved > steps*perStep*2 {
-		t.Errorf("generation moved %d bytes in %d forwards, more than %d", moved, steps, steps*perStep*2)
+	N := int64(slots*prompt) + int64(slots)*(steps-1)
+	M := int64(slots) * steps
+	return got, steps, 16*N + 36*M
+}
+
+// checkDecode fails when generation moved more than its per-step I/O, made
+// a copy as large as one row of logits, allocated, or waited more than once
+// per forward.
+func checkDecode(t *testing.T, what string, got Counters, steps, io int64, V int) {
+	t.Helper()
+	t.Logf("%s: %d forwards: %v (own I/O %d B)", what, steps, got, io)
+	if moved := got.HostToDevice + got.DeviceToHost; moved > io {
+		t.Errorf("%s moved %d bytes in %d forwards, more than the %d bytes of ids, positions, sampling parameters, sampled ids and log-probs", what, moved, steps, io)
 	}
-	if got.Largest >= int64(c.NumParams()) {
-		t.Errorf("generation made a copy of %d bytes", got.Largest)
+	if got.Largest >= int64(V)*4 {
+		t.Errorf("%s made a copy of %d bytes, at least a row of logits (%d)", what, got.Largest, V*4)
 	}
-	if got.Syncs > steps*2 {
-		t.Errorf("generation synchronised %d times in %d forwards", got.Syncs, steps)
+	if got.Allocs != 0 {
+		t.Errorf("%s allocated device memory %d times after the warm-up", what, got.Allocs)
+	}
+	if got.Syncs > steps {
+		t.Errorf("%s synchronised %d times in %d forwards", what, got.Syncs, steps)
+	}
+}
+
+// TestTransferDecodeStep: decode steps, sampled on the device, with and
+// without LoRA adapters, move O(batch) bytes: ids, positions and sampling
+// parameters up, sampled ids and log-probs down.
+func TestTransferDecodeStep(t *testing.T) {
+	for _, lora := range []bool{false, true} {
+		got, steps, io := decodeRun(t, OpenEmulator(), lora, nil)
+		checkDecode(t, fmt.Sprintf("decode lora=%v", lora), got, steps, io, transferConfig(2).V)
+	}
+}
+
+// TestTransferDecodePlanted: sampling on the host (the logits [M,V] come
+// down each step) and adapters staged through the host each fail the
+// decode bounds.
+func TestTransferDecodePlanted(t *testing.T) {
+	V := transferConfig(2).V
+	be := OpenEmulator()
+	got, steps, io := decodeRun(t, be, false, func() { be.d.sampleOnHost = true })
+	t.Logf("planted host sampling: %v", got)
+	if got.DeviceToHost+got.HostToDevice <= io || got.Largest < int64(3*V)*4 {
+		t.Errorf("with host sampling planted, %d forwards moved %d bytes (largest copy %d): the decode bounds cannot fail", steps, got.DeviceToHost+got.HostToDevice, got.Largest)
+	}
+	be = OpenEmulator()
+	got, _, io = decodeRun(t, be, true, func() { be.d.stageNamed = "LoRA" })
+	t.Logf("planted adapter staging: %v", got)
+	if got.DeviceToHost+got.HostToDevice <= io || got.Largest < int64(V)*4 {
+		t.Errorf("with the adapters staged, generation moved %d bytes (largest copy %d): the decode bounds cannot fail", got.DeviceToHost+got.HostToDevice, got.Largest)
 	}
 }

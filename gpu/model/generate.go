@@ -3,11 +3,8 @@ package model
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
-	"sync"
 
 	"github.com/rlhost/rlhost/gpu"
 	"github.com/rlhost/rlhost/gpu/cpu"
@@ -65,7 +62,6 @@ type Generator struct {
 	slotD, rowD      []int32   // [N] their slots, and rows slot*MaxT+pos of the KV cache
 	selD             []int32   // [M] rows whose logits are needed
 	rowH             []int32   // host [N] staging of rowD and selD
-	logits           []float32 // host [M,V]
 	fused            []float32 // [N, sum of widths]: a fused product's output (reduced dtypes)
 	lora             loraScratch
 	lowp             *lowpCopy // reduced-precision weights (SetDtype); nil: fp32
@@ -165,7 +161,8 @@ func grow(b []float32, n int) []float32 {
 
 // forward runs tokens [N] (token n in cache slot slot[n] at position pos[n])
 // through the model, writing their keys and values into the cache, and
-// returns the logits [len(rows), V] of the tokens at indexes rows.
+// returns the logits [len(rows), V] of the tokens at indexes rows: a tensor
+// of the backend (Backend.SampleTokens samples them where they are).
 func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	m := g.m
 	be, c, p := g.backend(), m.Config, m.Params
@@ -248,12 +245,7 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	be.GatherRows(g.sel, g.x, selD, M, c.C)
 	be.RMSNormForward(g.lnsel, g.rstd, g.sel, p.NormF, M, c.C, c.Eps)
 	be.MatmulForward(logitsD, g.lnsel, p.LMHead, nil, M, c.C, c.V)
-	if _, host := m.be.(cpu.Backend); host {
-		return logitsD // host memory already: no copy
-	}
-	g.logits = grow(g.logits, M*c.V)
-	be.Download(g.logits, logitsD) // the host samples (device-side sampling is future work)
-	return g.logits
+	return logitsD
 }
 
 // unstack splits the N rows of src, each the concatenation of parts of the
@@ -355,6 +347,7 @@ func (g *Generator) Stream(reqs []Request, feed func() []Request, done func(i in
 	var rowSlot []int
 	var toks []int32
 	var lps []float32
+	var params []gpu.SampleParams
 	var prefilling [][]int32
 	for {
 		if feed != nil {
@@ -427,11 +420,15 @@ func (g *Generator) Stream(reqs []Request, feed func() []Request, done func(i in
 			return nil
 		}
 		logits := g.forward(tokens, slot, pos, rows)
-		toks, lps = grow32(toks, len(rowSlot)), grow(lps, len(rowSlot))
-		eachRow(len(rowSlot), func(i int) {
-			r := slots[rowSlot[i]]
-			toks[i], lps[i] = sampleToken(logits[i*c.V:(i+1)*c.V], &reqs[r.req].Sample, r.rng)
-		})
+		M := len(rowSlot)
+		toks, lps = grow32(toks, M), grow(lps, M)
+		params = slices.Grow(params[:0], M)[:M]
+		for i, s := range rowSlot {
+			r := slots[s]
+			params[i] = sampleParams(&reqs[r.req].Sample, r.rng, c.V)
+		}
+		// sampled where the logits are: only the M ids and log-probs come back
+		g.m.be.SampleTokens(toks, lps, logits, params, M, c.V)
 		for i, s := range rowSlot {
 			r := slots[s]
 			sc := &reqs[r.req].Sample
@@ -500,130 +497,13 @@ func grow32(b []int32, n int) []int32 {
 	return b[:n]
 }
 
-// eachRow runs f(0..n-1) over up to GOMAXPROCS goroutines (rows of a
-// sampling step: each request has its own random stream, so the result does
-// not depend on the order).
-func eachRow(n int, f func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers <= 1 {
-		for i := 0; i < n; i++ {
-			f(i)
-		}
-		return
+// sampleParams are the sampling settings of one token of a request, with
+// the next uniform draw of its random stream when it samples (one draw per
+// sampled token; none when greedy).
+func sampleParams(sc *SampleConfig, rng *rand.Rand, V int) gpu.SampleParams {
+	p := gpu.SampleParams{Temperature: sc.Temperature, TopK: int32(min(max(sc.TopK, 0), V)), TopP: sc.TopP}
+	if p.Temperature > 0 {
+		p.U = rng.Float64()
 	}
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += workers {
-				f(i)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// probBufs holds sampleToken's [V] scratch.
-var probBufs sync.Pool
-
-// sampleToken picks a token from logits [V] and returns it with its
-// log-probability (see Result.Logprobs). It may run concurrently for
-// different requests (each has its own rng).
-func sampleToken(logits []float32, sc *SampleConfig, rng *rand.Rand) (int32, float32) {
-	temp := sc.Temperature
-	greedy := temp <= 0
-	if greedy {
-		temp = 1
-	}
-	V := len(logits)
-	m := logits[0]
-	best := 0
-	for i, z := range logits {
-		if z > m {
-			m, best = z, i
-		}
-	}
-	// e[i] = exp((z_i - m)/temp), the unnormalised probabilities
-	bp, _ := probBufs.Get().(*[]float32)
-	if bp == nil || len(*bp) < V {
-		b := make([]float32, V)
-		bp = &b
-	}
-	defer probBufs.Put(bp)
-	e := (*bp)[:V]
-	se := cpu.ExpShift(e, logits, m, 1/temp)
-	lse := math.Log(se)
-	logp := func(i int) float32 { return float32(float64((logits[i]-m)/temp) - lse) }
-	if greedy {
-		return int32(best), logp(best)
-	}
-	keepP := float64(sc.TopP)
-	if keepP <= 0 || keepP >= 1 {
-		keepP = 1
-	}
-	if keepP == 1 && (sc.TopK <= 0 || sc.TopK >= V) { // no filtering: the whole distribution
-		u := rng.Float64() * se
-		for i, p := range e {
-			u -= float64(p)
-			if u < 0 {
-				return int32(i), logp(i)
-			}
-		}
-		return int32(best), logp(best) // u exceeded the rounded total mass
-	}
-	// candidates: a superset of the nucleus / top-k found by a probability
-	// threshold, then sorted by probability.
-	var cand []int
-	for thresh := 1e-3; ; thresh /= 16 {
-		cand = cand[:0]
-		var mass float64
-		t := float32(thresh * se)
-		for i, p := range e {
-			if p >= t {
-				cand = append(cand, i)
-				mass += float64(p)
-			}
-		}
-		mass /= se
-		enoughK := sc.TopK <= 0 || len(cand) >= sc.TopK
-		if (mass >= keepP && enoughK) || thresh < 1e-30 {
-			break
-		}
-	}
-	slices.SortFunc(cand, func(a, b int) int {
-		if logits[a] != logits[b] {
-			if logits[a] > logits[b] {
-				return -1
-			}
-			return 1
-		}
-		return a - b
-	})
-	if sc.TopK > 0 && len(cand) > sc.TopK {
-		cand = cand[:sc.TopK]
-	}
-	if keepP < 1 {
-		var cum float64
-		for j, i := range cand {
-			cum += float64(e[i]) / se
-			if cum >= keepP {
-				cand = cand[:j+1]
-				break
-			}
-		}
-	}
-	var total float64
-	for _, i := range cand {
-		total += float64(e[i])
-	}
-	u := rng.Float64() * total
-	for _, i := range cand {
-		u -= float64(e[i])
-		if u < 0 {
-			return int32(i), logp(i)
-		}
-	}
-	last := cand[len(cand)-1]
-	return int32(last), logp(last)
+	return p
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlhost/rlhost/gpu"
 	"github.com/rlhost/rlhost/gpu/cpu"
 )
 
@@ -402,4 +403,14 @@ func TestGenerateStream(t *testing.T) {
 			t.Errorf("%v: %d prompt tokens shared: the fed request did not reuse the running one's prompt", dt, g.SharedTokens)
 		}
 	}
+}
+
+// sampleToken samples one row of logits as the generator does: the request's
+// settings and the next draw of its stream, through the CPU backend.
+func sampleToken(logits []float32, sc *SampleConfig, rng *rand.Rand) (int32, float32) {
+	var tok [1]int32
+	var lp [1]float32
+	p := sampleParams(sc, rng, len(logits))
+	cpu.New().SampleTokens(tok[:], lp[:], logits, []gpu.SampleParams{p}, 1, len(logits))
+	return tok[0], lp[0]
 }

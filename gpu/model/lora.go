@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/rlhost/rlhost/gpu"
 )
 
 // LoRA target modules, in the order of a layer's matmuls.
@@ -32,22 +34,26 @@ type LoRAConfig struct {
 }
 
 // loraAdapter is the adapter of one linear layer out = inp W^T: A [R,In] and
-// B [Out,R] are views into LoRA.Data, DA and DB the same views into LoRA.Grad.
+// B [Out,R] are views into LoRA.Data, DA and DB the same views into LoRA.Grad;
+// offA and offB are the offsets of A and B in LoRA.Data.
 type loraAdapter struct {
 	A, B, DA, DB []float32
 	In, Out      int
+	offA, offB   int
 }
 
-// LoRA holds every adapter of a model in one flat buffer, with their
-// gradients in a second buffer of the same layout, so that the gradient norm
-// and AdamW run over the adapters alone (the base gets neither gradients nor
-// optimizer moments).
+// LoRA holds every adapter of a model in one flat tensor of the model's
+// backend, with their gradients in a second tensor of the same layout, so
+// that the gradient norm and AdamW run over the adapters alone (the base
+// gets neither gradients nor optimizer moments). Both are allocated once
+// (EnableLoRA, LoadLoRA) and stay on the backend: on a GPU the host reads
+// them only through Host (checkpoints) and writes them through Upload.
 type LoRA struct {
 	Config LoRAConfig
-	Scale  float32   // Alpha / Rank
-	Data   []float32 // every A and B
-	Grad   []float32 // their gradients, same layout
-	Names  []ParamInfo
+	Scale  float32                 // Alpha / Rank
+	Data   []float32               // every A and B; a backend tensor
+	Grad   []float32               // their gradients, same layout; a backend tensor
+	Names  []ParamInfo             // views of Data (backend memory), in the order of Data
 	layers [][numMods]*loraAdapter // nil where a module is not targeted
 	off    bool                    // SetAdaptersActive(false)
 
@@ -122,24 +128,28 @@ func (m *Model) EnableLoRA(cfg LoRAConfig) error {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x243f6a8885a308d3))
+	init := make([]float32, len(lo.Data)) // built on the host, uploaded once
 	for _, ads := range lo.layers {
 		for _, ad := range ads {
 			if ad == nil {
 				continue
 			}
 			bound := 1 / math.Sqrt(float64(ad.In))
-			for i := range ad.A {
-				ad.A[i] = float32((2*rng.Float64() - 1) * bound)
+			a := init[ad.offA : ad.offA+len(ad.A)]
+			for i := range a {
+				a[i] = float32((2*rng.Float64() - 1) * bound)
 			}
 		}
 	}
+	m.be.Upload(lo.Data, init)
 	m.lora = lo
-	m.Grads = nil
+	m.dropGrads()
 	return nil
 }
 
-// newLoRA allocates zeroed adapters for cfg.
-func (m *Model) newLoRA(cfg LoRAConfig) (*LoRA, error) {
+// newLoRA allocates zeroed adapters for cfg on the model's backend (out of
+// device memory is its error; free releases them).
+func (m *Model) newLoRA(cfg LoRAConfig) (lo *LoRA, err error) {
 	if m.lora != nil {
 		return nil, fmt.Errorf("model: LoRA is already enabled")
 	}
@@ -162,16 +172,18 @@ func (m *Model) newLoRA(cfg LoRAConfig) (*LoRA, error) {
 			n += c.L * r * (in + out)
 		}
 	}
-	lo := &LoRA{Config: cfg, Scale: cfg.Alpha / float32(r), Data: make([]float32, n), Grad: make([]float32, n)}
+	defer gpu.RecoverMemory(&err)
+	lo = &LoRA{Config: cfg, Scale: cfg.Alpha / float32(r), Data: m.be.Alloc("LoRA adapters", n)}
+	lo.Grad = m.be.Alloc("LoRA gradients", n)
 	lo.Config.Targets = slices.Clone(cfg.Targets)
 	lo.layers = make([][numMods]*loraAdapter, c.L)
 	off := 0
-	take := func(name string, rows, cols int) ([]float32, []float32) {
-		k := rows * cols
+	take := func(name string, rows, cols int) ([]float32, []float32, int) {
+		k, at := rows*cols, off
 		d, g := lo.Data[off:off+k:off+k], lo.Grad[off:off+k:off+k]
 		off += k
 		lo.Names = append(lo.Names, ParamInfo{Name: name, Shape: []int{rows, cols}, Data: d})
-		return d, g
+		return d, g, at
 	}
 	for l := 0; l < c.L; l++ {
 		for mod := range on {
@@ -180,12 +192,33 @@ func (m *Model) newLoRA(cfg LoRAConfig) (*LoRA, error) {
 			}
 			in, out := c.linearShape(mod)
 			ad := &loraAdapter{In: in, Out: out}
-			ad.A, ad.DA = take(loraName(l, mod, "A"), r, in)
-			ad.B, ad.DB = take(loraName(l, mod, "B"), out, r)
+			ad.A, ad.DA, ad.offA = take(loraName(l, mod, "A"), r, in)
+			ad.B, ad.DB, ad.offB = take(loraName(l, mod, "B"), out, r)
 			lo.layers[l][mod] = ad
 		}
 	}
 	return lo, nil
+}
+
+// free gives the adapters' tensors back to the backend.
+func (l *LoRA) free(be gpu.Backend) {
+	be.Free(l.Data)
+	be.Free(l.Grad)
+}
+
+// Host returns a host copy of the adapters (Data's layout): one download.
+func (l *LoRA) Host(be gpu.Backend) []float32 {
+	h := make([]float32, len(l.Data))
+	be.Download(h, l.Data)
+	return h
+}
+
+// dropGrads releases the base gradients (the base is frozen under LoRA).
+func (m *Model) dropGrads() {
+	if m.Grads != nil {
+		m.be.Free(m.Grads.Data)
+		m.Grads = nil
+	}
 }
 
 // LoRA returns the model's adapters, or nil when the whole model trains.
@@ -204,10 +237,57 @@ func (m *Model) Trainable() (params, grads []float32) {
 	return m.Params.Data, m.Grads.Data
 }
 
-// loraScratch are the buffers of the low-rank products, grown on demand.
+// loraScratch are the buffers of the low-rank products: tensors of the
+// model's backend, grown on demand (doubling, so a generator's steps stop
+// allocating once warm) and given back by free.
 type loraScratch struct {
+	be      gpu.Backend
 	u, du   []float32 // [N,R]
 	tmp, dx []float32 // [N,max(In,Out)]
+	kept    [][]float32
+}
+
+// tensor returns *b with n floats, replacing it by a larger backend tensor
+// when it is too small.
+func (s *loraScratch) tensor(b *[]float32, n int, name string) []float32 {
+	if cap(*b) < n {
+		if *b != nil {
+			s.be.Free((*b)[:cap(*b)])
+		}
+		*b = s.be.Alloc("LoRA scratch: "+name, max(n, 2*cap(*b)))
+	}
+	return (*b)[:n]
+}
+
+// keep returns *b with n floats, allocated once at that size (the
+// per-layer products a training forward keeps for its backward).
+func (s *loraScratch) keep(b *[]float32, n int) []float32 {
+	if len(*b) != n {
+		if *b != nil {
+			s.be.Free(*b)
+			s.kept = slices.DeleteFunc(s.kept, func(x []float32) bool { return &x[0] == &(*b)[0] })
+		}
+		*b = s.be.Alloc("LoRA activations: inp A^T", n)
+		s.kept = append(s.kept, *b)
+	}
+	return *b
+}
+
+// free gives every scratch tensor back.
+func (s *loraScratch) free() {
+	if s.be == nil {
+		return
+	}
+	for _, b := range []*[]float32{&s.u, &s.du, &s.tmp, &s.dx} {
+		if *b != nil {
+			s.be.Free((*b)[:cap(*b)])
+			*b = nil
+		}
+	}
+	for _, x := range s.kept {
+		s.be.Free(x)
+	}
+	s.kept = nil
 }
 
 // loraForward adds the adapter's contribution scale*(inp A^T) B^T to out
@@ -218,15 +298,18 @@ func (m *Model) loraForward(s *loraScratch, keep *[]float32, out, inp []float32,
 		return
 	}
 	be, r := m.be, m.lora.Config.Rank
-	u := &s.u
+	s.be = be
+	var u []float32
 	if keep != nil {
-		u = keep
+		u = s.keep(keep, N*r)
+	} else {
+		u = s.tensor(&s.u, N*r, "u")
 	}
-	*u, s.tmp = grow(*u, N*r), grow(s.tmp, N*ad.Out)
-	be.MatmulForward(*u, inp, ad.A, nil, N, ad.In, r)
-	be.Scale(*u, m.lora.Scale)
-	be.MatmulForward(s.tmp, *u, ad.B, nil, N, r, ad.Out)
-	be.ResidualForward(out, out, s.tmp, N*ad.Out)
+	tmp := s.tensor(&s.tmp, N*ad.Out, "tmp")
+	be.MatmulForward(u, inp, ad.A, nil, N, ad.In, r)
+	be.Scale(u, m.lora.Scale)
+	be.MatmulForward(tmp, u, ad.B, nil, N, r, ad.Out)
+	be.ResidualForward(out, out, tmp, N*ad.Out)
 }
 
 // loraBackward accumulates the adapter's gradients for the output gradient
@@ -238,11 +321,12 @@ func (m *Model) loraBackward(s *loraScratch, dinp, dout, inp, u []float32, ad *l
 		return
 	}
 	be, r, sc := m.be, m.lora.Config.Rank, m.lora.Scale
-	s.du, s.dx = grow(s.du, N*r), grow(s.dx, N*ad.In)
-	be.MatmulBackward(s.du, ad.DB, nil, dout, u, ad.B, N, r, ad.Out) // dB += dout^T u; du = dout B
-	be.Scale(s.du, sc)
-	be.MatmulBackward(s.dx, ad.DA, nil, s.du, inp, ad.A, N, ad.In, r) // dA += du^T inp; dx = du A
-	be.ResidualForward(dinp, dinp, s.dx, N*ad.In)
+	s.be = be
+	du, dx := s.tensor(&s.du, N*r, "du"), s.tensor(&s.dx, N*ad.In, "dx")
+	be.MatmulBackward(du, ad.DB, nil, dout, u, ad.B, N, r, ad.Out) // dB += dout^T u; du = dout B
+	be.Scale(du, sc)
+	be.MatmulBackward(dx, ad.DA, nil, du, inp, ad.A, N, ad.In, r) // dA += du^T inp; dx = du A
+	be.ResidualForward(dinp, dinp, dx, N*ad.In)
 }
 
 // SetAdaptersActive turns the adapters off (false) or back on (true) for

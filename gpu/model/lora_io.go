@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rlhost/rlhost/gpu/cpu"
 	"github.com/rlhost/rlhost/gpu/safetensors"
 	"github.com/rlhost/rlhost/gpu/weights"
 )
@@ -118,67 +119,92 @@ func (m *Model) LoadLoRA(dir string) error {
 	if err != nil {
 		return err
 	}
-	var lo *LoRA
-	if m.lora != nil {
+	// the values are read into a host copy of the adapters' layout and
+	// uploaded once, after every tensor was checked
+	names, resume := []ParamInfo(nil), m.lora != nil
+	if resume {
 		// resuming: load into the adapters in place (an optimizer built on
 		// Trainable stays valid), if the directory has the same shape
-		lo = m.lora
+		lo := m.lora
 		want, _ := targetSet(lo.Config.Targets)
 		got, _ := targetSet(cfg.Targets)
 		if cfg.Rank != lo.Config.Rank || cfg.Alpha != lo.Config.Alpha || want != got {
 			return fmt.Errorf("model: %s: adapters r=%d alpha=%v targets %v do not match the enabled r=%d alpha=%v targets %v",
 				cpath, cfg.Rank, cfg.Alpha, cfg.Targets, lo.Config.Rank, lo.Config.Alpha, lo.Config.Targets)
 		}
-		lo = &LoRA{Config: lo.Config, Scale: lo.Scale, Data: slices.Clone(lo.Data), Grad: lo.Grad}
-		off := 0 // the views are laid out in order
-		for _, n := range m.lora.Names {
-			lo.Names = append(lo.Names, ParamInfo{Name: n.Name, Shape: n.Shape, Data: lo.Data[off : off+len(n.Data)]})
-			off += len(n.Data)
+		names = lo.Names
+	} else {
+		// the names and shapes of cfg's adapters, without allocating them yet
+		on, err := targetSet(cfg.Targets)
+		if err != nil {
+			return fmt.Errorf("%w (in %s)", err, cpath)
 		}
-	} else if lo, err = m.newLoRA(cfg); err != nil {
-		return fmt.Errorf("%w (in %s)", err, cpath)
+		c := m.Config
+		for l := 0; l < c.L; l++ {
+			for mod := range on {
+				if on[mod] {
+					in, out := c.linearShape(mod)
+					names = append(names, ParamInfo{Name: loraName(l, mod, "A"), Shape: []int{cfg.Rank, in}},
+						ParamInfo{Name: loraName(l, mod, "B"), Shape: []int{out, cfg.Rank}})
+				}
+			}
+		}
 	}
+	n := 0
+	for _, p := range names {
+		n += p.Shape[0] * p.Shape[1]
+	}
+	h := make([]float32, n)
 	tpath := filepath.Join(dir, AdapterModelFile)
 	f, err := safetensors.Open(tpath)
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
 	defer f.Close()
-	for _, n := range lo.Names {
-		ti, ok := f.Tensor(n.Name)
+	off := 0 // the views are laid out in order
+	for _, p := range names {
+		ti, ok := f.Tensor(p.Name)
 		if !ok {
-			return fmt.Errorf("model: %s: adapter tensor %s is missing", tpath, n.Name)
+			return fmt.Errorf("model: %s: adapter tensor %s is missing", tpath, p.Name)
 		}
-		if !slices.Equal(ti.Shape, n.Shape) {
-			return fmt.Errorf("model: %s: adapter tensor %s has shape %v, want %v (r = %d)", tpath, n.Name, ti.Shape, n.Shape, cfg.Rank)
+		if !slices.Equal(ti.Shape, p.Shape) {
+			return fmt.Errorf("model: %s: adapter tensor %s has shape %v, want %v (r = %d)", tpath, p.Name, ti.Shape, p.Shape, cfg.Rank)
 		}
-		x, _, err := f.Float32s(n.Name)
+		x, _, err := f.Float32s(p.Name)
 		if err != nil {
 			return fmt.Errorf("model: %w", err)
 		}
-		copy(n.Data, x)
+		k := p.Shape[0] * p.Shape[1]
+		copy(h[off:off+k], x)
+		off += k
 	}
-	if len(f.Tensors) != len(lo.Names) {
+	if len(f.Tensors) != len(names) {
 		var extra []string
 		for _, ti := range f.Tensors {
-			if !slices.ContainsFunc(lo.Names, func(p ParamInfo) bool { return p.Name == ti.Name }) {
+			if !slices.ContainsFunc(names, func(p ParamInfo) bool { return p.Name == ti.Name }) {
 				extra = append(extra, ti.Name)
 			}
 		}
 		slices.Sort(extra)
 		return fmt.Errorf("model: %s: unexpected tensors %v for target modules %v", tpath, extra, cfg.Targets)
 	}
-	if m.lora != nil {
-		copy(m.lora.Data, lo.Data) // every tensor checked: commit
+	if resume {
+		m.be.Upload(m.lora.Data, h) // every tensor checked: commit
+		m.lora.Changed()
 		return nil
 	}
+	lo, err := m.newLoRA(cfg)
+	if err != nil {
+		return fmt.Errorf("%w (in %s)", err, cpath)
+	}
+	m.be.Upload(lo.Data, h)
 	m.lora = lo
-	m.Grads = nil
+	m.dropGrads()
 	return nil
 }
 
-// LoRACheckpoint returns the adapters under their peft names (views of
-// LoRA.Data; copy them to keep a snapshot) and the adapter_config.json
+// LoRACheckpoint returns the adapters under their peft names (a host copy,
+// downloaded once) and the adapter_config.json
 // content peft's PeftModel.from_pretrained loads them with. base names the
 // base model (base_model_name_or_path; may be empty).
 func (m *Model) LoRACheckpoint(base string) ([]safetensors.Tensor, []byte, error) {
@@ -204,9 +230,12 @@ func (m *Model) LoRACheckpoint(base string) ([]safetensors.Tensor, []byte, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("model: %w", err)
 	}
+	h := lo.Host(m.be)
 	ts := make([]safetensors.Tensor, len(lo.Names))
+	off := 0
 	for i, n := range lo.Names {
-		ts[i] = safetensors.Tensor{Name: n.Name, Shape: n.Shape, Data: n.Data}
+		ts[i] = safetensors.Tensor{Name: n.Name, Shape: n.Shape, Data: h[off : off+len(n.Data)]}
+		off += len(n.Data)
 	}
 	return ts, append(cj, '\n'), nil
 }
@@ -240,6 +269,7 @@ func (m *Model) MergedCheckpoint() *weights.Checkpoint {
 		return ck
 	}
 	r := lo.Config.Rank
+	h := lo.Host(m.be) // the adapters, downloaded once; the merge runs on the host copy
 	var at []float32
 	for l, ads := range lo.layers {
 		for mod, ad := range ads {
@@ -249,14 +279,15 @@ func (m *Model) MergedCheckpoint() *weights.Checkpoint {
 			name := fmt.Sprintf("model.layers.%d.%s%s.weight", l, modulePrefix(mod), LoRAModules[mod])
 			w := ck.Tensors[name].Data
 			// delta [Out,In] = B [Out,R] (A^T [In,R])^T, as one matmul
+			A, B := h[ad.offA:ad.offA+len(ad.A)], h[ad.offB:ad.offB+len(ad.B)]
 			at = grow(at, ad.In*r)
 			for i := 0; i < r; i++ {
 				for j := 0; j < ad.In; j++ {
-					at[j*r+i] = ad.A[i*ad.In+j]
+					at[j*r+i] = A[i*ad.In+j]
 				}
 			}
 			delta := make([]float32, ad.Out*ad.In)
-			m.be.MatmulForward(delta, ad.B, at, nil, ad.Out, r, ad.In)
+			cpu.New().MatmulForward(delta, B, at, nil, ad.Out, r, ad.In)
 			for i, d := range delta {
 				w[i] += lo.Scale * d
 			}

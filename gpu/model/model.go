@@ -72,7 +72,7 @@ func (m *Model) EnableGrads() {
 // ZeroGrads clears the gradients (the adapters' with LoRA enabled).
 func (m *Model) ZeroGrads() {
 	if m.lora != nil {
-		clear(m.lora.Grad)
+		m.be.Zero(m.lora.Grad)
 		return
 	}
 	m.EnableGrads()

@@ -26,9 +26,6 @@ type AdamW struct {
 func NewAdamW(m *Model, cfg AdamWConfig) *AdamW {
 	params, _ := m.Trainable()
 	n := len(params)
-	if m.lora != nil { // the adapters live on the host (see LoRA)
-		return &AdamW{Config: cfg, m: make([]float32, n), v: make([]float32, n)}
-	}
 	return &AdamW{Config: cfg, m: m.be.Alloc("AdamW first moments", n), v: m.be.Alloc("AdamW second moments", n), be: m.be}
 }
 

@@ -184,6 +184,7 @@ func (a *Acts) Free() {
 	for _, x := range a.owned {
 		a.be.Free(x)
 	}
+	a.lora.free()
 	a.owned = nil
 	a.layers = nil
 }

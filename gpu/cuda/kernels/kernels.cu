@@ -26,4 +26,5 @@ extern "C" {
 #include "elementwise.cuh"
 #include "logprob.cuh"
 #include "optimizer.cuh"
+#include "sample.cuh"
 }  // extern "C"

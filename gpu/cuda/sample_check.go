@@ -1,0 +1,121 @@
+package cuda
+
+// Checks of the sampling family against the CPU reference gpu/cpu
+// (sample.go): the same logits and draws must give the same tokens, and
+// log-probabilities within rounding.
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/model"
+)
+
+// checkSample: rows of every kind (greedy; temperature alone; top-k; top-p;
+// both; a flat row whose candidates need several thresholds; tied logits
+// where order by id matters), 8 draws each, for a vocabulary below the
+// block size and one of several chunks per thread.
+func checkSample(b Device) error {
+	r := rand.New(rand.NewPCG(31, 31))
+	kinds := []gpu.SampleParams{
+		{Temperature: 0},
+		{Temperature: 1},
+		{Temperature: 0.7},
+		{Temperature: 1.3, TopK: 5},
+		{Temperature: 0.9, TopP: 0.8},
+		{Temperature: 1, TopK: 40, TopP: 0.95},
+		{Temperature: 2, TopP: 0.999},
+		{Temperature: 0.5, TopK: 1},
+	}
+	for _, V := range []int{97, 3000} {
+		var params []gpu.SampleParams
+		var logits []float32
+		for k, p := range kinds {
+			for range 8 {
+				p.U = r.Float64()
+				params = append(params, p)
+				row := randn(r, V, 3)
+				switch k % 3 {
+				case 1: // ties: a few logits repeated, among them the largest
+					for i := 1; i < V; i += 7 {
+						row[i] = row[0]
+					}
+				case 2: // nearly flat: many candidates
+					for i := range row {
+						row[i] *= 0.01
+					}
+				}
+				logits = append(logits, row...)
+			}
+		}
+		M := len(params)
+		wantT, gotT := make([]int32, M), make([]int32, M)
+		wantL, gotL := make([]float32, M), make([]float32, M)
+		ref.SampleTokens(wantT, wantL, logits, params, M, V)
+		z := b.Alloc("check logits", M*V)
+		b.Upload(z, logits)
+		b.SampleTokens(gotT, gotL, z, params, M, V)
+		noLogp := make([]int32, M)
+		b.SampleTokens(noLogp, nil, z, params, M, V)
+		b.Free(z)
+		for i := range wantT {
+			if gotT[i] != wantT[i] || noLogp[i] != wantT[i] {
+				return fmt.Errorf("V=%d row %d (%+v): token %d on cuda (%d without log-probs), %d on cpu", V, i, params[i], gotT[i], noLogp[i], wantT[i])
+			}
+		}
+		if err := compare(fmt.Sprintf("V=%d sampled logp", V), gotL, wantL, 1e-5); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkGenerateSampled: generation with temperature, top-k and top-p
+// sampled on each backend from the same seeds: the tokens must be equal
+// (the request's stream gives both backends the same draws) and their
+// log-probabilities close.
+func checkGenerateSampled(b Device) error {
+	c := model.Config{Family: "llama", V: 97, C: 64, F: 128, L: 2, NH: 4, NKV: 1, HD: 16, MaxPos: 64,
+		Eps: 1e-5, RopeTheta: 10000, Tied: true, BOS: 1, EOS: 2}
+	r := rand.New(rand.NewPCG(18, 18))
+	init := randn(r, c.NumParams(), 0.3)
+	sc := []model.SampleConfig{
+		{Temperature: 1},
+		{Temperature: 0.8, TopK: 10},
+		{Temperature: 1.2, TopP: 0.9},
+		{Temperature: 0.7, TopK: 20, TopP: 0.8},
+	}
+	var reqs []model.Request
+	for i, s := range sc {
+		prompt := make([]int32, 3+2*i)
+		for j := range prompt {
+			prompt[j] = int32(r.IntN(c.V))
+		}
+		s.MaxTokens, s.IgnoreEOS, s.Seed = 12, true, uint64(100+i)
+		reqs = append(reqs, model.Request{Prompt: prompt, Sample: s})
+	}
+	var res [2][]model.Result
+	for i, be := range []gpu.Backend{ref, b} {
+		m := model.NewZero(be, c)
+		m.Params.Upload(init)
+		g, err := m.NewGenerator(3, 32)
+		if err != nil {
+			return err
+		}
+		if res[i], err = g.Generate(reqs); err != nil {
+			return fmt.Errorf("generate on %s: %w", be.Name(), err)
+		}
+	}
+	for i := range reqs {
+		want, got := res[0][i], res[1][i]
+		if !slices.Equal(got.Tokens, want.Tokens) {
+			return fmt.Errorf("request %d: sampled tokens %v on cuda, %v on cpu", i, got.Tokens, want.Tokens)
+		}
+		if err := compare(fmt.Sprintf("request %d logprobs", i), got.Logprobs, want.Logprobs, 1e-4); err != nil {
+			return err
+		}
+	}
+	return nil
+}
