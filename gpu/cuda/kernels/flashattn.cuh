@@ -9,9 +9,8 @@
 #pragma once
 
 // Packed batch: sequence s is the rows cu[s] .. cu[s+1]-1 of q, out, dout,
-// dq [N,NH,HD] and k, v, dk, dv [N,NKV,HD]; lse, D [N,NH]. With cu NULL the S
-// sequences all have length maxT (row s*maxT is the first of sequence s).
-// A launch has S * ceil(maxT/FA_TILE) * H blocks of BLOCK threads (H the
+// dq [N,NH,HD] and k, v, dk, dv [N,NKV,HD]; lse, D [N,NH]; no sequence is
+// longer than maxT. A launch has S * ceil(maxT/FA_TILE) * H blocks of BLOCK threads (H the
 // heads a block serves: NH, or NKV for the keys' backward); a block whose
 // tile starts at or beyond its sequence's length returns at once, so the
 // work done is the sequences' own, none on padding.
@@ -41,14 +40,14 @@ extern "C++" {
 
 // fa_block locates block blockIdx.x: head h (of H), tile, and the sequence's
 // first row off and length L.
-__device__ void fa_block(const int* cu, i64 S, i64 maxT, i64 H, i64* h, i64* tile, i64* off, i64* L) {
+__device__ void fa_block(const int* cu, i64 maxT, i64 H, i64* h, i64* tile, i64* off, i64* L) {
     i64 nT = (maxT + FA_TILE - 1) / FA_TILE;
     i64 b = blockIdx.x;
     *h = b % H;
     *tile = (b / H) % nT;
     i64 s = b / (H * nT);
-    *off = cu ? (i64)cu[s] : s * maxT;
-    *L = cu ? (i64)cu[s + 1] - *off : maxT;
+    *off = cu[s];
+    *L = (i64)cu[s + 1] - *off;
 }
 
 // fa_load fills the shared tile dst [FA_TILE, ld] with the rows r0.. of
@@ -88,7 +87,7 @@ __device__ void flash_forward(float* out, float* lse, const float* q, const floa
     __shared__ float Qs[FA_TILE * FA_SROW], Ks[FA_TILE * FA_SROW], Vs[FA_TILE * FA_SROW];
     __shared__ float Ps[FA_TILE * FA_PROW];
     i64 h, tile, off, L;
-    fa_block(cu, S, maxT, NH, &h, &tile, &off, &L);
+    fa_block(cu, maxT, NH, &h, &tile, &off, &L);
     i64 q0 = tile * FA_TILE;
     if (q0 >= L) return;  // the whole block: no work on padding
     i64 kh = h / (NH / NKV), ld = HD + 1;
@@ -149,7 +148,7 @@ __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const f
     __shared__ float Ps[FA_TILE * FA_PROW], dSs[FA_TILE * FA_PROW];  // P and dS of the tile, [key][query]
     __shared__ float lses[FA_TILE], dots[FA_TILE];                    // lse and D of the tile's queries
     i64 kh, tile, off, L;
-    fa_block(cu, S, maxT, NKV, &kh, &tile, &off, &L);
+    fa_block(cu, maxT, NKV, &kh, &tile, &off, &L);
     i64 j0 = tile * FA_TILE;
     if (j0 >= L) return;
     i64 group = NH / NKV, ld = HD + 1;
@@ -217,7 +216,7 @@ __device__ void flash_backward_dq(float* dq, const float* q, const float* k, con
     __shared__ float Qs[FA_TILE * FA_SROW], Os[FA_TILE * FA_SROW], Ks[FA_TILE * FA_SROW], Vs[FA_TILE * FA_SROW];
     __shared__ float dSs[FA_TILE * FA_PROW];  // dS of the tile, [query][key]
     i64 h, tile, off, L;
-    fa_block(cu, S, maxT, NH, &h, &tile, &off, &L);
+    fa_block(cu, maxT, NH, &h, &tile, &off, &L);
     i64 q0 = tile * FA_TILE;
     if (q0 >= L) return;
     i64 kh = h / (NH / NKV), ld = HD + 1;
