@@ -297,11 +297,18 @@ func checkGenerate(b Device) error {
 		}
 		reqs = append(reqs, model.Request{Prompt: prompt, Sample: model.SampleConfig{MaxTokens: 12, IgnoreEOS: true}})
 	}
+	return generateBoth(ref, b, c, init, reqs, 2, "tokens")
+}
+
+// generateBoth generates reqs with the same weights init on the reference backend and on b
+// (slots sequences at a time, 32 positions) and requires the same tokens (what names them in
+// the error) and log-probs within 1e-4.
+func generateBoth(ref, b gpu.Backend, c model.Config, init []float32, reqs []model.Request, slots int, what string) error {
 	var res [2][]model.Result
 	for i, be := range []gpu.Backend{ref, b} {
 		m := model.NewZero(be, c)
 		m.Params.Upload(init)
-		g, err := m.NewGenerator(2, 32)
+		g, err := m.NewGenerator(slots, 32)
 		if err != nil {
 			return err
 		}
@@ -312,7 +319,7 @@ func checkGenerate(b Device) error {
 	for i := range reqs {
 		want, got := res[0][i], res[1][i]
 		if !slices.Equal(got.Tokens, want.Tokens) {
-			return fmt.Errorf("request %d: tokens %v on cuda, %v on cpu", i, got.Tokens, want.Tokens)
+			return fmt.Errorf("request %d: %s %v on cuda, %v on cpu", i, what, got.Tokens, want.Tokens)
 		}
 		if err := compare(fmt.Sprintf("request %d logprobs", i), got.Logprobs, want.Logprobs, 1e-4); err != nil {
 			return err

@@ -7,7 +7,6 @@ package cuda
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 
 	"github.com/rlhost/rlhost/gpu"
 	"github.com/rlhost/rlhost/gpu/model"
@@ -96,26 +95,5 @@ func checkGenerateSampled(b Device) error {
 		s.MaxTokens, s.IgnoreEOS, s.Seed = 12, true, uint64(100+i)
 		reqs = append(reqs, model.Request{Prompt: prompt, Sample: s})
 	}
-	var res [2][]model.Result
-	for i, be := range []gpu.Backend{ref, b} {
-		m := model.NewZero(be, c)
-		m.Params.Upload(init)
-		g, err := m.NewGenerator(3, 32)
-		if err != nil {
-			return err
-		}
-		if res[i], err = g.Generate(reqs); err != nil {
-			return fmt.Errorf("generate on %s: %w", be.Name(), err)
-		}
-	}
-	for i := range reqs {
-		want, got := res[0][i], res[1][i]
-		if !slices.Equal(got.Tokens, want.Tokens) {
-			return fmt.Errorf("request %d: sampled tokens %v on cuda, %v on cpu", i, got.Tokens, want.Tokens)
-		}
-		if err := compare(fmt.Sprintf("request %d logprobs", i), got.Logprobs, want.Logprobs, 1e-4); err != nil {
-			return err
-		}
-	}
-	return nil
+	return generateBoth(ref, b, c, init, reqs, 3, "sampled tokens")
 }
