@@ -5,9 +5,9 @@ SPINE_PKGS  := ./host/plugin/... ./host/judge/... ./host/progress/... ./host/rol
 # Built-in plugins: binary name -> package (in the host module).
 PLUGIN_BINS := $(PLUGINS)/rlhost-task-gsm8k $(PLUGINS)/rlhost-task-arith $(PLUGINS)/rlhost-task-genchat
 
-.PHONY: build plugins proto proto-check proto-tools test-spine test-conformance bench-spine demo demo-setup demo-compile demo-build bench-docs
+.PHONY: build plugins proto proto-check proto-tools test-spine test-conformance bench-spine demo demo-setup demo-compile demo-build bench-docs bench-docs-check
 
-TEST_TARGETS  += proto-check test-spine test-conformance
+TEST_TARGETS  += proto-check bench-docs-check test-spine test-conformance
 BENCH_TARGETS += bench-spine
 
 build: $(BIN)/rlhost plugins ## build bin/rlhost and the built-in plugins into bin/plugins
@@ -79,16 +79,10 @@ data/gsm8k/train.parquet: | $(BIN)/rlhost $(PLUGINS)/rlhost-task-gsm8k ## prepro
 	$(BIN)/rlhost preprocess --task gsm8k --input $(GSM8K_RAW) --output-dir data/gsm8k
 
 # The page's sections in reading order; an area not listed comes after them.
-BENCH_ORDER := compute training decode spine python tracing algo critic lora tokenizer model-files data metrics genchat dr swedev cuda
+BENCH_ORDER := compute training decode spine python tracing algo lora tokenizer model-files data metrics genchat dr swedev cuda
 
-bench-docs: ## rebuild docs/benchmarks.md (the current figures) from docs/bench/AREA.md; earlier runs are in docs/bench/history/
-	@{ echo "# Benchmarks"; echo; \
-	  echo "The current figures: each measured speed once, its latest measurement beside a peer run in the same"; \
-	  echo "command, the machine and its load, and the command. Earlier runs, full tables and analysis are in"; \
-	  echo "[docs/bench/history/](bench/history/). Each area keeps its section in docs/bench/AREA.md;"; \
-	  echo "\`make bench-docs\` assembles this page. \"Dev machine\": the shared 2-vCPU development machine, whose"; \
-	  echo "figures at a high load are upper bounds (ratios within one run are the meaningful part)."; \
-	  for a in $(BENCH_ORDER) $$(ls docs/bench/*.md | xargs -n1 basename | sed 's/\.md$$//' | grep -vxF -f <(printf '%s\n' $(BENCH_ORDER))); do \
-	    [ -f docs/bench/$$a.md ] && { echo; cat docs/bench/$$a.md; }; done; } > docs/benchmarks.md
-	@echo "docs/benchmarks.md: $$(ls docs/bench/*.md | wc -l) sections, $$(wc -l < docs/benchmarks.md) lines"
-	@[ $$(wc -l < docs/benchmarks.md) -le 150 ] || echo "bench-docs: warning: docs/benchmarks.md is over 150 lines: keep each docs/bench/AREA.md to its latest figures (one table) and move earlier runs to docs/bench/history/AREA.md" >&2
+bench-docs: ## rebuild docs/benchmarks.md (the current figures, at most 150 lines) from docs/bench/AREA.md; earlier runs are in docs/bench/history/
+	scripts/bench/benchmarks_page.sh write $(BENCH_ORDER)
+
+bench-docs-check: ## fail if docs/benchmarks.md is over 150 lines or not what `make bench-docs` assembles
+	scripts/bench/benchmarks_page.sh check $(BENCH_ORDER)
