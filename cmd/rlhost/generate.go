@@ -29,7 +29,7 @@ func generateCommand() *cli.Command {
 			&cli.IntFlag{Name: "top-k", Value: 0},
 			&cli.Uint64Flag{Name: "seed", Value: 1},
 			&cli.BoolFlag{Name: "logprobs", Usage: "include per-token log-probs"},
-			&cli.StringFlag{Name: "dtype", Value: "float32", Usage: "weight type of the matrix products: float32, bfloat16 or int8 (actor_rollout_ref.rollout.dtype)"},
+			&cli.StringFlag{Name: "dtype", Value: "float32", Usage: "weight type of the matrix products: float32, bfloat16, int8 or auto (actor_rollout_ref.rollout.dtype)"},
 			&cli.BoolFlag{Name: "ignore-eos", Usage: "do not stop at the end-of-sequence token (always max-tokens new tokens)"},
 			&cli.BoolFlag{Name: "timing", Usage: "include the generation wall time (prompt + new tokens, model load excluded) and new tokens/s"},
 		},
@@ -70,11 +70,7 @@ func generateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			dtype, err := cpu.ParseDtype(c.String("dtype"))
-			if err != nil {
-				return err
-			}
-			if err := g.SetDtype(dtype); err != nil {
+			if _, err := g.SetDtypeName(c.String("dtype")); err != nil {
 				return err
 			}
 			start := time.Now()

@@ -249,6 +249,23 @@ var (
 // BestLowpISA is the widest kernel this CPU runs, chosen at start-up.
 var BestLowpISA = bestLowpISA()
 
+// AutoDtype is the generation weight type that `auto` (the default of
+// actor_rollout_ref.rollout.dtype) picks on this CPU: bfloat16 where the
+// reduced-precision kernels run at full width (AVX-512: the copy halves the
+// weights streamed per decode step, and with AVX-512 BF16 its products run
+// at twice the fp32 multiply rate), float32 elsewhere. With AVX2 only, the
+// kernels' 4 x 4 register tile spills (fp32 products stay on sgemm), and
+// bfloat16 decoding is about 4x slower than float32 at batch 16
+// (docs/compute.md).
+func AutoDtype() Dtype { return autoDtype(BestLowpISA) }
+
+func autoDtype(isa LowpISA) Dtype {
+	if isa >= ISAAVX512 {
+		return BFloat16
+	}
+	return Float32
+}
+
 func bestLowpISA() LowpISA {
 	isa := LowpISA(C.lowp_best_isa())
 	if isa == ISAAVX512 && (HasBF16Dot || HasQ8Dot) {

@@ -408,3 +408,20 @@ func TestQ8ActivationsC(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoDtype: `auto` picks bfloat16 only where the reduced-precision
+// kernels run at full width (AVX-512), float32 where they would spill
+// (AVX2) or run portable C.
+func TestAutoDtype(t *testing.T) {
+	for isa, want := range map[LowpISA]Dtype{ISAGeneric: Float32, ISAAVX2: Float32, ISAAVX512: BFloat16, ISAAVX512Dot: BFloat16} {
+		if got := autoDtype(isa); got != want {
+			t.Errorf("autoDtype(%v) = %v, want %v", isa, got, want)
+		}
+	}
+	if got := AutoDtype(); got != autoDtype(BestLowpISA) {
+		t.Errorf("AutoDtype() = %v on a CPU whose best kernel is %v", got, BestLowpISA)
+	}
+	if _, err := ParseDtype("auto"); err == nil {
+		t.Error(`ParseDtype("auto") gave no error: auto depends on the backend (model.Generator.SetDtypeName)`)
+	}
+}

@@ -105,6 +105,29 @@ func (g *Generator) Dtype() cpu.Dtype {
 	return g.lowp.dtype
 }
 
+// AutoDtype is the weight type `auto` picks for this generator:
+// cpu.AutoDtype() on the CPU backend, float32 on the others (reduced-precision
+// generation runs on the CPU backend only).
+func (g *Generator) AutoDtype() cpu.Dtype {
+	if _, ok := g.m.be.(cpu.Backend); !ok {
+		return cpu.Float32
+	}
+	return cpu.AutoDtype()
+}
+
+// SetDtypeName is SetDtype by name: "auto" (AutoDtype) or a name
+// cpu.ParseDtype reads. It returns the type chosen.
+func (g *Generator) SetDtypeName(name string) (cpu.Dtype, error) {
+	d := g.AutoDtype()
+	if name != "auto" {
+		var err error
+		if d, err = cpu.ParseDtype(name); err != nil {
+			return 0, err
+		}
+	}
+	return d, g.SetDtype(d)
+}
+
 // SetDtype chooses the weight type of generation: cpu.Float32 (the master
 // weights: log-probs equal the training forward's), cpu.BFloat16 or
 // cpu.Int8. The copy is built here and refreshed by Generate when the

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
 	"github.com/rlhost/rlhost/gpu/weights"
@@ -315,4 +316,32 @@ func relLogitErr(t *testing.T, name string) float64 {
 		t.Fatalf("testdata/%s: %v (rel_logit_err %g)", name, err, g.Rel)
 	}
 	return g.Rel
+}
+
+// TestSetDtypeName: "auto" picks cpu.AutoDtype() on the CPU backend and
+// float32 on any other backend (reduced-precision generation is CPU-only);
+// names are read by cpu.ParseDtype.
+func TestSetDtypeName(t *testing.T) {
+	m := newTiny(t, "tiny-llama")
+	g, _ := m.NewGenerator(1, 16)
+	if d, err := g.SetDtypeName("auto"); err != nil || d != cpu.AutoDtype() || g.Dtype() != d {
+		t.Errorf(`SetDtypeName("auto") on the cpu backend: %v, %v (generator %v), want %v`, d, err, g.Dtype(), cpu.AutoDtype())
+	}
+	if d, err := g.SetDtypeName("int8"); err != nil || d != cpu.Int8 || g.Dtype() != cpu.Int8 {
+		t.Errorf(`SetDtypeName("int8"): %v, %v (generator %v)`, d, err, g.Dtype())
+	}
+	if _, err := g.SetDtypeName("float16"); err == nil {
+		t.Error(`SetDtypeName("float16") gave no error`)
+	}
+	other, err := New(&timedBackend{Backend: cpu.New(), t: map[string]time.Duration{}}, loadCheckpoint(t, filepath.Join("testdata", "tiny-llama")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	og, _ := other.NewGenerator(1, 16)
+	if d, err := og.SetDtypeName("auto"); err != nil || d != cpu.Float32 || og.Dtype() != cpu.Float32 {
+		t.Errorf(`SetDtypeName("auto") on another backend: %v, %v (generator %v), want float32`, d, err, og.Dtype())
+	}
+	if _, err := og.SetDtypeName("bfloat16"); err == nil {
+		t.Error(`SetDtypeName("bfloat16") on another backend gave no error`)
+	}
 }

@@ -130,7 +130,7 @@ type Rollout struct {
 	PromptLength                *int      `yaml:"prompt_length" doc:"longest prompt the engine accepts; null = data.max_prompt_length"`
 	ResponseLength              *int      `yaml:"response_length" doc:"response token budget per trajectory; null = data.max_response_length"`
 	MaxNumSeqs                  int       `yaml:"max_num_seqs" doc:"sequences decoded together in one batch by the generator"`
-	Dtype                       string    `yaml:"dtype" enum:"float32|bfloat16|int8" doc:"weight type of the built-in engine's matrix products: bfloat16 (veRL's default) = a bfloat16 copy refreshed after each update (on CPUs with AVX-512 BF16 the activations are rounded to bfloat16 too; fp32 accumulation), about 2x the float32 decode speed at batch 16; float32 = the training weights (sampler log-probs equal the trainer's); int8 = blocks of 32 with an fp32 scale (on CPUs with AVX-512 VNNI the activations too, as llama.cpp's Q8_0 products: the fastest rollouts there, about 2x bfloat16 at batch 16 without AVX-512 BF16). The loss never uses the sampler's log-probs (docs/compute.md)"`
+	Dtype                       string    `yaml:"dtype" enum:"auto|float32|bfloat16|int8" doc:"weight type of the built-in engine's matrix products: auto (the default) = bfloat16 on CPUs with AVX-512, float32 elsewhere (with AVX2 only, float32 decodes about 4x faster than bfloat16 at batch 16) and on CUDA; the run logs its choice. bfloat16 (veRL's default) = a bfloat16 copy refreshed after each update (on CPUs with AVX-512 BF16 the activations are rounded to bfloat16 too; fp32 accumulation), about 2x the float32 decode speed at batch 16 there; float32 = the training weights (sampler log-probs equal the trainer's); int8 = blocks of 32 with an fp32 scale (on CPUs with AVX-512 VNNI the activations too, as llama.cpp's Q8_0 products: the fastest rollouts there, about 2x bfloat16 at batch 16 without AVX-512 BF16). bfloat16 and int8 need the CPU backend. The loss never uses the sampler's log-probs (docs/compute.md)"`
 	LogProbMicroBatchSizePerGPU int       `yaml:"log_prob_micro_batch_size_per_gpu" doc:"trajectories per old-log-prob forward"`
 	LogProbUseDynamicBsz        *bool     `yaml:"log_prob_use_dynamic_bsz" doc:"old-log-prob micro-batches by token budget (see actor.use_dynamic_bsz); null = actor_rollout_ref.actor.use_dynamic_bsz"`
 	LogProbMaxTokenLenPerGPU    *int      `yaml:"log_prob_max_token_len_per_gpu" doc:"packed tokens per old-log-prob forward with dynamic batches; null = actor_rollout_ref.actor.ppo_max_token_len_per_gpu"`
@@ -340,7 +340,7 @@ func Default() *Config {
 				TopK:                        -1,
 				DoSample:                    true,
 				MaxNumSeqs:                  16,
-				Dtype:                       "bfloat16",
+				Dtype:                       "auto",
 				LogProbMicroBatchSizePerGPU: 4,
 				ValKwargs:                   ValKwargs{N: 1, Temperature: 0, TopP: 1.0, TopK: -1},
 				MultiTurn: MultiTurn{

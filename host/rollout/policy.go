@@ -79,13 +79,10 @@ func NewModelPolicy(m *model.Model, slots, maxT int) (*ModelPolicy, error) {
 }
 
 // SetDtype sets the weight type the generator computes with (actor_rollout_ref.rollout.dtype:
-// float32, bfloat16 or int8; model.Generator.SetDtype). Call it before the first Generate.
-func (p *ModelPolicy) SetDtype(name string) error {
-	d, err := cpu.ParseDtype(name)
-	if err != nil {
-		return err
-	}
-	return p.gen.SetDtype(d)
+// auto, float32, bfloat16 or int8; model.Generator.SetDtypeName) and returns the type chosen.
+// Call it before the first Generate.
+func (p *ModelPolicy) SetDtype(name string) (cpu.Dtype, error) {
+	return p.gen.SetDtypeName(name)
 }
 
 // ErrPolicyClosed is returned by Generate after Close.

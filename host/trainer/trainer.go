@@ -195,8 +195,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		if t.policy, err = rollout.NewModelPolicy(t.actor, cfg.ActorRolloutRef.Rollout.MaxNumSeqs, maxT); err != nil {
 			return nil, err
 		}
-		if err := t.policy.SetDtype(cfg.ActorRolloutRef.Rollout.Dtype); err != nil {
+		d, err := t.policy.SetDtype(cfg.ActorRolloutRef.Rollout.Dtype)
+		if err != nil {
 			return nil, fmt.Errorf("trainer: actor_rollout_ref.rollout.dtype: %w", err)
+		}
+		if cfg.ActorRolloutRef.Rollout.Dtype == "auto" {
+			fmt.Fprintf(opts.Progress, "rollout weights: %v (actor_rollout_ref.rollout.dtype=auto; CPU kernels: %v)\n", d, cpu.BestLowpISA)
 		}
 	}
 	if err := t.setJudge(be, maxT); err != nil {
