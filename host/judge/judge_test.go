@@ -10,10 +10,8 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
-	"github.com/rlhost/rlhost/gpu/model"
-	"github.com/rlhost/rlhost/gpu/tokenizer"
-	"github.com/rlhost/rlhost/gpu/weights"
 	"github.com/rlhost/rlhost/host/chatserver"
+	"github.com/rlhost/rlhost/host/chatserver/chatservertest"
 	"github.com/rlhost/rlhost/host/rollout"
 	"github.com/rlhost/rlhost/sdk/task"
 	"google.golang.org/grpc/codes"
@@ -25,46 +23,6 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Exit(m.Run())
-}
-
-// smolChat serves the default model (SmolLM2-135M-Instruct GGUF) as rlhost's OpenAI-compatible
-// chat server on 127.0.0.1.
-func smolChat(t *testing.T) *chatserver.Server {
-	t.Helper()
-	p := os.Getenv("RLHOST_MODEL")
-	if p == "" {
-		p = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-	}
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the default model is missing at %s (make model)", p)
-		}
-		t.Skipf("the default model is missing at %s: run `make model`", p)
-	}
-	tk, err := tokenizer.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tk.Close() })
-	ck, err := weights.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(cpu.New(), ck)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := rollout.NewModelPolicy(m, 4, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pol.Close)
-	cs := chatserver.New(pol, tk, chatserver.Options{Model: "smollm2", MaxContext: 512})
-	if err := cs.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
 }
 
 var judgeQuestion = []task.Message{
@@ -82,7 +40,7 @@ func TestJudgeRoundTrip(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the default model")
 	}
-	cs := smolChat(t)
+	cs := chatservertest.Serve(t, chatserver.Options{Model: "smollm2", MaxContext: 512}).Server
 	sess, err := cs.Open("judge-endpoint", rollout.SamplingParams{MaxTokens: 16})
 	if err != nil {
 		t.Fatal(err)

@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlhost/rlhost/gpu/cpu"
 	"github.com/rlhost/rlhost/gpu/model"
 	"github.com/rlhost/rlhost/gpu/tokenizer"
-	"github.com/rlhost/rlhost/gpu/weights"
 	"github.com/rlhost/rlhost/host/chatserver"
+	"github.com/rlhost/rlhost/host/chatserver/chatservertest"
 	"github.com/rlhost/rlhost/host/rollout"
 	"github.com/rlhost/rlhost/sdk/task"
 	"github.com/rlhost/rlhost/tasks/genchat"
@@ -79,37 +78,9 @@ func startEnv(t *testing.T, args ...string) string {
 // own log-probs of that token in the assembled sequence (temperature 1), so what is trained on
 // is exactly what was sampled, observations included as context.
 func TestEndToEnd(t *testing.T) {
-	mpath := os.Getenv("RLHOST_MODEL")
-	if mpath == "" {
-		mpath = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-	}
-	need(t, "the default model", mpath)
+	served := chatservertest.Serve(t, chatserver.Options{MaxContext: 1024})
+	srv, tk, m := served.Server, served.Tokenizer, served.Model
 	envURL := startEnv(t, "--max-turns", "3", "--max-tokens", "40")
-
-	tk, err := tokenizer.Load(mpath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tk.Close()
-	ck, err := weights.Load(mpath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(cpu.New(), ck)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const maxT = 1024
-	pol, err := rollout.NewModelPolicy(m, 4, maxT)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pol.Close()
-	srv := chatserver.New(pol, tk, chatserver.Options{MaxContext: maxT})
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
 
 	plug := genchat.New()
 	if err := plug.Configure(context.Background(), map[string]any{"url": envURL, "timeout_s": 300.0, "poll_s": 1.0}); err != nil {
@@ -224,11 +195,7 @@ func (s *scripted) Generate(_ context.Context, prompt []int, p rollout.SamplingP
 // calling: the environment runs the tool, sends the conversation back, and the second prompt
 // extends the first call token for token; the environment rewards the right answer.
 func TestToolRoundTrip(t *testing.T) {
-	mpath := os.Getenv("RLHOST_MODEL")
-	if mpath == "" {
-		mpath = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-	}
-	need(t, "the default model", mpath)
+	mpath := chatservertest.ModelPath(t)
 	envURL := startEnv(t, "--max-turns", "3", "--max-tokens", "64")
 	tk, err := tokenizer.Load(mpath)
 	if err != nil {

@@ -9,11 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlhost/rlhost/gpu/cpu"
-	"github.com/rlhost/rlhost/gpu/model"
-	"github.com/rlhost/rlhost/gpu/tokenizer"
-	"github.com/rlhost/rlhost/gpu/weights"
 	"github.com/rlhost/rlhost/host/chatserver"
+	"github.com/rlhost/rlhost/host/chatserver/chatservertest"
 	"github.com/rlhost/rlhost/host/judge"
 	hostplugin "github.com/rlhost/rlhost/host/plugin"
 	"github.com/rlhost/rlhost/host/rollout"
@@ -59,34 +56,7 @@ func TestJudgeScoreThroughPlugin(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the default model")
 	}
-	mpath := filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-	need(t, "the default model", mpath)
-	if err := cpu.EnsureCoreType(); err != nil {
-		t.Fatal(err)
-	}
-	tk, err := tokenizer.Load(mpath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tk.Close()
-	ck, err := weights.Load(mpath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(cpu.New(), ck)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := rollout.NewModelPolicy(m, 4, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pol.Close()
-	cs := chatserver.New(pol, tk, chatserver.Options{Model: "smollm2", MaxContext: 512})
-	if err := cs.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := chatservertest.Serve(t, chatserver.Options{Model: "smollm2", MaxContext: 512}).Server
 	sess, err := cs.Open("judge", rollout.SamplingParams{MaxTokens: genchat.JudgeMaxTokens})
 	if err != nil {
 		t.Fatal(err)
