@@ -1,5 +1,6 @@
 #!/bin/sh
-# Padding in the actor update of the demo config, with fixed micro-batches and with
+# Padding in the actor update of the demo config (at 2 prompts x 8 rollouts per step, the
+# demo's earlier batch: 16 trajectories per update), with fixed micro-batches and with
 # use_dynamic_bsz, in one command: the same seed gives both runs the same rollouts, so their
 # updates see the same trajectories. Prints, per run and step, the update's padding fraction
 # (perf/update_padding_frac), its micro-batches and its time, then the means.
@@ -20,6 +21,7 @@ for mode in fixed dynamic; do
 	extra=""
 	[ $mode = dynamic ] && extra="actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=$budget"
 	bin/rlhost train --task gsm8k -c examples/configs/gsm8k-demo.yaml trainer.run_dir="$out/$mode" \
+		data.train_batch_size=2 actor_rollout_ref.actor.ppo_mini_batch_size=2 \
 		trainer.total_training_steps="$steps" trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq=-1 \
 		trainer.logger=jsonl $extra 2>"$out/$mode.log" || { tail -20 "$out/$mode.log"; exit 1; }
 done
