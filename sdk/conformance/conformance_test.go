@@ -331,3 +331,30 @@ func TestUndeclaredFeaturesSkipped(t *testing.T) {
 		}
 	}
 }
+
+// declaring is scoreOnly with extra features declared in Info.
+type declaring struct {
+	scoreOnly
+	features []string
+}
+
+func (d declaring) Info(ctx context.Context) (task.Info, error) {
+	info, err := d.scoreOnly.Info(ctx)
+	info.Features = append(info.Features, d.features...)
+	return info, err
+}
+
+// Every feature the SDK names is known to the kit (a swedev plugin whose sandbox has no file
+// system view declares weak_isolation); a feature it does not name fails "Info consistent".
+func TestDeclaredFeaturesKnown(t *testing.T) {
+	for _, f := range []string{task.FeatureWeakIsolation, task.FeatureInteraction, task.FeatureHostService} {
+		rep := conformance.CheckTask(t, declaring{scoreOnly{ref: 1}, []string{f}})
+		if msg, bad := failed(rep)["Info consistent"]; bad {
+			t.Errorf("declaring %q: Info consistent failed: %s", f, msg)
+		}
+	}
+	rep := conformance.CheckTask(t, declaring{scoreOnly{ref: 1}, []string{"no_such_feature"}})
+	if msg := failed(rep)["Info consistent"]; !strings.Contains(msg, `unknown feature "no_such_feature"`) {
+		t.Errorf("declaring no_such_feature: Info consistent gave %q; want an unknown-feature failure", msg)
+	}
+}

@@ -18,7 +18,7 @@ import (
 
 var knownFeatures = map[string]bool{task.FeatureConfigure: true, task.FeaturePreprocess: true, task.FeaturePrompt: true,
 	task.FeatureEnvironment: true, task.FeatureInteraction: true, task.FeatureScore: true, task.FeatureExternalEpisode: true,
-	task.FeatureHostService: true}
+	task.FeatureHostService: true, task.FeatureWeakIsolation: true}
 
 var knownLoops = map[string]bool{task.SingleTurnAgent: true, task.ToolAgent: true}
 
