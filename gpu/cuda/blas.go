@@ -28,6 +28,15 @@ func (r rowMajor) gemmExRM(transA, transB bool, M, N, K int, alpha float32,
 	must(r.api.gemmEx(transB, transA, N, M, K, alpha, B, bt, ldb, A, at, lda, beta, C, ct, ldc, compute))
 }
 
+// gemmStridedBatchedExRM is gemmExRM over count problems whose operands
+// start strideA, strideB, strideC elements apart.
+func (r rowMajor) gemmStridedBatchedExRM(transA, transB bool, M, N, K int, alpha float32,
+	A dptr, at DataType, lda, strideA int, B dptr, bt DataType, ldb, strideB int, beta float32,
+	C dptr, ct DataType, ldc, strideC, count int, compute ComputeType) {
+	must(r.api.gemmStridedBatchedEx(transB, transA, N, M, K, alpha, B, bt, ldb, strideB, A, at, lda, strideA,
+		beta, C, ct, ldc, strideC, count, compute))
+}
+
 func must(err error) {
 	if err != nil {
 		panic(&Error{"", err})

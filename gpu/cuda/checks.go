@@ -48,6 +48,19 @@ type Device interface {
 	// GemmEx is Sgemm on fp32 operands with the given compute type.
 	GemmEx(transA, transB bool, M, N, K int, alpha float32, A []float32, lda int,
 		B []float32, ldb int, beta float32, C []float32, ldc int, compute ComputeType)
+	// SetPrecision and Precision: how MatmulForward and MatmulBackward compute.
+	SetPrecision(p Precision)
+	Precision() Precision
+	// ToBF16 rounds x to bfloat16 (out gets the bits) on the device.
+	ToBF16(out []uint16, x []float32)
+	// GemmBF16 is Sgemm with A and B rounded to bfloat16 on the device and
+	// fp32 accumulation (cublasGemmEx).
+	GemmBF16(transA, transB bool, M, N, K int, alpha float32, A []float32, lda int,
+		B []float32, ldb int, beta float32, C []float32, ldc int)
+	// GemmStridedBatchedBF16 is GemmBF16 over count products
+	// (cublasGemmStridedBatchedEx).
+	GemmStridedBatchedBF16(transA, transB bool, M, N, K int, alpha float32, A []float32, lda, strideA int,
+		B []float32, ldb, strideB int, beta float32, C []float32, ldc, strideC, count int)
 }
 
 // Checks lists a comparison for every op of gpu.Backend, the cuBLAS
@@ -57,9 +70,14 @@ var Checks = []Check{
 	{"Sgemm", checkSgemm},
 	{"SgemmStridedBatched", checkSgemmStridedBatched},
 	{"GemmExTF32", checkGemmEx},
+	{"ToBF16", checkToBF16},
+	{"GemmBF16", checkGemmBF16},
+	{"GemmStridedBatchedBF16", checkGemmStridedBatchedBF16},
 	{"Embedding", checkEmbedding},
 	{"RMSNorm", checkRMSNorm},
 	{"Matmul", checkMatmul},
+	{"MatmulBF16", checkMatmulBF16},
+	{"MatmulTF32", checkMatmulTF32},
 	{"Rope", checkRope},
 	{"Attention", checkAttention},
 	{"AttentionCached", checkAttentionCached},
@@ -73,6 +91,8 @@ var Checks = []Check{
 	{"ResidentTensors", checkResident},
 	{"TrainStep", checkTrainStep},
 	{"TrainStepPacked", checkTrainStepPacked},
+	{"TrainStepBF16", checkTrainStepBF16},
+	{"TrainStepTF32", checkTrainStepTF32},
 	{"Generate", checkGenerate},
 	{"GenerateSampled", checkGenerateSampled},
 }

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,69 @@ import (
 type cpuDevice struct {
 	cpu.Backend
 	perturb string
+	prec    Precision
+}
+
+func (d *cpuDevice) SetPrecision(p Precision) { d.prec = p }
+func (d *cpuDevice) Precision() Precision     { return d.prec }
+
+// bf16 is bf16Round, or the planted truncation.
+func (d *cpuDevice) bf16(v float32) uint16 {
+	if d.perturb == "bf16-truncate" {
+		return uint16(math.Float32bits(v) >> 16)
+	}
+	return bf16Round(v)
+}
+
+func (d *cpuDevice) ToBF16(out []uint16, x []float32) {
+	for i, v := range x {
+		out[i] = d.bf16(v)
+	}
+}
+
+// round returns x as the products of the device's precision read it.
+func (d *cpuDevice) round(x []float32) []float32 {
+	switch d.prec {
+	case BF16:
+		y := make([]float32, len(x))
+		for i, v := range x {
+			y[i] = bf16Float(d.bf16(v))
+		}
+		return y
+	case TF32:
+		return roundedTF32(x)
+	}
+	return x
+}
+
+func (d *cpuDevice) GemmBF16(transA, transB bool, M, N, K int, alpha float32, A []float32, lda int,
+	B []float32, ldb int, beta float32, C []float32, ldc int) {
+	defer d.SetPrecision(d.prec)
+	d.prec = BF16
+	cpu.Sgemm(transA, transB, M, N, K, alpha, d.round(A), lda, d.round(B), ldb, beta, C, ldc)
+}
+
+func (d *cpuDevice) GemmStridedBatchedBF16(transA, transB bool, M, N, K int, alpha float32, A []float32, lda, strideA int,
+	B []float32, ldb, strideB int, beta float32, C []float32, ldc, strideC, count int) {
+	defer d.SetPrecision(d.prec)
+	d.prec = BF16
+	A, B = d.round(A), d.round(B)
+	for i := 0; i < count; i++ {
+		cpu.Sgemm(transA, transB, M, N, K, alpha, A[i*strideA:], lda, B[i*strideB:], ldb, beta, C[i*strideC:], ldc)
+	}
+}
+
+func (d *cpuDevice) MatmulForward(out, inp, weight, bias []float32, N, C, OC int) {
+	d.Backend.MatmulForward(out, d.round(inp), d.round(weight), bias, N, C, OC)
+}
+
+func (d *cpuDevice) MatmulBackward(dinp, dweight, dbias []float32, dout, inp, weight []float32, N, C, OC int) {
+	if d.prec == FP32 || d.perturb == "matmul-backward-fp32" { // the backward's products left unrounded
+		d.Backend.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+		return
+	}
+	d.Backend.MatmulBackward(dinp, dweight, nil, d.round(dout), d.round(inp), d.round(weight), N, C, OC)
+	d.Backend.MatmulBackward(nil, nil, dbias, dout, inp, weight, N, C, OC)
 }
 
 func (d *cpuDevice) SgemmStridedBatched(transA, transB bool, M, N, K int, alpha float32, A []float32, lda, strideA int,
@@ -115,9 +179,11 @@ func TestChecksDetectErrors(t *testing.T) {
 	}{
 		{"batched", []string{"SgemmStridedBatched"}},
 		{"swiglu", []string{"SwiGLU", "ResidentTensors", "TrainStep", "TrainStepPacked"}},
-		{"attention-dk", []string{"Attention", "TrainStep"}},
-		{"adamw-no-decay", []string{"AdamW", "TrainStep", "TrainStepPacked"}},
-		{"rope-backward-forward", []string{"Rope", "TrainStep", "TrainStepPacked"}},
+		{"attention-dk", []string{"Attention", "TrainStep", "TrainStepTF32"}},
+		{"adamw-no-decay", []string{"AdamW", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
+		{"rope-backward-forward", []string{"Rope", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
+		{"bf16-truncate", []string{"ToBF16", "GemmBF16", "GemmStridedBatchedBF16", "MatmulBF16"}},
+		{"matmul-backward-fp32", []string{"MatmulBF16"}},
 		{"cached-attention", []string{"AttentionCached", "Generate", "GenerateSampled"}},
 		{"varlen-lse", []string{"AttentionVarlen"}},
 		{"varlen-dv", []string{"AttentionVarlen", "TrainStepPacked"}},

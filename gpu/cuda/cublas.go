@@ -18,6 +18,9 @@ package cuda
 //                              const float *, int, long long, const float *, float *, int, long long, int);
 // typedef int (*rl_gemmex_t)(void *, int, int, int, int, int, const void *, const void *, int, int,
 //                            const void *, int, int, const void *, void *, int, int, int, int);
+// typedef int (*rl_gemmex_sb_t)(void *, int, int, int, int, int, const void *, const void *, int, int, long long,
+//                               const void *, int, int, long long, const void *, void *, int, int, long long,
+//                               int, int, int);
 //
 // static int rl_create(void *f, uintptr_t *h) { void *p = 0; int r = ((rl_create_t)f)(&p); *h = (uintptr_t)p; return r; }
 // static int rl_destroy(void *f, uintptr_t h) { return ((rl_destroy_t)f)((void *)h); }
@@ -38,6 +41,12 @@ package cuda
 //                      uintptr_t C, int ctype, int ldc, int compute, int algo) {
 //     return ((rl_gemmex_t)f)((void *)h, ta, tb, m, n, k, &alpha, (const void *)A, atype, lda,
 //                             (const void *)B, btype, ldb, &beta, (void *)C, ctype, ldc, compute, algo);
+// }
+// static int rl_gemmex_sb(void *f, uintptr_t h, int ta, int tb, int m, int n, int k, float alpha,
+//                         uintptr_t A, int atype, int lda, long long sa, uintptr_t B, int btype, int ldb, long long sb,
+//                         float beta, uintptr_t C, int ctype, int ldc, long long sc, int count, int compute, int algo) {
+//     return ((rl_gemmex_sb_t)f)((void *)h, ta, tb, m, n, k, &alpha, (const void *)A, atype, lda, sa,
+//                                (const void *)B, btype, ldb, sb, &beta, (void *)C, ctype, ldc, sc, count, compute, algo);
 // }
 import "C"
 
@@ -66,6 +75,7 @@ type cublas struct {
 	handle                                   C.uintptr_t
 	create, destroy, setStream               unsafe.Pointer
 	fnSgemm, fnSgemmStridedBatched, fnGemmEx unsafe.Pointer
+	fnGemmStridedBatchedEx                   unsafe.Pointer
 }
 
 func openCublas(stream cu.Stream) (*cublas, error) {
@@ -99,6 +109,7 @@ func openCublas(stream cu.Stream) (*cublas, error) {
 	}{
 		{"cublasCreate_v2", &b.create}, {"cublasDestroy_v2", &b.destroy}, {"cublasSetStream_v2", &b.setStream},
 		{"cublasSgemm_v2", &b.fnSgemm}, {"cublasSgemmStridedBatched", &b.fnSgemmStridedBatched}, {"cublasGemmEx", &b.fnGemmEx},
+		{"cublasGemmStridedBatchedEx", &b.fnGemmStridedBatchedEx},
 	} {
 		cs := C.CString(s.name)
 		*s.p = C.dlsym(b.lib, cs)
@@ -168,4 +179,13 @@ func (b *cublas) gemmEx(transA, transB bool, m, n, k int, alpha float32,
 	return status("cublasGemmEx", C.rl_gemmex(b.fnGemmEx, b.handle, bop(transA), bop(transB), C.int(m), C.int(n), C.int(k),
 		C.float(alpha), C.uintptr_t(A), C.int(at), C.int(lda), C.uintptr_t(B), C.int(bt), C.int(ldb),
 		C.float(beta), C.uintptr_t(Cp), C.int(ct), C.int(ldc), C.int(compute), gemmDefault))
+}
+
+func (b *cublas) gemmStridedBatchedEx(transA, transB bool, m, n, k int, alpha float32,
+	A dptr, at DataType, lda, strideA int, B dptr, bt DataType, ldb, strideB int, beta float32,
+	Cp dptr, ct DataType, ldc, strideC, count int, compute ComputeType) error {
+	return status("cublasGemmStridedBatchedEx", C.rl_gemmex_sb(b.fnGemmStridedBatchedEx, b.handle, bop(transA), bop(transB),
+		C.int(m), C.int(n), C.int(k), C.float(alpha),
+		C.uintptr_t(A), C.int(at), C.int(lda), C.longlong(strideA), C.uintptr_t(B), C.int(bt), C.int(ldb), C.longlong(strideB),
+		C.float(beta), C.uintptr_t(Cp), C.int(ct), C.int(ldc), C.longlong(strideC), C.int(count), C.int(compute), gemmDefault))
 }

@@ -151,7 +151,11 @@ static const rl_kernel rl_kernels[] = {
     rl_make("flash_attention_backward_dkv/tile", flash_backward_dkv<FA_BUG_TILE>),
     rl_make("flash_attention_backward_dq/nosync", flash_backward_dq<FA_BUG_NOSYNC>),
     rl_make("flash_attention_backward_dq/tile", flash_backward_dq<FA_BUG_TILE>),
-    K(sample_tokens),
+    K(sample_tokens), K(f32_to_bf16),
+    // bf16.cuh BF16_BUG_TRUNCATE: the rounding left out
+    rl_make("f32_to_bf16/truncate", +[](unsigned short* out, const float* inp, i64 n) {
+        f32_to_bf16_impl<BF16_BUG_TRUNCATE>(out, inp, n);
+    }),
 };
 
 // rl_emu_launch runs kernel name over grid blocks of BLOCK threads. It

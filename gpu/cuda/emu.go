@@ -241,13 +241,88 @@ func (e emuBlas) sgemmStridedBatched(transA, transB bool, m, n, k int, alpha flo
 	return nil
 }
 
+// gemmEx is cublasGemmEx for the combinations the backend uses, with
+// their arithmetic: fp32 operands with CUBLAS_COMPUTE_32F (sgemm);
+// fp32 operands with CUBLAS_COMPUTE_32F_FAST_TF32, each operand rounded to
+// TF32 (tf32Round: a 10-bit mantissa, nearest, ties away) and the exact
+// products summed in fp32; bfloat16 operands (CUDA_R_16BF, taken as they
+// are: the device's f32_to_bf16 made them) with CUBLAS_COMPUTE_32F and an
+// fp32 C, the exact products summed in fp32 in order of k. Then
+// C = alpha*sum + beta*C in fp32. Other combinations are refused, as
+// cuBLAS refuses what it does not support.
 func (e emuBlas) gemmEx(transA, transB bool, m, n, k int, alpha float32,
 	A dptr, at DataType, lda int, B dptr, bt DataType, ldb int, beta float32,
 	Cp dptr, ct DataType, ldc int, compute ComputeType) error {
-	if at != R32F || bt != R32F || ct != R32F {
-		return fmt.Errorf("cublasGemmEx: the emulator takes fp32 operands only")
+	switch {
+	case at == R32F && bt == R32F && ct == R32F && compute == Compute32F:
+		return e.sgemm(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, Cp, ldc)
+	case at == R32F && bt == R32F && ct == R32F && compute == Compute32FTF32,
+		at == R16BF && bt == R16BF && ct == R32F && compute == Compute32F:
+	default:
+		return fmt.Errorf("cublasGemmEx: CUBLAS_STATUS_NOT_SUPPORTED (operand types %d, %d, %d, compute type %d)", at, bt, ct, compute)
 	}
-	return e.sgemm(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, Cp, ldc)
+	ar, ac := m, k
+	if transA {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if transB {
+		br, bc = n, k
+	}
+	if lda < max(1, ar) || ldb < max(1, br) || ldc < max(1, m) {
+		return fmt.Errorf("cublasGemmEx: CUBLAS_STATUS_INVALID_VALUE (leading dimension below the rows)")
+	}
+	// element i of a column-major operand, rounded as the compute type reads it
+	elem := func(p dptr, t DataType, rows, cols, ld int) func(i int) float32 {
+		if t == R16BF {
+			h := unsafe.Slice((*uint16)(hostPtr(p)), colExtent(rows, cols, ld))
+			return func(i int) float32 { return bf16Float(h[i]) }
+		}
+		f := floats(p, colExtent(rows, cols, ld))
+		return func(i int) float32 { return tf32Round(f[i]) }
+	}
+	a, b, c := elem(A, at, ar, ac, lda), elem(B, bt, br, bc, ldb), floats(Cp, colExtent(m, n, ldc))
+	for j := 0; j < n; j++ {
+		for i := 0; i < m; i++ {
+			var s float32
+			for p := 0; p < k; p++ {
+				ia, ib := i+p*lda, p+j*ldb
+				if transA {
+					ia = p + i*lda
+				}
+				if transB {
+					ib = j + p*ldb
+				}
+				s += a(ia) * b(ib) // exact: at most 11+11 significant bits
+			}
+			v := alpha * s
+			if beta != 0 {
+				v += beta * c[i+j*ldc]
+			}
+			c[i+j*ldc] = v
+		}
+	}
+	return nil
+}
+
+// gemmStridedBatchedEx is gemmEx over count problems whose operands start
+// strideA, strideB, strideC elements apart.
+func (e emuBlas) gemmStridedBatchedEx(transA, transB bool, m, n, k int, alpha float32,
+	A dptr, at DataType, lda, strideA int, B dptr, bt DataType, ldb, strideB int, beta float32,
+	Cp dptr, ct DataType, ldc, strideC, count int, compute ComputeType) error {
+	size := func(t DataType) int {
+		if t == R16BF {
+			return 2
+		}
+		return 4
+	}
+	for i := 0; i < count; i++ {
+		if err := e.gemmEx(transA, transB, m, n, k, alpha, A+dptr(size(at)*i*strideA), at, lda,
+			B+dptr(size(bt)*i*strideB), bt, ldb, beta, Cp+dptr(size(ct)*i*strideC), ct, ldc, compute); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (emuBlas) library() string { return "column-major reference products (emulator)" }

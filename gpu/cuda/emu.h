@@ -42,3 +42,9 @@ T atomicAdd(T* p, T v) {
 }
 
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+
+static inline unsigned int __float_as_uint(float x) {
+    unsigned int u;
+    memcpy(&u, &x, 4);
+    return u;
+}

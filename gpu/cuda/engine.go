@@ -54,6 +54,9 @@ type colMajorBlas interface {
 	gemmEx(transA, transB bool, m, n, k int, alpha float32,
 		A dptr, at DataType, lda int, B dptr, bt DataType, ldb int, beta float32,
 		C dptr, ct DataType, ldc int, compute ComputeType) error
+	gemmStridedBatchedEx(transA, transB bool, m, n, k int, alpha float32,
+		A dptr, at DataType, lda, strideA int, B dptr, bt DataType, ldb, strideB int, beta float32,
+		C dptr, ct DataType, ldc, strideC, count int, compute ComputeType) error
 	library() string
 }
 
@@ -69,6 +72,11 @@ type device struct {
 	arena arena
 	mem   tensors
 	count Counters
+	prec  Precision  // of MatmulForward and MatmulBackward (SetPrecision)
+	bf16  []bf16Copy // resident bfloat16 copies of weight tensors (BF16)
+	// plantBF16 names a defect planted in the bf16 products (bf16.go; a
+	// planted bug for the checks, never set otherwise).
+	plantBF16 string
 	// stageHost makes every op stage its operands through the host, as
 	// the backend did before tensors were resident (a planted bug for the
 	// transfer tests; never set otherwise).
@@ -252,6 +260,9 @@ func (a *arena) stage(host unsafe.Pointer, bytes int64, in, back bool) dptr {
 		return 0
 	}
 	if p, t := a.d.mem.find(host, bytes); t != nil {
+		if back {
+			a.d.wrote(t.p)
+		}
 		if !a.d.stageHost && (a.d.stageNamed == "" || !strings.HasPrefix(t.name, a.d.stageNamed)) {
 			return p
 		}

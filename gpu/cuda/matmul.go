@@ -56,29 +56,53 @@ func (b *Backend) GemmEx(transA, transB bool, M, N, K int, alpha float32, A []fl
 	})
 }
 
-// MatmulForward: out [N,OC] = inp [N,C] weight^T + bias.
+// MatmulForward: out [N,OC] = inp [N,C] weight^T + bias, the product in
+// the backend's precision (SetPrecision; bf16.go), the bias in fp32.
 func (b *Backend) MatmulForward(out, inp, weight, bias []float32, N, C, OC int) {
-	b.d.run("MatmulForward", func(a *arena) {
-		po := a.out(out, N*OC)
-		b.d.blas.sgemmRM(false, true, N, OC, C, 1, a.in(inp, N*C), C, a.in(weight, OC*C), C, 0, po, OC)
+	d := b.d
+	d.run("MatmulForward", func(a *arena) {
+		po, pi, pw := a.out(out, N*OC), a.in(inp, N*C), a.in(weight, OC*C)
+		var pib, pwb dptr
+		if d.prec == BF16 {
+			pib, pwb = d.toBF16(a, pi, N*C), d.weightBF16(a, weight, OC*C)
+		}
+		d.gemm(false, true, N, OC, C, pi, pib, C, pw, pwb, C, 0, po, OC)
 		if bias != nil {
-			b.d.launch("add_bias", gridFor(N*OC), ptr(po), ptr(a.in(bias, OC)), i64(N), i64(OC))
+			d.launch("add_bias", gridFor(N*OC), ptr(po), ptr(a.in(bias, OC)), i64(N), i64(OC))
 		}
 	})
 }
 
-// MatmulBackward: dinp = dout weight; dweight += dout^T inp; dbias += column sums.
+// MatmulBackward: dinp = dout weight; dweight += dout^T inp; dbias += column
+// sums. The products in the backend's precision (in BF16 dout, inp and
+// weight rounded; dinp and dweight fp32), the bias gradient in fp32 from
+// the fp32 dout.
 func (b *Backend) MatmulBackward(dinp, dweight, dbias []float32, dout, inp, weight []float32, N, C, OC int) {
-	b.d.run("MatmulBackward", func(a *arena) {
+	d := b.d
+	d.run("MatmulBackward", func(a *arena) {
 		pd := a.in(dout, N*OC)
+		var pdb dptr
+		if d.prec == BF16 && (dinp != nil || dweight != nil) {
+			pdb = d.toBF16(a, pd, N*OC)
+		}
 		if dinp != nil {
-			b.d.blas.sgemmRM(false, false, N, C, OC, 1, pd, OC, a.in(weight, OC*C), C, 0, a.out(dinp, N*C), C)
+			pw := a.in(weight, OC*C)
+			var pwb dptr
+			if d.prec == BF16 {
+				pwb = d.weightBF16(a, weight, OC*C)
+			}
+			d.gemm(false, false, N, C, OC, pd, pdb, OC, pw, pwb, C, 0, a.out(dinp, N*C), C)
 		}
 		if dweight != nil {
-			b.d.blas.sgemmRM(true, false, OC, C, N, 1, pd, OC, a.in(inp, N*C), C, 1, a.inout(dweight, OC*C), C)
+			pi := a.in(inp, N*C)
+			var pib dptr
+			if d.prec == BF16 {
+				pib = d.toBF16(a, pi, N*C)
+			}
+			d.gemm(true, false, OC, C, N, pd, pdb, OC, pi, pib, C, 1, a.inout(dweight, OC*C), C)
 		}
 		if dbias != nil {
-			b.d.launch("bias_backward", gridFor(OC), ptr(a.inout(dbias, OC)), ptr(pd), i64(N), i64(OC))
+			d.launch("bias_backward", gridFor(OC), ptr(a.inout(dbias, OC)), ptr(pd), i64(N), i64(OC))
 		}
 	})
 }

@@ -183,19 +183,23 @@ func (b *Backend) Free(x any) {
 	if h == nil {
 		return
 	}
-	d := b.d
-	d.run("Free", func(*arena) {
-		i := slices.IndexFunc(d.mem.live, func(t tensor) bool { return t.p == dptr(uintptr(h)) })
-		if i < 0 {
-			return
-		}
-		t := d.mem.live[i]
-		d.mem.live = slices.Delete(d.mem.live, i, i+1)
-		if d.mem.pool == nil {
-			d.mem.pool = map[int64][]dptr{}
-		}
-		d.mem.pool[t.bytes] = append(d.mem.pool[t.bytes], t.p)
-	})
+	b.d.run("Free", func(*arena) { b.d.release(dptr(uintptr(h))) })
+}
+
+// release moves the live tensor at p (and its bf16 copy, if any) to the
+// pool; an address that starts no live tensor is left alone.
+func (d *device) release(p dptr) {
+	i := slices.IndexFunc(d.mem.live, func(t tensor) bool { return t.p == p })
+	if i < 0 {
+		return
+	}
+	t := d.mem.live[i]
+	d.mem.live = slices.Delete(d.mem.live, i, i+1)
+	if d.mem.pool == nil {
+		d.mem.pool = map[int64][]dptr{}
+	}
+	d.mem.pool[t.bytes] = append(d.mem.pool[t.bytes], t.p)
+	d.dropBF16(t.p)
 }
 
 // tensorPtr is the device address of a tensor's first element; x must be
@@ -215,6 +219,9 @@ func (b *Backend) Upload(dst, src []float32) {
 	}
 	b.d.run("Upload", func(*arena) {
 		p := b.d.tensorPtr("Upload", unsafe.Pointer(&dst[0]), len(src))
+		if _, t := b.d.mem.find(unsafe.Pointer(&dst[0]), 4); t != nil {
+			b.d.wrote(t.p)
+		}
 		must(b.d.htod(p, unsafe.Pointer(&src[0]), int64(len(src))*4))
 	})
 }

@@ -351,3 +351,49 @@ func TestTransferDecodePlanted(t *testing.T) {
 		t.Errorf("with the adapters staged, generation moved %d bytes (largest copy %d): the decode bounds cannot fail", got.DeviceToHost+got.HostToDevice, got.Largest)
 	}
 }
+
+// TestTransferMixedPrecision: in BF16 and TF32 a training step (plain and
+// LoRA) and generation move exactly what they move in FP32 (the weights'
+// bfloat16 copies are made and refreshed on the device: no byte, copy,
+// synchronisation or allocation more after the first step); only kernel
+// launches are added in BF16 (the conversions of the activations for each
+// product, and of the parameters once per step after AdamW).
+func TestTransferMixedPrecision(t *testing.T) {
+	same := func(t *testing.T, what string, got, want Counters) {
+		t.Helper()
+		t.Logf("%s: %v", what, got)
+		g, w := got, want
+		g.Launches, w.Launches = 0, 0
+		if g != w {
+			t.Errorf("%s: %v, in fp32 %v", what, got, want)
+		}
+	}
+	for _, lora := range []bool{false, true} {
+		var fp32 Counters
+		for _, p := range []Precision{FP32, BF16, TF32} {
+			be := OpenEmulator()
+			be.SetPrecision(p)
+			s := newStep(t, be, 2, false, lora)
+			got := counted(be, func() { s.run(t) })
+			if p == FP32 {
+				fp32 = got
+				continue
+			}
+			same(t, fmt.Sprintf("training step lora=%v %v", lora, p), got, fp32)
+			if p == BF16 && got.Launches <= fp32.Launches {
+				t.Errorf("lora=%v: %d launches in bf16, %d in fp32: no conversions ran", lora, got.Launches, fp32.Launches)
+			}
+		}
+	}
+	var fp32 Counters
+	for _, p := range []Precision{FP32, BF16} {
+		be := OpenEmulator()
+		be.SetPrecision(p)
+		got, _, _ := decodeRun(t, be, false, nil)
+		if p == FP32 {
+			fp32 = got
+			continue
+		}
+		same(t, "generation "+p.String(), got, fp32)
+	}
+}

@@ -20,6 +20,7 @@ extern "C" {
 #include "embedding.cuh"
 #include "rmsnorm.cuh"
 #include "matmul.cuh"
+#include "bf16.cuh"
 #include "rope.cuh"
 #include "attention.cuh"
 #include "flashattn.cuh"

@@ -1,0 +1,82 @@
+//go:build cudaemu && !cuda
+
+package cuda
+
+import (
+	"strings"
+	"testing"
+)
+
+// bf16Checks are the mixed-precision checks (TestKernelsOnEmulator runs
+// them too, among all the checks).
+var bf16Checks = []Check{
+	{"ToBF16", checkToBF16}, {"GemmBF16", checkGemmBF16}, {"GemmStridedBatchedBF16", checkGemmStridedBatchedBF16},
+	{"MatmulBF16", checkMatmulBF16}, {"MatmulTF32", checkMatmulTF32},
+	{"TrainStepBF16", checkTrainStepBF16}, {"TrainStepTF32", checkTrainStepTF32},
+}
+
+// TestMixedPrecisionEmulator runs the mixed-precision checks on the
+// emulator and logs the measured differences of the training step from
+// the fp32 CPU reference (the figures in docs/gpu.md).
+func TestMixedPrecisionEmulator(t *testing.T) {
+	be := OpenEmulator()
+	for _, c := range bf16Checks {
+		if err := c.Do(be); err != nil {
+			t.Errorf("%s: %v", c.Name, err)
+		}
+	}
+	for _, p := range []Precision{BF16, TF32} {
+		d, err := mixedStepDiffs(be, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s := 0; s < 2; s++ {
+			t.Logf("%v step %d: max |logp diff| %.3g (row %d: %.6g vs %.6g), |loss diff| %.3g (%.6g vs %.6g), gradient norm relative diff %.3g",
+				p, s+1, d.logp[s], d.at[s], d.got[s], d.want[s], d.loss[s], d.lossGot[s], d.lossWant[s], d.norm[s])
+		}
+	}
+	if p := be.Precision(); p != FP32 {
+		t.Errorf("the checks left the backend in %v", p)
+	}
+}
+
+// TestBF16PlantedBugs plants one defect at a time in the bf16 path: the
+// conversion kernel truncating instead of rounding to nearest even
+// (bf16.cuh BF16_BUG_TRUNCATE), the weights' bfloat16 copies never
+// refreshed after a write (an AdamW step, an upload), and a weight view's
+// offset in its tensor's copy ignored. Each must make the named checks fail.
+func TestBF16PlantedBugs(t *testing.T) {
+	for _, tc := range []struct {
+		kernel, plant string // an emulator kernel defect, or a planted bug of bf16.go
+		fail          []string
+	}{
+		{kernel: "f32_to_bf16/truncate", fail: []string{"ToBF16", "GemmBF16", "GemmStridedBatchedBF16", "MatmulBF16"}},
+		{plant: "stale", fail: []string{"MatmulBF16", "TrainStepBF16"}},
+		{plant: "offset", fail: []string{"MatmulBF16", "TrainStepBF16"}},
+	} {
+		t.Run(tc.kernel+tc.plant, func(t *testing.T) {
+			be := OpenEmulator()
+			if tc.kernel != "" {
+				k, defect, _ := strings.Cut(tc.kernel, "/")
+				emuPlanted[k] = defect
+				defer delete(emuPlanted, k)
+			}
+			be.d.plantBF16 = tc.plant
+			for _, c := range bf16Checks {
+				must := false
+				for _, n := range tc.fail {
+					must = must || n == c.Name
+				}
+				err := c.Do(be)
+				switch {
+				case must && err == nil:
+					t.Errorf("%s passed with the bug planted", c.Name)
+				case !must && err != nil:
+					t.Errorf("%s failed, though the bug is not on its path: %v", c.Name, err)
+				case err != nil:
+					t.Logf("%s: %v", c.Name, err)
+				}
+			}
+		})
+	}
+}
