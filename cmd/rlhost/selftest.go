@@ -26,7 +26,7 @@ func selftestCommand() *cli.Command {
 				return err
 			}
 			if d := c.String("device"); dir != "" && (d == "cpu" || d == "cuda") {
-				return selftestBench(w, d, dir, B, T, newTokens, steps)
+				return selftestBench(w, d, dir, c.String("dtype"), B, T, newTokens, steps)
 			}
 			switch d := c.String("device"); d {
 			case "cpu":

@@ -23,6 +23,7 @@ var benchFlags = []cli.Flag{
 	&cli.IntFlag{Name: "batch", Value: 4, Usage: "--bench: sequences per step"},
 	&cli.IntFlag{Name: "seq", Value: 256, Usage: "--bench: tokens per training sequence; the decode prompt is seq/2 tokens"},
 	&cli.IntFlag{Name: "new-tokens", Value: 64, Usage: "--bench: tokens each sequence decodes"},
+	&cli.StringFlag{Name: "dtype", Value: "bfloat16", Usage: "--bench with --device cuda: how the products compute: bfloat16, tf32 or float32 (as actor_rollout_ref.actor.dtype)"},
 	&cli.IntFlag{Name: "steps", Value: 5, Usage: "--bench: timed training steps (after one warm-up step); the median is reported"},
 }
 
@@ -41,17 +42,29 @@ type benchResult struct {
 	UpBytes      int64   `json:"host_to_device_bytes_per_step,omitempty"`
 	DownBytes    int64   `json:"device_to_host_bytes_per_step,omitempty"`
 	Syncs        int64   `json:"syncs_per_step,omitempty"`
+	Dtype        string  `json:"dtype"`              // the products' precision (float32 on the CPU)
+	Products     string  `json:"products,omitempty"` // how they run (cuda: cuda.Precision.Path)
 }
 
-func selftestBench(w io.Writer, device, dir string, B, T, newTokens, steps int) error {
+func selftestBench(w io.Writer, device, dir, dtype string, B, T, newTokens, steps int) error {
 	var be gpu.Backend = cpu.New()
+	prec, err := cuda.ParsePrecision(dtype)
+	if err != nil {
+		return cli.Exit("selftest: --dtype: "+err.Error(), 2)
+	}
 	if device == "cuda" {
-		var err error
 		if be, err = cuda.New(); err != nil {
 			return cli.Exit("selftest: "+err.Error(), 1)
 		}
 	}
 	cb, _ := be.(*cuda.Backend)
+	label, products := be.Name(), ""
+	if cb != nil {
+		cb.SetPrecision(prec)
+		label, products = be.Name()+"/"+prec.String(), prec.Path()
+	} else {
+		prec = cuda.FP32
+	}
 	var free0 int64
 	if cb != nil {
 		free0, _, _ = cb.MemInfo()
@@ -120,8 +133,8 @@ func selftestBench(w io.Writer, device, dir string, B, T, newTokens, steps int) 
 		times = append(times, time.Since(start).Seconds())
 	}
 	sort.Float64s(times)
-	res := benchResult{Kind: "train", Device: be.Name(), Params: params, B: B, T: T, Seconds: times[len(times)/2],
-		Tokens: B * T, FLOP: 6 * float64(params) * float64(B*T), PeakBytes: peak()}
+	res := benchResult{Kind: "train", Device: label, Params: params, B: B, T: T, Seconds: times[len(times)/2],
+		Tokens: B * T, FLOP: 6 * float64(params) * float64(B*T), PeakBytes: peak(), Dtype: prec.String(), Products: products}
 	res.TokensPerSec = float64(res.Tokens) / res.Seconds
 	if cb != nil {
 		c1 := cb.Counters()
@@ -165,8 +178,9 @@ func selftestBench(w io.Writer, device, dir string, B, T, newTokens, steps int) 
 	for _, o := range out {
 		toks += len(o.Tokens)
 	}
-	res = benchResult{Kind: "decode", Device: be.Name(), Params: params, B: B, T: P + newTokens, Seconds: secs,
-		Tokens: toks, TokensPerSec: float64(toks) / secs, FLOP: 2 * float64(params) * float64(toks), PeakBytes: peak()}
+	res = benchResult{Kind: "decode", Device: label, Params: params, B: B, T: P + newTokens, Seconds: secs,
+		Tokens: toks, TokensPerSec: float64(toks) / secs, FLOP: 2 * float64(params) * float64(toks), PeakBytes: peak(),
+		Dtype: prec.String(), Products: products}
 	if cb != nil {
 		c1 := cb.Counters()
 		steps := int64(newTokens)

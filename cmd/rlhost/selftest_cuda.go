@@ -18,6 +18,10 @@ func selftestCUDA(w io.Writer) error {
 		return cli.Exit("selftest: "+err.Error(), 1)
 	}
 	fmt.Fprintf(w, "device %s, cuBLAS %s\n", be.Name(), be.CublasLibrary())
+	for _, p := range []cuda.Precision{cuda.BF16, cuda.TF32, cuda.FP32} {
+		fmt.Fprintf(w, "products %s\n", p.Path())
+	}
+	fmt.Fprintln(w, "(bfloat16 is the default of actor_rollout_ref.actor.dtype; the checks *BF16 and *TF32 compare those paths with the fp32 CPU backend)")
 	failed := 0
 	for _, c := range cuda.Checks {
 		start := time.Now()

@@ -33,19 +33,40 @@ func BenchmarkSgemm(b *testing.B) {
 		run(b, be, mi, mw, mo)
 		be.Download(mo[:1:1], mo) // wait for the queued products
 	})
+	for _, p := range []Precision{TF32, BF16} {
+		b.Run("cuda-resident-"+p.String(), func(b *testing.B) {
+			be := benchBackend(b)
+			defer be.SetPrecision(be.Precision())
+			be.SetPrecision(p)
+			mi, mw, mo := resident(b, be, inp), resident(b, be, w), resident(b, be, make([]float32, N*OC))
+			run(b, be, mi, mw, mo)
+			be.Download(mo[:1:1], mo)
+		})
+	}
 }
 
 // BenchmarkTrainStep is a forward, backward and AdamW step of a small
-// Llama-shaped model (B=4, T=128) on the CPU and on the GPU (resident).
+// Llama-shaped model (B=4, T=128) on the CPU and on the GPU (resident),
+// the GPU's products in fp32, tf32 and bf16.
 func BenchmarkTrainStep(b *testing.B) {
 	c := model.Config{Family: "llama", V: 8192, C: 256, F: 768, L: 4, NH: 8, NKV: 4, HD: 32, MaxPos: 256,
 		Eps: 1e-5, RopeTheta: 10000, BOS: 1, EOS: 2}
 	const B, T = 4, 128
-	for _, name := range []string{"cpu", "cuda"} {
+	for _, name := range []string{"cpu", "cuda", "cuda-tf32", "cuda-bfloat16"} {
 		b.Run(fmt.Sprintf("%s-B%d-T%d", name, B, T), func(b *testing.B) {
 			var be gpu.Backend = cpu.New()
-			if name == "cuda" {
-				be = benchBackend(b)
+			if name != "cpu" {
+				cb := benchBackend(b)
+				defer cb.SetPrecision(cb.Precision())
+				switch name {
+				case "cuda-tf32":
+					cb.SetPrecision(TF32)
+				case "cuda-bfloat16":
+					cb.SetPrecision(BF16)
+				default:
+					cb.SetPrecision(FP32)
+				}
+				be = cb
 			}
 			m := model.NewZero(be, c)
 			r := rand.New(rand.NewPCG(2, 2))

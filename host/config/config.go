@@ -105,6 +105,7 @@ type Actor struct {
 	UseDynamicBsz           bool       `yaml:"use_dynamic_bsz" doc:"micro-batches by token budget instead of ppo_micro_batch_size_per_gpu: each mini-batch's trajectories sorted by length, longest first, and packed end to end (no padding; attention restricted to each sequence) while their tokens stay within ppo_max_token_len_per_gpu (the same gradients as fixed micro-batches; docs/training.md)"`
 	PPOMaxTokenLenPerGPU    int        `yaml:"ppo_max_token_len_per_gpu" doc:"use_dynamic_bsz: packed tokens (prompt + response, rounded up to 64) per actor forward/backward"`
 	PolicyLoss              PolicyLoss `yaml:"policy_loss"`
+	Dtype                   string     `yaml:"dtype" enum:"bfloat16|tf32|float32" doc:"how the matrix products compute on trainer.device=cuda, as llm.c's mixed precision: bfloat16 = cublasGemmEx on bfloat16 copies of the weights (made on the device, refreshed after each AdamW step) and of the activations (rounded to nearest even), fp32 accumulation and output; tf32 = fp32 tensors on TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32); float32 = cublasSgemm. Master weights, gradients, AdamW moments, log-softmax, the loss and reductions stay fp32 in every mode. It applies to every product of the run's GPU: the update, the old/reference log-probs, the critic and generation. trainer.device=cpu computes in float32 whatever this says (the CPU rollout has actor_rollout_ref.rollout.dtype). veRL's nearest key is actor.fsdp_config.dtype (bfloat16, with fp32 master weights), which rlhost accepts without effect (docs/gpu.md)"`
 }
 
 // PolicyLoss is actor_rollout_ref.actor.policy_loss.
@@ -330,6 +331,7 @@ func Default() *Config {
 				GradClip:                1.0,
 				PolicyLoss:              PolicyLoss{LossMode: "vanilla"},
 				PPOMaxTokenLenPerGPU:    16384,
+				Dtype:                   "bfloat16",
 			},
 			Ref: Ref{LogProbMicroBatchSizePerGPU: 4},
 			Rollout: Rollout{

@@ -17,6 +17,7 @@ var notInVeRL = map[string]string{
 	"task.adv_norm_scope":               "rlhost: per-task advantage whitening of a mixed run",
 	"data.sampling_weights":             "rlhost: per-data_source mixing weights (veRL only has custom samplers, data.sampler)",
 	"actor_rollout_ref.actor.optim.eps": "rlhost: AdamW epsilon (veRL fixes it)",
+	"actor_rollout_ref.actor.dtype":     "rlhost: the CUDA products' precision (veRL's nearest: actor.fsdp_config.dtype)",
 	"critic.optim.eps":                  "rlhost: AdamW epsilon (veRL fixes it)",
 	"actor_rollout_ref.rollout.multi_turn.interaction_config_path": "older veRL",
 	"actor_rollout_ref.rollout.trace.max_samples_per_step":         "the run plan's name for veRL's max_samples_per_step_per_worker",

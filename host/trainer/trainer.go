@@ -122,6 +122,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		if be, err = cuda.New(); err != nil {
 			return nil, fmt.Errorf("trainer: trainer.device=cuda: %w", err)
 		}
+		if err := setPrecision(be, cfg.ActorRolloutRef.Actor.Dtype, opts.Progress); err != nil {
+			return nil, err
+		}
 	}
 	hs, err := t.startJudgeService()
 	if err != nil {

@@ -10,9 +10,11 @@
 #
 # Usage: ./proof.sh [OUT_DIR]    (default ./proof-out; the table is also written to OUT_DIR/table.md)
 # Steps: rlhost selftest --device cuda; random Qwen2.5-0.5B- and SmolLM2-135M-shaped checkpoints
-# written by transformers; a training step and a decode step of rlhost beside PyTorch eager,
+# written by transformers; a training step and a decode step of rlhost (for each precision of
+# PROOF_DTYPES, default "bfloat16 float32") beside PyTorch eager,
 # torch.compile (where it works) and HF generate, same GPU, shapes and batch; a 3-step GRPO
-# `rlhost train` on the arith task; one table of tokens/s, MFU, peak device memory, host<->device
+# `rlhost train` on the arith task (actor_rollout_ref.actor.dtype's default, bfloat16); the paths
+# the products took (dtype, cublasGemmEx or cublasSgemm); one table of tokens/s, MFU, peak device memory, host<->device
 # bytes per step and the ratio to PyTorch.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +27,8 @@ mkdir -p "$out/bin/plugins"
 [ -f "$here/plugins/rlhost-task-arith.gz" ] && unpack "$here/plugins/rlhost-task-arith.gz" "$out/bin/plugins/rlhost-task-arith"
 rlhost=${RLHOST:-$out/bin/rlhost}
 B=${PROOF_BATCH:-4} T=${PROOF_SEQ:-256} NEW=${PROOF_NEW_TOKENS:-64}
+# precisions of rlhost's products to time (actor_rollout_ref.actor.dtype; bfloat16 is the default)
+DTYPES=${PROOF_DTYPES:-bfloat16 float32}
 fail=0
 step() { echo; echo "== $*"; }
 
@@ -43,8 +47,10 @@ for shape in smollm2-135m qwen2.5-0.5b; do
 	[ -s "$ck/model.safetensors" ] || "$py" "$here/proof_torch.py" make "$ck" "$shape" || { fail=1; continue; }
 	res="$out/$shape.jsonl"
 	: >"$res"
-	"$rlhost" selftest --device cuda --bench "$ck" --batch "$B" --seq "$T" --new-tokens "$NEW" | tee -a "$res"
-	[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+	for dt in $DTYPES; do
+		"$rlhost" selftest --device cuda --bench "$ck" --dtype "$dt" --batch "$B" --seq "$T" --new-tokens "$NEW" | tee -a "$res"
+		[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+	done
 	"$py" "$here/proof_torch.py" bench "$ck" "$B" "$T" "$NEW" | tee -a "$res"
 	[ "${PIPESTATUS[0]}" = 0 ] || fail=1
 	results+=("$res")
@@ -65,6 +71,17 @@ else
 	echo "skipped: the bundle has no arith plugin or tokenizer (make gpu-proof-bundle puts them there)"
 	fail=1
 fi
+
+step "paths (how the products ran)"
+grep -h '^products ' "$out/selftest.txt" 2>/dev/null
+for r in "${results[@]}"; do
+	"$py" -c 'import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r.get("products"):
+        print(r["kind"], r["device"], "->", r["products"])' "$r"
+done
+grep -h '^products on ' "$out/train.txt" 2>/dev/null | sed 's/^/GRPO run: /'
 
 step "table (also in $out/table.md)"
 [ ${#results[@]} -gt 0 ] && "$py" "$here/proof_torch.py" table "$out/table.md" "${results[@]}"
