@@ -311,7 +311,8 @@ func TestBadCheckpoints(t *testing.T) {
 		{B: 1, T: 2, Tokens: []int32{1, 200}, Targets: []int32{-1, -1}},
 		{B: 1, T: 2, Tokens: []int32{1, 2}, Targets: []int32{-2, -1}},
 		{B: 1, T: 2, Tokens: []int32{1}, Targets: []int32{-1}},
-		{B: 2, T: 1, Tokens: []int32{1, 2}, Targets: []int32{-1, -1}},
+		{B: 3, T: 1, Tokens: []int32{1, 2, 3}, Targets: []int32{-1, -1, -1}}, // more rows than the activations hold
+		{B: 1, T: 3, Tokens: []int32{1, 2, 3}, Targets: []int32{-1, -1, -1}},
 	} {
 		if err := m.Forward(a, b); err == nil {
 			t.Errorf("batch %+v: no error", b)

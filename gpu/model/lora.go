@@ -259,18 +259,19 @@ func (s *loraScratch) tensor(b *[]float32, n int, name string) []float32 {
 	return (*b)[:n]
 }
 
-// keep returns *b with n floats, allocated once at that size (the
-// per-layer products a training forward keeps for its backward).
+// keep returns *b with n floats, replacing it by a tensor of n when it is
+// too small (the per-layer products a training forward keeps for its
+// backward; *b stays the whole tensor, so a smaller batch reuses it).
 func (s *loraScratch) keep(b *[]float32, n int) []float32 {
-	if len(*b) != n {
+	if cap(*b) < n {
 		if *b != nil {
-			s.be.Free(*b)
+			s.be.Free((*b)[:cap(*b)])
 			s.kept = slices.DeleteFunc(s.kept, func(x []float32) bool { return &x[0] == &(*b)[0] })
 		}
 		*b = s.be.Alloc("LoRA activations: inp A^T", n)
 		s.kept = append(s.kept, *b)
 	}
-	return *b
+	return (*b)[:n]
 }
 
 // free gives every scratch tensor back.

@@ -50,12 +50,17 @@ type layerActs struct {
 }
 
 // Acts holds the activations of one training forward and the scratch of its
-// backward, sized for a B x T batch, as tensors of the model's backend
-// (allocated once, in llm.c's manner). Reuse it across steps of the same
-// shape; Free gives the tensors back. Logp, Entropy and Scored are host
+// backward, as tensors of the model's backend (allocated once, in llm.c's
+// manner). It is sized for a number of rows (and, padded, a longest T for the
+// attention scratch) and serves every batch that fits (Fits): each tensor is
+// [N,...] row-major, so a smaller batch uses the first rows. Reuse it across
+// steps; Free gives the tensors back. Logp, Entropy and Scored are host
 // memory: the results the host reads; everything else stays on the backend.
 type Acts struct {
-	B, T    int
+	B, T    int // the batch of the last Forward (at first, the shape it was allocated for)
+	rows    int // the rows every tensor holds: the most B*T it serves
+	maxT    int // padded: the longest T the attention scratch holds
+	posT    int // padded: a.pos holds n%posT for its rows
 	be      gpu.Backend
 	owned   []any // every tensor allocated, for Free
 	layers  []layerActs
@@ -64,8 +69,10 @@ type Acts struct {
 	rstdf   []float32 // [N]
 	Logits  []float32 // [N,V] (or [len(Scored),V] after a ScoredOnly batch); the backward overwrites it with dlogits; a backend tensor
 	Scored  []int32   // host: after a ScoredOnly forward, the rows of Logits, in order; nil otherwise
-	Logp    []float32 // host [N]
-	Entropy []float32 // host [N]
+	Logp    []float32 // host [N], a view of logpH
+	Entropy []float32 // host [N], a view of entH
+	logpH   []float32 // host [rows]
+	entH    []float32 // host [rows]
 	logp    []float32 // [N] on the backend
 	ent     []float32 // [N] on the backend
 	lse     []float32 // [N]
@@ -94,7 +101,7 @@ type Acts struct {
 	cu     []int32 // [T+1] cumulative lengths on the backend (the first nseq+1 used)
 	nseq   int     // sequences of the last forward
 	maxLen int     // the longest of them
-	posH   []int32 // host [T] positions of the last forward
+	posH   []int32 // host [rows] positions of the last forward
 
 	lora     loraScratch          // the adapters' low-rank products
 	loraU    [][numMods][]float32 // per layer and module: scale*(inp A^T) [N,R] kept for the backward
@@ -107,19 +114,30 @@ type Acts struct {
 	dk, dv          []float32 // [N,NKV*HD]
 }
 
-// NewActs allocates activations for a B x T batch on the model's backend.
+// NewActs allocates activations for a B x T batch on the model's backend;
+// they serve any right-padded batch of at most B*T rows and T positions.
 // Out of device memory panics with a *gpu.MemoryError naming the tensor.
 func (m *Model) NewActs(B, T int) *Acts { return m.newActs(B, T, false) }
 
-// NewPackedActs allocates activations for packed batches of N rows (see
-// Batch.Lengths): no [T,T] attention scratch, and per layer the attention's
+// NewPackedActs allocates activations for packed batches (see Batch.Lengths)
+// of up to N rows: no [T,T] attention scratch, and per layer the attention's
 // log-sum-exp [N,NH] for the backward.
 func (m *Model) NewPackedActs(N int) *Acts { return m.newActs(1, N, true) }
+
+// Fits reports whether a can run the batch b: a packed batch needs packed
+// activations of at least its rows; a padded one padded activations of at
+// least its rows whose attention scratch holds its T.
+func (a *Acts) Fits(b Batch) bool {
+	if (b.Lengths != nil) != a.packed {
+		return false
+	}
+	return b.B*b.T <= a.rows && (a.packed || b.T <= a.maxT)
+}
 
 func (m *Model) newActs(B, T int, packed bool) *Acts {
 	c, be := m.Config, m.be
 	N := B * T
-	a := &Acts{B: B, T: T, be: be, layers: make([]layerActs, c.L), packed: packed}
+	a := &Acts{B: B, T: T, rows: N, maxT: T, posT: T, be: be, layers: make([]layerActs, c.L), packed: packed}
 	f := func(name string, n int) []float32 {
 		x := be.Alloc("activations: "+name, n)
 		a.owned = append(a.owned, x)
@@ -143,24 +161,25 @@ func (m *Model) newActs(B, T int, packed bool) *Acts {
 	}
 	a.xf, a.lnf, a.rstdf = f("xf", N*c.C), f("lnf", N*c.C), f("rstdf", N)
 	a.Logits, a.logp, a.ent, a.lse = f("logits", N*c.V), f("logp", N), f("entropy", N), f("lse", N)
-	a.Logp, a.Entropy = make([]float32, N), make([]float32, N)
+	a.logpH, a.entH = make([]float32, N), make([]float32, N)
+	a.Logp, a.Entropy = a.logpH, a.entH
 	a.pos, a.targets, a.tokens = ints("positions", N), ints("targets", N), ints("tokens", N)
 	a.lnfS, a.targetsS, a.scoredD = f("scored lnf", N*c.C), ints("scored targets", N), ints("scored rows", N)
 	a.logpS, a.entS, a.dlogpS, a.dentS = f("scored logp", N), f("scored entropy", N), f("scored dlogp", N), f("scored dentropy", N)
 	a.hostS, a.hostI = make([]float32, N), make([]int32, N)
 	a.scoredBuf = make([]int32, 0, N)
-	pos := make([]int32, N)
-	for n := range pos {
-		pos[n] = int32(n % T)
+	a.posH = make([]int32, N)
+	for n := range a.posH {
+		a.posH[n] = int32(n % T)
 	}
-	be.UploadInt32(a.pos, pos)
+	be.UploadInt32(a.pos, a.posH)
 	a.dres, a.dln, a.dtmp = f("dres", N*c.C), f("dln", N*c.C), f("dtmp", N*c.C)
 	a.dgate, a.dup, a.dh = f("dgate", N*c.F), f("dup", N*c.F), f("dh", N*c.F)
 	a.dq, a.datty = f("dq", N*c.NH*c.HD), f("datty", N*c.NH*c.HD)
 	a.dk, a.dv = f("dk", N*c.NKV*c.HD), f("dv", N*c.NKV*c.HD)
 	a.ln, a.h = f("ln", N*c.C), f("h", N*c.F)
 	if packed {
-		a.cu, a.posH = ints("cumulative lengths", N+1), make([]int32, N)
+		a.cu = ints("cumulative lengths", N+1)
 	} else {
 		a.attBuf = f("attention scratch", 2*c.NH*T*T)
 	}
@@ -191,10 +210,13 @@ func (a *Acts) Free() {
 
 // checkBatch validates a batch against the model and the activations.
 func (m *Model) checkBatch(a *Acts, b Batch) error {
-	if b.B != a.B || b.T != a.T {
-		return fmt.Errorf("model: batch is %dx%d, activations are for %dx%d", b.B, b.T, a.B, a.T)
-	}
 	N := b.B * b.T
+	if (b.Lengths != nil) == a.packed && !a.Fits(b) {
+		if a.packed {
+			return fmt.Errorf("model: packed batch of %d rows, activations are for at most %d", b.T, a.rows)
+		}
+		return fmt.Errorf("model: batch is %dx%d, activations are for at most %d rows of at most %d positions", b.B, b.T, a.rows, a.maxT)
+	}
 	if len(b.Tokens) != N || len(b.Targets) != N {
 		return fmt.Errorf("model: batch %dx%d has %d tokens and %d targets, want %d each", b.B, b.T, len(b.Tokens), len(b.Targets), N)
 	}
@@ -237,12 +259,13 @@ func (m *Model) Forward(a *Acts, b Batch) error {
 	}
 	be, c, N := m.be, m.Config, b.B*b.T
 	a.scoredOnly = b.ScoredOnly
+	a.Logp, a.Entropy = a.logpH[:N], a.entH[:N]
 	if !b.ScoredOnly {
 		a.Scored = nil
 		be.MatmulForward(a.Logits, a.lnf, m.Params.LMHead, nil, N, c.C, c.V)
 		be.LogprobForward(a.logp, a.ent, a.lse, a.Logits, a.targets, N, c.V)
-		be.Download(a.Logp, a.logp)
-		be.Download(a.Entropy, a.ent)
+		be.Download(a.Logp, a.logp[:N])
+		be.Download(a.Entropy, a.ent[:N])
 		return nil
 	}
 	// Pack the scored rows: lm_head and log-softmax on M <= N rows.
@@ -285,8 +308,9 @@ func (m *Model) forwardBody(a *Acts, b Batch) error {
 	B, T := b.B, b.T
 	N := B * T
 	QD, KD := c.NH*c.HD, c.NKV*c.HD
-	be.UploadInt32(a.tokens, b.Tokens)
-	be.UploadInt32(a.targets, b.Targets)
+	a.B, a.T = B, T
+	be.UploadInt32(a.tokens[:N], b.Tokens)
+	be.UploadInt32(a.targets[:N], b.Targets)
 	if a.packed {
 		// positions restart at every sequence
 		cu, maxLen := gpu.CuSeqlens(b.Lengths)
@@ -296,8 +320,15 @@ func (m *Model) forwardBody(a *Acts, b Batch) error {
 			}
 		}
 		a.nseq, a.maxLen = len(b.Lengths), maxLen
-		be.UploadInt32(a.pos, a.posH)
+		be.UploadInt32(a.pos[:N], a.posH[:N])
 		be.UploadInt32(a.cu[:a.nseq+1], cu)
+	} else if a.posT != T {
+		// row n = b*T+t is position t
+		for n := range a.posH {
+			a.posH[n] = int32(n % T)
+		}
+		be.UploadInt32(a.pos, a.posH)
+		a.posT = T
 	}
 	if len(a.loraU) != c.L {
 		a.loraU = make([][numMods][]float32, c.L)
@@ -381,7 +412,7 @@ func (m *Model) Backward(a *Acts, dlogp, dentropy []float32) error {
 	} else {
 		// the packed rows of a ScoredOnly forward; the others get no gradient
 		M := len(a.Scored)
-		be.Zero(a.dln)
+		be.Zero(a.dln[:N*c.C])
 		if M > 0 {
 			for i, n := range a.Scored {
 				a.hostS[i] = dlogp[n]

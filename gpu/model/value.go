@@ -47,13 +47,23 @@ type ValueActs struct {
 	noTgt  []int32   // [N] all -1: the decoder's batch check wants targets
 }
 
-// NewActs allocates the critic's activations for a B x T batch. The
-// decoder's logits buffer is dropped: the critic never computes logits.
-func (v *ValueModel) NewActs(B, T int) *ValueActs {
-	a := v.Body.NewActs(B, T)
+// NewActs allocates the critic's activations for a B x T batch (they serve
+// any batch that fits, as Acts do). The decoder's logits buffer is dropped:
+// the critic never computes logits.
+func (v *ValueModel) NewActs(B, T int) *ValueActs { return v.newActs(v.Body.NewActs(B, T)) }
+
+// NewPackedActs allocates the critic's activations for packed batches
+// (Batch.Lengths) of up to N rows.
+func (v *ValueModel) NewPackedActs(N int) *ValueActs { return v.newActs(v.Body.NewPackedActs(N)) }
+
+// Fits reports whether va can run the batch b (see Acts.Fits).
+func (va *ValueActs) Fits(b Batch) bool { return va.acts.Fits(b) }
+
+func (v *ValueModel) newActs(a *Acts) *ValueActs {
 	a.drop(a.Logits)
 	a.Logits = nil
-	va := &ValueActs{acts: a, Values: make([]float32, B*T), noTgt: make([]int32, B*T)}
+	N := a.rows
+	va := &ValueActs{acts: a, Values: make([]float32, N), noTgt: make([]int32, N)}
 	for i := range va.noTgt {
 		va.noTgt[i] = -1
 	}
@@ -65,7 +75,7 @@ func (va *ValueActs) Free() { va.acts.Free() }
 
 // Forward computes va.Values [N] for the tokens of b (b.Targets is ignored).
 func (v *ValueModel) Forward(va *ValueActs, b Batch) error {
-	b.Targets = va.noTgt
+	b.Targets = va.noTgt[:min(len(va.noTgt), b.B*b.T)]
 	if err := v.Body.forwardBody(va.acts, b); err != nil {
 		return err
 	}
