@@ -204,8 +204,8 @@ type Critic struct {
 	PPOEpochs                *int        `yaml:"ppo_epochs" doc:"critic passes over each step's trajectories; null = actor_rollout_ref.actor.ppo_epochs (veRL's default)"`
 	PPOMicroBatchSizePerGPU  int         `yaml:"ppo_micro_batch_size_per_gpu" doc:"trajectories per critic forward/backward"`
 	UseDynamicBsz            *bool       `yaml:"use_dynamic_bsz" doc:"critic micro-batches by token budget (see actor_rollout_ref.actor.use_dynamic_bsz); null = actor_rollout_ref.actor.use_dynamic_bsz"`
-	PPOMaxTokenLenPerGPU     int         `yaml:"ppo_max_token_len_per_gpu" doc:"use_dynamic_bsz: padded tokens per critic forward/backward of the update"`
-	ForwardMaxTokenLenPerGPU *int        `yaml:"forward_max_token_len_per_gpu" doc:"use_dynamic_bsz: padded tokens per critic forward computing the values; null = ppo_max_token_len_per_gpu"`
+	PPOMaxTokenLenPerGPU     int         `yaml:"ppo_max_token_len_per_gpu" doc:"use_dynamic_bsz: packed tokens (prompt + response, rounded up to 64) per critic forward/backward of the update"`
+	ForwardMaxTokenLenPerGPU *int        `yaml:"forward_max_token_len_per_gpu" doc:"use_dynamic_bsz: packed tokens per critic forward computing the values; null = ppo_max_token_len_per_gpu"`
 	CliprangeValue           float64     `yaml:"cliprange_value" doc:"value clipping range of the critic loss"`
 	LossAggMode              string      `yaml:"loss_agg_mode" doc:"how token value losses are reduced"`
 	GradClip                 float64     `yaml:"grad_clip" doc:"clip the critic's global gradient norm to this value; 0 = no clipping"`

@@ -27,7 +27,7 @@ import (
 type critic struct {
 	vm   *model.ValueModel
 	opt  *model.ValueAdamW
-	acts map[[2]int]*model.ValueActs
+	acts *model.ValueActsCache // activations of the micro-batches (at most four buffers)
 }
 
 // criticOptimizerFile and criticDir are the critic's part of a checkpoint directory.
@@ -52,7 +52,7 @@ func newCritic(be gpu.Backend, ck *weights.Checkpoint, cc config.Critic) (*criti
 	}
 	opt := model.NewValueAdamW(vm, model.AdamWConfig{LR: float32(o.LR), Beta1: float32(betas[0]), Beta2: float32(betas[1]),
 		Eps: float32(eps), WeightDecay: float32(o.WeightDecay), MaxGradNorm: float32(cc.GradClip)})
-	return &critic{vm: vm, opt: opt}, nil
+	return &critic{vm: vm, opt: opt, acts: model.NewValueActsCache(vm, 4)}, nil
 }
 
 // tokenizerProbe is encoded by the actor's and the critic model's tokenizers: the critic
@@ -113,23 +113,6 @@ func sameTokenizer(a, b *tokenizer.Tokenizer) error {
 	return nil
 }
 
-// actsFor keeps activation buffers per shape (at most four shapes).
-func (c *critic) actsFor(B, T int) *model.ValueActs {
-	k := [2]int{B, T}
-	if a, ok := c.acts[k]; ok {
-		return a
-	}
-	if c.acts == nil || len(c.acts) >= 4 {
-		for _, a := range c.acts {
-			a.Free() // device memory is not collected
-		}
-		c.acts = map[[2]int]*model.ValueActs{}
-	}
-	a := c.vm.NewActs(B, T)
-	c.acts[k] = a
-	return a
-}
-
 // values runs the critic over the batch in micro-batches: [B*Tr], the value of each response
 // model token, 0 elsewhere.
 func (c *critic) values(b *batchOf, micro int) ([]float32, error) {
@@ -139,7 +122,7 @@ func (c *critic) values(b *batchOf, micro int) ([]float32, error) {
 // valuesBudget is values with micro-batches by token budget when budget > 0
 // (critic.use_dynamic_bsz, critic.forward_max_token_len_per_gpu).
 func (c *critic) valuesBudget(b *batchOf, micro, budget int) ([]float32, error) {
-	order, spans, err := planLogProbs(b, micro, budget, "critic.forward_max_token_len_per_gpu")
+	order, spans, err := planLogProbsPacked(b, micro, budget, "critic.forward_max_token_len_per_gpu")
 	if err != nil {
 		return nil, err
 	}
@@ -150,8 +133,8 @@ func (c *critic) valuesBudget(b *batchOf, micro, budget int) ([]float32, error) 
 	pout := make([]float32, b.B*b.Tr)
 	for _, s := range spans {
 		lo, hi := s.lo, s.hi
-		mb, lay := pb.pack(lo, hi)
-		a := c.actsFor(mb.B, mb.T)
+		mb, lay := pb.microBatch(s)
+		a := c.acts.For(mb)
 		if err := c.vm.Forward(a, mb); err != nil {
 			return nil, fmt.Errorf("trainer: critic forward: %w", err)
 		}
@@ -189,6 +172,7 @@ func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []fl
 	miniSeqs, micro := max(u.MiniSeqs, 1), max(u.Micro, 1)
 	sums, counts := map[string]float64{}, map[string]float64{}
 	add := func(k string, v float64) { sums[k] += v; counts[k]++ }
+	var realTok, paddedTok int
 	if u.Budget > 0 {
 		// The same mini-batches, each sorted longest first for the token budget.
 		order := make([]int, b.B)
@@ -209,10 +193,13 @@ func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []fl
 			spans := fixedSpans(lo, hi, micro)
 			if u.Budget > 0 {
 				var err error
-				if spans, err = budgetSpans(b, lo, hi, u.Budget, "critic.ppo_max_token_len_per_gpu"); err != nil {
+				if spans, err = packedSpans(b, lo, hi, u.Budget, "critic.ppo_max_token_len_per_gpu"); err != nil {
 					return nil, err
 				}
 			}
+			re, pa := paddingOf(b, spans)
+			realTok += re
+			paddedTok += pa
 			gTok, gSeq := maskCounts(b.rows(b.mask, lo, hi), b.Tr)
 			agg := algo.Agg{Mode: u.AggMode, GlobalTokens: gTok, GlobalSeqs: gSeq, NormLen: u.NormLen}
 			c.vm.ZeroGrads()
@@ -220,8 +207,8 @@ func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []fl
 			for _, sp := range spans {
 				mlo, mhi := sp.lo, sp.hi
 				Bm := mhi - mlo
-				mb, lay := b.pack(mlo, mhi)
-				a := c.actsFor(mb.B, mb.T)
+				mb, lay := b.microBatch(sp)
+				a := c.acts.For(mb)
 				if err := c.vm.Forward(a, mb); err != nil {
 					return nil, fmt.Errorf("trainer: critic forward: %w", err)
 				}
@@ -251,6 +238,10 @@ func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []fl
 		}
 	}
 	out := map[string]float64{"critic/lr": u.LR}
+	if paddedTok > 0 {
+		// The share of the critic update's forward/backward rows that were padding.
+		out["perf/critic_update_padding_frac"] = 1 - float64(realTok)/float64(paddedTok)
+	}
 	for k, v := range sums {
 		out[k] = v / counts[k]
 	}

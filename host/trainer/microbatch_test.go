@@ -246,6 +246,7 @@ func TestCriticDynamicBszSameGradients(t *testing.T) {
 	}
 	var got [2][]float32
 	var vals [2][]float32
+	var pad [2]float64
 	for k, budget := range []int{0, 256} {
 		c := tinyCritic(t, 1e-3)
 		c.vm.Head[0], c.vm.Head[5] = 0.3, -0.2
@@ -257,9 +258,11 @@ func TestCriticDynamicBszSameGradients(t *testing.T) {
 		vals[k] = v
 		_, ret := algo.GAEAdvantages(rewards, v, b.mask, b.B, b.Tr, 1, 1)
 		u := criticUpdate{MiniSeqs: 8, Micro: 2, Budget: budget, Epochs: 1, ClipRange: 0.5, AggMode: algo.TokenMean, LR: 1e-3}
-		if _, err := c.update(context.Background(), b, v, ret, u); err != nil {
+		mets, err := c.update(context.Background(), b, v, ret, u)
+		if err != nil {
 			t.Fatal(err)
 		}
+		pad[k] = mets["perf/critic_update_padding_frac"]
 		got[k] = append(append([]float32(nil), c.vm.Body.Grads.Data...), c.vm.HeadGrad...)
 	}
 	for i := range vals[0] {
@@ -275,4 +278,10 @@ func TestCriticDynamicBszSameGradients(t *testing.T) {
 	if scale == 0 || worst > 1e-4*scale {
 		t.Errorf("fixed and token-budget micro-batches give critic gradients %g apart (largest %g)", worst, scale)
 	}
+	// packed: only the filler rounding each micro-batch up to 64 rows is padding (0.148 of
+	// these short trajectories' rows; 0.432 padded in pairs)
+	if !(pad[1] > 0 && pad[0] > 2*pad[1]) {
+		t.Errorf("critic update padding: fixed %.3f, packed by budget %.3f", pad[0], pad[1])
+	}
+	t.Logf("critic update padding fraction: fixed micro-batches of 2 %.3f, packed %.3f; gradients %g apart (largest %g)", pad[0], pad[1], worst, scale)
 }
