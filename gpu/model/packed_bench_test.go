@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// BenchmarkUpdatePacking is one policy update of the demo's shape: 16 trajectories (two
-// prompts of 150-300 tokens, eight responses each of 30-256 tokens, the response rows scored)
-// through forward, backward and one clipped AdamW step of SmolLM2-135M, cut into
+// BenchmarkUpdatePacking is one policy update of the 2 x 8 batch that
+// scripts/bench/dynamic_bsz.sh pins (the demo's former shape): 16 trajectories (two prompts
+// of 150-300 tokens, eight responses each of 30-256 tokens, the response rows scored) through
+// forward, backward and one clipped AdamW step of SmolLM2-135M, cut into
 // micro-batches as the trainer cuts them:
 //
 //	padded-micro2: two trajectories per micro-batch in group order, right padded to the
@@ -16,8 +17,8 @@ import (
 //	packed-1536:   longest first, packed end to end while the tokens rounded up to 64 stay
 //	               within 1536 (use_dynamic_bsz, ppo_max_token_len_per_gpu=1536)
 //
-// Iteration i draws the lengths of set i (the same sets in both modes), and one ActsCache of
-// 4 shapes serves every iteration, as the trainer's does across steps. It reports the
+// Iteration i draws the lengths of set i (the same sets in both modes), and one ActsCache (at
+// most 4 buffers) serves every iteration, as the trainer's does across steps. It reports the
 // padding fraction of the rows computed and the real (unpadded) tokens per second.
 func BenchmarkUpdatePacking(b *testing.B) {
 	for _, mode := range []string{"padded-micro2", "packed-1536"} {
