@@ -52,6 +52,86 @@ func mixedData(t *testing.T, arith string) (gsmDir, arithDir string) {
 	return gsmDir, arithDir
 }
 
+// pythonMathData preprocesses two GSM8K records (train and test splits) with the
+// examples/python-math plugin: the plugin's path and the parquet directory.
+func pythonMathData(t *testing.T) (plugin, dataDir string) {
+	t.Helper()
+	plugin, _ = filepath.Abs(filepath.Join("..", "..", "examples", "python-math", "rlhost-task-python-math"))
+	raw := t.TempDir()
+	for _, split := range []string{"train", "test"} {
+		writeFile(t, filepath.Join(raw, split+".jsonl"), rec1+"\n"+rec2+"\n")
+	}
+	dataDir = filepath.Join(t.TempDir(), "pm")
+	if _, stderr, err := run(t, "preprocess", "--task", plugin, "--input", raw, "--output-dir", dataDir); err != nil {
+		t.Fatalf("preprocess python-math: %v\n%s", err, stderr)
+	}
+	return plugin, dataDir
+}
+
+// mixedRun is the shape of a short mixed-task training run of the default model: batch prompts x 2
+// rollouts, the whole batch one mini-batch and one micro-batch, responses of at most
+// responseLen tokens in at most turns assistant turns, steps steps, no validation before
+// training.
+type mixedRun struct{ batch, responseLen, turns, steps int }
+
+// overrides are the train command's overrides for the run, with its run_dir.
+func (r mixedRun) overrides(t *testing.T, runDir string) []string {
+	return []string{
+		fmt.Sprintf("data.train_batch_size=%d", r.batch), "actor_rollout_ref.rollout.n=2",
+		fmt.Sprintf("data.max_response_length=%d", r.responseLen),
+		fmt.Sprintf("actor_rollout_ref.actor.ppo_mini_batch_size=%d", r.batch),
+		fmt.Sprintf("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=%d", r.batch),
+		fmt.Sprintf("actor_rollout_ref.rollout.multi_turn.max_assistant_turns=%d", r.turns),
+		"actor_rollout_ref.model.path=" + repoModel(t), "trainer.run_dir=" + runDir,
+		fmt.Sprintf("trainer.total_training_steps=%d", r.steps), "trainer.val_before_train=false",
+	}
+}
+
+// train runs `rlhost train` with args followed by the run's overrides and returns the steps
+// of its metrics.jsonl, failing unless the run logged all of them.
+func (r mixedRun) train(t *testing.T, runDir string, args ...string) []metrics.Step {
+	t.Helper()
+	_, stderr, err := run(t, append(append([]string{"train"}, args...), r.overrides(t, runDir)...)...)
+	if err != nil {
+		t.Fatalf("train %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	steps, err := metrics.ReadJSONL(filepath.Join(runDir, "metrics.jsonl"))
+	if err != nil || len(steps) != r.steps {
+		t.Fatalf("metrics: %d steps, %v; want %d", len(steps), err, r.steps)
+	}
+	return steps
+}
+
+// traceSource is a trace's task and data_source as `rlhost traces list --json` gives them.
+type traceSource struct{ task, dataSource string }
+
+// traceSources lists the run's traces (at least one: an empty list fails the test).
+func traceSources(t *testing.T, runDir string) []traceSource {
+	t.Helper()
+	stdout, _, err := run(t, "traces", "list", "--run", runDir, "--json", "--limit", "1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []traceSource
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var tr map[string]any
+		if err := json.Unmarshal([]byte(line), &tr); err != nil {
+			t.Fatalf("traces list --json: %v: %s", err, line)
+		}
+		var ts traceSource
+		for k, v := range tr {
+			switch strings.ToLower(k) {
+			case "task":
+				ts.task, _ = v.(string)
+			case "data_source", "datasource":
+				ts.dataSource, _ = v.(string)
+			}
+		}
+		out = append(out, ts)
+	}
+	return out
+}
+
 // A mixed run: two real plugins (gsm8k built in, arith a third-party example) from one
 // command, rows routed by data_source, weighted sampling, metrics and validation per task and
 // per data_source, traces of both tasks.
@@ -62,23 +142,11 @@ func TestTrainMixedTasks(t *testing.T) {
 	arith := arithPlugin(t)
 	gsm, ar := mixedData(t, arith)
 	dir := filepath.Join(t.TempDir(), "run")
-	_, stderr, err := run(t, "train", "--task", "gsm8k", "--task", arith,
+	steps := mixedRun{batch: 4, responseLen: 16, turns: 2, steps: 2}.train(t, dir, "--task", "gsm8k", "--task", arith,
 		"data.train_files=["+filepath.Join(gsm, "train.parquet")+", "+filepath.Join(ar, "tr*n.parquet")+"]",
 		"data.val_files=["+filepath.Join(gsm, "test.parquet")+", "+filepath.Join(ar, "test.parquet")+"]",
 		"data.sampling_weights={openai/gsm8k: 1, arith: 1}", "task.reward_weights.arith=0.5",
-		"data.train_batch_size=4", "actor_rollout_ref.rollout.n=2", "data.max_response_length=16",
-		"data.val_max_samples=2", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-		"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4", "actor_rollout_ref.rollout.max_num_seqs=8",
-		"actor_rollout_ref.rollout.multi_turn.max_assistant_turns=2",
-		"actor_rollout_ref.model.path="+repoModel(t), "trainer.run_dir="+dir,
-		"trainer.total_training_steps=2", "trainer.test_freq=2", "trainer.val_before_train=false")
-	if err != nil {
-		t.Fatalf("mixed train: %v\n%s", err, stderr)
-	}
-	steps, err := metrics.ReadJSONL(filepath.Join(dir, "metrics.jsonl"))
-	if err != nil || len(steps) != 2 {
-		t.Fatalf("metrics: %d steps, %v", len(steps), err)
-	}
+		"data.val_max_samples=2", "actor_rollout_ref.rollout.max_num_seqs=8", "trainer.test_freq=2")
 	var gTraj, aTraj float64
 	for _, s := range steps {
 		gTraj += s.Values["task/gsm8k/trajectories"]
@@ -108,29 +176,12 @@ func TestTrainMixedTasks(t *testing.T) {
 			}
 		}
 	}
-	stdout, _, err := run(t, "traces", "list", "--run", dir, "--json", "--limit", "1000")
-	if err != nil {
-		t.Fatal(err)
-	}
 	tasks := map[string]string{} // task -> data_source of its traces
-	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		var tr map[string]any
-		if err := json.Unmarshal([]byte(line), &tr); err != nil {
-			t.Fatalf("traces list --json: %v: %s", err, line)
+	for _, tr := range traceSources(t, dir) {
+		if o, ok := tasks[tr.task]; ok && o != tr.dataSource {
+			t.Errorf("task %s has traces of data sources %s and %s", tr.task, o, tr.dataSource)
 		}
-		var task, ds string
-		for k, v := range tr {
-			switch strings.ToLower(k) {
-			case "task":
-				task, _ = v.(string)
-			case "data_source", "datasource":
-				ds, _ = v.(string)
-			}
-		}
-		if o, ok := tasks[task]; ok && o != ds {
-			t.Errorf("task %s has traces of data sources %s and %s", task, o, ds)
-		}
-		tasks[task] = ds
+		tasks[tr.task] = tr.dataSource
 	}
 	if tasks["gsm8k"] != "openai/gsm8k" || tasks["arith"] != "arith" {
 		t.Errorf("traces by task and data_source: %v; want gsm8k: openai/gsm8k and arith: arith", tasks)
@@ -180,21 +231,9 @@ func TestTrainMixedCrashAttributed(t *testing.T) {
 	arith := arithPlugin(t)
 	gsm, ar := mixedData(t, arith)
 	dir := filepath.Join(t.TempDir(), "run")
-	_, stderr, err := run(t, "train", "--task", crashy, "--task", arith,
+	steps := mixedRun{batch: 4, responseLen: 12, turns: 2, steps: 2}.train(t, dir, "--task", crashy, "--task", arith,
 		"data.train_files=["+filepath.Join(gsm, "test.parquet")+", "+filepath.Join(ar, "train.parquet")+"]",
-		"data.sampling_weights={openai/gsm8k: 1, arith: 1}", "data.val_files="+filepath.Join(ar, "test.parquet"),
-		"data.train_batch_size=4", "actor_rollout_ref.rollout.n=2", "data.max_response_length=12",
-		"actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
-		"actor_rollout_ref.rollout.multi_turn.max_assistant_turns=2",
-		"actor_rollout_ref.model.path="+repoModel(t), "trainer.run_dir="+dir,
-		"trainer.total_training_steps=2", "trainer.val_before_train=false")
-	if err != nil {
-		t.Fatalf("train: %v\n%s", err, stderr)
-	}
-	steps, err := metrics.ReadJSONL(filepath.Join(dir, "metrics.jsonl"))
-	if err != nil || len(steps) != 2 {
-		t.Fatalf("metrics: %d steps, %v", len(steps), err)
-	}
+		"data.sampling_weights={openai/gsm8k: 1, arith: 1}", "data.val_files="+filepath.Join(ar, "test.parquet"))
 	var g, a float64
 	for _, s := range steps {
 		g += s.Values["task/gsm8k/retried"] + s.Values["task/gsm8k/dropped"]
@@ -211,45 +250,15 @@ func TestTrainMixedGoAndPython(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the default model")
 	}
-	py := os.Getenv("RLHOST_PYTHON")
-	if py == "" {
-		home, _ := os.UserHomeDir()
-		py = filepath.Join(home, ".cache", "rlhost", "python-venv", "bin", "python")
-	}
-	if _, err := os.Stat(py); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no Python with the rlhost SDK at %s: run make setup-python", py)
-		}
-		t.Skipf("no Python with the rlhost SDK at %s: run make setup-python", py)
-	}
-	pm, _ := filepath.Abs(filepath.Join("..", "..", "examples", "python-math", "rlhost-task-python-math"))
+	pythonForSDK(t)
+	pm, pmData := pythonMathData(t)
 	arith := arithPlugin(t)
 	_, ar := mixedData(t, arith)
-	raw := t.TempDir()
-	for _, split := range []string{"train", "test"} {
-		writeFile(t, filepath.Join(raw, split+".jsonl"), rec1+"\n"+rec2+"\n")
-	}
-	pmData := filepath.Join(t.TempDir(), "pm")
-	if _, stderr, err := run(t, "preprocess", "--task", pm, "--input", raw, "--output-dir", pmData); err != nil {
-		t.Fatalf("preprocess python-math: %v\n%s", err, stderr)
-	}
 	dir := filepath.Join(t.TempDir(), "run")
-	_, stderr, err := run(t, "train", "--task", arith+","+pm,
+	steps := mixedRun{batch: 4, responseLen: 12, turns: 2, steps: 1}.train(t, dir, "--task", arith+","+pm,
 		"data.train_files=["+filepath.Join(pmData, "train.parquet")+", "+filepath.Join(ar, "train.parquet")+"]",
 		"data.val_files=["+filepath.Join(pmData, "test.parquet")+", "+filepath.Join(ar, "test.parquet")+"]",
-		"data.sampling_weights={python-math: 1, arith: 1}", "data.val_max_samples=1",
-		"data.train_batch_size=4", "actor_rollout_ref.rollout.n=2", "data.max_response_length=12",
-		"actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
-		"actor_rollout_ref.rollout.multi_turn.max_assistant_turns=2",
-		"actor_rollout_ref.model.path="+repoModel(t), "trainer.run_dir="+dir,
-		"trainer.total_training_steps=1", "trainer.val_before_train=false", "trainer.test_freq=1")
-	if err != nil {
-		t.Fatalf("train arith + python-math: %v\n%s", err, stderr)
-	}
-	steps, err := metrics.ReadJSONL(filepath.Join(dir, "metrics.jsonl"))
-	if err != nil || len(steps) != 1 {
-		t.Fatalf("metrics: %d steps, %v", len(steps), err)
-	}
+		"data.sampling_weights={python-math: 1, arith: 1}", "data.val_max_samples=1", "trainer.test_freq=1")
 	s := steps[0].Values
 	if n := s["task/arith/trajectories"] + s["task/python-math/trajectories"]; n != 8 {
 		t.Errorf("%v trajectories over arith and python-math, want 8: %v", n, s)
@@ -301,7 +310,6 @@ func TestTrainThreePlugins(t *testing.T) {
 		t.Skip("trains the default model")
 	}
 	pythonForSDK(t)
-	pm, _ := filepath.Abs(filepath.Join("..", "..", "examples", "python-math", "rlhost-task-python-math"))
 	bins := t.TempDir()
 	for name, pkg := range map[string]string{"rlhost-task-dr": "../../tasks/dr/cmd/rlhost-task-dr", "rlhost-retriever": "../retriever"} {
 		if out, err := exec.Command("go", "build", "-o", filepath.Join(bins, name), pkg).CombinedOutput(); err != nil {
@@ -311,14 +319,7 @@ func TestTrainThreePlugins(t *testing.T) {
 	dr := filepath.Join(bins, "rlhost-task-dr")
 	gsm, _ := mixedData(t, arithPlugin(t))
 	// python-math reads GSM8K records; dr its own QA records (the committed WordNet sample).
-	raw := t.TempDir()
-	for _, split := range []string{"train", "test"} {
-		writeFile(t, filepath.Join(raw, split+".jsonl"), rec1+"\n"+rec2+"\n")
-	}
-	pmData := filepath.Join(t.TempDir(), "pm")
-	if _, stderr, err := run(t, "preprocess", "--task", pm, "--input", raw, "--output-dir", pmData); err != nil {
-		t.Fatalf("preprocess python-math: %v\n%s", err, stderr)
-	}
+	pm, pmData := pythonMathData(t)
 	drTestdata, _ := filepath.Abs(filepath.Join("..", "..", "tasks", "dr", "testdata"))
 	drData := filepath.Join(t.TempDir(), "dr")
 	if _, stderr, err := run(t, "preprocess", "--task", dr, "--input", drTestdata, "--output-dir", drData); err != nil {
@@ -327,22 +328,11 @@ func TestTrainThreePlugins(t *testing.T) {
 	drCfg := fmt.Sprintf("task.configs.dr={corpus: %s, index: %s, retriever_bin: %s, retriever_url: 'http://%s'}",
 		filepath.Join(drTestdata, "corpus.jsonl"), filepath.Join(t.TempDir(), "index"), filepath.Join(bins, "rlhost-retriever"), freeAddr(t))
 	dir := filepath.Join(t.TempDir(), "run")
-	_, stderr, err := run(t, "train", "--task", "gsm8k", "--task", dr, "--task", pm, drCfg,
+	steps := mixedRun{batch: 6, responseLen: 8, turns: 1, steps: 3}.train(t, dir, "--task", "gsm8k", "--task", dr, "--task", pm, drCfg,
 		"data.train_files=["+filepath.Join(gsm, "train.parquet")+", "+filepath.Join(drData, "train.parquet")+", "+filepath.Join(pmData, "train.parquet")+"]",
 		"data.val_files=["+filepath.Join(gsm, "test.parquet")+", "+filepath.Join(drData, "test.parquet")+", "+filepath.Join(pmData, "test.parquet")+"]",
 		"data.sampling_weights={openai/gsm8k: 3, wordnet_dr_hop1: 1, wordnet_dr_hop2: 1, wordnet_dr_hop3: 1, python-math: 3}", "data.val_max_samples=3",
-		"data.train_batch_size=6", "actor_rollout_ref.rollout.n=2", "data.max_response_length=8", "data.max_prompt_length=768",
-		"actor_rollout_ref.actor.ppo_mini_batch_size=6", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=6",
-		"actor_rollout_ref.rollout.max_num_seqs=12", "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=1",
-		"actor_rollout_ref.model.path="+repoModel(t), "trainer.run_dir="+dir,
-		"trainer.total_training_steps=3", "trainer.val_before_train=false", "trainer.test_freq=3")
-	if err != nil {
-		t.Fatalf("train gsm8k + dr + python-math: %v\n%s", err, stderr)
-	}
-	steps, err := metrics.ReadJSONL(filepath.Join(dir, "metrics.jsonl"))
-	if err != nil || len(steps) != 3 {
-		t.Fatalf("metrics: %d steps, %v", len(steps), err)
-	}
+		"data.max_prompt_length=768", "actor_rollout_ref.rollout.max_num_seqs=12", "trainer.test_freq=3")
 	tasks := []string{"gsm8k", "dr", "python-math"}
 	total := map[string]float64{}
 	for _, s := range steps {
@@ -378,30 +368,13 @@ func TestTrainThreePlugins(t *testing.T) {
 			t.Errorf("step 3 lacks %s", k)
 		}
 	}
-	stdout, _, err := run(t, "traces", "list", "--run", dir, "--json", "--limit", "1000")
-	if err != nil {
-		t.Fatal(err)
-	}
 	seen := map[string]string{} // task -> data_source of its traces
-	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		var tr map[string]any
-		if err := json.Unmarshal([]byte(line), &tr); err != nil {
-			t.Fatalf("traces list --json: %v: %s", err, line)
+	for _, tr := range traceSources(t, dir) {
+		want := map[string]string{"gsm8k": "openai/gsm8k", "dr": "wordnet_dr_hop", "python-math": "python-math"}[tr.task]
+		if want == "" || !strings.HasPrefix(tr.dataSource, want) {
+			t.Errorf("a trace of task %q has data_source %q", tr.task, tr.dataSource)
 		}
-		var tn, ds string
-		for k, v := range tr {
-			switch strings.ToLower(k) {
-			case "task":
-				tn, _ = v.(string)
-			case "data_source", "datasource":
-				ds, _ = v.(string)
-			}
-		}
-		want := map[string]string{"gsm8k": "openai/gsm8k", "dr": "wordnet_dr_hop", "python-math": "python-math"}[tn]
-		if want == "" || !strings.HasPrefix(ds, want) {
-			t.Errorf("a trace of task %q has data_source %q", tn, ds)
-		}
-		seen[tn] = ds
+		seen[tr.task] = tr.dataSource
 	}
 	if len(seen) != 3 {
 		t.Errorf("traces of %d tasks, want gsm8k, dr and python-math: %v", len(seen), seen)
