@@ -4,14 +4,13 @@ import (
 	"context"
 	"math"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
 	"github.com/rlhost/rlhost/gpu/model"
 	"github.com/rlhost/rlhost/gpu/tokenizer"
-	"github.com/rlhost/rlhost/gpu/weights"
 	"github.com/rlhost/rlhost/host/algo"
+	"github.com/rlhost/rlhost/host/chatserver/chatservertest"
 	"github.com/rlhost/rlhost/host/rollout"
 	"github.com/rlhost/rlhost/sdk/task"
 )
@@ -23,38 +22,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func modelPath(t *testing.T) string {
-	p := os.Getenv("RLHOST_MODEL")
-	if p == "" {
-		p = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-	}
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the default model is missing at %s (make model)", p)
-		}
-		t.Skipf("the default model is missing at %s: run `make model`", p)
-	}
-	return p
-}
+// modelPath and smol: the default model (chatservertest.ModelPath: $RLHOST_MODEL, the
+// checkout's models/, the cache folder; skipped when missing, failed under CI).
+func modelPath(t *testing.T) string { return chatservertest.ModelPath(t) }
 
-func smol(t *testing.T) (*model.Model, *tokenizer.Tokenizer) {
-	t.Helper()
-	p := modelPath(t)
-	tk, err := tokenizer.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tk.Close() })
-	ck, err := weights.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(cpu.New(), ck)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, tk
-}
+func smol(t *testing.T) (*model.Model, *tokenizer.Tokenizer) { return chatservertest.LoadDefault(t) }
 
 func prompt(t *testing.T, tk *tokenizer.Tokenizer, q string) []int {
 	ids, err := rollout.EncodePrompt(tk, rollout.SingleTurnAgent, task.Prompt{Messages: []task.Message{{Role: "user", Content: q}}})

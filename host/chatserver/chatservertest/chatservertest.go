@@ -89,6 +89,24 @@ func Serve(tb testing.TB, opts chatserver.Options) *Served {
 	if opts.MaxContext <= 0 {
 		tb.Fatalf("chatservertest.Serve: opts.MaxContext is %d; the policy needs a sequence length", opts.MaxContext)
 	}
+	m, tk := LoadDefault(tb)
+	pol, err := rollout.NewModelPolicy(m, Slots, opts.MaxContext)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pol.Close)
+	cs := chatserver.New(pol, tk, opts)
+	if err := cs.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cs.Close() })
+	return &Served{Server: cs, Tokenizer: tk, Model: m, Policy: pol}
+}
+
+// LoadDefault loads the default model (ModelPath) in fp32 on the CPU backend, with its
+// tokenizer, which is closed when the test ends.
+func LoadDefault(tb testing.TB) (*model.Model, *tokenizer.Tokenizer) {
+	tb.Helper()
 	path := ModelPath(tb)
 	if err := cpu.EnsureCoreType(); err != nil {
 		tb.Fatal(err)
@@ -106,15 +124,5 @@ func Serve(tb testing.TB, opts chatserver.Options) *Served {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pol, err := rollout.NewModelPolicy(m, Slots, opts.MaxContext)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(pol.Close)
-	cs := chatserver.New(pol, tk, opts)
-	if err := cs.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { cs.Close() })
-	return &Served{Server: cs, Tokenizer: tk, Model: m, Policy: pol}
+	return m, tk
 }
