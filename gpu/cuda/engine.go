@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -131,10 +132,13 @@ func (d *device) run(op string, f func(a *arena)) {
 	}
 }
 
-// sync waits for the stream, counted.
+// sync waits for the stream, counted and timed.
 func (d *device) sync() error {
 	d.count.Syncs++
-	return d.drv.sync()
+	start := time.Now()
+	err := d.drv.sync()
+	d.count.SyncWait += time.Since(start)
+	return err
 }
 
 // htod, dtoh, launch: the driver's, counted.
@@ -153,7 +157,10 @@ func (d *device) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
 	d.count.Downloads++
 	d.count.DeviceToHost += bytes
 	d.count.Largest = max(d.count.Largest, bytes)
-	return d.drv.dtoh(dst, src, bytes)
+	start := time.Now() // the copy itself blocks the host too
+	err := d.drv.dtoh(dst, src, bytes)
+	d.count.SyncWait += time.Since(start)
+	return err
 }
 
 // launch runs kernel name over grid blocks of blockSize threads. args are

@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/rlhost/rlhost/gpu"
@@ -20,11 +21,15 @@ type Counters struct {
 	AllocBytes                 int64
 	Syncs                      int64 // stream synchronisations
 	Launches                   int64 // kernel launches (cuBLAS calls not included)
+	// SyncWait is the host's time blocked on the device: in stream
+	// synchronisations and device->host copies. Wall time less SyncWait
+	// bounds from above the time the device sat idle.
+	SyncWait time.Duration
 }
 
 func (c Counters) String() string {
-	return fmt.Sprintf("up %d B in %d copies, down %d B in %d copies, %d allocations (%d B), %d syncs, %d launches",
-		c.HostToDevice, c.Uploads, c.DeviceToHost, c.Downloads, c.Allocs, c.AllocBytes, c.Syncs, c.Launches)
+	return fmt.Sprintf("up %d B in %d copies, down %d B in %d copies, %d allocations (%d B), %d syncs (%v waiting), %d launches",
+		c.HostToDevice, c.Uploads, c.DeviceToHost, c.Downloads, c.Allocs, c.AllocBytes, c.Syncs, c.SyncWait, c.Launches)
 }
 
 // Counters returns the counts so far.

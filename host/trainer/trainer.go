@@ -764,6 +764,7 @@ func (t *Trainer) runRollouts(ctx context.Context, validate bool, samples []*rol
 func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, error) {
 	cfg := t.cfg
 	stepStart := time.Now()
+	dev := startDeviceMeter(t.actor.Backend()) // trainer.device=cuda: waits, syncs, bytes
 	vals := map[string]float64{}
 	idx := t.sampler.Next()
 	exs := make([]*example, len(idx))
@@ -966,8 +967,10 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 	vals["critic/advantages/mean"] = algo.MaskedMean(adv, b.mask)
 	t.splitMetrics(vals, outs, scores, seqRewards)
 	total := promptLen + respLen
-	stepTime := time.Since(stepStart).Seconds()
+	wall := time.Since(stepStart)
+	stepTime := wall.Seconds()
 	vals[metrics.TimingStep] = stepTime
+	dev.addTo(vals, wall)
 	vals[metrics.Throughput] = total / stepTime
 	for k, v := range t.tracer.StepMetrics() {
 		vals[k] = v

@@ -1,0 +1,59 @@
+package trainer
+
+import (
+	"time"
+
+	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cuda"
+)
+
+// Step metrics of the CUDA backend (trainer.device=cuda), from its transfer
+// counters (cuda.Counters) over one step. They are not logged on other
+// devices.
+const (
+	// DeviceSyncs is the number of stream synchronisations of the step.
+	DeviceSyncs = "perf/device_syncs"
+	// HostToDeviceBytes and DeviceToHostBytes are the bytes copied each way.
+	HostToDeviceBytes = "perf/host_to_device_bytes"
+	DeviceToHostBytes = "perf/device_to_host_bytes"
+	// DeviceWait is the host's time blocked on the device, in seconds: in
+	// synchronisations and device->host copies.
+	DeviceWait = "perf/device_wait_s"
+	// HostFrac is 1 - DeviceWait / timing_s/step: the share of the step's wall
+	// time in which the host was not waiting on the device (host code between
+	// kernels, the reward, the task plugins). The device can be idle only
+	// when the host is not waiting on it, so this bounds its idle share from
+	// above.
+	HostFrac = "perf/host_frac"
+)
+
+// deviceMeter measures one step on the CUDA backend; nil on other devices.
+type deviceMeter struct {
+	cb *cuda.Backend
+	c0 cuda.Counters
+}
+
+func startDeviceMeter(be gpu.Backend) *deviceMeter {
+	cb, ok := be.(*cuda.Backend)
+	if !ok || cb == nil {
+		return nil
+	}
+	return &deviceMeter{cb: cb, c0: cb.Counters()}
+}
+
+// addTo puts the step's device metrics into vals; wall is the step's wall
+// time. Nothing on a nil meter.
+func (m *deviceMeter) addTo(vals map[string]float64, wall time.Duration) {
+	if m == nil {
+		return
+	}
+	c := m.cb.Counters()
+	wait := c.SyncWait - m.c0.SyncWait
+	vals[DeviceSyncs] = float64(c.Syncs - m.c0.Syncs)
+	vals[HostToDeviceBytes] = float64(c.HostToDevice - m.c0.HostToDevice)
+	vals[DeviceToHostBytes] = float64(c.DeviceToHost - m.c0.DeviceToHost)
+	vals[DeviceWait] = wait.Seconds()
+	if wall > 0 {
+		vals[HostFrac] = 1 - min(1, wait.Seconds()/wall.Seconds())
+	}
+}
