@@ -21,12 +21,12 @@ func selftestCommand() *cli.Command {
 		}, benchFlags...),
 		Action: func(c *cli.Context) error {
 			w := c.App.Writer
-			dir, B, T, newTokens, steps, err := benchArgs(c)
+			bc, err := benchArgs(c)
 			if err != nil {
 				return err
 			}
-			if d := c.String("device"); dir != "" && (d == "cpu" || d == "cuda") {
-				return selftestBench(w, d, dir, c.String("dtype"), B, T, newTokens, steps)
+			if d := c.String("device"); bc.Dir != "" && (d == "cpu" || d == "cuda") {
+				return selftestBench(w, d, bc)
 			}
 			switch d := c.String("device"); d {
 			case "cpu":

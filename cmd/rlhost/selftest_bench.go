@@ -16,81 +16,195 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// benchFlags time a training step and a decode step of a checkpoint
+// benchFlags time a training step and decoding of a checkpoint
 // (`selftest --bench DIR`), for scripts/gpu/proof.sh.
 var benchFlags = []cli.Flag{
-	&cli.StringFlag{Name: "bench", Usage: "time a training step and a decode step of the checkpoint in this directory (one JSON line each)"},
-	&cli.IntFlag{Name: "batch", Value: 4, Usage: "--bench: sequences per step"},
-	&cli.IntFlag{Name: "seq", Value: 256, Usage: "--bench: tokens per training sequence; the decode prompt is seq/2 tokens"},
+	&cli.StringFlag{Name: "bench", Usage: "time a training step and decoding of the checkpoint in this directory (one JSON line each)"},
+	&cli.IntFlag{Name: "batch", Value: 4, Usage: "--bench: sequences per training step"},
+	&cli.IntFlag{Name: "seq", Value: 256, Usage: "--bench: tokens per training sequence"},
+	&cli.BoolFlag{Name: "packed", Value: true, Usage: "--bench: the training batch is packed (the sequences end to end, attention through AttentionVarlen: no T x T scores); false: a padded B x T batch"},
+	&cli.IntFlag{Name: "decode-batch", Usage: "--bench: sequences decoded at once (0: --batch); a decode at batch 1 follows for the per-token latency"},
+	&cli.IntFlag{Name: "prompt", Usage: "--bench: prompt tokens of each decoded sequence (0: seq/2)"},
 	&cli.IntFlag{Name: "new-tokens", Value: 64, Usage: "--bench: tokens each sequence decodes"},
 	&cli.StringFlag{Name: "dtype", Value: "bfloat16", Usage: "--bench with --device cuda: how the products compute: bfloat16, tf32 or float32 (as actor_rollout_ref.actor.dtype)"},
 	&cli.IntFlag{Name: "steps", Value: 5, Usage: "--bench: timed training steps (after one warm-up step); the median is reported"},
 }
 
-// benchResult is one measurement, as proof.sh reads it.
+// benchConfig is what --bench measures.
+type benchConfig struct {
+	Dir, Dtype       string
+	B, T             int  // training batch
+	Packed           bool // training batch packed (Batch.Lengths)
+	DecodeB, Prompt  int  // decoding batch and prompt length
+	NewTokens, Steps int
+}
+
+// benchResult is one measurement, as proof.sh (proof_torch.py table) reads it.
 type benchResult struct {
-	Kind         string  `json:"kind"` // "train" or "decode"
+	// "train"; "decode" (greedy, no prefix sharing; batch 1 gives the
+	// per-token latency); "decode-grpo" (groups of 8 samples of a prompt,
+	// temperature 1, top-k 50, top-p 0.95, prefix sharing on)
+	Kind         string  `json:"kind"`
 	Device       string  `json:"device"`
 	Params       int     `json:"params"`
 	B            int     `json:"batch"`
-	T            int     `json:"seq"`
-	Seconds      float64 `json:"seconds"` // median step (train) or whole generation (decode)
-	Tokens       int     `json:"tokens"`  // tokens the step trained or generated
+	T            int     `json:"seq"`              // tokens per sequence (decode: prompt + new tokens)
+	Prompt       int     `json:"prompt,omitempty"` // decode: prompt tokens per sequence
+	Seconds      float64 `json:"seconds"`          // median step (train) or whole generation (decode)
+	Tokens       int     `json:"tokens"`           // tokens the step trained or generated
 	TokensPerSec float64 `json:"tokens_per_s"`
-	FLOP         float64 `json:"flop"` // 6 x params x tokens (train), 2 x params x tokens (decode)
-	PeakBytes    int64   `json:"peak_device_bytes,omitempty"`
-	UpBytes      int64   `json:"host_to_device_bytes_per_step,omitempty"`
-	DownBytes    int64   `json:"device_to_host_bytes_per_step,omitempty"`
-	Syncs        int64   `json:"syncs_per_step,omitempty"`
-	Dtype        string  `json:"dtype"`              // the products' precision (float32 on the CPU)
-	Products     string  `json:"products,omitempty"` // how they run (cuda: cuda.Precision.Path)
+	// decode: seconds / new tokens per sequence, the time per token one
+	// sequence sees (its prefill included)
+	LatencyPerToken float64 `json:"per_token_latency_s,omitempty"`
+	// model FLOPs: train 6 x params x tokens + 6 x L x NH x HD x T x tokens
+	// (causal attention, forward and backward); decode 2 x params x tokens
+	FLOP float64 `json:"flop"`
+	// cuda: device memory taken from the driver since the backend opened
+	// (cuMemGetInfo), after the step; the backend keeps freed tensors for
+	// reuse, so this is its peak. Decode lines include the training state.
+	PeakBytes int64 `json:"peak_device_bytes,omitempty"`
+	// cuda, per training step or per decode forward (new tokens)
+	UpBytes   int64 `json:"host_to_device_bytes_per_step,omitempty"`
+	DownBytes int64 `json:"device_to_host_bytes_per_step,omitempty"`
+	Syncs     int64 `json:"syncs_per_step,omitempty"`
+	// cuda: 1 - the host's time blocked on the device / wall time
+	// (Counters.SyncWait): the share in which the host was not waiting on
+	// the device, an upper bound on the device's idle share.
+	HostFrac  *float64 `json:"host_frac,omitempty"`
+	Dtype     string   `json:"dtype"`               // the products' precision (float32 on the CPU)
+	Products  string   `json:"products,omitempty"`  // how they run (cuda: cuda.Precision.Path)
+	Attention string   `json:"attention,omitempty"` // train: the attention ops the step ran
+	Vocab     int      `json:"vocab"`
+	// decode-grpo: prompt tokens run and copied from a slot with the same
+	// prompt (model.Generator.PrefillTokens, SharedTokens)
+	PrefillTokens *int `json:"prefill_tokens,omitempty"`
+	SharedTokens  *int `json:"shared_tokens,omitempty"`
 }
 
-func selftestBench(w io.Writer, device, dir, dtype string, B, T, newTokens, steps int) error {
-	var be gpu.Backend = cpu.New()
-	prec, err := cuda.ParsePrecision(dtype)
+// benchArgs returns the --bench settings, or Dir "" when not benchmarking.
+func benchArgs(c *cli.Context) (bc benchConfig, err error) {
+	bc = benchConfig{Dir: c.String("bench"), Dtype: c.String("dtype"), B: c.Int("batch"), T: c.Int("seq"),
+		Packed: c.Bool("packed"), DecodeB: c.Int("decode-batch"), Prompt: c.Int("prompt"),
+		NewTokens: c.Int("new-tokens"), Steps: c.Int("steps")}
+	if bc.DecodeB == 0 {
+		bc.DecodeB = bc.B
+	}
+	if bc.Prompt == 0 {
+		bc.Prompt = max(1, bc.T/2)
+	}
+	if bc.Dir != "" && (bc.B <= 0 || bc.T <= 1 || bc.NewTokens <= 0 || bc.DecodeB <= 0 || bc.Prompt <= 0) {
+		err = cli.Exit(fmt.Sprintf("selftest: --bench needs --batch > 0, --seq > 1, --new-tokens > 0, --decode-batch >= 0 and --prompt >= 0 (got %d, %d, %d, %d, %d)",
+			bc.B, bc.T, bc.NewTokens, bc.DecodeB, bc.Prompt), 2)
+	}
+	return
+}
+
+// bencher holds the model and backend of one --bench run.
+type bencher struct {
+	w      io.Writer
+	be     gpu.Backend
+	cb     *cuda.Backend // nil on the CPU
+	m      *model.Model
+	r      *rand.Rand
+	label  string
+	prec   cuda.Precision
+	free0  int64
+	params int
+}
+
+func selftestBench(w io.Writer, device string, bc benchConfig) error {
+	prec, err := cuda.ParsePrecision(bc.Dtype)
 	if err != nil {
 		return cli.Exit("selftest: --dtype: "+err.Error(), 2)
 	}
+	b := &bencher{w: w, be: cpu.New(), r: rand.New(rand.NewPCG(1, 2))}
 	if device == "cuda" {
-		if be, err = cuda.New(); err != nil {
+		if b.be, err = cuda.New(); err != nil {
 			return cli.Exit("selftest: "+err.Error(), 1)
 		}
 	}
-	cb, _ := be.(*cuda.Backend)
-	label, products := be.Name(), ""
-	if cb != nil {
-		cb.SetPrecision(prec)
-		label, products = be.Name()+"/"+prec.String(), prec.Path()
-	} else {
-		prec = cuda.FP32
+	b.cb, _ = b.be.(*cuda.Backend)
+	b.label, b.prec = b.be.Name(), cuda.FP32
+	if b.cb != nil {
+		b.cb.SetPrecision(prec)
+		b.label, b.prec = b.be.Name()+"/"+prec.String(), prec
+		b.free0, _, _ = b.cb.MemInfo()
 	}
-	var free0 int64
-	if cb != nil {
-		free0, _, _ = cb.MemInfo()
+	ck, err := weights.Load(bc.Dir)
+	if err != nil {
+		return cli.Exit("selftest: "+err.Error(), 1)
 	}
-	peak := func() int64 {
-		if cb == nil {
-			return 0
+	if b.m, err = model.New(b.be, ck); err != nil {
+		return cli.Exit("selftest: "+err.Error(), 1)
+	}
+	b.params = b.m.Config.NumParams()
+	if err := b.train(bc); err != nil {
+		return cli.Exit("selftest: "+err.Error(), 1)
+	}
+	for _, B := range decodeBatches(bc.DecodeB) {
+		if err := b.decode(B, bc.Prompt, bc.NewTokens, false); err != nil {
+			return cli.Exit("selftest: "+err.Error(), 1)
 		}
-		free, _, _ := cb.MemInfo()
-		return free0 - free
 	}
-	ck, err := weights.Load(dir)
-	if err != nil {
+	if err := b.decode(bc.DecodeB, bc.Prompt, bc.NewTokens, true); err != nil {
 		return cli.Exit("selftest: "+err.Error(), 1)
 	}
-	m, err := model.New(be, ck)
-	if err != nil {
-		return cli.Exit("selftest: "+err.Error(), 1)
+	return nil
+}
+
+// decodeBatches are the greedy decodes: the batch, then batch 1 for the latency.
+func decodeBatches(B int) []int {
+	if B == 1 {
+		return []int{1}
 	}
-	c := m.Config
-	params := c.NumParams()
-	r := rand.New(rand.NewPCG(1, 2))
+	return []int{B, 1}
+}
+
+func (b *bencher) peak() int64 {
+	if b.cb == nil {
+		return 0
+	}
+	free, _, _ := b.cb.MemInfo()
+	return b.free0 - free
+}
+
+func (b *bencher) counters() cuda.Counters {
+	if b.cb == nil {
+		return cuda.Counters{}
+	}
+	return b.cb.Counters()
+}
+
+// perStep fills res's per-step counts from the counters between c0 and c1
+// over n steps of wall seconds in all.
+func (b *bencher) perStep(res *benchResult, c0, c1 cuda.Counters, n int64, wall float64) {
+	if b.cb == nil || n <= 0 {
+		return
+	}
+	res.UpBytes, res.DownBytes = (c1.HostToDevice-c0.HostToDevice)/n, (c1.DeviceToHost-c0.DeviceToHost)/n
+	res.Syncs = (c1.Syncs - c0.Syncs) / n
+	if wall > 0 {
+		f := 1 - min(1, (c1.SyncWait-c0.SyncWait).Seconds()/wall)
+		res.HostFrac = &f
+	}
+}
+
+func (b *bencher) result(kind string, B, T int) benchResult {
+	res := benchResult{Kind: kind, Device: b.label, Params: b.params, B: B, T: T, Dtype: b.prec.String(), Vocab: b.m.Config.V}
+	if b.cb != nil {
+		res.Products = b.prec.Path()
+	}
+	return res
+}
+
+// train times forward, backward of a weighted log-prob loss, clip and AdamW
+// on B random sequences of T tokens.
+func (b *bencher) train(bc benchConfig) error {
+	m, c, B, T := b.m, b.m.Config, bc.B, bc.T
 	batch := model.Batch{B: B, T: T, Tokens: make([]int32, B*T), Targets: make([]int32, B*T)}
 	dlogp, dent := make([]float32, B*T), make([]float32, B*T)
 	for n := range batch.Tokens {
-		batch.Tokens[n] = int32(r.IntN(c.V))
+		batch.Tokens[n] = int32(b.r.IntN(c.V))
 	}
 	for n := range batch.Targets {
 		batch.Targets[n] = -1
@@ -100,7 +214,19 @@ func selftestBench(w io.Writer, device, dir, dtype string, B, T, newTokens, step
 		}
 	}
 	m.EnableGrads()
-	a := m.NewActs(B, T)
+	var a *model.Acts
+	attention := "AttentionForward/Backward (padded B x T, T x T scores)"
+	if bc.Packed {
+		batch.B, batch.T, batch.Lengths = 1, B*T, make([]int, B)
+		for i := range batch.Lengths {
+			batch.Lengths[i] = T
+		}
+		a = m.NewPackedActs(B * T)
+		attention = fmt.Sprintf("AttentionVarlenForward/Backward (%d packed sequences of %d, no T x T scores)", B, T)
+	} else {
+		a = m.NewActs(B, T)
+	}
+	defer a.Free()
 	opt := model.NewAdamW(m, model.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1})
 	one := make([]float32, 1)
 	step := func() error {
@@ -114,88 +240,89 @@ func selftestBench(w io.Writer, device, dir, dtype string, B, T, newTokens, step
 		if _, err := opt.Update(m); err != nil {
 			return err
 		}
-		be.Download(one, m.Params.Data[:1]) // wait for the update
+		b.be.Download(one, m.Params.Data[:1]) // wait for the update
 		return nil
 	}
-	if err := step(); err != nil {
-		return cli.Exit("selftest: "+err.Error(), 1)
-	}
-	var c0 cuda.Counters
-	if cb != nil {
-		c0 = cb.Counters()
-	}
-	var times []float64
-	for range max(1, steps) {
-		start := time.Now()
-		if err := step(); err != nil {
-			return cli.Exit("selftest: "+err.Error(), 1)
-		}
-		times = append(times, time.Since(start).Seconds())
-	}
-	sort.Float64s(times)
-	res := benchResult{Kind: "train", Device: label, Params: params, B: B, T: T, Seconds: times[len(times)/2],
-		Tokens: B * T, FLOP: 6 * float64(params) * float64(B*T), PeakBytes: peak(), Dtype: prec.String(), Products: products}
-	res.TokensPerSec = float64(res.Tokens) / res.Seconds
-	if cb != nil {
-		c1 := cb.Counters()
-		n := int64(len(times))
-		res.UpBytes, res.DownBytes = (c1.HostToDevice-c0.HostToDevice)/n, (c1.DeviceToHost-c0.DeviceToHost)/n
-		res.Syncs = (c1.Syncs - c0.Syncs) / n
-	}
-	if err := json.NewEncoder(w).Encode(res); err != nil {
+	if err := step(); err != nil { // warm-up
 		return err
 	}
-	a.Free()
-
-	// decode: B greedy sequences, prompts of T/2 tokens, newTokens each
-	P := max(1, T/2)
-	g, err := m.NewGenerator(B, P+newTokens)
-	if err != nil {
-		return cli.Exit("selftest: "+err.Error(), 1)
-	}
-	reqs := make([]model.Request, B)
-	for i := range reqs {
-		prompt := make([]int32, P)
-		for j := range prompt {
-			prompt[j] = int32(r.IntN(c.V))
+	c0 := b.counters()
+	var times []float64
+	total := 0.0
+	for range max(1, bc.Steps) {
+		start := time.Now()
+		if err := step(); err != nil {
+			return err
 		}
-		reqs[i] = model.Request{Prompt: prompt, Sample: model.SampleConfig{MaxTokens: newTokens, IgnoreEOS: true}}
+		times = append(times, time.Since(start).Seconds())
+		total += times[len(times)-1]
 	}
-	g.NoPrefixSharing = true
-	if _, err := g.Generate(reqs[:1]); err != nil { // warm-up
-		return cli.Exit("selftest: "+err.Error(), 1)
+	sort.Float64s(times)
+	res := b.result("train", B, T)
+	res.Seconds, res.Tokens, res.Attention = times[len(times)/2], B*T, attention
+	res.TokensPerSec = float64(res.Tokens) / res.Seconds
+	res.FLOP = 6*float64(b.params)*float64(B*T) + 6*float64(c.L*c.NH*c.HD)*float64(T)*float64(B*T)
+	res.PeakBytes = b.peak()
+	b.perStep(&res, c0, b.counters(), int64(len(times)), total)
+	return json.NewEncoder(b.w).Encode(res)
+}
+
+// decode generates newTokens after random prompts of P tokens for B
+// sequences: greedy without prefix sharing, or (grpo) groups of up to 8
+// samples of a prompt at temperature 1 with prefix sharing, as a GRPO
+// rollout does; sampling runs on the device where the backend has it.
+func (b *bencher) decode(B, P, newTokens int, grpo bool) error {
+	c := b.m.Config
+	g, err := b.m.NewGenerator(B, P+newTokens)
+	if err != nil {
+		return err
 	}
-	if cb != nil {
-		c0 = cb.Counters()
+	n := min(B, 8) // samples per prompt (grpo)
+	reqs := make([]model.Request, B)
+	var prompt []int32
+	for i := range reqs {
+		if !grpo || i%n == 0 {
+			prompt = make([]int32, P)
+			for j := range prompt {
+				prompt[j] = int32(b.r.IntN(c.V))
+			}
+		}
+		sc := model.SampleConfig{MaxTokens: newTokens, IgnoreEOS: true}
+		if grpo {
+			sc.Temperature, sc.TopK, sc.TopP, sc.Seed = 1, 50, 0.95, uint64(i+1)
+		}
+		reqs[i] = model.Request{Prompt: prompt, Sample: sc}
 	}
+	g.NoPrefixSharing = !grpo
+	warm := []model.Request{{Prompt: []int32{1, 2, 3}, Sample: model.SampleConfig{MaxTokens: 4, IgnoreEOS: true}}}
+	if _, err := g.Generate(warm); err != nil {
+		return err
+	}
+	g.PrefillTokens, g.SharedTokens = 0, 0
+	c0 := b.counters()
 	start := time.Now()
 	out, err := g.Generate(reqs)
 	if err != nil {
-		return cli.Exit("selftest: "+err.Error(), 1)
+		return err
 	}
 	secs := time.Since(start).Seconds()
 	toks := 0
 	for _, o := range out {
 		toks += len(o.Tokens)
 	}
-	res = benchResult{Kind: "decode", Device: label, Params: params, B: B, T: P + newTokens, Seconds: secs,
-		Tokens: toks, TokensPerSec: float64(toks) / secs, FLOP: 2 * float64(params) * float64(toks), PeakBytes: peak(),
-		Dtype: prec.String(), Products: products}
-	if cb != nil {
-		c1 := cb.Counters()
-		steps := int64(newTokens)
-		res.UpBytes, res.DownBytes = (c1.HostToDevice-c0.HostToDevice)/steps, (c1.DeviceToHost-c0.DeviceToHost)/steps
-		res.Syncs = (c1.Syncs - c0.Syncs) / steps
+	kind := "decode"
+	if grpo {
+		kind = "decode-grpo"
 	}
-	return json.NewEncoder(w).Encode(res)
-}
-
-// benchArgs returns the --bench settings, or dir "" when not benchmarking.
-func benchArgs(c *cli.Context) (dir string, B, T, newTokens, steps int, err error) {
-	dir = c.String("bench")
-	B, T, newTokens, steps = c.Int("batch"), c.Int("seq"), c.Int("new-tokens"), c.Int("steps")
-	if dir != "" && (B <= 0 || T <= 1 || newTokens <= 0) {
-		err = cli.Exit(fmt.Sprintf("selftest: --bench needs --batch > 0, --seq > 1 and --new-tokens > 0 (got %d, %d, %d)", B, T, newTokens), 2)
+	res := b.result(kind, B, P+newTokens)
+	res.Prompt, res.Seconds, res.Tokens = P, secs, toks
+	res.TokensPerSec, res.LatencyPerToken = float64(toks)/secs, secs/float64(newTokens)
+	res.FLOP = 2 * float64(b.params) * float64(toks)
+	res.PeakBytes = b.peak()
+	b.perStep(&res, c0, b.counters(), int64(newTokens), secs)
+	if grpo {
+		pre, sh := g.PrefillTokens, g.SharedTokens
+		res.PrefillTokens, res.SharedTokens = &pre, &sh
 	}
-	return
+	return json.NewEncoder(b.w).Encode(res)
 }

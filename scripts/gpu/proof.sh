@@ -4,18 +4,24 @@
 # Needs only what such a machine has (NVIDIA driver, Python with torch and transformers; no Go,
 # no internet) and the folder `make gpu-proof-bundle` builds:
 #   rlhost.gz              the CLI built with -tags cuda, stripped, gzipped
-#   proof.sh, proof_torch.py
+#   proof.sh, proof_torch.py, COMMIT (the commit it was built from)
 #   tokenizer/             SmolLM2's tokenizer files (for the GRPO run)
 #   plugins/*.gz, arith-raw/  the arith task plugin (gzipped) and its raw prompts (for the GRPO run)
 #
-# Usage: ./proof.sh [OUT_DIR]    (default ./proof-out; the table is also written to OUT_DIR/table.md)
-# Steps: rlhost selftest --device cuda; random Qwen2.5-0.5B- and SmolLM2-135M-shaped checkpoints
-# written by transformers; a training step and a decode step of rlhost (for each precision of
-# PROOF_DTYPES, default "bfloat16 float32") beside PyTorch eager,
-# torch.compile (where it works) and HF generate, same GPU, shapes and batch; a 3-step GRPO
-# `rlhost train` on the arith task (actor_rollout_ref.actor.dtype's default, bfloat16); the paths
-# the products took (dtype, cublasGemmEx or cublasSgemm); one table of tokens/s, MFU, peak device memory, host<->device
-# bytes per step and the ratio to PyTorch.
+# Usage: ./proof.sh [OUT_DIR]    (default ./proof-out; the table is also written to OUT_DIR/table.md,
+# the machine to OUT_DIR/machine.txt: `make bench-cuda-record FROM=OUT_DIR` records both in
+# docs/bench/cuda.md)
+# Steps: rlhost selftest --device cuda; random checkpoints of PROOF_SHAPES (default the goal's
+# Qwen2.5-0.5B shape) written by transformers; `rlhost selftest --bench` (for each precision of
+# PROOF_DTYPES, default bfloat16): a training step of PROOF_BATCH x PROOF_SEQ (8 x 1024, packed:
+# fused attention), greedy decodes of PROOF_NEW_TOKENS (512) after PROOF_PROMPT (128) tokens at
+# batch PROOF_DECODE_BATCH (64) and at batch 1, a GRPO-like decode (groups of 8 samples of a
+# prompt, sampled on the device, prefix shared); beside them PyTorch eager (bf16 autocast, SDPA),
+# torch.compile (PROOF_COMPILE=0 skips it) and HF generate (bf16), same GPU, shapes and batch;
+# a 3-step GRPO `rlhost train` on the arith task (SmolLM2-135M shape: the bundle holds its
+# tokenizer; bfloat16 products, packed micro-batches); the paths every step took; one table of
+# tokens/s, latency, MFU, peak device memory, host<->device bytes and syncs per step, the host's
+# share of the wall time, the ratio to PyTorch, and the goals of issue 20, met or not.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mkdir -p "${1:-proof-out}" && cd "${1:-proof-out}" && pwd)
@@ -26,37 +32,53 @@ mkdir -p "$out/bin/plugins"
 [ -f "$here/rlhost.gz" ] && unpack "$here/rlhost.gz" "$out/bin/rlhost"
 [ -f "$here/plugins/rlhost-task-arith.gz" ] && unpack "$here/plugins/rlhost-task-arith.gz" "$out/bin/plugins/rlhost-task-arith"
 rlhost=${RLHOST:-$out/bin/rlhost}
-B=${PROOF_BATCH:-4} T=${PROOF_SEQ:-256} NEW=${PROOF_NEW_TOKENS:-64}
-# precisions of rlhost's products to time (actor_rollout_ref.actor.dtype; bfloat16 is the default)
-DTYPES=${PROOF_DTYPES:-bfloat16 float32}
+# the goals' shapes (issue 20): training B x T, decode batch DB of NEW tokens after P
+B=${PROOF_BATCH:-8} T=${PROOF_SEQ:-1024} DB=${PROOF_DECODE_BATCH:-64} P=${PROOF_PROMPT:-128} NEW=${PROOF_NEW_TOKENS:-512}
+SHAPES=${PROOF_SHAPES:-qwen2.5-0.5b}
+# precisions of rlhost's products to time (actor_rollout_ref.actor.dtype; bfloat16 is the
+# default; "bfloat16 float32" adds rlhost's and PyTorch's fp32 steps)
+DTYPES=${PROOF_DTYPES:-bfloat16}
 fail=0
 step() { echo; echo "== $*"; }
 
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader || fail=1
-"$py" -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)' || fail=1
+sw=$("$py" -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)') || fail=1
+echo "$sw"
+# what make bench-cuda-record puts above the table
+{
+	echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "gpu $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
+	echo "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)"
+	echo "commit $(cat "$here/COMMIT" 2>/dev/null || echo unknown)"
+	echo "software $sw"
+	echo "shapes $SHAPES: train B=$B T=$T; decode batch $DB and 1, prompt $P, $NEW new tokens; products $DTYPES"
+} >"$out/machine.txt"
 
 step "rlhost selftest --device cuda (every kernel, cuBLAS, a training step and generation vs the CPU backend)"
 "$rlhost" selftest --device cuda 2>&1 | tee "$out/selftest.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 
 results=()
-for shape in smollm2-135m qwen2.5-0.5b; do
-	step "$shape: random checkpoint, rlhost vs PyTorch (B=$B T=$T, decode $NEW tokens after a $((T / 2))-token prompt)"
+for shape in $SHAPES; do
+	step "$shape: random checkpoint, rlhost vs PyTorch (train B=$B T=$T; decode $NEW tokens after $P at batch $DB and 1)"
 	ck="$out/ck-$shape"
 	[ -s "$ck/model.safetensors" ] || "$py" "$here/proof_torch.py" make "$ck" "$shape" || { fail=1; continue; }
 	res="$out/$shape.jsonl"
 	: >"$res"
 	for dt in $DTYPES; do
-		"$rlhost" selftest --device cuda --bench "$ck" --dtype "$dt" --batch "$B" --seq "$T" --new-tokens "$NEW" | tee -a "$res"
+		"$rlhost" selftest --device cuda --bench "$ck" --dtype "$dt" --batch "$B" --seq "$T" \
+			--decode-batch "$DB" --prompt "$P" --new-tokens "$NEW" | tee -a "$res"
 		[ "${PIPESTATUS[0]}" = 0 ] || fail=1
 	done
-	"$py" "$here/proof_torch.py" bench "$ck" "$B" "$T" "$NEW" | tee -a "$res"
+	"$py" "$here/proof_torch.py" bench "$ck" "$B" "$T" "$DB" "$P" "$NEW" $DTYPES | tee -a "$res"
 	[ "${PIPESTATUS[0]}" = 0 ] || fail=1
 	results+=("$res")
 done
 
-step "3-step GRPO: rlhost train on the arith task, SmolLM2-135M shape (random weights), trainer.device=cuda"
+step "3-step GRPO: rlhost train on the arith task, SmolLM2-135M shape (random weights; the bundle holds its tokenizer, not Qwen2.5's), trainer.device=cuda, packed micro-batches"
+grpo_metrics="$out/runs/proof-arith/metrics.jsonl"
+[ -s "$out/ck-smollm2-135m/model.safetensors" ] || "$py" "$here/proof_torch.py" make "$out/ck-smollm2-135m" smollm2-135m || fail=1
 if [ -x "$out/bin/plugins/rlhost-task-arith" ] && [ -s "$here/tokenizer/tokenizer.json" ] && [ -s "$out/ck-smollm2-135m/model.safetensors" ]; then
 	cp "$here"/tokenizer/* "$out/ck-smollm2-135m/"
 	export RLHOST_PLUGIN_PATH="$out/bin/plugins"
@@ -64,6 +86,7 @@ if [ -x "$out/bin/plugins/rlhost-task-arith" ] && [ -s "$here/tokenizer/tokenize
 		"$rlhost" preprocess --task arith --input "$here/arith-raw" --output-dir data/arith &&
 		"$rlhost" train -c "$here/arith.yaml" \
 			actor_rollout_ref.model.path="$out/ck-smollm2-135m" trainer.device=cuda \
+			actor_rollout_ref.actor.use_dynamic_bsz=true \
 			trainer.total_training_steps=3 trainer.val_before_train=false \
 			trainer.run_dir=runs/proof-arith trainer.experiment_name=proof-arith) 2>&1 | tee "$out/train.txt"
 	[ "${PIPESTATUS[0]}" = 0 ] || fail=1
@@ -72,19 +95,15 @@ else
 	fail=1
 fi
 
-step "paths (how the products ran)"
+step "paths (issue 20: products, fused attention, device sampling, prefix sharing, host time)"
 grep -h '^products ' "$out/selftest.txt" 2>/dev/null
-for r in "${results[@]}"; do
-	"$py" -c 'import json, sys
-for l in open(sys.argv[1]):
-    r = json.loads(l)
-    if r.get("products"):
-        print(r["kind"], r["device"], "->", r["products"])' "$r"
-done
 grep -h '^products on ' "$out/train.txt" 2>/dev/null | sed 's/^/GRPO run: /'
+grpo_arg=()
+[ -s "$grpo_metrics" ] && grpo_arg=(--grpo "$grpo_metrics")
+"$py" "$here/proof_torch.py" paths "${grpo_arg[@]}" "${results[@]}" || fail=1
 
 step "table (also in $out/table.md)"
-[ ${#results[@]} -gt 0 ] && "$py" "$here/proof_torch.py" table "$out/table.md" "${results[@]}"
+[ ${#results[@]} -gt 0 ] && "$py" "$here/proof_torch.py" table "$out/table.md" "${grpo_arg[@]}" "${results[@]}"
 echo
 if [ "$fail" = 0 ]; then echo "proof: every step passed"; else echo "proof: some steps FAILED (see above)"; fi
 exit "$fail"

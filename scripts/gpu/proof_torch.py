@@ -1,10 +1,19 @@
 """The PyTorch side of scripts/gpu/proof.sh, on the GPU machine (torch + transformers only).
 
   proof_torch.py make DIR SHAPE      write a random SHAPE checkpoint (qwen2.5-0.5b or smollm2-135m)
-  proof_torch.py bench DIR B T NEW   time a training step (eager, then torch.compile where it works)
-                                     and HF generate on the same shapes as `rlhost selftest --bench`;
-                                     one JSON line per measurement
-  proof_torch.py table OUT FILES...  print (and write to OUT) the table of every JSON line in FILES
+  proof_torch.py bench DIR B T DB P NEW [DTYPES]
+                                     time a training step of B sequences of T tokens (eager with
+                                     bf16 autocast and SDPA attention; eager fp32 if DTYPES has
+                                     float32; torch.compile bf16 unless PROOF_COMPILE=0) and HF
+                                     generate (bf16 weights, SDPA, greedy) of NEW tokens after P
+                                     prompt tokens at batch DB and at batch 1, the same shapes as
+                                     `rlhost selftest --bench`; one JSON line per measurement
+  proof_torch.py paths [--grpo METRICS_JSONL] FILES...
+                                     print the paths rlhost's steps took (products, attention,
+                                     sampling, prefix sharing, the host's share of the time)
+  proof_torch.py table OUT [--grpo METRICS_JSONL] FILES...
+                                     print (and write to OUT) the table of every JSON line in
+                                     FILES and the goals of issue 20 (met / not met)
 """
 import json
 import statistics
@@ -43,94 +52,270 @@ def make(out, shape):
     print(f"proof: {shape}: {n/1e6:.1f}M parameters (random) in {out}", file=sys.stderr)
 
 
-def bench(path, B, T, new):
+def train_flop(params, layers, q_dim, B, T):
+    """Model FLOPs of a training step: 6 x params x tokens, plus causal attention forward and
+    backward (QK^T and PV, half the T x T pairs: 6 x L x NH*HD x T per token), as rlhost's
+    selftest --bench counts them."""
+    return 6.0 * params * B * T + 6.0 * layers * q_dim * T * B * T
+
+
+def bench(path, B, T, DB, P, new, dtypes):
+    import os
     import torch
     from transformers import AutoModelForCausalLM
     dev = "cuda"
-    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32).to(dev)
+    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32, attn_implementation="sdpa").to(dev)
+    cfg = model.config
     params = sum(p.numel() for p in model.parameters())
-    V = model.config.vocab_size
+    V = cfg.vocab_size
+    q_dim = cfg.num_attention_heads * (getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
+    flop = train_flop(params, cfg.num_hidden_layers, q_dim, B, T)
     g = torch.Generator(device="cpu").manual_seed(1)
     tokens = torch.randint(0, V, (B, T), generator=g).to(dev)
     w = torch.full((B, T - 1), 1.0 / (B * T), device=dev)
     name = torch.cuda.get_device_name()
 
-    def train_step(fwd, opt):
+    def train_step(fwd, opt, bf16):
         opt.zero_grad(set_to_none=True)
-        logits = fwd(tokens).logits[:, :-1].float()
-        logp = torch.log_softmax(logits, -1).gather(-1, tokens[:, 1:, None])[..., 0]
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            logits = fwd(tokens).logits[:, :-1]
+        logp = torch.log_softmax(logits.float(), -1).gather(-1, tokens[:, 1:, None])[..., 0]
         loss = -(logp * w).sum()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
-    def timed(fwd, label, steps=5):
+    def timed(fwd, label, bf16, steps=5):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.01)
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-        train_step(fwd, opt)
+        train_step(fwd, opt, bf16)
         torch.cuda.synchronize()
         times = []
         for _ in range(steps):
             t0 = time.perf_counter()
-            train_step(fwd, opt)
+            train_step(fwd, opt, bf16)
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
         s = statistics.median(times)
         print(json.dumps(dict(kind="train", device=f"torch-{label}/{name}", params=params, batch=B, seq=T,
-                              seconds=s, tokens=B * T, tokens_per_s=B * T / s, flop=6.0 * params * B * T,
-                              peak_device_bytes=torch.cuda.max_memory_allocated())), flush=True)
+                              seconds=s, tokens=B * T, tokens_per_s=B * T / s, flop=flop, vocab=V,
+                              dtype="bfloat16" if bf16 else "float32", attention="SDPA (B x T, causal)",
+                              peak_device_bytes=torch.cuda.max_memory_reserved(),
+                              peak_allocated_bytes=torch.cuda.max_memory_allocated())), flush=True)
         del opt
 
-    timed(lambda x: model(input_ids=x), "eager")
-    try:
-        compiled = torch.compile(model)
-        timed(lambda x: compiled(input_ids=x), "compile")
-    except Exception as e:  # torch.compile needs a working Triton; say so and go on
-        print(f"proof: torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}", file=sys.stderr)
+    timed(lambda x: model(input_ids=x), "eager-bf16", True)
+    if "float32" in dtypes:
+        timed(lambda x: model(input_ids=x), "eager-fp32", False)
+    if os.environ.get("PROOF_COMPILE", "1") != "0":
+        try:
+            compiled = torch.compile(model)
+            timed(lambda x: compiled(input_ids=x), "compile-bf16", True)
+        except Exception as e:  # torch.compile needs a working Triton; say so and go on
+            print(f"proof: torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}", file=sys.stderr)
+    for p in model.parameters():
+        p.grad = None
 
-    P = max(1, T // 2)
-    prompts = torch.randint(0, V, (B, P), generator=g).to(dev)
-    with torch.no_grad():
-        model.generate(prompts[:1], max_new_tokens=4, min_new_tokens=4, do_sample=False)
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        t0 = time.perf_counter()
-        out = model.generate(prompts, attention_mask=torch.ones_like(prompts), max_new_tokens=new,
-                             min_new_tokens=new, do_sample=False)
-        torch.cuda.synchronize()
-        s = time.perf_counter() - t0
-    toks = (out.shape[1] - P) * B
-    print(json.dumps(dict(kind="decode", device=f"torch-hf-generate/{name}", params=params, batch=B, seq=P + new,
-                          seconds=s, tokens=toks, tokens_per_s=toks / s, flop=2.0 * params * toks,
-                          peak_device_bytes=torch.cuda.max_memory_allocated())), flush=True)
+    # HF generate in bf16 (the weights cast once), greedy, every sequence NEW tokens
+    model = model.to(torch.bfloat16)
+    torch.cuda.empty_cache()
+    for b in ([DB, 1] if DB != 1 else [1]):
+        prompts = torch.randint(0, V, (b, P), generator=g).to(dev)
+        with torch.no_grad():
+            model.generate(prompts[:1], max_new_tokens=4, min_new_tokens=4, do_sample=False)
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            t0 = time.perf_counter()
+            out = model.generate(prompts, attention_mask=torch.ones_like(prompts), max_new_tokens=new,
+                                 min_new_tokens=new, do_sample=False)
+            torch.cuda.synchronize()
+            s = time.perf_counter() - t0
+        toks = (out.shape[1] - P) * b
+        print(json.dumps(dict(kind="decode", device=f"torch-hf-generate-bf16/{name}", params=params, batch=b,
+                              seq=P + new, prompt=P, seconds=s, tokens=toks, tokens_per_s=toks / s,
+                              per_token_latency_s=s / new, flop=2.0 * params * toks, vocab=V, dtype="bfloat16",
+                              peak_device_bytes=torch.cuda.max_memory_reserved(),
+                              peak_allocated_bytes=torch.cuda.max_memory_allocated())), flush=True)
 
 
-def table(out, files):
+# The goals of issue 20, for the Qwen2.5-0.5B shape: (what, the measured value, met).
+GOAL_SHAPE = "qwen2.5-0.5b"
+
+
+def is_rlhost(r):
+    return r["device"].startswith("cuda/")
+
+
+def read_rows(files):
     rows = []
     for f in files:
-        shape = f.split("/")[-1].split(".")[0]
+        shape = f.split("/")[-1].removesuffix(".jsonl")  # qwen2.5-0.5b.jsonl: the name has dots
         for line in open(f):
             line = line.strip()
             if line.startswith("{"):
                 r = json.loads(line)
                 r["shape"] = shape
                 rows.append(r)
+    return rows
+
+
+def grpo_host_frac(path):
+    """Time-weighted perf/host_frac of a run's metrics.jsonl: sum(step x frac) / sum(step);
+    None when the run logged none (not on cuda, or no step finished)."""
+    num = den = 0.0
+    n = 0
+    for line in open(path):
+        line = line.strip()
+        if not line:
+            continue
+        d = json.loads(line).get("data", {})
+        if "perf/host_frac" in d and "timing_s/step" in d:
+            num += float(d["perf/host_frac"]) * float(d["timing_s/step"])
+            den += float(d["timing_s/step"])
+            n += 1
+    return (num / den, n) if den > 0 else (None, 0)
+
+
+def status(ok):
+    return "not measured" if ok is None else ("met" if ok else "NOT met")
+
+
+def goals(rows, grpo):
+    """The rows of the goals table: (goal, measured, status)."""
+    def one(pred):
+        m = [r for r in rows if r["shape"] == GOAL_SHAPE and pred(r)]
+        return m[0] if m else None
+    ours_t = one(lambda r: is_rlhost(r) and r["kind"] == "train" and r.get("dtype") == "bfloat16")
+    ref_t = one(lambda r: r["kind"] == "train" and r["device"].startswith("torch-eager-bf16"))
+    out = []
+    if ours_t and ref_t:
+        x = ours_t["tokens_per_s"] / ref_t["tokens_per_s"]
+        out.append(("training step tokens/s >= 1.2x PyTorch eager (bf16 autocast, SDPA), same B x T",
+                    f"{x:.2f}x ({ours_t['tokens_per_s']:.0f} vs {ref_t['tokens_per_s']:.0f} tokens/s, "
+                    f"B x T {ours_t['batch']} x {ours_t['seq']})", x >= 1.2))
+    else:
+        out.append(("training step tokens/s >= 1.2x PyTorch eager (bf16 autocast, SDPA), same B x T", "-", None))
+    if ours_t:
+        mfu = ours_t["flop"] / ours_t["seconds"] / PEAK_BF16
+        out.append((f"training step MFU >= 45% of bf16 peak ({PEAK_BF16/1e12:.0f} TFLOP/s)", f"{mfu:.1%}", mfu >= 0.45))
+    else:
+        out.append((f"training step MFU >= 45% of bf16 peak ({PEAK_BF16/1e12:.0f} TFLOP/s)", "-", None))
+    if ours_t and ref_t and ours_t.get("peak_device_bytes") and ref_t.get("peak_device_bytes"):
+        a, b = ours_t["peak_device_bytes"], ref_t["peak_device_bytes"]
+        out.append(("peak device memory of the step <= PyTorch's (rlhost: taken from the driver; PyTorch: max_memory_reserved)",
+                    f"{a/2**20:.0f} vs {b/2**20:.0f} MiB", a <= b))
+    else:
+        out.append(("peak device memory of the step <= PyTorch's", "-", None))
+    ours_d = [r for r in rows if r["shape"] == GOAL_SHAPE and is_rlhost(r) and r["kind"] == "decode" and r.get("dtype") == "bfloat16"]
+    hf_d = [r for r in rows if r["shape"] == GOAL_SHAPE and r["device"].startswith("torch-hf-generate") and r["kind"] == "decode"]
+    big = [(o, h) for o in ours_d for h in hf_d if o["batch"] == h["batch"] > 1 and o["seq"] == h["seq"] and o.get("prompt") == h.get("prompt")]
+    what = "decode tokens/s >= 3x HF generate, batch 64, 512 new tokens"
+    if big:
+        o, h = big[0]
+        x = o["tokens_per_s"] / h["tokens_per_s"]
+        shape_ok = o["batch"] == 64 and o["seq"] - o.get("prompt", 0) == 512
+        note = "" if shape_ok else " (NOT the goal's shape)"
+        out.append((what, f"{x:.2f}x ({o['tokens_per_s']:.0f} vs {h['tokens_per_s']:.0f} tokens/s, batch {o['batch']}, "
+                          f"{o['seq'] - o.get('prompt', 0)} new){note}", (x >= 3) if shape_ok else None))
+    else:
+        out.append((what, "-", None))
+    one_b = [(o, h) for o in ours_d for h in hf_d if o["batch"] == h["batch"] == 1 and o["seq"] == h["seq"]]
+    what = "batch-1 latency per token <= HF generate's"
+    if one_b and one_b[0][0].get("per_token_latency_s") and one_b[0][1].get("per_token_latency_s"):
+        o, h = one_b[0]
+        a, b = o["per_token_latency_s"], h["per_token_latency_s"]
+        out.append((what, f"{a*1e3:.2f} vs {b*1e3:.2f} ms", a <= b))
+    else:
+        out.append((what, "-", None))
+    what = "3-step GRPO `rlhost train`: host time between kernels < 5% (perf/host_frac, an upper bound)"
+    frac, n = grpo if grpo else (None, 0)
+    if frac is None:
+        out.append((what, "-", None))
+    else:
+        out.append((what, f"{frac:.1%} of {n} steps' wall time", frac < 0.05))
+    return out
+
+
+GRPO_KEYS = [("timing_s/step", "s"), ("perf/host_frac", "host not waiting on the device"),
+             ("perf/device_wait_s", "s waiting"), ("perf/device_syncs", "syncs"), ("perf/host_to_device_bytes", "B up"),
+             ("perf/device_to_host_bytes", "B down"), ("rollout/prefill_tokens", "prompt tokens prefilled"),
+             ("rollout/prefix_shared_tokens", "shared"),
+             ("perf/update_padding_frac", "update padding (packed micro-batches: AttentionVarlen)")]
+
+
+def paths(files, grpo_metrics=None):
+    """The paths of issue 20 that rlhost's measured steps took, one line each."""
+    lines = []
+    for r in read_rows(files):
+        if not is_rlhost(r):
+            continue
+        who = f"{r['shape']} {r['kind']} {r.get('dtype', '?')} batch {r['batch']}"
+        if r.get("products"):
+            lines.append(f"{who} products: {r['products']}")
+        if r.get("attention"):
+            lines.append(f"{who} attention: {r['attention']}")
+        if r["kind"].startswith("decode"):
+            logits = 4 * r.get("vocab", 0) * r["batch"]
+            down = r.get("device_to_host_bytes_per_step")
+            where = "-" if down is None else ("on the device" if down < logits else "ON THE HOST")
+            lines.append(f"{who} sampling: {down if down is not None else '-'} B down per forward "
+                         f"({r['batch']} rows of logits would be {logits} B): {where}")
+        if r.get("shared_tokens") is not None:
+            lines.append(f"{who} prefix sharing: {r['prefill_tokens']} prompt tokens prefilled, "
+                         f"{r['shared_tokens']} copied from a slot with the same prompt")
+        if r.get("host_frac") is not None:
+            lines.append(f"{who} host not waiting on the device: {r['host_frac']:.1%} of the wall time")
+    if grpo_metrics:
+        for line in open(grpo_metrics):
+            if not line.strip():
+                continue
+            d = json.loads(line)
+            v = d.get("data", {})
+            lines.append(f"GRPO step {d.get('step')}: " + ", ".join(
+                ("%.4g" % v[k] if k in v else "-") + " " + what for k, what in GRPO_KEYS))
+    print("\n".join(lines))
+    return lines
+
+
+def table(out, files, grpo_metrics=None):
+    rows = read_rows(files)
     ref = {}
     for r in rows:
-        if r["device"].startswith("torch-eager") or r["device"].startswith("torch-hf-generate"):
-            ref[(r["shape"], r["kind"])] = r["tokens_per_s"]
-    lines = ["| shape | step | runner | B x T | tokens/s | MFU bf16 | MFU fp32 | peak device MiB | host->device B/step | device->host B/step | syncs/step | x PyTorch |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        if r["device"].startswith("torch-eager-bf16") or r["device"].startswith("torch-hf-generate"):
+            ref.setdefault((r["shape"], r["kind"], r["batch"]), r["tokens_per_s"])
+
+    def cell(v, fmt):
+        return "-" if v is None else fmt.format(v)
+    lines = ["| shape | step | runner | B x T (prompt) | tokens/s | ms/token (one sequence) | MFU bf16 | MFU fp32 | peak device MiB | host->device B/step | device->host B/step | syncs/step | host not waiting | x PyTorch |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         fl = r["flop"] / r["seconds"]
-        x = r["tokens_per_s"] / ref[(r["shape"], r["kind"])] if (r["shape"], r["kind"]) in ref else float("nan")
-        lines.append("| {} | {} | {} | {} x {} | {:.0f} | {:.2%} | {:.2%} | {:.0f} | {} | {} | {} | {:.2f} |".format(
-            r["shape"], r["kind"], r["device"], r["batch"], r["seq"], r["tokens_per_s"], fl / PEAK_BF16, fl / PEAK_FP32,
-            r.get("peak_device_bytes", 0) / 2**20, r.get("host_to_device_bytes_per_step", "-"),
-            r.get("device_to_host_bytes_per_step", "-"), r.get("syncs_per_step", "-"), x))
+        key = (r["shape"], "decode" if r["kind"] == "decode-grpo" else r["kind"], r["batch"])
+        x = r["tokens_per_s"] / ref[key] if key in ref else None
+        bt = f"{r['batch']} x {r['seq']}" + (f" ({r['prompt']})" if r.get("prompt") else "")
+        lat = r.get("per_token_latency_s")
+        lines.append("| {} | {} | {} | {} | {:.0f} | {} | {:.2%} | {:.2%} | {} | {} | {} | {} | {} | {} |".format(
+            r["shape"], r["kind"], r["device"], bt, r["tokens_per_s"], cell(lat and lat * 1e3, "{:.2f}"),
+            fl / PEAK_BF16, fl / PEAK_FP32, cell(r.get("peak_device_bytes") and r["peak_device_bytes"] / 2**20, "{:.0f}"),
+            r.get("host_to_device_bytes_per_step", "-"), r.get("device_to_host_bytes_per_step", "-"),
+            r.get("syncs_per_step", "-"), cell(r.get("host_frac"), "{:.1%}"), cell(x, "{:.2f}")))
     lines.append("")
-    lines.append(f"MFU: model FLOPs (6 x params x tokens for a training step, 2 x params x tokens decoding) over "
-                 f"{PEAK_BF16/1e12:.0f} TFLOP/s bf16 (measured on this machine class) and {PEAK_FP32/1e12:.0f} TFLOP/s fp32 (datasheet).")
+    lines.append(f"MFU: model FLOPs (training: 6 x params x tokens + 6 x layers x NH*HD x T x tokens for causal attention; "
+                 f"decoding: 2 x params x tokens) over {PEAK_BF16/1e12:.0f} TFLOP/s bf16 (measured on this machine class) "
+                 f"and {PEAK_FP32/1e12:.0f} TFLOP/s fp32 (datasheet). ms/token: a decode's time over its new tokens, "
+                 "prefill included. Peak device memory: rlhost, what its backend took from the driver (cuMemGetInfo; "
+                 "decode lines include the training state); PyTorch, max_memory_reserved. host not waiting: 1 - the "
+                 "host's time blocked on the device / wall time, an upper bound on the GPU's idle share. "
+                 "x PyTorch: over PyTorch eager bf16 (training) or HF generate at the same batch (decoding).")
+    lines.append("")
+    lines.append(f"Goals (issue 20; {GOAL_SHAPE} shape):")
+    lines.append("")
+    lines.append("| goal | measured | status |")
+    lines.append("| --- | --- | --- |")
+    g = grpo_host_frac(grpo_metrics) if grpo_metrics else None
+    for what, val, ok in goals(rows, g):
+        lines.append(f"| {what} | {val} | {status(ok)} |")
     text = "\n".join(lines)
     print(text)
     with open(out, "w") as f:
@@ -142,8 +327,15 @@ if __name__ == "__main__":
     if cmd == "make":
         make(sys.argv[2], sys.argv[3])
     elif cmd == "bench":
-        bench(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
-    elif cmd == "table":
-        table(sys.argv[2], sys.argv[3:])
+        bench(sys.argv[2], *(int(a) for a in sys.argv[3:8]), sys.argv[8:] or ["bfloat16"])
+    elif cmd in ("table", "paths"):
+        args = sys.argv[3:] if cmd == "table" else sys.argv[2:]
+        grpo = None
+        if args[:1] == ["--grpo"]:
+            grpo, args = args[1], args[2:]
+        if cmd == "table":
+            table(sys.argv[2], args, grpo)
+        else:
+            paths(args, grpo)
     else:
         sys.exit(__doc__)

@@ -1,0 +1,279 @@
+"""Tests of the proof's table (proof_torch.py table) and of recording it in docs/bench/cuda.md
+(record_bench.py), on fixture measurements: `make test-gpu-proof` (pytest; no torch needed)."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).parent
+sys.path.insert(0, str(HERE))
+import proof_torch  # noqa: E402
+import record_bench  # noqa: E402
+
+QWEN_PARAMS = 494032768
+
+
+def row(kind, device, tps, B, T, secs=None, **kw):
+    tokens = kw.pop("tokens", B * T)
+    r = dict(kind=kind, device=device, params=QWEN_PARAMS, batch=B, seq=T, tokens=tokens, tokens_per_s=tps,
+             seconds=secs or tokens / tps, vocab=151936, **kw)
+    r.setdefault("flop", proof_torch.train_flop(QWEN_PARAMS, 24, 896, B, T) if kind == "train" else 2.0 * QWEN_PARAMS * tokens)
+    return r
+
+
+def fixture(tmp_path, ours_train=60000.0, ours_peak=20 << 30, ours_dec=9000.0, ours_lat=0.004, rows_extra=()):
+    """A proof's qwen2.5-0.5b.jsonl: rlhost bf16 and the PyTorch references at the goal shapes."""
+    rows = [
+        row("train", "cuda/NVIDIA H100 80GB HBM3/sm_90/bfloat16", ours_train, 8, 1024, dtype="bfloat16",
+            peak_device_bytes=ours_peak, host_to_device_bytes_per_step=131072, device_to_host_bytes_per_step=65544,
+            syncs_per_step=3, host_frac=0.02),
+        row("train", "torch-eager-bf16/NVIDIA H100 80GB HBM3", 40000.0, 8, 1024, dtype="bfloat16",
+            peak_device_bytes=24 << 30, peak_allocated_bytes=22 << 30),
+        row("decode", "cuda/NVIDIA H100 80GB HBM3/sm_90/bfloat16", ours_dec, 64, 640, prompt=128, tokens=64 * 512,
+            per_token_latency_s=64 * 512 / ours_dec / 512, dtype="bfloat16"),
+        row("decode", "cuda/NVIDIA H100 80GB HBM3/sm_90/bfloat16", 1 / ours_lat, 1, 640, prompt=128, tokens=512,
+            per_token_latency_s=ours_lat, dtype="bfloat16"),
+        row("decode", "torch-hf-generate-bf16/NVIDIA H100 80GB HBM3", 2500.0, 64, 640, prompt=128, tokens=64 * 512,
+            per_token_latency_s=64 * 512 / 2500.0 / 512, dtype="bfloat16"),
+        row("decode", "torch-hf-generate-bf16/NVIDIA H100 80GB HBM3", 50.0, 1, 640, prompt=128, tokens=512,
+            per_token_latency_s=0.02, dtype="bfloat16"),
+    ] + list(rows_extra)
+    f = tmp_path / "qwen2.5-0.5b.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return f
+
+
+def metrics(tmp_path, steps):
+    f = tmp_path / "metrics.jsonl"
+    f.write_text("".join(json.dumps(dict(step=i + 1, data=d)) + "\n" for i, d in enumerate(steps)))
+    return f
+
+
+class Goals(dict):
+    """The goals table of a proof table: goal -> (measured, status), looked up by the goal's start."""
+
+    def __init__(self, text):
+        super().__init__()
+        seen = False
+        for line in text.splitlines():
+            if line.startswith("| goal |"):
+                seen = True
+                continue
+            if seen and line.startswith("| ") and not line.startswith("| ---"):
+                cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+                self[cells[0]] = (cells[1], cells[2])
+
+    def __getitem__(self, prefix):
+        m = [v for k, v in self.items() if k.startswith(prefix)]
+        assert len(m) == 1, (prefix, list(self))
+        return m[0]
+
+
+goal_table = Goals
+
+
+def test_goals_met(tmp_path):
+    m = metrics(tmp_path, [{"perf/host_frac": 0.03, "timing_s/step": 10.0}, {"perf/host_frac": 0.01, "timing_s/step": 30.0}])
+    out = tmp_path / "table.md"
+    proof_torch.table(str(out), [str(fixture(tmp_path))], str(m))
+    g = goal_table(out.read_text())
+    assert len(g) == 6
+    assert g["training step tokens/s"][0].startswith("1.50x (60000 vs 40000 tokens/s, B x T 8 x 1024)")
+    assert g["training step tokens/s"][1] == "met"
+    # 60000 tokens/s of 8 x 1024: 6 x 494M x 60000 + attention 6 x 24 x 896 x 1024 x 60000 = 185.8 TFLOP/s
+    assert g["training step MFU"] == ("23.4%", "NOT met")
+    assert g["peak device"] == ("20480 vs 24576 MiB", "met")
+    assert g["decode tokens/s"][0].startswith("3.60x (9000 vs 2500 tokens/s, batch 64, 512 new)")
+    assert g["decode tokens/s"][1] == "met"
+    assert g["batch-1 latency"] == ("4.00 vs 20.00 ms", "met")
+    # time-weighted: (0.03 x 10 + 0.01 x 30) / 40 = 1.5%
+    assert g["3-step GRPO"] == ("1.5% of 2 steps' wall time", "met")
+
+
+def test_goals_not_met(tmp_path):
+    m = metrics(tmp_path, [{"perf/host_frac": 0.2, "timing_s/step": 1.0}])
+    out = tmp_path / "table.md"
+    proof_torch.table(str(out), [str(fixture(tmp_path, ours_train=41000.0, ours_peak=30 << 30, ours_dec=7000.0,
+                                              ours_lat=0.03))], str(m))
+    g = goal_table(out.read_text())
+    assert g["training step tokens/s"][1] == "NOT met" and g["training step tokens/s"][0].startswith("1.02x")
+    assert g["peak device"][1] == "NOT met"
+    assert g["decode tokens/s"][1] == "NOT met"
+    assert g["batch-1 latency"] == ("30.00 vs 20.00 ms", "NOT met")
+    assert g["3-step GRPO"][1] == "NOT met"
+
+
+def test_goals_not_measured(tmp_path):
+    # only the PyTorch rows, the decode at another shape, a run that logged no host_frac (the CPU)
+    f = tmp_path / "qwen2.5-0.5b.jsonl"
+    rows = [row("train", "torch-eager-bf16/H100", 40000.0, 8, 1024, dtype="bfloat16"),
+            row("decode", "cuda/H100/sm_90/bfloat16", 9000.0, 4, 320, prompt=128, tokens=4 * 192, dtype="bfloat16"),
+            row("decode", "torch-hf-generate-bf16/H100", 2500.0, 4, 320, prompt=128, tokens=4 * 192, dtype="bfloat16")]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    m = metrics(tmp_path, [{"timing_s/step": 3.0}])
+    out = tmp_path / "table.md"
+    proof_torch.table(str(out), [str(f)], str(m))
+    g = goal_table(out.read_text())
+    for k in ["training step tokens/s", "training step MFU", "peak device", "batch-1 latency", "3-step GRPO"]:
+        assert g[k][1] == "not measured", k
+    assert g["decode tokens/s"][1] == "not measured"
+    assert "NOT the goal's shape" in g["decode tokens/s"][0]
+    assert [v[1] for v in g.values()] == ["not measured"] * 6
+
+
+def cells(line):
+    return [c.strip() for c in line.strip().strip("|").split(" | ")]
+
+
+def test_measurement_rows(tmp_path):
+    grpo = row("decode-grpo", "cuda/H100/sm_90/bfloat16", 8000.0, 64, 640, prompt=128, tokens=64 * 512,
+               per_token_latency_s=0.008, dtype="bfloat16", prefill_tokens=1080, shared_tokens=7112)
+    out = tmp_path / "table.md"
+    proof_torch.table(str(out), [str(fixture(tmp_path, rows_extra=[grpo]))])
+    lines = [l for l in out.read_text().splitlines() if l.startswith("| qwen2.5-0.5b |")]
+    assert len(lines) == 7
+    ours = cells([l for l in lines if "| train | cuda/" in l][0])
+    assert ours[3] == "8 x 1024" and ours[4] == "60000" and ours[8] == "20480" and ours[11] == "3"
+    assert ours[12] == "2.0%" and ours[13] == "1.50"
+    hf1 = cells([l for l in lines if "torch-hf-generate" in l and "| 1 x 640 (128) |" in l][0])
+    assert hf1[5] == "20.00" and hf1[13] == "1.00"
+    g = cells([l for l in lines if "decode-grpo" in l][0])
+    assert g[13] == "3.20"  # over HF generate at batch 64
+
+
+def test_table_cli(tmp_path):
+    out = tmp_path / "t.md"
+    m = metrics(tmp_path, [{"perf/host_frac": 0.04, "timing_s/step": 2.0}])
+    p = subprocess.run([sys.executable, str(HERE / "proof_torch.py"), "table", str(out), "--grpo", str(m),
+                        str(fixture(tmp_path))], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert out.read_text() == p.stdout
+    assert "| 4.0% of 1 steps' wall time | met |" in p.stdout
+
+
+def test_paths(tmp_path):
+    ours = dict(device="cuda/H100/sm_90/bfloat16", dtype="bfloat16", products="cublasGemmEx, CUDA_R_16BF operands")
+    extra = [
+        row("train", attention="AttentionVarlenForward/Backward (8 packed sequences of 1024, no T x T scores)",
+            tps=60000.0, B=8, T=1024, host_frac=0.02, **{k: v for k, v in ours.items()}),
+        row("decode-grpo", tps=8000.0, B=64, T=640, prompt=128, tokens=64 * 512, device_to_host_bytes_per_step=512,
+            prefill_tokens=1080, shared_tokens=7112, **{k: v for k, v in ours.items() if k != "products"}),
+        row("decode", tps=900.0, B=1, T=640, prompt=128, tokens=512, device_to_host_bytes_per_step=607744,
+            **{k: v for k, v in ours.items() if k != "products"}),
+    ]
+    f = tmp_path / "qwen2.5-0.5b.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in extra) + json.dumps(row("train", "torch-eager-bf16/H100", 1.0, 8, 1024)) + "\n")
+    m = metrics(tmp_path, [{"timing_s/step": 2.5, "perf/host_frac": 0.031, "rollout/prefix_shared_tokens": 300}])
+    lines = proof_torch.paths([str(f)], str(m))
+    want = [
+        "qwen2.5-0.5b train bfloat16 batch 8 products: cublasGemmEx, CUDA_R_16BF operands",
+        "qwen2.5-0.5b train bfloat16 batch 8 attention: AttentionVarlenForward/Backward (8 packed sequences of 1024, no T x T scores)",
+        "qwen2.5-0.5b train bfloat16 batch 8 host not waiting on the device: 2.0% of the wall time",
+        "qwen2.5-0.5b decode-grpo bfloat16 batch 64 sampling: 512 B down per forward (64 rows of logits would be 38895616 B): on the device",
+        "qwen2.5-0.5b decode-grpo bfloat16 batch 64 prefix sharing: 1080 prompt tokens prefilled, 7112 copied from a slot with the same prompt",
+        "qwen2.5-0.5b decode bfloat16 batch 1 sampling: 607744 B down per forward (1 rows of logits would be 607744 B): ON THE HOST",
+        "GRPO step 1: 2.5 s, 0.031 host not waiting on the device, - s waiting, - syncs, - B up, - B down, "
+        "- prompt tokens prefilled, 300 shared, - update padding (packed micro-batches: AttentionVarlen)",
+    ]
+    assert lines == want
+
+
+FIXTURE_TABLE = """| shape | step | tokens/s |
+| --- | --- | --- |
+| qwen2.5-0.5b | train | 123 |
+
+Goals (issue 20; qwen2.5-0.5b shape):
+
+| goal | measured | status |
+| --- | --- | --- |
+| g1 | 1.50x | met |
+"""
+
+
+def proof_out(tmp_path, table=FIXTURE_TABLE):
+    d = tmp_path / "out"
+    d.mkdir()
+    (d / "table.md").write_text(table)
+    (d / "machine.txt").write_text("date 2026-11-30T10:00:00Z\ngpu NVIDIA H100 80GB HBM3\ndriver 580.159\n"
+                                   "commit 0123456789abcdef0123456789abcdef01234567\nsoftware torch 2.11.0 cuda 13.0 transformers 5.23.0\n")
+    return d
+
+
+def test_record(tmp_path):
+    doc, hist = tmp_path / "cuda.md", tmp_path / "history-cuda.md"
+    doc.write_text("## CUDA backend (gpu/cuda) — `make bench-cuda`\nNot measured: nothing yet.\n")
+    hist.write_text("# CUDA history\n\n## 2026-11-01, earlier GPU\n\nold run\n")
+    record_bench.record(str(proof_out(tmp_path)), str(doc), str(hist))
+    text = doc.read_text()
+    assert text.startswith("## CUDA backend (gpu/cuda) — `make bench-cuda`\nMeasured 2026-11-30T10:00:00Z on NVIDIA H100 80GB HBM3, driver 580.159, rlhost 0123456789ab")
+    assert "Not measured" not in text
+    assert "torch 2.11.0" in text and "| g1 | 1.50x | met |" in text and "| qwen2.5-0.5b | train | 123 |" not in text
+    assert "(history/cuda.md)" in text
+    h = hist.read_text()
+    assert h.startswith("# CUDA history\n\n## 2026-11-30T10:00:00Z, NVIDIA H100 80GB HBM3\n")
+    assert "| qwen2.5-0.5b | train | 123 |" in h and "| g1 | 1.50x | met |" in h
+    assert h.index("2026-11-30") < h.index("## 2026-11-01, earlier GPU") and h.endswith("old run\n")
+    # a history that does not exist yet is started
+    record_bench.record(str(tmp_path / "out"), str(doc), str(tmp_path / "new.md"))
+    assert (tmp_path / "new.md").read_text().startswith("# CUDA backend: proof runs on GPU machines (latest first)\n\n## 2026-11-30")
+
+
+@pytest.mark.parametrize("missing,want", [("table.md", "table.md"), ("machine.txt", "machine.txt")])
+def test_record_refuses_incomplete(tmp_path, missing, want):
+    d = proof_out(tmp_path)
+    os.remove(d / missing)
+    doc = tmp_path / "cuda.md"
+    doc.write_text("before\n")
+    with pytest.raises(SystemExit) as e:
+        record_bench.record(str(d), str(doc), str(tmp_path / "h.md"))
+    assert want in str(e.value) and not (tmp_path / "h.md").exists()
+    assert doc.read_text() == "before\n"
+
+
+def test_record_refuses_table_without_rows(tmp_path):
+    d = proof_out(tmp_path, table="| a | b |\n| --- | --- |\n")
+    doc = tmp_path / "cuda.md"
+    doc.write_text("before\n")
+    with pytest.raises(SystemExit) as e:
+        record_bench.record(str(d), str(doc), str(tmp_path / "h.md"))
+    assert "no measurements" in str(e.value) and not (tmp_path / "h.md").exists()
+    assert doc.read_text() == "before\n"
+
+
+REPO = HERE.parent.parent
+
+
+def make(*args, path=None):
+    env = dict(os.environ)
+    if path is not None:
+        env["PATH"] = path
+    return subprocess.run(["make", "-s", "--no-print-directory", *args], cwd=REPO, env=env, capture_output=True, text=True)
+
+
+def test_make_bench_cuda_without_gpu(tmp_path):
+    # a PATH without nvidia-smi: one line, exit 0, the doc untouched
+    doc = tmp_path / "cuda.md"
+    doc.write_text("before\n")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ["make", "bash", "sh", "grep", "python3"]:
+        src = subprocess.run(["which", tool], capture_output=True, text=True).stdout.strip()
+        if src:
+            (bindir / tool).symlink_to(src)
+    p = make("bench-cuda", f"BENCH_CUDA_DOC={doc}", path=str(bindir))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines() == [f"bench-cuda: no NVIDIA GPU here (nvidia-smi lists none); {doc} left as it is"]
+    assert doc.read_text() == "before\n"
+
+
+def test_make_bench_cuda_record(tmp_path):
+    doc = tmp_path / "cuda.md"
+    hist = tmp_path / "hist.md"
+    p = make("bench-cuda-record", f"FROM={proof_out(tmp_path)}", f"BENCH_CUDA_DOC={doc}", f"BENCH_CUDA_HISTORY={hist}")
+    assert p.returncode == 0, p.stderr
+    assert "NVIDIA H100 80GB HBM3, driver 580.159" in doc.read_text() and "| g1 | 1.50x | met |" in hist.read_text()
+    p = make("bench-cuda-record", f"BENCH_CUDA_DOC={doc}", f"BENCH_CUDA_HISTORY={hist}")
+    assert p.returncode != 0 and "FROM=DIR" in p.stderr
