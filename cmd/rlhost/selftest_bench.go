@@ -30,6 +30,10 @@ var benchFlags = []cli.Flag{
 	&cli.IntFlag{Name: "steps", Value: 5, Usage: "--bench: timed training steps (after one warm-up step); the median is reported"},
 }
 
+// openCUDA opens the CUDA backend of --device cuda (the emulator's tests
+// replace it).
+var openCUDA = cuda.New
+
 // benchConfig is what --bench measures.
 type benchConfig struct {
 	Dir, Dtype       string
@@ -119,7 +123,7 @@ func selftestBench(w io.Writer, device string, bc benchConfig) error {
 	}
 	b := &bencher{w: w, be: cpu.New(), r: rand.New(rand.NewPCG(1, 2))}
 	if device == "cuda" {
-		if b.be, err = cuda.New(); err != nil {
+		if b.be, err = openCUDA(); err != nil {
 			return cli.Exit("selftest: "+err.Error(), 1)
 		}
 	}
