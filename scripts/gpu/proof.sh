@@ -99,7 +99,7 @@ step "paths (issue 20: products, fused attention, device sampling, prefix sharin
 grep -h '^products ' "$out/selftest.txt" 2>/dev/null
 grep -h '^products on ' "$out/train.txt" 2>/dev/null | sed 's/^/GRPO run: /'
 grpo_arg=()
-[ -s "$grpo_metrics" ] && grpo_arg=(--grpo "$grpo_metrics")
+[ -s "$grpo_metrics" ] && grpo_arg=(--grpo "$grpo_metrics" --grpo-shape smollm2-135m)
 "$py" "$here/proof_torch.py" paths "${grpo_arg[@]}" "${results[@]}" || fail=1
 
 step "table (also in $out/table.md)"

@@ -8,10 +8,10 @@
                                      generate (bf16 weights, SDPA, greedy) of NEW tokens after P
                                      prompt tokens at batch DB and at batch 1, the same shapes as
                                      `rlhost selftest --bench`; one JSON line per measurement
-  proof_torch.py paths [--grpo METRICS_JSONL] FILES...
+  proof_torch.py paths [--grpo METRICS_JSONL] [--grpo-shape SHAPE] FILES...
                                      print the paths rlhost's steps took (products, attention,
                                      sampling, prefix sharing, the host's share of the time)
-  proof_torch.py table OUT [--grpo METRICS_JSONL] FILES...
+  proof_torch.py table OUT [--grpo METRICS_JSONL] [--grpo-shape SHAPE] FILES...
                                      print (and write to OUT) the table of every JSON line in
                                      FILES and the goals of issue 20 (met / not met)
 """
@@ -181,7 +181,7 @@ def status(ok):
     return "not measured" if ok is None else ("met" if ok else "NOT met")
 
 
-def goals(rows, grpo):
+def goals(rows, grpo, grpo_shape=None):
     """The rows of the goals table: (goal, measured, status)."""
     def one(pred):
         m = [r for r in rows if r["shape"] == GOAL_SHAPE and pred(r)]
@@ -230,10 +230,11 @@ def goals(rows, grpo):
         out.append((what, "-", None))
     what = "3-step GRPO `rlhost train`: host time between kernels < 5% (perf/host_frac, an upper bound)"
     frac, n = grpo if grpo else (None, 0)
+    on = f", {grpo_shape} shape" if grpo_shape else ""
     if frac is None:
         out.append((what, "-", None))
     else:
-        out.append((what, f"{frac:.1%} of {n} steps' wall time", frac < 0.05))
+        out.append((what, f"{frac:.1%} of {n} steps' wall time{on}", frac < 0.05))
     return out
 
 
@@ -278,7 +279,7 @@ def paths(files, grpo_metrics=None):
     return lines
 
 
-def table(out, files, grpo_metrics=None):
+def table(out, files, grpo_metrics=None, grpo_shape=None):
     rows = read_rows(files)
     ref = {}
     for r in rows:
@@ -314,7 +315,7 @@ def table(out, files, grpo_metrics=None):
     lines.append("| goal | measured | status |")
     lines.append("| --- | --- | --- |")
     g = grpo_host_frac(grpo_metrics) if grpo_metrics else None
-    for what, val, ok in goals(rows, g):
+    for what, val, ok in goals(rows, g, grpo_shape):
         lines.append(f"| {what} | {val} | {status(ok)} |")
     text = "\n".join(lines)
     print(text)
@@ -330,11 +331,12 @@ if __name__ == "__main__":
         bench(sys.argv[2], *(int(a) for a in sys.argv[3:8]), sys.argv[8:] or ["bfloat16"])
     elif cmd in ("table", "paths"):
         args = sys.argv[3:] if cmd == "table" else sys.argv[2:]
-        grpo = None
-        if args[:1] == ["--grpo"]:
-            grpo, args = args[1], args[2:]
+        opts = {}
+        while args[:1] in (["--grpo"], ["--grpo-shape"]):
+            opts[args[0]], args = args[1], args[2:]
+        grpo = opts.get("--grpo")
         if cmd == "table":
-            table(sys.argv[2], args, grpo)
+            table(sys.argv[2], args, grpo, opts.get("--grpo-shape"))
         else:
             paths(args, grpo)
     else:

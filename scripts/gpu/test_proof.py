@@ -148,10 +148,13 @@ def test_table_cli(tmp_path):
     out = tmp_path / "t.md"
     m = metrics(tmp_path, [{"perf/host_frac": 0.04, "timing_s/step": 2.0}])
     p = subprocess.run([sys.executable, str(HERE / "proof_torch.py"), "table", str(out), "--grpo", str(m),
-                        str(fixture(tmp_path))], capture_output=True, text=True)
+                        "--grpo-shape", "smollm2-135m", str(fixture(tmp_path))], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert out.read_text() == p.stdout
-    assert "| 4.0% of 1 steps' wall time | met |" in p.stdout
+    assert "| 4.0% of 1 steps' wall time, smollm2-135m shape | met |" in p.stdout
+    p = subprocess.run([sys.executable, str(HERE / "proof_torch.py"), "paths", "--grpo", str(m), "--grpo-shape", "x",
+                        str(fixture(tmp_path))], capture_output=True, text=True)
+    assert p.returncode == 0 and "\nGRPO step 1: 2 s, 0.04 host not waiting" in p.stdout, (p.stdout, p.stderr)
 
 
 def test_paths(tmp_path):
