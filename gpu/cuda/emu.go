@@ -188,18 +188,29 @@ func colExtent(rows, cols, ld int) int {
 	return (cols-1)*ld + rows
 }
 
-func (emuBlas) sgemm(transA, transB bool, m, n, k int, alpha float32, A dptr, lda int,
-	B dptr, ldb int, beta float32, Cp dptr, ldc int) error {
-	ar, ac := m, k
+// gemmShapes are the stored shapes [ar, ac] of A and [br, bc] of B of the
+// column-major product C[m,n] = op(A)[m,k] op(B)[k,n], and the error cuBLAS
+// (function fn) returns when a leading dimension is below its operand's rows.
+func gemmShapes(fn string, transA, transB bool, m, n, k, lda, ldb, ldc int) (ar, ac, br, bc int, err error) {
+	ar, ac = m, k
 	if transA {
 		ar, ac = k, m
 	}
-	br, bc := k, n
+	br, bc = k, n
 	if transB {
 		br, bc = n, k
 	}
 	if lda < max(1, ar) || ldb < max(1, br) || ldc < max(1, m) {
-		return fmt.Errorf("cublasSgemm: CUBLAS_STATUS_INVALID_VALUE (leading dimension below the rows)")
+		err = fmt.Errorf("%s: CUBLAS_STATUS_INVALID_VALUE (leading dimension below the rows)", fn)
+	}
+	return ar, ac, br, bc, err
+}
+
+func (emuBlas) sgemm(transA, transB bool, m, n, k int, alpha float32, A dptr, lda int,
+	B dptr, ldb int, beta float32, Cp dptr, ldc int) error {
+	ar, ac, br, bc, err := gemmShapes("cublasSgemm", transA, transB, m, n, k, lda, ldb, ldc)
+	if err != nil {
+		return err
 	}
 	a, b, c := floats(A, colExtent(ar, ac, lda)), floats(B, colExtent(br, bc, ldb)), floats(Cp, colExtent(m, n, ldc))
 	at := func(i, p int) float64 { // op(A)(i,p)
@@ -261,16 +272,9 @@ func (e emuBlas) gemmEx(transA, transB bool, m, n, k int, alpha float32,
 	default:
 		return fmt.Errorf("cublasGemmEx: CUBLAS_STATUS_NOT_SUPPORTED (operand types %d, %d, %d, compute type %d)", at, bt, ct, compute)
 	}
-	ar, ac := m, k
-	if transA {
-		ar, ac = k, m
-	}
-	br, bc := k, n
-	if transB {
-		br, bc = n, k
-	}
-	if lda < max(1, ar) || ldb < max(1, br) || ldc < max(1, m) {
-		return fmt.Errorf("cublasGemmEx: CUBLAS_STATUS_INVALID_VALUE (leading dimension below the rows)")
+	ar, ac, br, bc, err := gemmShapes("cublasGemmEx", transA, transB, m, n, k, lda, ldb, ldc)
+	if err != nil {
+		return err
 	}
 	// element i of a column-major operand, rounded as the compute type reads it
 	elem := func(p dptr, t DataType, rows, cols, ld int) func(i int) float32 {
