@@ -95,6 +95,7 @@ var Checks = []Check{
 	{"TrainStepTF32", checkTrainStepTF32},
 	{"Generate", checkGenerate},
 	{"GenerateSampled", checkGenerateSampled},
+	{"GenerateGroups", checkGenerateGroups},
 }
 
 // ---------------------------------------------------------------------------

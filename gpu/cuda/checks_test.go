@@ -178,13 +178,13 @@ func TestChecksDetectErrors(t *testing.T) {
 		checks  []string // checks that must fail
 	}{
 		{"batched", []string{"SgemmStridedBatched"}},
-		{"swiglu", []string{"SwiGLU", "ResidentTensors", "TrainStep", "TrainStepPacked"}},
+		{"swiglu", []string{"SwiGLU", "ResidentTensors", "TrainStep", "TrainStepPacked", "GenerateGroups"}},
 		{"attention-dk", []string{"Attention", "TrainStep", "TrainStepTF32"}},
 		{"adamw-no-decay", []string{"AdamW", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
 		{"rope-backward-forward", []string{"Rope", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
 		{"bf16-truncate", []string{"ToBF16", "GemmBF16", "GemmStridedBatchedBF16", "MatmulBF16"}},
 		{"matmul-backward-fp32", []string{"MatmulBF16"}},
-		{"cached-attention", []string{"AttentionCached", "Generate", "GenerateSampled"}},
+		{"cached-attention", []string{"AttentionCached", "Generate", "GenerateSampled", "GenerateGroups"}},
 		{"varlen-lse", []string{"AttentionVarlen"}},
 		{"varlen-dv", []string{"AttentionVarlen", "TrainStepPacked"}},
 		{"sample-no-top-p", []string{"Sample", "GenerateSampled"}},

@@ -149,6 +149,13 @@ func (d *device) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
 	return d.drv.htod(dst, src, bytes)
 }
 
+// dtod copies within the device (queued), counted apart from the host's copies.
+func (d *device) dtod(dst, src dptr, bytes int64) error {
+	d.count.DeviceCopies++
+	d.count.DeviceToDevice += bytes
+	return d.drv.dtod(dst, src, bytes)
+}
+
 // dtoh copies to the host after synchronising the stream.
 func (d *device) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
 	if err := d.sync(); err != nil {

@@ -16,6 +16,8 @@ import (
 type Counters struct {
 	HostToDevice, DeviceToHost int64 // bytes
 	Uploads, Downloads         int64 // copies
+	DeviceToDevice             int64 // bytes copied within the device (Copy), not counted above
+	DeviceCopies               int64 // device-to-device copies
 	Largest                    int64 // bytes of the largest single copy, either way
 	Allocs                     int64 // device allocations (cuMemAlloc calls)
 	AllocBytes                 int64
@@ -28,8 +30,8 @@ type Counters struct {
 }
 
 func (c Counters) String() string {
-	return fmt.Sprintf("up %d B in %d copies, down %d B in %d copies, %d allocations (%d B), %d syncs (%v waiting), %d launches",
-		c.HostToDevice, c.Uploads, c.DeviceToHost, c.Downloads, c.Allocs, c.AllocBytes, c.Syncs, c.SyncWait, c.Launches)
+	return fmt.Sprintf("up %d B in %d copies, down %d B in %d copies, on the device %d B in %d copies, %d allocations (%d B), %d syncs (%v waiting), %d launches",
+		c.HostToDevice, c.Uploads, c.DeviceToHost, c.Downloads, c.DeviceToDevice, c.DeviceCopies, c.Allocs, c.AllocBytes, c.Syncs, c.SyncWait, c.Launches)
 }
 
 // Counters returns the counts so far.
@@ -271,7 +273,7 @@ func (b *Backend) Copy(dst, src []float32) {
 	}
 	b.d.run("Copy", func(a *arena) {
 		ps := a.in(src, n)
-		must(b.d.drv.dtod(a.out(dst, n), ps, int64(n)*4))
+		must(b.d.dtod(a.out(dst, n), ps, int64(n)*4))
 	})
 }
 

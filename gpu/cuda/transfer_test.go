@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/rlhost/rlhost/gpu"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
@@ -364,6 +365,7 @@ func TestTransferMixedPrecision(t *testing.T) {
 		t.Logf("%s: %v", what, got)
 		g, w := got, want
 		g.Launches, w.Launches = 0, 0
+		g.SyncWait, w.SyncWait = 0, 0 // a time, not a count
 		if g != w {
 			t.Errorf("%s: %v, in fp32 %v", what, got, want)
 		}
@@ -399,5 +401,133 @@ func TestTransferMixedPrecision(t *testing.T) {
 			continue
 		}
 		same(t, "generation "+p.String(), got, fp32)
+	}
+}
+
+// countedGen is the emulator's backend as the groups workload's model sees
+// it, counting the forwards (one SampleTokens each) and the copies the
+// generator asks for (Copy: its prefix copies); hostCopy plants a prefix copy
+// through the host (download, then upload).
+type countedGen struct {
+	*Backend
+	forwards, copies, copied int64
+	hostCopy                 bool
+}
+
+func (c *countedGen) SampleTokens(tokens []int32, logp []float32, logits []float32, params []gpu.SampleParams, M, V int) {
+	c.forwards++
+	c.Backend.SampleTokens(tokens, logp, logits, params, M, V)
+}
+
+func (c *countedGen) Copy(dst, src []float32) {
+	c.copies++
+	c.copied += int64(min(len(dst), len(src)))
+	if c.hostCopy {
+		h := make([]float32, min(len(dst), len(src)))
+		c.Backend.Download(h, src[:len(h)])
+		c.Backend.Upload(dst[:len(h)], h)
+		return
+	}
+	c.Backend.Copy(dst, src)
+}
+
+// groupsPrompts are the prompt tokens of the groups workload's two rounds
+// prefilled and shared (groupsWorkload). Round 1: A0 prefills its 18
+// tokens; A1 and A2 copy 17 from A0's slot and run the last; B0 takes A0's
+// slot when it finishes, whose first 6 tokens (the system prompt) are
+// already there, and prefills 14; B1 and B2 copy 19 from B0's slot: 36
+// prefilled, 78 shared. Round 2: the tool turns of B2, B1, B0 (finished
+// last) find their conversations in their own slots (prompt + response but
+// its last token: 25, 24, 23) and run 4 tokens each; those of A2, A1, A0
+// share only the system prompt and prefill the rest (21, 20, 19): 72
+// prefilled, 90 shared.
+var groupsPrompts = [2][2]int{{36, 78}, {72, 90}}
+
+// groupsTransfer runs the groups workload on the emulator, after a warm-up
+// run when warm (Params.Changed between the two empties the cache, so the
+// second schedules the same), and returns the counts of the last run, its
+// rounds and the generator's own copies and forwards.
+func groupsTransfer(t *testing.T, warm bool, plant func(*countedGen, *model.Generator)) (Counters, [2]groupsRound, *countedGen) {
+	t.Helper()
+	be := OpenEmulator()
+	cg := &countedGen{Backend: be}
+	w := newGroupsWorkload()
+	m, g, err := w.generator(cg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warm {
+		if _, err := w.run(g); err != nil {
+			t.Fatal(err)
+		}
+		m.Params.Changed()
+	}
+	if plant != nil {
+		plant(cg, g)
+	}
+	cg.forwards, cg.copies, cg.copied = 0, 0, 0
+	be.ResetCounters()
+	rounds, err := w.run(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return be.Counters(), rounds, cg
+}
+
+// groupsIO is what the groups workload must move: 16 B per token run
+// (ids, positions, slots, cache rows up) and 36 B per sampled row (selected
+// row and sampling parameters up, sampled id and log-prob down), with the
+// prompt tokens of groupsPrompts prefilled and every generated token but a
+// request's last run as a decode token; and the tokens and rows.
+func groupsIO(rounds [2]groupsRound) (io, N, M int64) {
+	for n, r := range rounds {
+		N += int64(groupsPrompts[n][0])
+		for _, res := range r.Results {
+			N += int64(len(res.Tokens) - 1)
+			M += int64(len(res.Tokens))
+		}
+	}
+	return 16*N + 36*M, N, M
+}
+
+// TestTransferGenerateGroups: a GRPO rollout with a tool turn
+// (groupsWorkload: groups of samples, slots refilled mid-run, the tool turn
+// appended to the conversations' caches) moves only its per-token and
+// per-row I/O between host and device: the prefix copies stay on the device
+// (counted apart: as many as the generator made, of as many floats) and the
+// tool turns' reuse of their slots moves nothing; no allocation after the
+// warm-up; one synchronisation per forward.
+func TestTransferGenerateGroups(t *testing.T) {
+	got, rounds, cg := groupsTransfer(t, true, nil)
+	io, N, M := groupsIO(rounds)
+	t.Logf("groups + tool turn: %d forwards, %d tokens run, %d sampled: %v (own I/O %d B); the generator copied %d floats in %d copies",
+		cg.forwards, N, M, got, io, cg.copied, cg.copies)
+	for n, r := range rounds {
+		if r.Prefill != groupsPrompts[n][0] || r.Share != groupsPrompts[n][1] {
+			t.Errorf("round %d: %d prompt tokens prefilled, %d shared; want %d and %d", n+1, r.Prefill, r.Share, groupsPrompts[n][0], groupsPrompts[n][1])
+		}
+	}
+	checkDecode(t, "groups + tool turn", got, cg.forwards, io, groupsConfig.V)
+	if cg.copies == 0 || got.DeviceCopies != cg.copies || got.DeviceToDevice != 4*cg.copied {
+		t.Errorf("the device copied %d B in %d copies; the generator asked for %d floats in %d copies", got.DeviceToDevice, got.DeviceCopies, cg.copied, cg.copies)
+	}
+}
+
+// TestTransferGenerateGroupsPlanted: a prefix copy through the host, and
+// prompts prefilled again instead of shared, each fail the bounds of
+// TestTransferGenerateGroups (one run each, without the warm-up: the
+// allocations are not what they plant).
+func TestTransferGenerateGroupsPlanted(t *testing.T) {
+	got, rounds, _ := groupsTransfer(t, false, func(cg *countedGen, _ *model.Generator) { cg.hostCopy = true })
+	io, _, _ := groupsIO(rounds)
+	t.Logf("planted prefix copy through the host: %v (own I/O %d B)", got, io)
+	if moved := got.HostToDevice + got.DeviceToHost; moved <= io || got.DeviceCopies != 0 {
+		t.Errorf("with the prefix copies through the host the workload moved %d bytes (bound %d), %d device copies: the bound cannot fail", moved, io, got.DeviceCopies)
+	}
+	got, rounds, _ = groupsTransfer(t, false, func(_ *countedGen, g *model.Generator) { g.NoPrefixSharing = true })
+	io, _, _ = groupsIO(rounds)
+	t.Logf("planted re-prefill: %v (own I/O %d B with sharing)", got, io)
+	if moved := got.HostToDevice + got.DeviceToHost; moved <= io || rounds[1].Share != 0 {
+		t.Errorf("with every prompt prefilled the workload moved %d bytes (bound %d), shared %d tokens in round 2: the bound cannot fail", moved, io, rounds[1].Share)
 	}
 }
