@@ -10,7 +10,7 @@ import (
 // prefix copies, model.Generator's copyPrefix) are planted with a defect:
 //
 //	short      the last position of the prefix is not copied
-//	wrong-slot the keys and values come from the next slot (mod the slots)
+//	wrong-slot the keys and values come from another slot than the source's
 //	skipped    nothing is copied: the slot keeps what it held
 //
 // Every other op, and every copy outside the KV cache, is the device's.
@@ -39,8 +39,12 @@ func (d *prefixDefect) Copy(dst, src []float32) {
 		switch d.kind {
 		case "short":
 			d.Device.Copy(dst[:n-16], src[:n-16])
-		case "wrong-slot":
+		case "wrong-slot": // the slot after src's, or the one after that where it is dst's
+			to := int((uintptr(unsafe.Pointer(unsafe.SliceData(dst))) - uintptr(unsafe.Pointer(unsafe.SliceData(kv)))) / 4)
 			from := (int(off) + slot) % len(kv)
+			if from/slot == to/slot {
+				from = (from + slot) % len(kv)
+			}
 			d.Device.Copy(dst[:n], kv[from:from+n])
 		case "skipped":
 		default:
