@@ -150,6 +150,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	if t.actor, err = model.New(be, ck); err != nil {
 		return nil, err
 	}
+	if err := checkVocab(t.tk, t.actor.Config, mpath); err != nil {
+		return nil, err
+	}
 	needRef := cfg.ActorRolloutRef.Actor.UseKLLoss || cfg.Algorithm.UseKLInReward
 	if mc := cfg.ActorRolloutRef.Model; mc.LoraRank > 0 {
 		// LoRA: the base is frozen, so the reference policy is the actor with its adapters off.
@@ -1169,4 +1172,17 @@ func permuteRows(x []float32, order []int, Tr int) []float32 {
 // cosine decay to min_lr_ratio.
 func (t *Trainer) learningRate(step int) float64 {
 	return scheduledLR(t.cfg.ActorRolloutRef.Actor.Optim, step, t.totalSteps)
+}
+
+// checkVocab refuses a tokenizer with more ids than the model embeds: its ids past vocab_size
+// (its eos among them, perhaps) would index no row of the embedding. A model with more rows
+// than its tokenizer has ids is accepted, as Hugging Face checkpoints often are (Qwen2.5 pads
+// its 151665 ids to 151936): the policy may sample an id the tokenizer lacks, and
+// [tokenizer.Tokenizer.Decode] leaves such ids out of the text, as the Rust library does.
+func checkVocab(tk *tokenizer.Tokenizer, c model.Config, path string) error {
+	if n := tk.VocabSize(); n > c.V {
+		return fmt.Errorf("trainer: actor_rollout_ref.model.path %s: the tokenizer has %d ids but config.json's vocab_size is %d: "+
+			"the ids from %d up have no embedding row", path, n, c.V, c.V)
+	}
+	return nil
 }

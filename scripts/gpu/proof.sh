@@ -5,7 +5,7 @@
 # no internet) and the folder `make gpu-proof-bundle` builds:
 #   rlhost.gz              the CLI built with -tags cuda, stripped, gzipped
 #   proof.sh, proof_torch.py, COMMIT (the commit it was built from)
-#   tokenizer/             SmolLM2's tokenizer files (for the GRPO run)
+#   tokenizer/             SmolLM2's tokenizer files (for the GRPO run, on any shape)
 #   plugins/*.gz, arith-raw/  the arith task plugin (gzipped) and its raw prompts (for the GRPO run)
 #
 # Usage: ./proof.sh [OUT_DIR]    (default ./proof-out; the table is also written to OUT_DIR/table.md,
@@ -18,8 +18,9 @@
 # batch PROOF_DECODE_BATCH (64) and at batch 1, a GRPO-like decode (groups of 8 samples of a
 # prompt, sampled on the device, prefix shared); beside them PyTorch eager (bf16 autocast, SDPA),
 # torch.compile (PROOF_COMPILE=0 skips it) and HF generate (bf16), same GPU, shapes and batch;
-# a 3-step GRPO `rlhost train` on the arith task (SmolLM2-135M shape: the bundle holds its
-# tokenizer; bfloat16 products, packed micro-batches); the paths every step took; one table of
+# a 3-step GRPO `rlhost train` on the arith task (PROOF_GRPO_SHAPE, default qwen2.5-0.5b, with
+# SmolLM2's tokenizer, the bundle's: the model's vocabulary covers its ids, as Qwen2.5's own
+# checkpoints pad theirs; bfloat16 products, packed micro-batches); the paths every step took; one table of
 # tokens/s, latency, MFU, peak device memory, host<->device bytes and syncs per step, the host's
 # share of the wall time, the ratio to PyTorch, and the goals of issue 20, met or not.
 set -uo pipefail
@@ -35,6 +36,8 @@ rlhost=${RLHOST:-$out/bin/rlhost}
 # the goals' shapes (issue 20): training B x T, decode batch DB of NEW tokens after P
 B=${PROOF_BATCH:-8} T=${PROOF_SEQ:-1024} DB=${PROOF_DECODE_BATCH:-64} P=${PROOF_PROMPT:-128} NEW=${PROOF_NEW_TOKENS:-512}
 SHAPES=${PROOF_SHAPES:-qwen2.5-0.5b}
+# the GRPO run's checkpoint shape (default the goal's; smollm2-135m is the small one)
+GRPO_SHAPE=${PROOF_GRPO_SHAPE:-qwen2.5-0.5b}
 # precisions of rlhost's products to time (actor_rollout_ref.actor.dtype; bfloat16 is the
 # default; "bfloat16 float32" adds rlhost's and PyTorch's fp32 steps)
 DTYPES=${PROOF_DTYPES:-bfloat16}
@@ -52,7 +55,7 @@ echo "$sw"
 	echo "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)"
 	echo "commit $(cat "$here/COMMIT" 2>/dev/null || echo unknown)"
 	echo "software $sw"
-	echo "shapes $SHAPES: train B=$B T=$T; decode batch $DB and 1, prompt $P, $NEW new tokens; products $DTYPES"
+	echo "shapes $SHAPES: train B=$B T=$T; decode batch $DB and 1, prompt $P, $NEW new tokens; products $DTYPES; GRPO run $GRPO_SHAPE"
 } >"$out/machine.txt"
 
 step "rlhost selftest --device cuda (every kernel, cuBLAS, a training step and generation vs the CPU backend)"
@@ -76,16 +79,18 @@ for shape in $SHAPES; do
 	results+=("$res")
 done
 
-step "3-step GRPO: rlhost train on the arith task, SmolLM2-135M shape (random weights; the bundle holds its tokenizer, not Qwen2.5's), trainer.device=cuda, packed micro-batches"
+step "3-step GRPO: rlhost train on the arith task, $GRPO_SHAPE shape (random weights; SmolLM2's tokenizer, whose ids the model's vocabulary covers), trainer.device=cuda, packed micro-batches"
 grpo_metrics="$out/runs/proof-arith/metrics.jsonl"
-[ -s "$out/ck-smollm2-135m/model.safetensors" ] || "$py" "$here/proof_torch.py" make "$out/ck-smollm2-135m" smollm2-135m || fail=1
-if [ -x "$out/bin/plugins/rlhost-task-arith" ] && [ -s "$here/tokenizer/tokenizer.json" ] && [ -s "$out/ck-smollm2-135m/model.safetensors" ]; then
-	cp "$here"/tokenizer/* "$out/ck-smollm2-135m/"
+gck="$out/ck-grpo-$GRPO_SHAPE"
+if [ -x "$out/bin/plugins/rlhost-task-arith" ] && [ -s "$here/tokenizer/tokenizer.json" ]; then
+	# the checkpoint carries the tokenizer files and their bos/eos/pad ids (proof_torch.py make)
+	{ [ -s "$gck/model.safetensors" ] && [ -s "$gck/tokenizer.json" ]; } ||
+		"$py" "$here/proof_torch.py" make "$gck" "$GRPO_SHAPE" "$here/tokenizer" || fail=1
 	export RLHOST_PLUGIN_PATH="$out/bin/plugins"
 	(cd "$out" && rm -rf data/arith runs/proof-arith &&
 		"$rlhost" preprocess --task arith --input "$here/arith-raw" --output-dir data/arith &&
 		"$rlhost" train -c "$here/arith.yaml" \
-			actor_rollout_ref.model.path="$out/ck-smollm2-135m" trainer.device=cuda \
+			actor_rollout_ref.model.path="$gck" trainer.device=cuda \
 			actor_rollout_ref.actor.use_dynamic_bsz=true \
 			trainer.total_training_steps=3 trainer.val_before_train=false \
 			trainer.run_dir=runs/proof-arith trainer.experiment_name=proof-arith) 2>&1 | tee "$out/train.txt"
@@ -99,7 +104,7 @@ step "paths (issue 20: products, fused attention, device sampling, prefix sharin
 grep -h '^products ' "$out/selftest.txt" 2>/dev/null
 grep -h '^products on ' "$out/train.txt" 2>/dev/null | sed 's/^/GRPO run: /'
 grpo_arg=()
-[ -s "$grpo_metrics" ] && grpo_arg=(--grpo "$grpo_metrics" --grpo-shape smollm2-135m)
+[ -s "$grpo_metrics" ] && grpo_arg=(--grpo "$grpo_metrics" --grpo-shape "$GRPO_SHAPE")
 "$py" "$here/proof_torch.py" paths "${grpo_arg[@]}" "${results[@]}" || fail=1
 
 step "table (also in $out/table.md)"

@@ -1,6 +1,9 @@
 """The PyTorch side of scripts/gpu/proof.sh, on the GPU machine (torch + transformers only).
 
-  proof_torch.py make DIR SHAPE      write a random SHAPE checkpoint (qwen2.5-0.5b or smollm2-135m)
+  proof_torch.py make DIR SHAPE [TOKENIZER_DIR]
+                                     write a random SHAPE checkpoint (qwen2.5-0.5b or smollm2-135m);
+                                     with TOKENIZER_DIR, its tokenizer files beside it and their
+                                     bos/eos/pad ids in config.json (vocab_size stays SHAPE's)
   proof_torch.py bench DIR B T DB P NEW [DTYPES]
                                      time a training step of B sequences of T tokens (eager with
                                      bf16 autocast and SDPA attention; eager fp32 if DTYPES has
@@ -16,6 +19,7 @@
                                      FILES and the goals of issue 20 (met / not met)
 """
 import json
+import os
 import statistics
 import sys
 import time
@@ -39,15 +43,46 @@ PEAK_BF16 = 795e12
 PEAK_FP32 = 67e12
 
 
-def make(out, shape):
+def token_ids(tokdir):
+    """bos/eos/pad ids of the tokenizer files in tokdir (tokenizer_config.json's tokens, looked up
+    in tokenizer.json's added tokens and vocabulary), as config.json keys; unset tokens are left out."""
+    with open(os.path.join(tokdir, "tokenizer_config.json")) as f:
+        tc = json.load(f)
+    with open(os.path.join(tokdir, "tokenizer.json")) as f:
+        tj = json.load(f)
+    ids = dict(tj.get("model", {}).get("vocab", {}))
+    ids.update({a["content"]: a["id"] for a in tj.get("added_tokens", [])})
+    out = {}
+    for key in ("bos", "eos", "pad"):
+        tok = tc.get(f"{key}_token")
+        if isinstance(tok, dict):
+            tok = tok.get("content")
+        if not tok:
+            continue
+        if tok not in ids:
+            raise SystemExit(f"proof: {tokdir}/tokenizer_config.json: {key}_token {tok!r} is not in tokenizer.json")
+        out[f"{key}_token_id"] = ids[tok]
+    return out
+
+
+def make(out, shape, tokdir=None):
+    """A random SHAPE checkpoint in out. With tokdir, its tokenizer files are copied beside the
+    weights and its bos/eos/pad ids become config.json's, as in a real checkpoint; the model's
+    vocab_size stays SHAPE's, which may exceed the tokenizer's ids (Qwen2.5's does too)."""
+    import shutil
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
     cfg = dict(SHAPES[shape])
     mt = cfg.pop("model_type")
+    if tokdir:
+        cfg.update(token_ids(tokdir))
     config = AutoConfig.for_model(mt, **cfg)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
     model.save_pretrained(out, safe_serialization=True)
+    if tokdir:
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(os.path.join(tokdir, f), out)
     n = sum(p.numel() for p in model.parameters())
     print(f"proof: {shape}: {n/1e6:.1f}M parameters (random) in {out}", file=sys.stderr)
 
@@ -60,7 +95,6 @@ def train_flop(params, layers, q_dim, B, T):
 
 
 def bench(path, B, T, DB, P, new, dtypes):
-    import os
     import torch
     from transformers import AutoModelForCausalLM
     dev = "cuda"
@@ -326,7 +360,7 @@ def table(out, files, grpo_metrics=None, grpo_shape=None):
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "make":
-        make(sys.argv[2], sys.argv[3])
+        make(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
     elif cmd == "bench":
         bench(sys.argv[2], *(int(a) for a in sys.argv[3:8]), sys.argv[8:] or ["bfloat16"])
     elif cmd in ("table", "paths"):

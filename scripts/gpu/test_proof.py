@@ -280,3 +280,67 @@ def test_make_bench_cuda_record(tmp_path):
     assert "NVIDIA H100 80GB HBM3, driver 580.159" in doc.read_text() and "| g1 | 1.50x | met |" in hist.read_text()
     p = make("bench-cuda-record", f"BENCH_CUDA_DOC={doc}", f"BENCH_CUDA_HISTORY={hist}")
     assert p.returncode != 0 and "FROM=DIR" in p.stderr
+
+
+def test_token_ids(tmp_path):
+    # tiny-chat's tokenizer files: no bos, eos and pad <|im_end|> (an added token, id 257)
+    assert proof_torch.token_ids(str(REPO / "host/sft/testdata/tiny-chat")) == {"eos_token_id": 257, "pad_token_id": 257}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(
+        {"added_tokens": [{"id": 5, "content": "<s>"}], "model": {"vocab": {"a": 0, "</s>": 7}}}))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"bos_token": {"content": "<s>"}, "eos_token": "</s>", "pad_token": ""}))
+    assert proof_torch.token_ids(str(tmp_path)) == {"bos_token_id": 5, "eos_token_id": 7}
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|nope|>"}))
+    with pytest.raises(SystemExit, match=r"tokenizer_config.json: eos_token '<\|nope\|>' is not in tokenizer.json"):
+        proof_torch.token_ids(str(tmp_path))
+
+
+STUB_PY = """#!/usr/bin/env bash
+# proof.sh's python: unpacking the bundle runs for real, the versions are made up, the rest is logged
+case "$1 $2" in "-c "*gzip*) exec {py} "$@";; "-c "*) echo "torch 0 cuda 0 transformers 0"; exit 0;; esac
+echo "py $*" >>{log}
+if [ "$2" = make ]; then mkdir -p "$3" && echo x >"$3/model.safetensors" && {{ [ -z "$5" ] || cp "$5/tokenizer.json" "$3/"; }}; fi
+exit 0
+"""
+STUB_RLHOST = """#!/usr/bin/env bash
+echo "rlhost $*" >>{log}
+if [ "$1" = train ]; then mkdir -p runs/proof-arith && echo '{{"step": 1}}' >runs/proof-arith/metrics.jsonl; fi
+exit 0
+"""
+
+
+@pytest.mark.parametrize("knob,shape", [(None, "qwen2.5-0.5b"), ("smollm2-135m", "smollm2-135m")])
+def test_proof_grpo_shape(tmp_path, knob, shape):
+    # proof.sh with stand-ins for python, rlhost and nvidia-smi: the GRPO run's checkpoint is
+    # PROOF_GRPO_SHAPE's (default the goal's), made with the bundle's tokenizer files, and the
+    # goals table is told that shape
+    import gzip
+    import shutil
+    bundle, out, log = tmp_path / "bundle", tmp_path / "out", tmp_path / "log"
+    (bundle / "tokenizer").mkdir(parents=True)
+    (bundle / "plugins").mkdir()
+    (bundle / "arith-raw").mkdir()
+    shutil.copy(HERE / "proof.sh", bundle)
+    (bundle / "tokenizer" / "tokenizer.json").write_text("{}")
+    with gzip.open(bundle / "plugins" / "rlhost-task-arith.gz", "wb") as f:
+        f.write(b"#!/bin/sh\n")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name, text in [("python", STUB_PY.format(py=sys.executable, log=log)), ("rlhost", STUB_RLHOST.format(log=log)),
+                       ("nvidia-smi", "#!/bin/sh\necho 'NVIDIA H100 80GB HBM3'\n")]:
+        (bindir / name).write_text(text)
+        (bindir / name).chmod(0o755)
+    env = dict(os.environ, PYTHON=str(bindir / "python"), RLHOST=str(bindir / "rlhost"), PATH=f"{bindir}:{os.environ['PATH']}")
+    env.pop("PROOF_GRPO_SHAPE", None)
+    if knob:
+        env["PROOF_GRPO_SHAPE"] = knob
+    p = subprocess.run(["bash", str(bundle / "proof.sh"), str(out)], env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"3-step GRPO: rlhost train on the arith task, {shape} shape" in p.stdout
+    assert f"; GRPO run {shape}" in (out / "machine.txt").read_text()
+    calls = log.read_text().splitlines()
+    ck = out / f"ck-grpo-{shape}"
+    assert f"py {bundle}/proof_torch.py make {ck} {shape} {bundle}/tokenizer" in calls
+    train = [c for c in calls if c.startswith("rlhost train ")]
+    assert len(train) == 1 and f"actor_rollout_ref.model.path={ck} " in train[0], train
+    for cmd in ("paths", "table"):
+        assert any(c.startswith(f"py {bundle}/proof_torch.py {cmd} ") and f"--grpo-shape {shape} " in c for c in calls), calls
