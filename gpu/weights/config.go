@@ -33,6 +33,9 @@ func ParseConfig(name string, b []byte) (Config, error) {
 	if err := json.Unmarshal(fixed, &c); err != nil {
 		return Config{}, fmt.Errorf("weights: %s: %w", name, err)
 	}
+	if e, ok := raw["eos_token_id"]; !ok || strings.TrimSpace(string(e)) == "null" {
+		c.NoEOS = true
+	}
 	var rope struct {
 		RopeScaling    map[string]any `json:"rope_scaling"`
 		RopeParameters map[string]any `json:"rope_parameters"`

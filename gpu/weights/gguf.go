@@ -285,6 +285,8 @@ func ggufConfig(f *gguf.File) (Config, error) {
 	}
 	if id, err := f.Uint("tokenizer.ggml.eos_token_id"); err == nil && id <= math.MaxInt32 {
 		c.EOSTokenID = int(id)
+	} else {
+		c.NoEOS = true
 	}
 	if err := checkConfig(c); err != nil {
 		return c, fmt.Errorf("weights: %s: %w", f.Name, err)

@@ -81,6 +81,9 @@ func configJSON(c Config, dtype safetensors.DType) ([]byte, error) {
 	m["dtype"] = torchDtype
 	m["rope_parameters"] = map[string]any{"rope_theta": c.RopeTheta, "rope_type": "default"}
 	m["mlp_bias"] = false
+	if c.NoEOS {
+		m["eos_token_id"] = nil
+	}
 	if c.ModelType == "qwen2" {
 		m["use_sliding_window"] = false
 	}

@@ -24,8 +24,11 @@ type Config struct {
 	AttentionBias         bool     `json:"attention_bias"` // q/k/v bias (always true for qwen2)
 	BOSTokenID            int      `json:"bos_token_id"`
 	EOSTokenID            int      `json:"eos_token_id"`
-	HiddenAct             string   `json:"hidden_act"` // "silu"
-	TorchDtype            string   `json:"torch_dtype,omitempty"`
+	// NoEOS: the file gave no eos id (config.json's eos_token_id absent, null or [], a GGUF
+	// without tokenizer.ggml.eos_token_id); EOSTokenID is then 0, not an id to stop at.
+	NoEOS      bool   `json:"-"`
+	HiddenAct  string `json:"hidden_act"` // "silu"
+	TorchDtype string `json:"torch_dtype,omitempty"`
 }
 
 // Tensor is a dense row-major fp32 tensor.

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu/safetensors"
 )
 
 // figures are reference values of one tensor, as scripts/goldens/weights/weights_golden.py
@@ -329,6 +331,30 @@ func TestSmolLM2(t *testing.T) {
 					break
 				}
 			}
+		}
+	}
+}
+
+// eos_token_id absent, null or [] is NoEOS (EOSTokenID 0 is then no id); an id or a list is
+// not; Save writes a NoEOS config's eos_token_id as null, so a reload keeps it.
+func TestNoEOS(t *testing.T) {
+	base := `{"model_type":"llama","hidden_size":8,"intermediate_size":16,"num_hidden_layers":1,"num_attention_heads":2,"vocab_size":10,"rms_norm_eps":1e-5,"rope_theta":10000`
+	for js, want := range map[string]bool{"": true, `,"eos_token_id":null`: true, `,"eos_token_id":[]`: true,
+		`,"eos_token_id":0`: false, `,"eos_token_id":[3,4]`: false} {
+		c, err := ParseConfig("x", []byte(base+js+"}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.NoEOS != want {
+			t.Errorf("%q: NoEOS %v; want %v", js, c.NoEOS, want)
+		}
+		b, err := configJSON(c, safetensors.F32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseConfig("saved", b)
+		if err != nil || back.NoEOS != want || back.EOSTokenID != c.EOSTokenID {
+			t.Errorf("%q saved as %s: NoEOS %v eos %d (%v)", js, b, back.NoEOS, back.EOSTokenID, err)
 		}
 	}
 }

@@ -153,6 +153,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	if err := checkVocab(t.tk, t.actor.Config, mpath); err != nil {
 		return nil, err
 	}
+	if ck.Config.NoEOS {
+		// a config.json without eos_token_id (a freshly made one, say): stop where the
+		// tokenizer's eos is, not at id 0 (-1, no id, where the tokenizer has none either)
+		t.actor.Config.EOS = t.tk.EOS()
+		fmt.Fprintf(opts.Progress, "%s: config.json has no eos_token_id; generation stops at the tokenizer's eos (id %d)\n", mpath, t.tk.EOS())
+	}
 	needRef := cfg.ActorRolloutRef.Actor.UseKLLoss || cfg.Algorithm.UseKLInReward
 	if mc := cfg.ActorRolloutRef.Model; mc.LoraRank > 0 {
 		// LoRA: the base is frozen, so the reference policy is the actor with its adapters off.

@@ -183,3 +183,38 @@ func TestTrainVocabLargerThanTokenizer(t *testing.T) {
 		}
 	}
 }
+
+// A config.json without eos_token_id (null, as a freshly made qwen2 config has): the trainer's
+// rollouts stop at the tokenizer's eos (<|im_end|>, 257), not at id 0.
+func TestTrainNoEOSInConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the gsm8k plugin")
+	}
+	dir := paddedCheckpoint(t, 300)
+	ck, err := weights.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck.Config.NoEOS = true
+	if err := weights.Save(dir, ck); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil || !strings.Contains(string(b), `"eos_token_id": null`) {
+		t.Fatalf("saved config.json: %v\n%s", err, b)
+	}
+	overrides := append(gaeRun(t, filepath.Join(t.TempDir(), "run")), "actor_rollout_ref.model.path="+dir,
+		"algorithm.adv_estimator=grpo", "algorithm.use_kl_in_reward=false", "trainer.critic_warmup=0")
+	cfg, err := config.Load(nil, overrides)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(context.Background(), cfg, Options{Progress: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if tr.actor.Config.EOS != 257 {
+		t.Fatalf("actor eos %d; want the tokenizer's 257", tr.actor.Config.EOS)
+	}
+}
