@@ -17,7 +17,9 @@
 //   - Backward ops overwrite the gradients of their activation inputs
 //     (dinp, dq, ...) and ACCUMULATE (+=) into parameter gradients
 //     (dweight, dbias, dwte), so tied weights and repeated use just add up.
-//     Zero the parameter gradients before a backward pass.
+//     Zero the parameter gradients before a backward pass. The exception
+//     is ResidualRMSNormBackward, which adds its input gradient into the
+//     residual stream's (dres), as its name says.
 //   - Linear weights are [OC, C] as Hugging Face stores them: out = inp W^T + b.
 //
 // The reference backend is gpu/cpu (Go + OpenBLAS sgemm); the models using

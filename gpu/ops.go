@@ -67,6 +67,20 @@ type Backend interface {
 	// RMSNormBackward: dinp [N,C] overwritten, dweight [C] accumulated.
 	RMSNormBackward(dinp, dweight []float32, dout, inp, weight, rstd []float32, N, C int)
 
+	// ResidualRMSNormForward is ResidualForward and then RMSNormForward of
+	// its result in one pass: res = a + b, out = res * rstd * weight,
+	// rstd = 1/sqrt(mean(res^2)+eps) per row. res [N,C] (may alias a or b),
+	// out [N,C], rstd [N], a, b [N,C], weight [C]. It reads a and b once and
+	// writes res and out once, where the two ops read res back.
+	ResidualRMSNormForward(res, out, rstd []float32, a, b, weight []float32, N, C int, eps float32)
+	// ResidualRMSNormBackward is the backward of a norm whose input res is on
+	// the residual stream: dres [N,C] += the norm's input gradient for the
+	// output gradient dout + dout2 (dout2 [N,C] or nil: the norm's output
+	// feeds several products, whose input gradients are summed here),
+	// dweight [C] accumulated. It replaces adding dout2 into dout, an
+	// RMSNormBackward into scratch and adding that into dres: three passes.
+	ResidualRMSNormBackward(dres, dweight []float32, dout, dout2, res, weight, rstd []float32, N, C int)
+
 	// MatmulForward: out = inp weight^T + bias. out [N,OC], inp [N,C],
 	// weight [OC,C], bias [OC] or nil.
 	MatmulForward(out, inp, weight, bias []float32, N, C, OC int)

@@ -71,24 +71,88 @@ func (Backend) RMSNormForward(out, rstd []float32, inp, weight []float32, N, C i
 	})
 }
 
+// ResidualRMSNormForward: res [N,C] = a + b (res may alias a or b), then
+// out [N,C] = res * rstd * weight, rstd [N], in one pass over the rows: the
+// sum is squared as it is written and the scaling re-reads it from cache,
+// where ResidualForward then RMSNormForward read it back from memory. The
+// results equal theirs exactly.
+func (Backend) ResidualRMSNormForward(res, out, rstd []float32, a, b, weight []float32, N, C int, eps float32) {
+	w := weight[:C]
+	parallelRows(N, 4*C, func(lo, hi int) {
+		if useKernels {
+			residualRMSNormFwdC(res, out, rstd, a, b, w, lo, hi, C, eps)
+			return
+		}
+		for n := lo; n < hi; n++ {
+			x, y := a[n*C:(n+1)*C], b[n*C:(n+1)*C]
+			s, o := res[n*C:(n+1)*C], out[n*C:(n+1)*C]
+			var ss float32
+			for i := range s {
+				v := x[i] + y[i]
+				s[i] = v
+				ss += v * v
+			}
+			r := float32(1 / math.Sqrt(float64(ss/float32(C)+eps)))
+			for i, v := range s {
+				o[i] = v * r * w[i]
+			}
+			rstd[n] = r
+		}
+	})
+}
+
 // RMSNormBackward: dinp [N,C] overwritten, dweight [C] accumulated.
 //
 //	dinp_i = rstd * (w_i*dout_i - x_i * rstd^2 * mean_j(w_j*dout_j*x_j))
 func (Backend) RMSNormBackward(dinp, dweight []float32, dout, inp, weight, rstd []float32, N, C int) {
+	rmsnormBackward(dinp, dweight, dout, nil, inp, weight, rstd, N, C, false)
+}
+
+// ResidualRMSNormBackward: dres [N,C] += the input gradient of the norm,
+// whose output gradient is dout + dout2 (dout2 may be nil); dweight [C]
+// accumulated. The sum of the two output gradients and the add into the
+// residual stream's gradient happen in the norm's own passes.
+func (Backend) ResidualRMSNormBackward(dres, dweight []float32, dout, dout2, res, weight, rstd []float32, N, C int) {
+	rmsnormBackward(dres, dweight, dout, dout2, res, weight, rstd, N, C, true)
+}
+
+// rmsnormBackward is RMSNormBackward (add false: dinp overwritten) and
+// ResidualRMSNormBackward (add true: dinp accumulated), with dout2 nil or
+// added to dout.
+func rmsnormBackward(dinp, dweight []float32, dout, dout2, inp, weight, rstd []float32, N, C int, add bool) {
 	w := weight[:C]
 	if useKernels {
 		// dweight: each goroutine reduces all rows for its columns (8-aligned ranges)
 		parallelRows((C+7)/8, 8*N, func(lo, hi int) {
-			rmsnormBwdDwC(dweight, dout, inp, rstd, N, C, lo*8, min(hi*8, C))
+			rmsnormBwdDwC(dweight, dout, dout2, inp, rstd, N, C, lo*8, min(hi*8, C))
 		})
 		parallelRows(N, 4*C, func(lo, hi int) {
-			rmsnormBwdDinpC(dinp, dout, inp, w, rstd, lo, hi, C)
+			if add {
+				rmsnormBwdDinpAddC(dinp, dout, dout2, inp, w, rstd, lo, hi, C)
+			} else {
+				rmsnormBwdDinpC(dinp, dout, inp, w, rstd, lo, hi, C)
+			}
 		})
 		return
 	}
+	// d is row n of the output gradient (dout + dout2), in buf when summed.
+	row := func(n int, buf []float32) []float32 {
+		d := dout[n*C : (n+1)*C]
+		if dout2 == nil {
+			return d
+		}
+		for i, v := range dout2[n*C : (n+1)*C] {
+			buf[i] = d[i] + v
+		}
+		return buf
+	}
+	var buf []float32
+	if dout2 != nil {
+		buf = make([]float32, C)
+	}
 	for n := 0; n < N; n++ { // dweight: a sequential reduction over rows
 		x := inp[n*C : (n+1)*C]
-		d := dout[n*C : (n+1)*C]
+		d := row(n, buf)
 		r := rstd[n]
 		dw := dweight[:C]
 		for i := range dw {
@@ -96,9 +160,13 @@ func (Backend) RMSNormBackward(dinp, dweight []float32, dout, inp, weight, rstd 
 		}
 	}
 	parallelRows(N, 4*C, func(lo, hi int) {
+		var buf []float32
+		if dout2 != nil {
+			buf = make([]float32, C)
+		}
 		for n := lo; n < hi; n++ {
 			x := inp[n*C : (n+1)*C]
-			d := dout[n*C : (n+1)*C]
+			d := row(n, buf)
 			di := dinp[n*C : (n+1)*C]
 			r := rstd[n]
 			var dot float32
@@ -107,7 +175,11 @@ func (Backend) RMSNormBackward(dinp, dweight []float32, dout, inp, weight, rstd 
 			}
 			c := r * r * dot / float32(C)
 			for i := range x {
-				di[i] = r * (w[i]*d[i] - x[i]*c)
+				if add {
+					di[i] += r * (w[i]*d[i] - x[i]*c)
+				} else {
+					di[i] = r * (w[i]*d[i] - x[i]*c)
+				}
 			}
 		}
 	})

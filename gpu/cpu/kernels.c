@@ -354,6 +354,40 @@ AVX2 void rl_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float 
 	}
 }
 
+// rl_residual_rmsnorm_fwd: rows lo..hi-1 of res [*,C] = a + b (res may alias
+// a or b) and out = res * rstd * weight, in one pass over a and b: each row's
+// sum is written and squared in the same loop, and the scaling re-reads it
+// from cache. The sums of squares are dot3's (the same lanes and order), so
+// the results equal ResidualForward's followed by rl_rmsnorm_fwd exactly.
+AVX2 void rl_residual_rmsnorm_fwd(float *res, float *out, float *rstd, const float *a, const float *b, const float *weight,
+	long lo, long hi, long C, float eps) {
+	for (long n = lo; n < hi; n++) {
+		const float *x = a + n * C, *y = b + n * C;
+		float *s = res + n * C, *o = out + n * C;
+		__m256 acc = _mm256_setzero_ps();
+		long i = 0;
+		for (; i + 8 <= C; i += 8) {
+			__m256 v = _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i));
+			_mm256_storeu_ps(s + i, v);
+			acc = _mm256_add_ps(_mm256_mul_ps(v, v), acc);
+		}
+		float ss = hsum8(acc);
+		for (; i < C; i++) {
+			float v = x[i] + y[i];
+			s[i] = v;
+			ss += v * v;
+		}
+		float r = (float)(1 / sqrt((double)(ss / (float)C + eps)));
+		__m256 rv = _mm256_set1_ps(r);
+		i = 0;
+		for (; i + 8 <= C; i += 8)
+			_mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(s + i), rv), _mm256_loadu_ps(weight + i)));
+		for (; i < C; i++)
+			o[i] = s[i] * r * weight[i];
+		rstd[n] = r;
+	}
+}
+
 // rl_rmsnorm_bwd_dinp: rows lo..hi-1 of
 // dinp = rstd * (w*dout - x * rstd^2 * mean(w*dout*x)).
 AVX2 void rl_rmsnorm_bwd_dinp(float *dinp, const float *dout, const float *inp, const float *weight, const float *rstd,
@@ -376,20 +410,77 @@ AVX2 void rl_rmsnorm_bwd_dinp(float *dinp, const float *dout, const float *inp, 
 }
 
 // rl_rmsnorm_bwd_dw: dweight[c0..c1-1] += sum over the N rows of dout*x*rstd,
-// row by row (the Go loop's order and arithmetic).
-AVX2 void rl_rmsnorm_bwd_dw(float *dweight, const float *dout, const float *inp, const float *rstd, long N, long C,
-	long c0, long c1) {
+// row by row (the Go loop's order and arithmetic). dout2 is NULL, or a second
+// output gradient added to dout element by element first.
+static inline __attribute__((always_inline)) AVX2 void rmsnorm_bwd_dw(float *dweight, const float *dout,
+	const float *dout2, const float *inp, const float *rstd, long N, long C, long c0, long c1, const int two) {
 	for (long n = 0; n < N; n++) {
-		const float *x = inp + n * C, *d = dout + n * C;
+		const float *x = inp + n * C, *d = dout + n * C, *d2 = two ? dout2 + n * C : 0;
 		__m256 rv = _mm256_set1_ps(rstd[n]);
 		long i = c0;
 		for (; i + 8 <= c1; i += 8) {
-			__m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(d + i), _mm256_loadu_ps(x + i)), rv);
+			__m256 dv = _mm256_loadu_ps(d + i);
+			if (two)
+				dv = _mm256_add_ps(dv, _mm256_loadu_ps(d2 + i));
+			__m256 t = _mm256_mul_ps(_mm256_mul_ps(dv, _mm256_loadu_ps(x + i)), rv);
 			_mm256_storeu_ps(dweight + i, _mm256_add_ps(_mm256_loadu_ps(dweight + i), t));
 		}
 		for (; i < c1; i++)
-			dweight[i] += d[i] * x[i] * rstd[n];
+			dweight[i] += (two ? d[i] + d2[i] : d[i]) * x[i] * rstd[n];
 	}
+}
+
+AVX2 void rl_rmsnorm_bwd_dw(float *dweight, const float *dout, const float *dout2, const float *inp, const float *rstd,
+	long N, long C, long c0, long c1) {
+	if (dout2)
+		rmsnorm_bwd_dw(dweight, dout, dout2, inp, rstd, N, C, c0, c1, 1);
+	else
+		rmsnorm_bwd_dw(dweight, dout, 0, inp, rstd, N, C, c0, c1, 0);
+}
+
+// rl_rmsnorm_bwd_dinp_add: rows lo..hi-1 of
+// dinp += rstd * (w*d - x * rstd^2 * mean(w*d*x)), d = dout (+ dout2 unless
+// NULL): the norm's input gradient added into the residual stream's in the
+// pass that computes it.
+static inline __attribute__((always_inline)) AVX2 void rmsnorm_bwd_dinp_add(float *dinp, const float *dout,
+	const float *dout2, const float *inp, const float *weight, const float *rstd, long lo, long hi, long C, const int two) {
+	for (long n = lo; n < hi; n++) {
+		const float *x = inp + n * C, *d = dout + n * C, *d2 = two ? dout2 + n * C : 0;
+		float *di = dinp + n * C;
+		float r = rstd[n];
+		__m256 s = _mm256_setzero_ps();
+		long i = 0;
+		for (; i + 8 <= C; i += 8) {
+			__m256 dv = _mm256_loadu_ps(d + i);
+			if (two)
+				dv = _mm256_add_ps(dv, _mm256_loadu_ps(d2 + i));
+			s = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(weight + i), dv), _mm256_loadu_ps(x + i), s);
+		}
+		float dot = hsum8(s);
+		for (; i < C; i++)
+			dot += weight[i] * (two ? d[i] + d2[i] : d[i]) * x[i];
+		float c = r * r * dot / (float)C;
+		__m256 rv = _mm256_set1_ps(r), cv = _mm256_set1_ps(c);
+		i = 0;
+		for (; i + 8 <= C; i += 8) {
+			__m256 dv = _mm256_loadu_ps(d + i);
+			if (two)
+				dv = _mm256_add_ps(dv, _mm256_loadu_ps(d2 + i));
+			__m256 wd = _mm256_mul_ps(_mm256_loadu_ps(weight + i), dv);
+			__m256 xc = _mm256_mul_ps(_mm256_loadu_ps(x + i), cv);
+			_mm256_storeu_ps(di + i, _mm256_add_ps(_mm256_loadu_ps(di + i), _mm256_mul_ps(rv, _mm256_sub_ps(wd, xc))));
+		}
+		for (; i < C; i++)
+			di[i] += r * (weight[i] * (two ? d[i] + d2[i] : d[i]) - x[i] * c);
+	}
+}
+
+AVX2 void rl_rmsnorm_bwd_dinp_add(float *dinp, const float *dout, const float *dout2, const float *inp,
+	const float *weight, const float *rstd, long lo, long hi, long C) {
+	if (dout2)
+		rmsnorm_bwd_dinp_add(dinp, dout, dout2, inp, weight, rstd, lo, hi, C, 1);
+	else
+		rmsnorm_bwd_dinp_add(dinp, dout, 0, inp, weight, rstd, lo, hi, C, 0);
 }
 
 // softmax_unnorm overwrites s[0..P) with exp(s - max) and returns 1/sum.

@@ -147,12 +147,42 @@ func rmsnormBwdDinpC(dinp, dout, inp, weight, rstd []float32, lo, hi, nc int) {
 	C.rl_rmsnorm_bwd_dinp(fptr(dinp), fptr(dout), fptr(inp), fptr(weight), fptr(rstd), C.long(lo), C.long(hi), C.long(nc))
 }
 
-func rmsnormBwdDwC(dweight, dout, inp, rstd []float32, N, nc, c0, c1 int) {
+// rmsnormBwdDwC: dout2 nil, or a second output gradient added to dout.
+func rmsnormBwdDwC(dweight, dout, dout2, inp, rstd []float32, N, nc, c0, c1 int) {
 	if N == 0 || c0 >= c1 {
 		return
 	}
 	_, _, _, _ = dweight[nc-1], dout[N*nc-1], inp[N*nc-1], rstd[N-1]
-	C.rl_rmsnorm_bwd_dw(fptr(dweight), fptr(dout), fptr(inp), fptr(rstd), C.long(N), C.long(nc), C.long(c0), C.long(c1))
+	var d2 *C.float
+	if dout2 != nil {
+		_ = dout2[N*nc-1]
+		d2 = fptr(dout2)
+	}
+	C.rl_rmsnorm_bwd_dw(fptr(dweight), fptr(dout), d2, fptr(inp), fptr(rstd), C.long(N), C.long(nc), C.long(c0), C.long(c1))
+}
+
+func residualRMSNormFwdC(res, out, rstd, a, b, weight []float32, lo, hi, nc int, eps float32) {
+	if lo >= hi {
+		return
+	}
+	_, _, _, _, _, _ = res[hi*nc-1], out[hi*nc-1], a[hi*nc-1], b[hi*nc-1], rstd[hi-1], weight[nc-1]
+	C.rl_residual_rmsnorm_fwd(fptr(res), fptr(out), fptr(rstd), fptr(a), fptr(b), fptr(weight), C.long(lo), C.long(hi),
+		C.long(nc), C.float(eps))
+}
+
+// rmsnormBwdDinpAddC: dout2 nil, or a second output gradient added to dout.
+func rmsnormBwdDinpAddC(dinp, dout, dout2, inp, weight, rstd []float32, lo, hi, nc int) {
+	if lo >= hi {
+		return
+	}
+	_, _, _, _, _ = dinp[hi*nc-1], dout[hi*nc-1], inp[hi*nc-1], weight[nc-1], rstd[hi-1]
+	var d2 *C.float
+	if dout2 != nil {
+		_ = dout2[hi*nc-1]
+		d2 = fptr(dout2)
+	}
+	C.rl_rmsnorm_bwd_dinp_add(fptr(dinp), fptr(dout), d2, fptr(inp), fptr(weight), fptr(rstd), C.long(lo), C.long(hi),
+		C.long(nc))
 }
 
 // attentionCachedC is AttentionCachedForward's items lo..hi-1 (token, kv

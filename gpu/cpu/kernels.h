@@ -16,10 +16,14 @@ void rl_exp(float *out, const float *x, long n);
 double rl_sumsq(const float *x, long n);
 void rl_scale(float *x, long n, float s);
 void rl_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *weight, long lo, long hi, long C, float eps);
+void rl_residual_rmsnorm_fwd(float *res, float *out, float *rstd, const float *a, const float *b, const float *weight,
+	long lo, long hi, long C, float eps);
 void rl_rmsnorm_bwd_dinp(float *dinp, const float *dout, const float *inp, const float *weight, const float *rstd,
 	long lo, long hi, long C);
-void rl_rmsnorm_bwd_dw(float *dweight, const float *dout, const float *inp, const float *rstd, long N, long C,
-	long c0, long c1);
+void rl_rmsnorm_bwd_dw(float *dweight, const float *dout, const float *dout2, const float *inp, const float *rstd,
+	long N, long C, long c0, long c1);
+void rl_rmsnorm_bwd_dinp_add(float *dinp, const float *dout, const float *dout2, const float *inp,
+	const float *weight, const float *rstd, long lo, long hi, long C);
 void rl_attention_cached(float *out, const float *q, const float *kc, const float *vc, const int32_t *slot,
 	const int32_t *pos, long NH, long NKV, long HD, long maxT, long lo, long hi, float scale, float *s, long maxLen);
 double rl_exp_shift(float *out, const float *x, long n, float m, float s);

@@ -75,6 +75,7 @@ var Checks = []Check{
 	{"GemmStridedBatchedBF16", checkGemmStridedBatchedBF16},
 	{"Embedding", checkEmbedding},
 	{"RMSNorm", checkRMSNorm},
+	{"ResidualRMSNorm", checkResidualRMSNorm},
 	{"Matmul", checkMatmul},
 	{"MatmulBF16", checkMatmulBF16},
 	{"MatmulTF32", checkMatmulTF32},

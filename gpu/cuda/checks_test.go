@@ -102,6 +102,24 @@ func (d *cpuDevice) SwiGLUForward(out, gate, up []float32, n int) {
 	}
 }
 
+func (d *cpuDevice) ResidualRMSNormForward(res, out, rstd []float32, a, b, weight []float32, N, C int, eps float32) {
+	d.Backend.ResidualRMSNormForward(res, out, rstd, a, b, weight, N, C, eps)
+	if d.perturb == "residual-rmsnorm-res" {
+		res[N*C-1] += 1e-3
+	}
+}
+
+func (d *cpuDevice) ResidualRMSNormBackward(dres, dweight []float32, dout, dout2, res, weight, rstd []float32, N, C int) {
+	switch d.perturb {
+	case "residual-rmsnorm-overwrite": // dres overwritten, as RMSNormBackward does
+		d.Backend.RMSNormBackward(dres, dweight, dout, res, weight, rstd, N, C)
+		return
+	case "residual-rmsnorm-no-dout2":
+		dout2 = nil
+	}
+	d.Backend.ResidualRMSNormBackward(dres, dweight, dout, dout2, res, weight, rstd, N, C)
+}
+
 func (d *cpuDevice) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v []float32, B, T, NH, NKV, HD int) {
 	d.Backend.AttentionBackward(dq, dk, dv, scratch, dout, q, k, v, B, T, NH, NKV, HD)
 	if d.perturb == "attention-dk" {
@@ -188,6 +206,9 @@ func TestChecksDetectErrors(t *testing.T) {
 		{"varlen-lse", []string{"AttentionVarlen"}},
 		{"varlen-dv", []string{"AttentionVarlen", "TrainStepPacked"}},
 		{"sample-no-top-p", []string{"Sample", "GenerateSampled"}},
+		{"residual-rmsnorm-res", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked"}},
+		{"residual-rmsnorm-overwrite", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepBF16", "TrainStepTF32"}},
+		{"residual-rmsnorm-no-dout2", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepBF16", "TrainStepTF32"}},
 	} {
 		t.Run(tc.perturb, func(t *testing.T) {
 			d := &cpuDevice{perturb: tc.perturb}

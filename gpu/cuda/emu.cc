@@ -151,7 +151,11 @@ static const rl_kernel rl_kernels[] = {
     rl_make("flash_attention_backward_dkv/tile", flash_backward_dkv<FA_BUG_TILE>),
     rl_make("flash_attention_backward_dq/nosync", flash_backward_dq<FA_BUG_NOSYNC>),
     rl_make("flash_attention_backward_dq/tile", flash_backward_dq<FA_BUG_TILE>),
-    K(sample_tokens), K(f32_to_bf16),
+    K(sample_tokens), K(f32_to_bf16), K(residual_rmsnorm_forward),
+    // rmsnorm.cuh RN_BUG_*: the fused residual + norm with a planted defect
+    rl_make("residual_rmsnorm_forward/norm_a", residual_rmsnorm_forward_impl<RN_BUG_NORM_A>),
+    rl_make("rmsnorm_backward_dinp/overwrite", rmsnorm_backward_dinp_impl<RN_BUG_OVERWRITE>),
+    rl_make("rmsnorm_backward_dinp/no_dout2", rmsnorm_backward_dinp_impl<RN_BUG_NO_DOUT2>),
     // bf16.cuh BF16_BUG_TRUNCATE: the rounding left out
     rl_make("f32_to_bf16/truncate", +[](unsigned short* out, const float* inp, i64 n) {
         f32_to_bf16_impl<BF16_BUG_TRUNCATE>(out, inp, n);

@@ -10,7 +10,7 @@ package cuda
 // kernelNames are the extern "C" kernels of kernels.cu.
 var kernelNames = []string{
 	"embedding_forward", "embedding_backward",
-	"rmsnorm_forward", "rmsnorm_backward_dinp", "rmsnorm_backward_dweight",
+	"rmsnorm_forward", "rmsnorm_backward_dinp", "rmsnorm_backward_dweight", "residual_rmsnorm_forward",
 	"add_bias", "bias_backward", "f32_to_bf16", "rope",
 	"attention_probs", "attention_out", "attention_dscores", "attention_dq", "attention_dkv", "attention_cached",
 	"flash_attention_forward", "flash_attention_backward_dot", "flash_attention_backward_dkv", "flash_attention_backward_dq",

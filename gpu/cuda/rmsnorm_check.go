@@ -20,3 +20,49 @@ func checkRMSNorm(b Device) error {
 	b.RMSNormBackward(di2, dw2, dout, inp, w, r1, N, C)
 	return compareAll(1e-5, "out", o2, o1, "rstd", r2, r1, "dinp", di2, di1, "dweight", dw2, dw1)
 }
+
+// checkResidualRMSNorm compares the fused residual + norm, forward (res
+// separate from and aliasing a) and backward (with and without a second
+// output gradient; dres accumulated), with gpu/cpu's. Outputs are poisoned
+// first, and the accumulated ones start from random values.
+func checkResidualRMSNorm(b Device) error {
+	r := rand.New(rand.NewPCG(5, 6))
+	const N, C = 13, 576
+	x, y, w := randn(r, N*C, 2), randn(r, N*C, 1), randn(r, C, 1)
+	poison := func(n int) []float32 {
+		p := make([]float32, n)
+		for i := range p {
+			p[i] = 1e30
+		}
+		return p
+	}
+	res1, o1, r1 := make([]float32, N*C), make([]float32, N*C), make([]float32, N)
+	res2, o2, r2 := poison(N*C), poison(N*C), poison(N)
+	ref.ResidualRMSNormForward(res1, o1, r1, x, y, w, N, C, 1e-5)
+	b.ResidualRMSNormForward(res2, o2, r2, x, y, w, N, C, 1e-5)
+	if err := compareAll(1e-5, "res", res2, res1, "out", o2, o1, "rstd", r2, r1); err != nil {
+		return err
+	}
+	inplace, o3, r3 := clone(x), poison(N*C), poison(N)
+	b.ResidualRMSNormForward(inplace, o3, r3, inplace, y, w, N, C, 1e-5)
+	if err := compareAll(1e-5, "res (in place)", inplace, res1, "out (res in place)", o3, o1,
+		"rstd (res in place)", r3, r1); err != nil {
+		return err
+	}
+	d1, d2 := randn(r, N*C, 1), randn(r, N*C, 1)
+	dres0, dw0 := randn(r, N*C, 1), randn(r, C, 1)
+	for _, dout2 := range [][]float32{d2, nil} {
+		dres1, dres2 := clone(dres0), clone(dres0)
+		dw1, dw2 := clone(dw0), clone(dw0)
+		ref.ResidualRMSNormBackward(dres1, dw1, d1, dout2, res1, w, r1, N, C)
+		b.ResidualRMSNormBackward(dres2, dw2, d1, dout2, res1, w, r1, N, C)
+		what := " (dout2 nil)"
+		if dout2 != nil {
+			what = " (dout + dout2)"
+		}
+		if err := compareAll(1e-5, "dres"+what, dres2, dres1, "dweight"+what, dw2, dw1); err != nil {
+			return err
+		}
+	}
+	return nil
+}

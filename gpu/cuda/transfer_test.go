@@ -134,6 +134,28 @@ func checkSteps(t *testing.T, what string, got Counters, io, paramBytes int64, m
 	}
 }
 
+// stepLaunches are the kernel launches of the steps below in fp32 (the
+// table "Transfers per step" in docs/gpu.md), by test and number of layers:
+// a change to them (a fusion, a new pass) is a change to that table. The
+// residual adds are fused with the RMSNorm that follows them (forward) and
+// into the norm's backward (ResidualRMSNormForward/Backward): 34 launches a
+// layer in a training step where the unfused ops took 40.
+var stepLaunches = map[string]int64{
+	"L=1,scoredOnly=false": 44, "L=2,scoredOnly=false": 78,
+	"L=1,scoredOnly=true": 46, "L=2,scoredOnly=true": 80,
+	"critic L=1": 47, "critic L=2": 81,
+	"LoRA L=1": 68, "LoRA L=2": 127,
+	"decode lora=false": 108, "decode lora=true": 220,
+}
+
+// checkLaunches fails when a step's launches differ from stepLaunches.
+func checkLaunches(t *testing.T, what string, got Counters) {
+	t.Helper()
+	if want, ok := stepLaunches[what]; !ok || got.Launches != want {
+		t.Errorf("%s: %d kernel launches, want %d (update stepLaunches and docs/gpu.md together)", what, got.Launches, want)
+	}
+}
+
 // TestTransferTrainStep: a policy training step (forward, backward, clip,
 // AdamW) keeps every tensor on the device, and its synchronisations do not
 // grow with the number of layers.
@@ -147,6 +169,7 @@ func TestTransferTrainStep(t *testing.T) {
 			got := counted(be, func() { s.run(t) })
 			c := transferConfig(L)
 			checkSteps(t, name, got, policyIO(transferB*transferT), int64(c.NumParams())*4, 8)
+			checkLaunches(t, name, got)
 			syncs[L] = got.Syncs
 		}
 		if syncs[1] != syncs[2] {
@@ -185,6 +208,7 @@ func TestTransferCriticStep(t *testing.T) {
 		// tokens and dvalues up, values down; two squared norms down
 		io := int64(transferB*transferT)*3*4 + 16
 		checkSteps(t, fmt.Sprintf("critic L=%d", L), got, io, int64(c.NumParams())*4, 8)
+		checkLaunches(t, fmt.Sprintf("critic L=%d", L), got)
 		syncs[L] = got.Syncs
 	}
 	if syncs[1] != syncs[2] {
@@ -228,6 +252,7 @@ func TestTransferLoRATrainStep(t *testing.T) {
 		got := counted(be, func() { s.run(t) })
 		adapters := int64(len(s.m.LoRA().Data)) * 4
 		checkSteps(t, fmt.Sprintf("LoRA L=%d", L), got, policyIO(transferB*transferT), adapters, 8)
+		checkLaunches(t, fmt.Sprintf("LoRA L=%d", L), got)
 		syncs[L] = got.Syncs
 	}
 	if syncs[1] != syncs[2] {
@@ -331,6 +356,7 @@ func TestTransferDecodeStep(t *testing.T) {
 	for _, lora := range []bool{false, true} {
 		got, steps, io := decodeRun(t, OpenEmulator(), lora, nil)
 		checkDecode(t, fmt.Sprintf("decode lora=%v", lora), got, steps, io, transferConfig(2).V)
+		checkLaunches(t, fmt.Sprintf("decode lora=%v", lora), got)
 	}
 }
 

@@ -194,9 +194,11 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 		g.cache[s] = append(g.cache[s][:j], t)
 	}
 	be.EmbeddingForward(g.x, tokD, p.Embed, N, c.C)
+	be.RMSNormForward(g.ln, g.rstd, g.x, p.Layers[0].LN1, N, c.C, c.Eps)
 	for l := 0; l < c.L; l++ {
+		// g.ln holds ln1(x) of this layer: the norm above, or the previous
+		// layer's last op (the residual add fused with this norm)
 		lp := &p.Layers[l]
-		be.RMSNormForward(g.ln, g.rstd, g.x, lp.LN1, N, c.C, c.Eps)
 		fl := g.fusedLayer(l)
 		if fl != nil { // one product for q, k and v
 			g.fused = grow(g.fused, N*(QD+2*KD))
@@ -217,8 +219,7 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 		be.AttentionCachedForward(g.atty, g.q, g.kc[l], g.vc[l], slotD, posD, N, c.NH, c.NKV, c.HD, g.MaxT)
 		be.MatmulForward(g.tmp, g.atty, lp.WO, nil, N, QD, c.C)
 		m.loraForward(&g.lora, nil, g.tmp, g.atty, m.adapter(l, modO), N)
-		be.ResidualForward(g.x, g.x, g.tmp, N*c.C)
-		be.RMSNormForward(g.ln, g.rstd, g.x, lp.LN2, N, c.C, c.Eps)
+		be.ResidualRMSNormForward(g.x, g.ln, g.rstd, g.x, g.tmp, lp.LN2, N, c.C, c.Eps)
 		if fl != nil { // one product for gate and up
 			g.fused = grow(g.fused, N*2*c.F)
 			cpu.LowpMatmul(g.fused, g.ln, fl.gateUp, nil, N)
@@ -232,7 +233,11 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 		be.SwiGLUForward(g.gate, g.gate, g.up, N*c.F)
 		be.MatmulForward(g.tmp, g.gate, lp.WDown, nil, N, c.F, c.C)
 		m.loraForward(&g.lora, nil, g.tmp, g.gate, m.adapter(l, modDown), N)
-		be.ResidualForward(g.x, g.x, g.tmp, N*c.C)
+		if l+1 < c.L { // with the next layer's ln1
+			be.ResidualRMSNormForward(g.x, g.ln, g.rstd, g.x, g.tmp, p.Layers[l+1].LN1, N, c.C, c.Eps)
+		} else { // the final norm runs on the selected rows only
+			be.ResidualForward(g.x, g.x, g.tmp, N*c.C)
+		}
 	}
 	M := len(rows)
 	g.sel, g.lnsel = g.tensor(&g.sel, M*c.C, "selected rows"), g.tensor(&g.lnsel, M*c.C, "selected rows, normalised")

@@ -335,13 +335,11 @@ func (m *Model) forwardBody(a *Acts, b Batch) error {
 	}
 
 	be.EmbeddingForward(a.layers[0].x, a.tokens, p.Embed, N, c.C)
+	be.RMSNormForward(a.ln, a.layers[0].rstd1, a.layers[0].x, p.Layers[0].LN1, N, c.C, c.Eps)
 	for l := 0; l < c.L; l++ {
+		// a.ln holds ln1(x) of this layer: the norm above, or the previous
+		// layer's last op (the residual add fused with this norm)
 		la, lp := &a.layers[l], &p.Layers[l]
-		out := a.xf // the residual stream after this layer
-		if l+1 < c.L {
-			out = a.layers[l+1].x
-		}
-		be.RMSNormForward(a.ln, la.rstd1, la.x, lp.LN1, N, c.C, c.Eps)
 		be.MatmulForward(la.q, a.ln, lp.WQ, lp.BQ, N, c.C, QD)
 		m.loraForward(&a.lora, &a.loraU[l][modQ], la.q, a.ln, m.adapter(l, modQ), N)
 		be.MatmulForward(la.k, a.ln, lp.WK, lp.BK, N, c.C, KD)
@@ -357,8 +355,7 @@ func (m *Model) forwardBody(a *Acts, b Batch) error {
 		}
 		be.MatmulForward(a.dtmp, la.atty, lp.WO, nil, N, QD, c.C) // dtmp: scratch [N,C]
 		m.loraForward(&a.lora, &a.loraU[l][modO], a.dtmp, la.atty, m.adapter(l, modO), N)
-		be.ResidualForward(la.r2, la.x, a.dtmp, N*c.C)
-		be.RMSNormForward(a.ln, la.rstd2, la.r2, lp.LN2, N, c.C, c.Eps)
+		be.ResidualRMSNormForward(la.r2, a.ln, la.rstd2, la.x, a.dtmp, lp.LN2, N, c.C, c.Eps)
 		be.MatmulForward(la.gate, a.ln, lp.WGate, nil, N, c.C, c.F)
 		m.loraForward(&a.lora, &a.loraU[l][modGate], la.gate, a.ln, m.adapter(l, modGate), N)
 		be.MatmulForward(la.up, a.ln, lp.WUp, nil, N, c.C, c.F)
@@ -366,9 +363,15 @@ func (m *Model) forwardBody(a *Acts, b Batch) error {
 		be.SwiGLUForward(a.h, la.gate, la.up, N*c.F)
 		be.MatmulForward(a.dtmp, a.h, lp.WDown, nil, N, c.F, c.C)
 		m.loraForward(&a.lora, &a.loraU[l][modDown], a.dtmp, a.h, m.adapter(l, modDown), N)
-		be.ResidualForward(out, la.r2, a.dtmp, N*c.C)
+		// the residual stream after this layer, and its norm: the next
+		// layer's ln1, or the final norm
+		if l+1 < c.L {
+			nx := &a.layers[l+1]
+			be.ResidualRMSNormForward(nx.x, a.ln, nx.rstd1, la.r2, a.dtmp, p.Layers[l+1].LN1, N, c.C, c.Eps)
+		} else {
+			be.ResidualRMSNormForward(a.xf, a.lnf, a.rstdf, la.r2, a.dtmp, p.NormF, N, c.C, c.Eps)
+		}
 	}
-	be.RMSNormForward(a.lnf, a.rstdf, a.xf, p.NormF, N, c.C, c.Eps)
 	return nil
 }
 
@@ -387,7 +390,7 @@ func (m *Model) Backward(a *Acts, dlogp, dentropy []float32) error {
 
 	// g holds the base gradients; with a frozen base its weight and bias
 	// views are nil (MatmulBackward skips them) and its norm weights point at
-	// a discarded scratch (RMSNormBackward always accumulates one).
+	// a discarded scratch (the norms' backward always accumulates one).
 	var g *Params
 	frozen := m.lora != nil
 	if frozen {
@@ -452,9 +455,8 @@ func (m *Model) backwardBody(a *Acts, g *Params, frozen bool) {
 		m.loraBackward(&a.lora, a.dln, a.dgate, a.ln, a.loraU[l][modGate], m.adapter(l, modGate), N)
 		be.MatmulBackward(a.dtmp, lg.WUp, nil, a.dup, a.ln, lp.WUp, N, c.C, c.F)
 		m.loraBackward(&a.lora, a.dtmp, a.dup, a.ln, a.loraU[l][modUp], m.adapter(l, modUp), N)
-		be.ResidualForward(a.dln, a.dln, a.dtmp, N*c.C)
-		be.RMSNormBackward(a.dtmp, lg.LN2, a.dln, la.r2, lp.LN2, la.rstd2, N, c.C)
-		be.ResidualForward(a.dres, a.dres, a.dtmp, N*c.C) // a.dres = d r2
+		// a.dres += ln2's input gradient for d ln2 = a.dln + a.dtmp: a.dres = d r2
+		be.ResidualRMSNormBackward(a.dres, lg.LN2, a.dln, a.dtmp, la.r2, lp.LN2, la.rstd2, N, c.C)
 		// r2 = x + o_proj(atty): dres flows to x unchanged, and into attention.
 		be.MatmulBackward(a.datty, lg.WO, nil, a.dres, la.atty, lp.WO, N, QD, c.C)
 		m.loraBackward(&a.lora, a.datty, a.dres, la.atty, a.loraU[l][modO], m.adapter(l, modO), N)
@@ -474,9 +476,8 @@ func (m *Model) backwardBody(a *Acts, g *Params, frozen bool) {
 		be.ResidualForward(a.dln, a.dln, a.dtmp, N*c.C)
 		be.MatmulBackward(a.dtmp, lg.WV, lg.BV, a.dv, a.ln, lp.WV, N, c.C, KD)
 		m.loraBackward(&a.lora, a.dtmp, a.dv, a.ln, a.loraU[l][modV], m.adapter(l, modV), N)
-		be.ResidualForward(a.dln, a.dln, a.dtmp, N*c.C)
-		be.RMSNormBackward(a.dtmp, lg.LN1, a.dln, la.x, lp.LN1, la.rstd1, N, c.C)
-		be.ResidualForward(a.dres, a.dres, a.dtmp, N*c.C) // a.dres = d x
+		// a.dres += ln1's input gradient for d ln1 = a.dln + a.dtmp: a.dres = d x
+		be.ResidualRMSNormBackward(a.dres, lg.LN1, a.dln, a.dtmp, la.x, lp.LN1, la.rstd1, N, c.C)
 	}
 	if !frozen {
 		be.EmbeddingBackward(g.Embed, a.dres, a.tokens, N, c.C)

@@ -1,7 +1,15 @@
-// Kernels: RMSNorm forward and backward (rmsnorm.go).
-// CPU reference: gpu/cpu; the checks beside the Go ops (rmsnorm_check.go) compare them.
+// Kernels: RMSNorm forward and backward, and its fusions with the residual
+// add (rmsnorm.go). CPU reference: gpu/cpu; the checks beside the Go ops
+// (rmsnorm_check.go) compare them.
 // Included by kernels.cu inside its extern "C" block.
 #pragma once
+
+// Planted defects, for the emulator's tests only (emu.cc registers kernels
+// built with them); the kernels below are built with RN_OK.
+#define RN_OK 0
+#define RN_BUG_NORM_A 1     // the fused forward's rstd from a alone, not a + b
+#define RN_BUG_OVERWRITE 2  // the fused backward overwrites dres instead of adding to it
+#define RN_BUG_NO_DOUT2 3   // the fused backward leaves the second output gradient out of dinp
 
 // ---------------------------------------------------------------------------
 // RMSNorm: one block per row n.
@@ -17,26 +25,75 @@ __global__ void rmsnorm_forward(float* out, float* rstd, const float* inp, const
     if (threadIdx.x == 0) rstd[n] = r;
 }
 
-// dinp_i = rstd * (w_i*dout_i - x_i * rstd^2 * mean_j(w_j*dout_j*x_j)).
-__global__ void rmsnorm_backward_dinp(float* dinp, const float* dout, const float* inp, const float* weight,
-                                      const float* rstd, i64 N, i64 C) {
+extern "C++" {
+
+// residual_rmsnorm_forward: res = a + b (res may alias a or b), out =
+// rmsnorm(res) * weight, rstd [N]; one block per row n, as llm.c's
+// fused_residual_forward. Each thread squares the sums it writes and
+// re-reads only its own elements of res (from cache), so a and b are read
+// once and res is never read back from memory by another pass.
+template <int BUG>
+__device__ void residual_rmsnorm_forward_impl(float* res, float* out, float* rstd, const float* a, const float* b,
+                                              const float* weight, i64 N, i64 C, float eps) {
+    i64 n = blockIdx.x;
+    float ss = 0.0f;
+    for (i64 i = threadIdx.x; i < C; i += BLOCK) {
+        float v = a[n * C + i] + b[n * C + i];
+        res[n * C + i] = v;
+        ss += BUG == RN_BUG_NORM_A ? a[n * C + i] * a[n * C + i] : v * v;
+    }
+    ss = block_sum(ss);
+    float r = rsqrtf(ss / (float)C + eps);
+    for (i64 i = threadIdx.x; i < C; i += BLOCK) out[n * C + i] = res[n * C + i] * r * weight[i];
+    if (threadIdx.x == 0) rstd[n] = r;
+}
+
+// rmsnorm_backward_dinp_impl: per row n, with d = dout (+ dout2 unless null),
+// g_i = rstd * (w_i*d_i - x_i * rstd^2 * mean_j(w_j*d_j*x_j)); dinp = g
+// (add 0) or dinp += g (add 1: the residual stream's gradient).
+template <int BUG>
+__device__ void rmsnorm_backward_dinp_impl(float* dinp, const float* dout, const float* dout2, const float* inp,
+                                           const float* weight, const float* rstd, i64 N, i64 C, i64 add) {
     i64 n = blockIdx.x;
     const float* x = inp + n * C;
     const float* d = dout + n * C;
+    const float* d2 = dout2 != nullptr && BUG != RN_BUG_NO_DOUT2 ? dout2 + n * C : nullptr;
     float r = rstd[n];
     float dot = 0.0f;
-    for (i64 i = threadIdx.x; i < C; i += BLOCK) dot += weight[i] * d[i] * x[i];
+    for (i64 i = threadIdx.x; i < C; i += BLOCK) dot += weight[i] * (d2 ? d[i] + d2[i] : d[i]) * x[i];
     dot = block_sum(dot);
     float c = r * r * dot / (float)C;
-    for (i64 i = threadIdx.x; i < C; i += BLOCK) dinp[n * C + i] = r * (weight[i] * d[i] - x[i] * c);
+    for (i64 i = threadIdx.x; i < C; i += BLOCK) {
+        float g = r * (weight[i] * (d2 ? d[i] + d2[i] : d[i]) - x[i] * c);
+        if (add && BUG != RN_BUG_OVERWRITE) g += dinp[n * C + i];
+        dinp[n * C + i] = g;
+    }
 }
 
-// dweight[c] += sum_n dout[n,c]*inp[n,c]*rstd[n]: one thread per channel, rows in order.
-__global__ void rmsnorm_backward_dweight(float* dweight, const float* dout, const float* inp, const float* rstd,
-                                         i64 N, i64 C) {
+}  // extern "C++"
+
+__global__ void residual_rmsnorm_forward(float* res, float* out, float* rstd, const float* a, const float* b,
+                                         const float* weight, i64 N, i64 C, float eps) {
+    residual_rmsnorm_forward_impl<RN_OK>(res, out, rstd, a, b, weight, N, C, eps);
+}
+
+// rmsnorm_backward_dinp: dinp = (add 0) or += (add 1) the input gradient for
+// the output gradient dout + dout2 (dout2 may be null).
+__global__ void rmsnorm_backward_dinp(float* dinp, const float* dout, const float* dout2, const float* inp,
+                                      const float* weight, const float* rstd, i64 N, i64 C, i64 add) {
+    rmsnorm_backward_dinp_impl<RN_OK>(dinp, dout, dout2, inp, weight, rstd, N, C, add);
+}
+
+// dweight[c] += sum_n (dout+dout2)[n,c]*inp[n,c]*rstd[n] (dout2 may be null):
+// one thread per channel, rows in order.
+__global__ void rmsnorm_backward_dweight(float* dweight, const float* dout, const float* dout2, const float* inp,
+                                         const float* rstd, i64 N, i64 C) {
     GRID_STRIDE(c, C) {
         float s = 0.0f;
-        for (i64 n = 0; n < N; n++) s += dout[n * C + c] * inp[n * C + c] * rstd[n];
+        for (i64 n = 0; n < N; n++) {
+            float d = dout2 ? dout[n * C + c] + dout2[n * C + c] : dout[n * C + c];
+            s += d * inp[n * C + c] * rstd[n];
+        }
         dweight[c] += s;
     }
 }
