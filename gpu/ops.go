@@ -94,6 +94,12 @@ type Backend interface {
 	RopeForward(out, inp []float32, pos []int32, cos, sin []float32, N, H, HD int, layout RopeLayout)
 	// RopeBackward rotates the gradient back (by -theta). dinp may alias dout.
 	RopeBackward(dinp, dout []float32, pos []int32, cos, sin []float32, N, H, HD int, layout RopeLayout)
+	// RopeQKForward is RopeForward of the queries q [N,NH,HD] and the keys
+	// k [N,NKV,HD] of the same tokens, in place, in one pass (one launch).
+	RopeQKForward(q, k []float32, pos []int32, cos, sin []float32, N, NH, NKV, HD int, layout RopeLayout)
+	// RopeQKBackward is RopeBackward of dq [N,NH,HD] and dk [N,NKV,HD], in
+	// place, in one pass.
+	RopeQKBackward(dq, dk []float32, pos []int32, cos, sin []float32, N, NH, NKV, HD int, layout RopeLayout)
 
 	// AttentionForward is causal grouped-query softmax attention over each
 	// sequence of the batch: query head h reads key/value head h/(NH/NKV).

@@ -243,6 +243,17 @@ func (Backend) RopeBackward(dinp, dout []float32, pos []int32, cos, sin []float3
 	rope(dinp, dout, pos, cos, sin, N, H, HD, layout, -1)
 }
 
+// RopeQKForward rotates q [N,NH,HD] and k [N,NKV,HD] in place, token by
+// token: one pass over the rows, each token's cos/sin row read once.
+func (Backend) RopeQKForward(q, k []float32, pos []int32, cos, sin []float32, N, NH, NKV, HD int, layout gpu.RopeLayout) {
+	ropeQK(q, k, pos, cos, sin, N, NH, NKV, HD, layout, 1)
+}
+
+// RopeQKBackward rotates dq and dk back in place.
+func (Backend) RopeQKBackward(dq, dk []float32, pos []int32, cos, sin []float32, N, NH, NKV, HD int, layout gpu.RopeLayout) {
+	ropeQK(dq, dk, pos, cos, sin, N, NH, NKV, HD, layout, -1)
+}
+
 // rope rotates each channel pair (a, b) of every head:
 // a' = a cos - sign*b sin, b' = b cos + sign*a sin.
 func rope(out, inp []float32, pos []int32, cos, sin []float32, N, H, HD int, layout gpu.RopeLayout, sign float32) {
@@ -250,29 +261,49 @@ func rope(out, inp []float32, pos []int32, cos, sin []float32, N, H, HD int, lay
 	parallelRows(N, H*HD*2, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			p := int(pos[n])
-			c := cos[p*half : (p+1)*half]
-			s := sin[p*half : (p+1)*half]
-			for h := 0; h < H; h++ {
-				x := inp[(n*H+h)*HD : (n*H+h+1)*HD]
-				o := out[(n*H+h)*HD : (n*H+h+1)*HD]
-				if layout == gpu.RopePairs {
-					for i := 0; i < half; i++ {
-						a, b := x[2*i], x[2*i+1]
-						ss := sign * s[i]
-						o[2*i] = a*c[i] - b*ss
-						o[2*i+1] = b*c[i] + a*ss
-					}
-				} else {
-					for i := 0; i < half; i++ {
-						a, b := x[i], x[i+half]
-						ss := sign * s[i]
-						o[i] = a*c[i] - b*ss
-						o[i+half] = b*c[i] + a*ss
-					}
-				}
-			}
+			ropeHeads(out[n*H*HD:(n+1)*H*HD], inp[n*H*HD:(n+1)*H*HD], cos[p*half:(p+1)*half], sin[p*half:(p+1)*half],
+				H, HD, layout, sign)
 		}
 	})
+}
+
+// ropeQK is rope over the query and the key heads of each token, in place.
+func ropeQK(q, k []float32, pos []int32, cos, sin []float32, N, NH, NKV, HD int, layout gpu.RopeLayout, sign float32) {
+	half := HD / 2
+	parallelRows(N, (NH+NKV)*HD*2, func(lo, hi int) {
+		for n := lo; n < hi; n++ {
+			p := int(pos[n])
+			c, s := cos[p*half:(p+1)*half], sin[p*half:(p+1)*half]
+			qn, kn := q[n*NH*HD:(n+1)*NH*HD], k[n*NKV*HD:(n+1)*NKV*HD]
+			ropeHeads(qn, qn, c, s, NH, HD, layout, sign)
+			ropeHeads(kn, kn, c, s, NKV, HD, layout, sign)
+		}
+	})
+}
+
+// ropeHeads rotates the H heads of one token: out, inp [H,HD] (may alias),
+// c, s [HD/2] the token's row of the tables.
+func ropeHeads(out, inp, c, s []float32, H, HD int, layout gpu.RopeLayout, sign float32) {
+	half := HD / 2
+	for h := 0; h < H; h++ {
+		x := inp[h*HD : (h+1)*HD]
+		o := out[h*HD : (h+1)*HD]
+		if layout == gpu.RopePairs {
+			for i := 0; i < half; i++ {
+				a, b := x[2*i], x[2*i+1]
+				ss := sign * s[i]
+				o[2*i] = a*c[i] - b*ss
+				o[2*i+1] = b*c[i] + a*ss
+			}
+		} else {
+			for i := 0; i < half; i++ {
+				a, b := x[i], x[i+half]
+				ss := sign * s[i]
+				o[i] = a*c[i] - b*ss
+				o[i+half] = b*c[i] + a*ss
+			}
+		}
+	}
 }
 
 // ---------------------------------------------------------------------------

@@ -80,6 +80,7 @@ var Checks = []Check{
 	{"MatmulBF16", checkMatmulBF16},
 	{"MatmulTF32", checkMatmulTF32},
 	{"Rope", checkRope},
+	{"RopeQK", checkRopeQK},
 	{"Attention", checkAttention},
 	{"AttentionCached", checkAttentionCached},
 	{"AttentionVarlen", checkAttentionVarlen},

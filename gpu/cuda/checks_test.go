@@ -166,6 +166,14 @@ func (d *cpuDevice) RopeBackward(dinp, dout []float32, pos []int32, cos, sin []f
 	d.Backend.RopeBackward(dinp, dout, pos, cos, sin, N, H, HD, layout)
 }
 
+func (d *cpuDevice) RopeQKBackward(dq, dk []float32, pos []int32, cos, sin []float32, N, NH, NKV, HD int, layout gpu.RopeLayout) {
+	if d.perturb == "rope-backward-forward" { // rotating the wrong way
+		d.Backend.RopeQKForward(dq, dk, pos, cos, sin, N, NH, NKV, HD, layout)
+		return
+	}
+	d.Backend.RopeQKBackward(dq, dk, pos, cos, sin, N, NH, NKV, HD, layout)
+}
+
 func (d *cpuDevice) SampleTokens(tokens []int32, logp []float32, logits []float32, params []gpu.SampleParams, M, V int) {
 	if d.perturb == "sample-no-top-p" { // the nucleus ignored
 		params = slices.Clone(params)
@@ -199,7 +207,7 @@ func TestChecksDetectErrors(t *testing.T) {
 		{"swiglu", []string{"SwiGLU", "ResidentTensors", "TrainStep", "TrainStepPacked", "GenerateGroups"}},
 		{"attention-dk", []string{"Attention", "TrainStep", "TrainStepTF32"}},
 		{"adamw-no-decay", []string{"AdamW", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
-		{"rope-backward-forward", []string{"Rope", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
+		{"rope-backward-forward", []string{"Rope", "RopeQK", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
 		{"bf16-truncate", []string{"ToBF16", "GemmBF16", "GemmStridedBatchedBF16", "MatmulBF16"}},
 		{"matmul-backward-fp32", []string{"MatmulBF16"}},
 		{"cached-attention", []string{"AttentionCached", "Generate", "GenerateSampled", "GenerateGroups"}},

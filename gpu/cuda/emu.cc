@@ -156,6 +156,9 @@ static const rl_kernel rl_kernels[] = {
     rl_make("residual_rmsnorm_forward/norm_a", residual_rmsnorm_forward_impl<RN_BUG_NORM_A>),
     rl_make("rmsnorm_backward_dinp/overwrite", rmsnorm_backward_dinp_impl<RN_BUG_OVERWRITE>),
     rl_make("rmsnorm_backward_dinp/no_dout2", rmsnorm_backward_dinp_impl<RN_BUG_NO_DOUT2>),
+    K(rope_qk),
+    // rope.cuh ROPE_BUG_KSTRIDE
+    rl_make("rope_qk/kstride", rope_qk_impl<ROPE_BUG_KSTRIDE>),
     // bf16.cuh BF16_BUG_TRUNCATE: the rounding left out
     rl_make("f32_to_bf16/truncate", +[](unsigned short* out, const float* inp, i64 n) {
         f32_to_bf16_impl<BF16_BUG_TRUNCATE>(out, inp, n);

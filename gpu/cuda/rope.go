@@ -28,3 +28,26 @@ func (b *Backend) rope(op string, out, inp []float32, pos []int32, cos, sin []fl
 			ptr(a.in(cos, len(cos))), ptr(a.in(sin, len(sin))), i64(N), i64(H), i64(HD), i64(pairs), f32(sign))
 	})
 }
+
+// RopeQKForward rotates q [N,NH,HD] and k [N,NKV,HD] in place in one launch.
+func (b *Backend) RopeQKForward(q, k []float32, pos []int32, cos, sin []float32, N, NH, NKV, HD int, layout gpu.RopeLayout) {
+	b.ropeQK("RopeQKForward", q, k, pos, cos, sin, N, NH, NKV, HD, layout, 1)
+}
+
+// RopeQKBackward rotates dq and dk back in place in one launch.
+func (b *Backend) RopeQKBackward(dq, dk []float32, pos []int32, cos, sin []float32, N, NH, NKV, HD int, layout gpu.RopeLayout) {
+	b.ropeQK("RopeQKBackward", dq, dk, pos, cos, sin, N, NH, NKV, HD, layout, -1)
+}
+
+func (b *Backend) ropeQK(op string, q, k []float32, pos []int32, cos, sin []float32, N, NH, NKV, HD int, layout gpu.RopeLayout, sign float32) {
+	half := HD / 2
+	pairs := 0
+	if layout == gpu.RopePairs {
+		pairs = 1
+	}
+	b.d.run(op, func(a *arena) {
+		b.d.launch("rope_qk", gridFor(N*(NH+NKV)*half), ptr(a.inout(q, N*NH*HD)), ptr(a.inout(k, N*NKV*HD)),
+			ptr(a.ints(pos, N)), ptr(a.in(cos, len(cos))), ptr(a.in(sin, len(sin))), i64(N), i64(NH), i64(NKV), i64(HD),
+			i64(pairs), f32(sign))
+	})
+}

@@ -37,3 +37,38 @@ func checkRope(b Device) error {
 	}
 	return nil
 }
+
+// checkRopeQK compares the fused RoPE of queries and keys, forward and
+// backward, in both layouts, with gpu/cpu's RopeForward/RopeBackward of each
+// tensor alone (GQA: fewer key heads than query heads).
+func checkRopeQK(b Device) error {
+	r := rand.New(rand.NewPCG(7, 8))
+	const N, NH, NKV, HD, P = 11, 4, 2, 32, 40
+	cos, sin := make([]float32, P*HD/2), make([]float32, P*HD/2)
+	for p := 0; p < P; p++ {
+		for i := 0; i < HD/2; i++ {
+			th := float64(p) * math.Pow(10000, -2*float64(i)/HD)
+			cos[p*HD/2+i], sin[p*HD/2+i] = float32(math.Cos(th)), float32(math.Sin(th))
+		}
+	}
+	pos := make([]int32, N)
+	for i := range pos {
+		pos[i] = int32(r.IntN(P))
+	}
+	q, k := randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1)
+	for _, layout := range []gpu.RopeLayout{gpu.RopeHalf, gpu.RopePairs} {
+		q1, k1, q2, k2 := make([]float32, len(q)), make([]float32, len(k)), clone(q), clone(k)
+		ref.RopeForward(q1, q, pos, cos, sin, N, NH, HD, layout)
+		ref.RopeForward(k1, k, pos, cos, sin, N, NKV, HD, layout)
+		b.RopeQKForward(q2, k2, pos, cos, sin, N, NH, NKV, HD, layout)
+		dq1, dk1, dq2, dk2 := make([]float32, len(q)), make([]float32, len(k)), clone(q), clone(k)
+		ref.RopeBackward(dq1, q, pos, cos, sin, N, NH, HD, layout)
+		ref.RopeBackward(dk1, k, pos, cos, sin, N, NKV, HD, layout)
+		b.RopeQKBackward(dq2, dk2, pos, cos, sin, N, NH, NKV, HD, layout)
+		l := "/" + layout.String()
+		if err := compareAll(1e-5, "q"+l, q2, q1, "k"+l, k2, k1, "dq"+l, dq2, dq1, "dk"+l, dk2, dk1); err != nil {
+			return err
+		}
+	}
+	return nil
+}

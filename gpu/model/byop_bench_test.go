@@ -56,6 +56,22 @@ func (b *timedBackend) RopeBackward(out, inp []float32, pos []int32, cos, sin []
 	defer b.add("RopeBackward", time.Now())
 	b.Backend.RopeBackward(out, inp, pos, cos, sin, N, H, HD, l)
 }
+func (b *timedBackend) RopeQKForward(q, k []float32, pos []int32, cos, sin []float32, N, NH, NKV, HD int, l gpu.RopeLayout) {
+	defer b.add("RopeQKForward", time.Now())
+	b.Backend.RopeQKForward(q, k, pos, cos, sin, N, NH, NKV, HD, l)
+}
+func (b *timedBackend) RopeQKBackward(dq, dk []float32, pos []int32, cos, sin []float32, N, NH, NKV, HD int, l gpu.RopeLayout) {
+	defer b.add("RopeQKBackward", time.Now())
+	b.Backend.RopeQKBackward(dq, dk, pos, cos, sin, N, NH, NKV, HD, l)
+}
+func (b *timedBackend) ResidualRMSNormForward(res, out, rstd, a, c, weight []float32, N, C int, eps float32) {
+	defer b.add("ResidualRMSNormForward", time.Now())
+	b.Backend.ResidualRMSNormForward(res, out, rstd, a, c, weight, N, C, eps)
+}
+func (b *timedBackend) ResidualRMSNormBackward(dres, dweight, dout, dout2, res, weight, rstd []float32, N, C int) {
+	defer b.add("ResidualRMSNormBackward", time.Now())
+	b.Backend.ResidualRMSNormBackward(dres, dweight, dout, dout2, res, weight, rstd, N, C)
+}
 func (b *timedBackend) AttentionForward(out, scratch, q, k, v []float32, B, T, NH, NKV, HD int) {
 	defer b.add("AttentionForward", time.Now())
 	b.Backend.AttentionForward(out, scratch, q, k, v, B, T, NH, NKV, HD)

@@ -346,8 +346,7 @@ func (m *Model) forwardBody(a *Acts, b Batch) error {
 		m.loraForward(&a.lora, &a.loraU[l][modK], la.k, a.ln, m.adapter(l, modK), N)
 		be.MatmulForward(la.v, a.ln, lp.WV, lp.BV, N, c.C, KD)
 		m.loraForward(&a.lora, &a.loraU[l][modV], la.v, a.ln, m.adapter(l, modV), N)
-		be.RopeForward(la.q, la.q, a.pos, m.cos, m.sin, N, c.NH, c.HD, m.Rope)
-		be.RopeForward(la.k, la.k, a.pos, m.cos, m.sin, N, c.NKV, c.HD, m.Rope)
+		be.RopeQKForward(la.q, la.k, a.pos, m.cos, m.sin, N, c.NH, c.NKV, c.HD, m.Rope)
 		if a.packed {
 			be.AttentionVarlenForward(la.atty, la.lse, la.q, la.k, la.v, a.cu[:a.nseq+1], a.nseq, N, a.maxLen, c.NH, c.NKV, c.HD)
 		} else {
@@ -466,8 +465,7 @@ func (m *Model) backwardBody(a *Acts, g *Params, frozen bool) {
 		} else {
 			be.AttentionBackward(a.dq, a.dk, a.dv, a.attBuf, a.datty, la.q, la.k, la.v, B, T, c.NH, c.NKV, c.HD)
 		}
-		be.RopeBackward(a.dq, a.dq, a.pos, m.cos, m.sin, N, c.NH, c.HD, m.Rope)
-		be.RopeBackward(a.dk, a.dk, a.pos, m.cos, m.sin, N, c.NKV, c.HD, m.Rope)
+		be.RopeQKBackward(a.dq, a.dk, a.pos, m.cos, m.sin, N, c.NH, c.NKV, c.HD, m.Rope)
 		be.RMSNormForward(a.ln, la.rstd1, la.x, lp.LN1, N, c.C, c.Eps) // recompute ln1
 		be.MatmulBackward(a.dln, lg.WQ, lg.BQ, a.dq, a.ln, lp.WQ, N, c.C, QD)
 		m.loraBackward(&a.lora, a.dln, a.dq, a.ln, a.loraU[l][modQ], m.adapter(l, modQ), N)

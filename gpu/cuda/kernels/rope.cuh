@@ -25,3 +25,41 @@ __global__ void rope(float* out, const float* inp, const int* pos, const float* 
         out[nh * HD + ib] = b * c + a * s;
     }
 }
+
+// Planted defect, for the emulator's tests only (emu.cc registers the kernel
+// built with it); rope_qk is built with ROPE_OK.
+#define ROPE_OK 0
+#define ROPE_BUG_KSTRIDE 1  // the key heads addressed with the query heads' row stride
+
+extern "C++" {
+
+// rope_qk_impl: RoPE of q [N,NH,HD] and k [N,NKV,HD] in place, in one
+// launch: one thread per rotated pair of the N*(NH+NKV) heads, head h < NH
+// of token n a query head, the others key heads.
+template <int BUG>
+__device__ void rope_qk_impl(float* q, float* k, const int* pos, const float* cosT, const float* sinT, i64 N, i64 NH,
+                             i64 NKV, i64 HD, i64 pairs, float sign) {
+    i64 half = HD / 2, H = NH + NKV;
+    GRID_STRIDE(idx, N * H * half) {
+        i64 i = idx % half;
+        i64 nh = idx / half;  // n*H + h
+        i64 n = nh / H, h = nh % H;
+        i64 p = pos[n];
+        float c = cosT[p * half + i], s = sign * sinT[p * half + i];
+        i64 ia = pairs ? 2 * i : i;
+        i64 ib = pairs ? 2 * i + 1 : i + half;
+        i64 kstride = BUG == ROPE_BUG_KSTRIDE ? NH : NKV;
+        float* x = h < NH ? q + (n * NH + h) * HD : k + (n * kstride + h - NH) * HD;
+        if (BUG == ROPE_BUG_KSTRIDE && h >= NH && n * kstride + h - NH >= N * NKV) continue;
+        float a = x[ia], b = x[ib];
+        x[ia] = a * c - b * s;
+        x[ib] = b * c + a * s;
+    }
+}
+
+}  // extern "C++"
+
+__global__ void rope_qk(float* q, float* k, const int* pos, const float* cosT, const float* sinT, i64 N, i64 NH,
+                        i64 NKV, i64 HD, i64 pairs, float sign) {
+    rope_qk_impl<ROPE_OK>(q, k, pos, cosT, sinT, N, NH, NKV, HD, pairs, sign);
+}

@@ -1,0 +1,29 @@
+//go:build cudaemu && !cuda
+
+package cuda
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRopeQKPlantedBug runs the fused RoPE check with the key heads
+// addressed at the query heads' row stride (rope.cuh ROPE_BUG_KSTRIDE): the
+// check must fail, naming the keys.
+func TestRopeQKPlantedBug(t *testing.T) {
+	be := OpenEmulator()
+	check := Check{"RopeQK", checkRopeQK}
+	if err := check.Do(be); err != nil {
+		t.Fatalf("the check fails without a defect: %v", err)
+	}
+	emuPlanted["rope_qk"] = "kstride"
+	defer delete(emuPlanted, "rope_qk")
+	err := check.Do(be)
+	if err == nil {
+		t.Fatal("the check passed with the key stride planted in rope_qk")
+	}
+	if !strings.Contains(err.Error(), "k/") {
+		t.Errorf("error %q does not name k", err)
+	}
+	t.Log(err)
+}
