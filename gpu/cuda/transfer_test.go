@@ -147,6 +147,7 @@ var stepLaunches = map[string]int64{
 	"critic L=1": 45, "critic L=2": 77,
 	"LoRA L=1": 66, "LoRA L=2": 123,
 	"decode lora=false": 100, "decode lora=true": 212,
+	"groups + tool turn": 399,
 }
 
 // checkLaunches fails when a step's launches differ from stepLaunches.
@@ -535,6 +536,7 @@ func TestTransferGenerateGroups(t *testing.T) {
 		}
 	}
 	checkDecode(t, "groups + tool turn", got, cg.forwards, io, groupsConfig.V)
+	checkLaunches(t, "groups + tool turn", got)
 	if cg.copies == 0 || got.DeviceCopies != cg.copies || got.DeviceToDevice != 4*cg.copied {
 		t.Errorf("the device copied %d B in %d copies; the generator asked for %d floats in %d copies", got.DeviceToDevice, got.DeviceCopies, cg.copied, cg.copies)
 	}
