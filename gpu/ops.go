@@ -23,6 +23,24 @@ func (l RopeLayout) String() string {
 	return "unknown"
 }
 
+// FusedAttentionOnly is implemented by a backend whose padded attention
+// (AttentionForward/Backward, an [NH,T,T] scratch per sequence) should not
+// run in training: gpu/model then runs a right-padded batch of B rows of T
+// tokens through AttentionVarlenForward/Backward as B sequences of length
+// T (the same attention, to rounding: each row attends to itself causally,
+// padding included, as in the padded ops). The CUDA backend implements it;
+// gpu/cpu does not, so the CPU path is unchanged.
+type FusedAttentionOnly interface {
+	FusedAttentionOnly() bool
+}
+
+// PrefersFusedAttention reports whether gpu/model should run padded batches
+// through the fused (varlen) attention ops on be (see FusedAttentionOnly).
+func PrefersFusedAttention(be Backend) bool {
+	f, ok := be.(FusedAttentionOnly)
+	return ok && f.FusedAttentionOnly()
+}
+
 // Backend is the op set of a Llama/Qwen2 training step, forward and backward,
 // plus the optimizer. See the package documentation for the conventions on
 // overwriting and accumulating outputs.

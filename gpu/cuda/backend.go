@@ -15,5 +15,10 @@ func (b *Backend) Name() string {
 	return fmt.Sprintf("cuda/%s/sm_%d%d", b.d.name, b.d.cc[0], b.d.cc[1])
 }
 
+// FusedAttentionOnly is true: gpu/model runs padded training batches through
+// the fused attention kernels (flashattn.cuh) too, so no [NH,T,T] tensor is
+// materialised (gpu.FusedAttentionOnly).
+func (b *Backend) FusedAttentionOnly() bool { return true }
+
 // CublasLibrary is the cuBLAS library that was loaded (e.g. libcublas.so.12).
 func (b *Backend) CublasLibrary() string { return b.d.blas.api.library() }

@@ -142,10 +142,10 @@ func checkSteps(t *testing.T, what string, got Counters, io, paramBytes int64, m
 // and k is one launch (RopeQKForward/Backward): 32 launches a layer in a
 // training step where the unfused ops took 40.
 var stepLaunches = map[string]int64{
-	"L=1,scoredOnly=false": 42, "L=2,scoredOnly=false": 74,
-	"L=1,scoredOnly=true": 44, "L=2,scoredOnly=true": 76,
-	"critic L=1": 45, "critic L=2": 77,
-	"LoRA L=1": 66, "LoRA L=2": 123,
+	"L=1,scoredOnly=false": 34, "L=2,scoredOnly=false": 58,
+	"L=1,scoredOnly=true": 36, "L=2,scoredOnly=true": 60,
+	"critic L=1": 37, "critic L=2": 61,
+	"LoRA L=1": 58, "LoRA L=2": 107,
 	"decode lora=false": 100, "decode lora=true": 212,
 	"groups + tool turn": 399,
 }

@@ -3,9 +3,13 @@ package model
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cpu"
 )
 
 // TestPackedMatchesPadded: sequences of different lengths packed end to end
@@ -116,6 +120,79 @@ func TestPackedBatchErrors(t *testing.T) {
 		err := m.Forward(a, tc.b)
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("packed acts %v, lengths %v: error %v, want %q", tc.packed, tc.b.Lengths, err, tc.err)
+		}
+	}
+}
+
+// fusedAttentionCPU is gpu/cpu asking for the fused attention ops only, as
+// the CUDA backend does (gpu.FusedAttentionOnly).
+type fusedAttentionCPU struct{ gpu.Backend }
+
+func (fusedAttentionCPU) FusedAttentionOnly() bool { return true }
+
+// TestFusedAttentionPadded: on a backend that asks for the fused attention
+// ops only, right-padded batches run through AttentionVarlen* (every row one
+// sequence of T tokens, no [NH,T,T] scratch allocated) and give the
+// log-probs, entropies and gradients of the padded ops, full and
+// ScoredOnly, with the activations reused for a smaller batch (the
+// cumulative lengths re-uploaded).
+func TestFusedAttentionPadded(t *testing.T) {
+	for _, name := range families {
+		for _, scored := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s scored-only %v", name, scored), func(t *testing.T) {
+				ck := loadCheckpoint(t, filepath.Join("testdata", name))
+				ref, err := New(cpu.New(), ck)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fused, err := New(fusedAttentionCPU{cpu.New()}, ck)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ra, fa := ref.NewActs(4, 9), fused.NewActs(4, 9)
+				if fa.attBuf != nil || !fa.fused || fa.layers[0].lse == nil {
+					t.Fatalf("fused activations: attention scratch %d floats, fused %v", len(fa.attBuf), fa.fused)
+				}
+				if ra.attBuf == nil || ra.fused {
+					t.Fatalf("gpu/cpu activations: no attention scratch, or fused")
+				}
+				for _, shape := range [][2]int{{4, 9}, {3, 7}, {4, 9}} {
+					B, T, V := shape[0], shape[1], ref.Config.V
+					b := Batch{B: B, T: T, Tokens: make([]int32, B*T), Targets: make([]int32, B*T), ScoredOnly: scored}
+					dl, de := make([]float32, B*T), make([]float32, B*T)
+					for r := 0; r < B; r++ {
+						n := T - 2*r // rows of different lengths, right padded
+						for t := 0; t < T; t++ {
+							b.Targets[r*T+t] = -1
+							if t < n {
+								b.Tokens[r*T+t] = int32((r*31 + t*17 + 3) % V)
+							}
+							if t >= 1 && t < n-1 {
+								b.Targets[r*T+t] = int32((r*13 + t*7 + 1) % V)
+								dl[r*T+t], de[r*T+t] = float32((r+t)%5)-2, -0.1
+							}
+						}
+					}
+					var got [2][3][]float32
+					for i, mm := range []*Model{ref, fused} {
+						a := []*Acts{ra, fa}[i]
+						if err := mm.Forward(a, b); err != nil {
+							t.Fatal(err)
+						}
+						logp, ent := slices.Clone(a.Logp[:B*T]), slices.Clone(a.Entropy[:B*T])
+						mm.ZeroGrads()
+						if err := mm.Backward(a, dl, de); err != nil {
+							t.Fatal(err)
+						}
+						got[i] = [3][]float32{logp, ent, slices.Clone(mm.Grads.Data)}
+					}
+					for j, what := range []string{"logp", "entropy", "grads"} {
+						if err := maxRelErr(got[1][j], got[0][j]); err > 1e-5 || math.IsNaN(err) {
+							t.Errorf("%dx%d: fused attention %s differ from the padded ops': max rel %.3g", B, T, what, err)
+						}
+					}
+				}
+			})
 		}
 	}
 }

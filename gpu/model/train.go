@@ -42,7 +42,7 @@ type layerActs struct {
 	q     []float32 // [N,NH*HD] after RoPE
 	k, v  []float32 // [N,NKV*HD], k after RoPE
 	atty  []float32 // [N,NH*HD] attention output before o_proj
-	lse   []float32 // [N,NH] log-sum-exp of the attention scores (packed activations only)
+	lse   []float32 // [N,NH] log-sum-exp of the attention scores (fused attention only)
 	r2    []float32 // [N,C] x + o_proj(atty)
 	rstd2 []float32 // [N]
 	gate  []float32 // [N,F]
@@ -94,13 +94,19 @@ type Acts struct {
 	// shared by every layer, forward and backward
 	ln     []float32 // [N,C] a normalised input
 	h      []float32 // [N,F] silu(gate)*up
-	attBuf []float32 // [2,NH,T,T] attention scratch (padded activations only)
+	attBuf []float32 // [2,NH,T,T] attention scratch (padded attention only)
 
 	// packed activations (NewPackedActs): the batch's sequences
 	packed bool
-	cu     []int32 // [T+1] cumulative lengths on the backend (the first nseq+1 used)
+	// fused: attention through AttentionVarlen* (packed activations, and
+	// padded ones on a backend that prefers them: gpu.PrefersFusedAttention,
+	// each row then one sequence of T tokens)
+	fused  bool
+	cu     []int32 // [rows+1] cumulative lengths on the backend (the first nseq+1 used)
 	nseq   int     // sequences of the last forward
 	maxLen int     // the longest of them
+	cuB    int     // padded fused activations: the rows x T that cu holds (0: none yet)
+	cuT    int
 	posH   []int32 // host [rows] positions of the last forward
 
 	lora     loraScratch          // the adapters' low-rank products
@@ -137,7 +143,8 @@ func (a *Acts) Fits(b Batch) bool {
 func (m *Model) newActs(B, T int, packed bool) *Acts {
 	c, be := m.Config, m.be
 	N := B * T
-	a := &Acts{B: B, T: T, rows: N, maxT: T, posT: T, be: be, layers: make([]layerActs, c.L), packed: packed}
+	a := &Acts{B: B, T: T, rows: N, maxT: T, posT: T, be: be, layers: make([]layerActs, c.L), packed: packed,
+		fused: packed || gpu.PrefersFusedAttention(be)}
 	f := func(name string, n int) []float32 {
 		x := be.Alloc("activations: "+name, n)
 		a.owned = append(a.owned, x)
@@ -155,7 +162,7 @@ func (m *Model) newActs(B, T int, packed bool) *Acts {
 			atty: f("attention output", N*c.NH*c.HD), r2: f("r2", N*c.C), rstd2: f("rstd2", N),
 			gate: f("gate", N*c.F), up: f("up", N*c.F),
 		}
-		if packed {
+		if a.fused {
 			a.layers[l].lse = f("attention lse", N*c.NH)
 		}
 	}
@@ -178,7 +185,7 @@ func (m *Model) newActs(B, T int, packed bool) *Acts {
 	a.dq, a.datty = f("dq", N*c.NH*c.HD), f("datty", N*c.NH*c.HD)
 	a.dk, a.dv = f("dk", N*c.NKV*c.HD), f("dv", N*c.NKV*c.HD)
 	a.ln, a.h = f("ln", N*c.C), f("h", N*c.F)
-	if packed {
+	if a.fused {
 		a.cu = ints("cumulative lengths", N+1)
 	} else {
 		a.attBuf = f("attention scratch", 2*c.NH*T*T)
@@ -330,6 +337,18 @@ func (m *Model) forwardBody(a *Acts, b Batch) error {
 		be.UploadInt32(a.pos, a.posH)
 		a.posT = T
 	}
+	if a.fused && !a.packed {
+		// each row is one sequence of T tokens
+		if a.cuB != B || a.cuT != T {
+			cu := make([]int32, B+1)
+			for s := range cu {
+				cu[s] = int32(s * T)
+			}
+			be.UploadInt32(a.cu[:B+1], cu)
+			a.cuB, a.cuT = B, T
+		}
+		a.nseq, a.maxLen = B, T
+	}
 	if len(a.loraU) != c.L {
 		a.loraU = make([][numMods][]float32, c.L)
 	}
@@ -347,7 +366,7 @@ func (m *Model) forwardBody(a *Acts, b Batch) error {
 		be.MatmulForward(la.v, a.ln, lp.WV, lp.BV, N, c.C, KD)
 		m.loraForward(&a.lora, &a.loraU[l][modV], la.v, a.ln, m.adapter(l, modV), N)
 		be.RopeQKForward(la.q, la.k, a.pos, m.cos, m.sin, N, c.NH, c.NKV, c.HD, m.Rope)
-		if a.packed {
+		if a.fused {
 			be.AttentionVarlenForward(la.atty, la.lse, la.q, la.k, la.v, a.cu[:a.nseq+1], a.nseq, N, a.maxLen, c.NH, c.NKV, c.HD)
 		} else {
 			be.AttentionForward(la.atty, a.attBuf, la.q, la.k, la.v, B, T, c.NH, c.NKV, c.HD)
@@ -459,7 +478,7 @@ func (m *Model) backwardBody(a *Acts, g *Params, frozen bool) {
 		// r2 = x + o_proj(atty): dres flows to x unchanged, and into attention.
 		be.MatmulBackward(a.datty, lg.WO, nil, a.dres, la.atty, lp.WO, N, QD, c.C)
 		m.loraBackward(&a.lora, a.datty, a.dres, la.atty, a.loraU[l][modO], m.adapter(l, modO), N)
-		if a.packed {
+		if a.fused {
 			be.AttentionVarlenBackward(a.dq, a.dk, a.dv, a.datty, la.atty, la.lse, la.q, la.k, la.v, a.cu[:a.nseq+1],
 				a.nseq, N, a.maxLen, c.NH, c.NKV, c.HD)
 		} else {
