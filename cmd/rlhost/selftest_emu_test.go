@@ -3,7 +3,6 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -26,15 +25,7 @@ func TestSelftestBenchCUDA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []benchResult
-	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		var r benchResult
-		if err := json.Unmarshal([]byte(l), &r); err != nil {
-			t.Fatalf("line %q: %v", l, err)
-		}
-		t.Logf("%s", l)
-		got = append(got, r)
-	}
+	got := benchLines(t, stdout)
 	if len(got) != 4 {
 		t.Fatalf("%d lines, want train, decode x2, decode-grpo", len(got))
 	}

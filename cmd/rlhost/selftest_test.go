@@ -54,14 +54,7 @@ func TestSelftestBenchCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []benchResult
-	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		var r benchResult
-		if err := json.Unmarshal([]byte(l), &r); err != nil {
-			t.Fatalf("line %q: %v", l, err)
-		}
-		got = append(got, r)
-	}
+	got := benchLines(t, stdout)
 	if len(got) != 4 {
 		t.Fatalf("%d lines, want train, decode x2, decode-grpo:\n%s", len(got), stdout)
 	}
@@ -91,4 +84,19 @@ func TestSelftestBenchCPU(t *testing.T) {
 	if dec.PrefillTokens != nil {
 		t.Errorf("greedy decode reports prefix sharing")
 	}
+}
+
+// benchLines parses the JSON lines `selftest --bench` printed (each logged).
+func benchLines(t *testing.T, stdout string) []benchResult {
+	t.Helper()
+	var got []benchResult
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var r benchResult
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		t.Logf("%s", l)
+		got = append(got, r)
+	}
+	return got
 }

@@ -12,13 +12,7 @@ import (
 func checkRope(b Device) error {
 	r := rand.New(rand.NewPCG(7, 7))
 	const N, H, HD, P = 11, 3, 64, 40
-	cos, sin := make([]float32, P*HD/2), make([]float32, P*HD/2)
-	for p := 0; p < P; p++ {
-		for i := 0; i < HD/2; i++ {
-			th := float64(p) * math.Pow(10000, -2*float64(i)/HD)
-			cos[p*HD/2+i], sin[p*HD/2+i] = float32(math.Cos(th)), float32(math.Sin(th))
-		}
-	}
+	cos, sin := ropeTables(P, HD)
 	pos := make([]int32, N)
 	for i := range pos {
 		pos[i] = int32(r.IntN(P))
@@ -44,13 +38,7 @@ func checkRope(b Device) error {
 func checkRopeQK(b Device) error {
 	r := rand.New(rand.NewPCG(7, 8))
 	const N, NH, NKV, HD, P = 11, 4, 2, 32, 40
-	cos, sin := make([]float32, P*HD/2), make([]float32, P*HD/2)
-	for p := 0; p < P; p++ {
-		for i := 0; i < HD/2; i++ {
-			th := float64(p) * math.Pow(10000, -2*float64(i)/HD)
-			cos[p*HD/2+i], sin[p*HD/2+i] = float32(math.Cos(th)), float32(math.Sin(th))
-		}
-	}
+	cos, sin := ropeTables(P, HD)
 	pos := make([]int32, N)
 	for i := range pos {
 		pos[i] = int32(r.IntN(P))
@@ -71,4 +59,16 @@ func checkRopeQK(b Device) error {
 		}
 	}
 	return nil
+}
+
+// ropeTables are the cos and sin tables [P,HD/2] of RoPE with theta 10000.
+func ropeTables(P, HD int) (cos, sin []float32) {
+	cos, sin = make([]float32, P*HD/2), make([]float32, P*HD/2)
+	for p := 0; p < P; p++ {
+		for i := 0; i < HD/2; i++ {
+			th := float64(p) * math.Pow(10000, -2*float64(i)/float64(HD))
+			cos[p*HD/2+i], sin[p*HD/2+i] = float32(math.Cos(th)), float32(math.Sin(th))
+		}
+	}
+	return cos, sin
 }
