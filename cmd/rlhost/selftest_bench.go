@@ -185,10 +185,10 @@ func (b *bencher) perStep(res *benchResult, c0, c1 cuda.Counters, n int64, wall 
 	if b.cb == nil || n <= 0 {
 		return
 	}
-	res.UpBytes, res.DownBytes = (c1.HostToDevice-c0.HostToDevice)/n, (c1.DeviceToHost-c0.DeviceToHost)/n
-	res.Syncs = (c1.Syncs - c0.Syncs) / n
+	d := c1.Sub(c0)
+	res.UpBytes, res.DownBytes, res.Syncs = d.HostToDevice/n, d.DeviceToHost/n, d.Syncs/n
 	if wall > 0 {
-		f := 1 - min(1, (c1.SyncWait-c0.SyncWait).Seconds()/wall)
+		f := d.HostFrac(wall)
 		res.HostFrac = &f
 	}
 }

@@ -29,6 +29,25 @@ type Counters struct {
 	SyncWait time.Duration
 }
 
+// Sub is the counts from c0 to c: c - c0, field by field, except Largest,
+// a maximum, which stays c's.
+func (c Counters) Sub(c0 Counters) Counters {
+	return Counters{
+		HostToDevice: c.HostToDevice - c0.HostToDevice, DeviceToHost: c.DeviceToHost - c0.DeviceToHost,
+		Uploads: c.Uploads - c0.Uploads, Downloads: c.Downloads - c0.Downloads,
+		DeviceToDevice: c.DeviceToDevice - c0.DeviceToDevice, DeviceCopies: c.DeviceCopies - c0.DeviceCopies,
+		Largest: c.Largest, Allocs: c.Allocs - c0.Allocs, AllocBytes: c.AllocBytes - c0.AllocBytes,
+		Syncs: c.Syncs - c0.Syncs, Launches: c.Launches - c0.Launches, SyncWait: c.SyncWait - c0.SyncWait,
+	}
+}
+
+// HostFrac is 1 - SyncWait / wall, at least 0: the share of wall seconds
+// in which the host was not waiting on the device, an upper bound on the
+// device's idle share over the span the counts cover (c from Sub).
+func (c Counters) HostFrac(wall float64) float64 {
+	return 1 - min(1, c.SyncWait.Seconds()/wall)
+}
+
 func (c Counters) String() string {
 	return fmt.Sprintf("up %d B in %d copies, down %d B in %d copies, on the device %d B in %d copies, %d allocations (%d B), %d syncs (%v waiting), %d launches",
 		c.HostToDevice, c.Uploads, c.DeviceToHost, c.Downloads, c.DeviceToDevice, c.DeviceCopies, c.Allocs, c.AllocBytes, c.Syncs, c.SyncWait, c.Launches)

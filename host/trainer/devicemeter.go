@@ -47,13 +47,12 @@ func (m *deviceMeter) addTo(vals map[string]float64, wall time.Duration) {
 	if m == nil {
 		return
 	}
-	c := m.cb.Counters()
-	wait := c.SyncWait - m.c0.SyncWait
-	vals[DeviceSyncs] = float64(c.Syncs - m.c0.Syncs)
-	vals[HostToDeviceBytes] = float64(c.HostToDevice - m.c0.HostToDevice)
-	vals[DeviceToHostBytes] = float64(c.DeviceToHost - m.c0.DeviceToHost)
-	vals[DeviceWait] = wait.Seconds()
+	d := m.cb.Counters().Sub(m.c0)
+	vals[DeviceSyncs] = float64(d.Syncs)
+	vals[HostToDeviceBytes] = float64(d.HostToDevice)
+	vals[DeviceToHostBytes] = float64(d.DeviceToHost)
+	vals[DeviceWait] = d.SyncWait.Seconds()
 	if wall > 0 {
-		vals[HostFrac] = 1 - min(1, wait.Seconds()/wall.Seconds())
+		vals[HostFrac] = d.HostFrac(wall.Seconds())
 	}
 }
