@@ -56,14 +56,32 @@ type ModelConfig struct {
 	LoraRank        int        `yaml:"lora_rank" doc:"LoRA rank; 0 trains all weights"`
 	LoraAlpha       float64    `yaml:"lora_alpha" doc:"LoRA alpha (the update is scaled by lora_alpha/lora_rank)"`
 	TargetModules   StringList `yaml:"target_modules" doc:"modules that get LoRA adapters: all-linear or a list of projection names"`
+	FSDPConfig      FSDPConfig `yaml:"fsdp_config"` // only mixed_precision.param_dtype has an effect
 	// Accepted without effect (veRL's FSDP and kernel options).
 	EnableGradientCheckpointing bool   `yaml:"enable_gradient_checkpointing" doc:"accepted for veRL compatibility; no effect"`
 	TrustRemoteCode             bool   `yaml:"trust_remote_code" doc:"accepted for veRL compatibility; no effect"`
 	UseLiger                    bool   `yaml:"use_liger" doc:"accepted for veRL compatibility; no effect"`
 	Strategy                    string `yaml:"strategy" doc:"accepted for veRL compatibility; no effect"`
 	ExternalLib                 string `yaml:"external_lib" doc:"accepted for veRL compatibility; no effect"`
-	FSDPConfig                  any    `yaml:"fsdp_config" doc:"accepted for veRL compatibility; no effect"`
 }
+
+// FSDPConfig is model.fsdp_config, veRL's FSDP options. Only
+// mixed_precision.param_dtype has an effect: how the products compute on CUDA.
+type FSDPConfig struct {
+	MixedPrecision MixedPrecisionConfig `yaml:"mixed_precision"`
+	// Other holds veRL's other FSDP options (model_dtype, wrap_policy, cpu_offload, ...).
+	Other map[string]any `yaml:",inline" doc:"veRL's other FSDP options (model_dtype, wrap_policy, cpu_offload, offload_params, ...): accepted for veRL compatibility; no effect (the master weights are float32, as veRL's default model_dtype fp32)"`
+}
+
+// MixedPrecisionConfig is model.fsdp_config.mixed_precision.
+type MixedPrecisionConfig struct {
+	ParamDtype  string `yaml:"param_dtype" enum:"bfloat16|bf16|tf32|float32|fp32" doc:"how the matrix products compute on trainer.device=cuda, as rlhost train's actor_rollout_ref.actor.dtype (docs/gpu.md, Mixed precision): bfloat16 = cublasGemmEx on bfloat16 copies of the weights and activations, fp32 accumulation and output; tf32 = fp32 tensors on TF32 tensor cores; float32 = cublasSgemm. Master weights, gradients, AdamW moments, the loss and reductions stay float32 in every mode; the run prints the path. trainer.device=cpu computes in float32 whatever this says. veRL's FSDP param_dtype (the dtype FSDP casts the parameters to for forward and backward; its SFT trainer computes in bf16 over fp32 model_dtype weights); null reads as bfloat16, veRL's default"`
+	ReduceDtype string `yaml:"reduce_dtype" doc:"accepted for veRL compatibility; no effect (gradients and reductions are float32)"`
+	BufferDtype string `yaml:"buffer_dtype" doc:"accepted for veRL compatibility; no effect"`
+}
+
+// ParamDtypeKey is the key of the products' precision on CUDA.
+const ParamDtypeKey = "model.fsdp_config.mixed_precision.param_dtype"
 
 // OptimConfig is the optim section (AdamW).
 type OptimConfig struct {
@@ -126,7 +144,7 @@ func Default() *Config {
 		Data: DataConfig{TrainBatchSize: 8, MicroBatchSizePerGPU: 2, MaxLength: 1024, Truncation: "skip",
 			Multiturn: MultiturnConfig{Enable: true, MessagesKey: "messages", ToolsKey: "tools"}, Shuffle: true},
 		Model: ModelConfig{PartialPretrain: config.DefaultModelPath, LoraAlpha: 16,
-			TargetModules: StringList{"all-linear"}},
+			TargetModules: StringList{"all-linear"}, FSDPConfig: FSDPConfig{MixedPrecision: MixedPrecisionConfig{ParamDtype: "bfloat16"}}},
 		Optim: OptimConfig{LR: 1e-5, Betas: []float64{0.9, 0.95}, Eps: 1e-8, WeightDecay: 0.01, WarmupStepsRatio: 0.1,
 			ClipGrad: 1.0, LRScheduler: "cosine"},
 		Trainer: TrainerConfig{ProjectName: "rlhost-sft", ExperimentName: "sft", TotalEpochs: 1,
@@ -171,6 +189,9 @@ func keys() []keyInfo {
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
 			name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if name == "" && f.Type.Kind() == reflect.Map { // ",inline": the section's other keys
+				name = "*"
+			}
 			if prefix != "" {
 				name = prefix + "." + name
 			}
@@ -262,6 +283,9 @@ func Load(files, overrides []string) (*Config, error) {
 			return nil, err
 		}
 	}
+	if mp := &c.Model.FSDPConfig.MixedPrecision; mp.ParamDtype == "" { // null, as veRL's default
+		mp.ParamDtype = Default().Model.FSDPConfig.MixedPrecision.ParamDtype
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -314,6 +338,9 @@ func checkKeys(n *yaml.Node, prefix, src string, known map[string]bool, names []
 				isSection = true
 				break
 			}
+		}
+		if !isSection && known[prefix+".*"] { // a key of a section that takes any other key
+			continue
 		}
 		if !isSection {
 			msg := fmt.Sprintf("sft: config: %s: line %d: unknown key %s", src, n.Content[i].Line, name)

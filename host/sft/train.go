@@ -12,12 +12,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/rlhost/rlhost/gpu"
-	"github.com/rlhost/rlhost/gpu/cpu"
-	"github.com/rlhost/rlhost/gpu/cuda"
 	"github.com/rlhost/rlhost/gpu/model"
 	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/gpu/weights"
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/device"
 	"github.com/rlhost/rlhost/host/metrics"
 )
 
@@ -129,11 +128,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Trainer, error) {
 		t.totalSteps = *cfg.Trainer.TotalTrainingSteps
 	}
 
-	var be gpu.Backend = cpu.New()
-	if cfg.Trainer.Device == "cuda" {
-		if be, err = cuda.New(); err != nil {
-			return nil, fmt.Errorf("sft: trainer.device=cuda: %w", err)
-		}
+	be, err := openBackend(cfg, opts.Progress)
+	if err != nil {
+		return nil, err
 	}
 	if t.model, err = model.New(be, ck); err != nil {
 		return nil, err
@@ -162,6 +159,16 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Trainer, error) {
 	}
 	ok = true
 	return t, nil
+}
+
+// openBackend opens trainer.device's backend; on CUDA the products compute as
+// model.fsdp_config.mixed_precision.param_dtype says, and the path is printed.
+func openBackend(cfg *Config, progress io.Writer) (gpu.Backend, error) {
+	be, err := device.Open(cfg.Trainer.Device, ParamDtypeKey, cfg.Model.FSDPConfig.MixedPrecision.ParamDtype, progress)
+	if err != nil {
+		return nil, fmt.Errorf("sft: %w", err)
+	}
+	return be, nil
 }
 
 // report prints what the data gave, with the first skipped rows.

@@ -14,15 +14,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/rlhost/rlhost/gpu"
 	"github.com/rlhost/rlhost/gpu/cpu"
-	"github.com/rlhost/rlhost/gpu/cuda"
 	"github.com/rlhost/rlhost/gpu/model"
 	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/gpu/weights"
 	"github.com/rlhost/rlhost/host/algo"
 	"github.com/rlhost/rlhost/host/chatserver"
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/device"
 	"github.com/rlhost/rlhost/host/metrics"
 	"github.com/rlhost/rlhost/host/plugin"
 	"github.com/rlhost/rlhost/host/progress"
@@ -116,15 +115,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		return nil, err
 	}
 
-	var err error
-	var be gpu.Backend = cpu.New()
-	if cfg.Trainer.Device == "cuda" {
-		if be, err = cuda.New(); err != nil {
-			return nil, fmt.Errorf("trainer: trainer.device=cuda: %w", err)
-		}
-		if err := setPrecision(be, cfg.ActorRolloutRef.Actor.Dtype, opts.Progress); err != nil {
-			return nil, err
-		}
+	be, err := device.Open(cfg.Trainer.Device, "actor_rollout_ref.actor.dtype", cfg.ActorRolloutRef.Actor.Dtype, opts.Progress)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: %w", err)
 	}
 	hs, err := t.startJudgeService()
 	if err != nil {
