@@ -175,13 +175,28 @@ func (d *cpuDevice) RopeQKBackward(dq, dk []float32, pos []int32, cos, sin []flo
 }
 
 func (d *cpuDevice) SampleTokens(tokens []int32, logp []float32, logits []float32, params []gpu.SampleParams, M, V int) {
-	if d.perturb == "sample-no-top-p" { // the nucleus ignored
-		params = slices.Clone(params)
-		for i := range params {
-			params[i].TopP = 0
-		}
+	if d.perturb == "sample-no-top-p" || d.perturb == "sample-no-top-k" {
+		params = dropFilter(params, d.perturb)
 	}
 	d.Backend.SampleTokens(tokens, logp, logits, params, M, V)
+}
+
+// dropFilter plants a sampling defect: the parameters with the nucleus
+// (sample-no-top-p) or the top-k cut (sample-no-top-k) left out, as a
+// device that ignored it would sample.
+func dropFilter(params []gpu.SampleParams, defect string) []gpu.SampleParams {
+	params = slices.Clone(params)
+	for i := range params {
+		switch defect {
+		case "sample-no-top-p":
+			params[i].TopP = 0
+		case "sample-no-top-k":
+			params[i].TopK = 0
+		default:
+			panic("dropFilter: unknown defect " + defect)
+		}
+	}
+	return params
 }
 
 // TestChecksPassOnReference runs every check with gpu/cpu in the device's
@@ -213,7 +228,8 @@ func TestChecksDetectErrors(t *testing.T) {
 		{"cached-attention", []string{"AttentionCached", "Generate", "GenerateSampled", "GenerateGroups"}},
 		{"varlen-lse", []string{"AttentionVarlen"}},
 		{"varlen-dv", []string{"AttentionVarlen", "TrainStepPacked"}},
-		{"sample-no-top-p", []string{"Sample", "GenerateSampled"}},
+		{"sample-no-top-p", []string{"Sample", "GenerateSampled", "GenerateGroups"}},
+		{"sample-no-top-k", []string{"Sample", "GenerateSampled", "GenerateGroups"}},
 		{"residual-rmsnorm-res", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked"}},
 		{"residual-rmsnorm-overwrite", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepBF16", "TrainStepTF32"}},
 		{"residual-rmsnorm-no-dout2", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepBF16", "TrainStepTF32"}},

@@ -33,12 +33,12 @@ type groupsRound struct {
 // groupsWorkload is the rollout of checkGenerateGroups and
 // TestTransferGenerateGroups: two groups of 3 samples (prompts of 18 and 20
 // tokens whose first 6, a system prompt, are the same), sampled with
-// temperature, top-k and top-p and a seed per request; the first group is
-// there at the start and the second arrives at the second step, so that
-// slots are refilled while others decode. Then a tool turn: each request's
-// prompt + its response + 3 tool-output tokens, the requests whose
-// conversations finished last first, the other three arriving at the third
-// step.
+// temperature, top-k and top-p (groupsSample) and a seed per request; the
+// first group is there at the start and the second arrives at the second
+// step, so that slots are refilled while others decode. Then a tool turn:
+// each request's prompt + its response + 3 tool-output tokens, the requests
+// whose conversations finished last first, the other three arriving at the
+// third step.
 type groupsWorkload struct {
 	init   []float32 // the weights
 	round1 []model.Request
@@ -56,10 +56,7 @@ func newGroupsWorkload() *groupsWorkload {
 		return t
 	}
 	system := tokens(6)
-	sc := []model.SampleConfig{
-		{Temperature: 1, TopK: 10},
-		{Temperature: 1.5, TopK: 20, TopP: 0.6},
-	}
+	sc := groupsSample
 	for gi, n := range []int{12, 14} {
 		prompt := append(slices.Clone(system), tokens(n)...)
 		for k := range 3 {
@@ -69,6 +66,20 @@ func newGroupsWorkload() *groupsWorkload {
 		}
 	}
 	return w
+}
+
+// groupsSample are the sampling settings of the two groups (and of their
+// tool turns): top-k and top-p together, sized so that over this model's
+// fairly flat distributions (V 97) each filter binds in each group at some
+// draws and not at others. Of a group's 27 draws, leaving top-k out would
+// change the token at 9 (first group) and 4 (second), leaving top-p out at
+// 5 and 12 (cpu.SampleRow on the CPU run's logits), so a device that
+// ignores either filter gives other tokens (the planted sample-no-top-k and
+// sample-no-top-p of TestChecksDetectErrors, and
+// TestGenerateGroupsSamplingPlantedEmulator).
+var groupsSample = []model.SampleConfig{
+	{Temperature: 1, TopK: 15, TopP: 0.4},
+	{Temperature: 0.6, TopK: 18, TopP: 0.5},
 }
 
 // turn2 are the tool turn's requests, in the order they are submitted, and
