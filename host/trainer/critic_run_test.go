@@ -10,9 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/data"
-	"github.com/rlhost/rlhost/host/metrics"
 )
 
 // gaeRun builds the gsm8k task plugin and a two-row dataset and returns the overrides of a
@@ -60,15 +58,8 @@ func TestTrainGAE(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "run")
 	overrides := gaeRun(t, dir)
-	cfg, err := config.Load(nil, overrides)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	tr, err := New(ctx, cfg, Options{Progress: os.Stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := startTrainer(t, overrides, Options{Progress: os.Stderr})
 	if tr.critic == nil {
 		tr.Close()
 		t.Fatal("adv_estimator=gae built no critic")
@@ -84,10 +75,7 @@ func TestTrainGAE(t *testing.T) {
 	optStep := tr.critic.opt.Step
 	tr.Close()
 
-	steps, err := metrics.ReadJSONL(filepath.Join(dir, "metrics.jsonl"))
-	if err != nil || len(steps) != 2 {
-		t.Fatalf("metrics: %d steps, %v", len(steps), err)
-	}
+	steps := loggedSteps(t, dir, 2)
 	for _, s := range steps {
 		for _, k := range []string{"critic/vf_loss", "critic/vf_clipfrac", "critic/vpred_mean", "critic/grad_norm", "critic/lr",
 			"critic/values/mean", "critic/values/max", "critic/values/min", "critic/returns/mean", "critic/returns/max",
@@ -130,14 +118,7 @@ func TestTrainGAE(t *testing.T) {
 	}
 
 	// resume: the same run again finds global_step_2 and restores the critic bit for bit
-	cfg2, err := config.Load(nil, overrides)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr2, err := New(ctx, cfg2, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr2 := startTrainer(t, overrides, Options{})
 	defer tr2.Close()
 	if tr2.step != 2 || tr2.critic.opt.Step != optStep {
 		t.Fatalf("resumed at step %d with critic optimizer step %d, want 2 and %d", tr2.step, tr2.critic.opt.Step, optStep)
@@ -170,14 +151,7 @@ func TestCriticModelPath(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "run")
 	overrides := gaeRun(t, dir)
-	cfg, err := config.Load(nil, append(overrides, "trainer.total_training_steps=1", "trainer.critic_warmup=1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := New(ctx, cfg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := startTrainer(t, append(overrides, "trainer.total_training_steps=1", "trainer.critic_warmup=1"), Options{})
 	if err := tr.Run(ctx); err != nil {
 		tr.Close()
 		t.Fatal(err)
@@ -191,11 +165,7 @@ func TestCriticModelPath(t *testing.T) {
 
 	fresh := func(extra ...string) (*Trainer, error) {
 		o := append(slices.Clone(overrides), "trainer.run_dir="+filepath.Join(t.TempDir(), "run2"), "trainer.resume_mode=disable")
-		cfg, err := config.Load(nil, append(o, extra...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return New(ctx, cfg, Options{})
+		return New(ctx, loadConfig(t, append(o, extra...)), Options{})
 	}
 	criticDir := filepath.Join(dir, "checkpoints", "global_step_1", "critic")
 	tr2, err := fresh("critic.model.path=" + criticDir)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
-	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/data"
 	"github.com/rlhost/rlhost/host/metrics"
 	"github.com/rlhost/rlhost/sdk/task"
@@ -48,30 +47,15 @@ func TestTrainWithPolicyJudge(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "run")
-	cfg, err := config.Load(nil, []string{"task.name=" + plugin, "data.train_files=" + pq, "data.val_files=" + pq,
+	tr := startTrainer(t, []string{"task.name=" + plugin, "data.train_files=" + pq, "data.val_files=" + pq,
 		"trainer.val_before_train=false", "trainer.test_freq=-1", "data.train_batch_size=2", "actor_rollout_ref.rollout.n=2",
 		"data.max_prompt_length=128", "data.max_response_length=8", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
 		"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", "actor_rollout_ref.rollout.max_num_seqs=4",
 		"actor_rollout_ref.model.path=" + mpath, "trainer.total_training_steps=1", "trainer.save_freq=-1",
-		"trainer.logger=[jsonl]", "trainer.run_dir=" + dir, "reward_model.judge.backend=policy", "reward_model.judge.max_tokens=8"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	tr, err := New(ctx, cfg, Options{Progress: os.Stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Run(ctx); err != nil {
-		tr.Close()
-		t.Fatal(err)
-	}
-	tr.Close()
-	steps, err := metrics.ReadJSONL(filepath.Join(dir, "metrics.jsonl"))
-	if err != nil || len(steps) != 1 {
-		t.Fatalf("metrics: %d steps, %v", len(steps), err)
-	}
-	s := steps[0].Values
+		"trainer.logger=[jsonl]", "trainer.run_dir=" + dir, "reward_model.judge.backend=policy", "reward_model.judge.max_tokens=8"},
+		Options{Progress: os.Stderr})
+	runToEnd(t, tr)
+	s := loggedSteps(t, dir, 1)[0].Values
 	t.Logf("reward/judge/mean %v, critic/score/mean %v, reward/errors %v", s["reward/judge/mean"], s[metrics.ScoreMean], s["reward/errors"])
 	if _, ok := s["reward/judge/mean"]; !ok || s["reward/errors"] != 0 {
 		t.Errorf("step 1: reward/judge/mean logged %v, reward/errors %v: the judge did not score every trajectory", ok, s["reward/errors"])
@@ -89,11 +73,8 @@ func TestJudgeBackendModel(t *testing.T) {
 		t.Skip("loads the default model")
 	}
 	mpath := modelPath(t)
-	cfg, err := config.Load(nil, []string{"reward_model.judge.backend=model", "reward_model.judge.model_path=" + mpath,
+	cfg := loadConfig(t, []string{"reward_model.judge.backend=model", "reward_model.judge.model_path=" + mpath,
 		"reward_model.judge.max_tokens=6"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tr := &Trainer{cfg: cfg}
 	hs, err := tr.startJudgeService()
 	if err != nil || hs == nil {

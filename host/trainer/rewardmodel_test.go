@@ -12,7 +12,6 @@ import (
 
 	"github.com/rlhost/rlhost/gpu/safetensors"
 	"github.com/rlhost/rlhost/gpu/weights"
-	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/metrics"
 )
 
@@ -75,26 +74,10 @@ func TestTrainRewardModel(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "run")
 	rmDir := writeRandomRewardModel(t, 49152)
-	cfg, err := config.Load(nil, append(grpoRun(t, dir), "reward_model.enable=true", "reward_model.model.path="+rmDir,
-		"reward_model.reward_weight=0.5", "reward_model.micro_batch_size_per_gpu=3"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	tr, err := New(ctx, cfg, Options{Progress: os.Stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Run(ctx); err != nil {
-		tr.Close()
-		t.Fatal(err)
-	}
-	tr.Close()
-	steps, err := metrics.ReadJSONL(filepath.Join(dir, "metrics.jsonl"))
-	if err != nil || len(steps) != 1 {
-		t.Fatalf("metrics: %d steps, %v", len(steps), err)
-	}
-	s := steps[0].Values
+	tr := startTrainer(t, append(grpoRun(t, dir), "reward_model.enable=true", "reward_model.model.path="+rmDir,
+		"reward_model.reward_weight=0.5", "reward_model.micro_batch_size_per_gpu=3"), Options{Progress: os.Stderr})
+	runToEnd(t, tr)
+	s := loggedSteps(t, dir, 1)[0].Values
 	for _, k := range []string{"reward_model/score/mean", "reward_model/score/max", "reward_model/score/min",
 		"reward/reward_model/mean", "reward/task_score/mean", "timing_s/reward_model", metrics.ScoreMean} {
 		if x, ok := s[k]; !ok || math.IsNaN(x) {
@@ -133,11 +116,7 @@ func TestRewardModelVocabulary(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "run")
 	small := filepath.Join("..", "..", "gpu", "model", "testdata", "reward", "tiny-llama-seq")
-	cfg, err := config.Load(nil, append(grpoRun(t, dir), "reward_model.enable=true", "reward_model.model.path="+small))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := New(context.Background(), cfg, Options{})
+	tr, err := New(context.Background(), loadConfig(t, append(grpoRun(t, dir), "reward_model.enable=true", "reward_model.model.path="+small)), Options{})
 	if err == nil {
 		tr.Close()
 		t.Fatal("a reward model with 64 tokens was accepted for a policy with 49152")

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/rlhost/rlhost/host/config"
 )
 
 // A run started from scratch (resume_mode=disable) in a directory that holds an earlier
@@ -40,11 +38,7 @@ func TestFreshRunRefusesUsedRunDir(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "config.yaml"), old, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := config.Load(nil, []string{"task.name=gsm8k", "trainer.resume_mode=disable", "trainer.run_dir=" + dir})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr, err := New(context.Background(), cfg, Options{})
+			tr, err := New(context.Background(), loadConfig(t, []string{"task.name=gsm8k", "trainer.resume_mode=disable", "trainer.run_dir=" + dir}), Options{})
 			if err == nil {
 				tr.Close()
 				t.Fatal("a fresh run was started in a used run directory")

@@ -15,7 +15,6 @@ import (
 	"github.com/rlhost/rlhost/gpu/model"
 	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/gpu/weights"
-	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/metrics"
 	"github.com/rlhost/rlhost/host/rollout"
 )
@@ -154,15 +153,8 @@ func TestTrainVocabLargerThanTokenizer(t *testing.T) {
 	overrides := append(gaeRun(t, run), "actor_rollout_ref.model.path="+dir, "algorithm.adv_estimator=grpo",
 		"algorithm.use_kl_in_reward=false", "trainer.critic_warmup=0", "trainer.total_training_steps=1", "trainer.save_freq=-1",
 		"actor_rollout_ref.rollout.temperature=1.0")
-	cfg, err := config.Load(nil, overrides)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	tr, err := New(ctx, cfg, Options{Progress: os.Stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := startTrainer(t, overrides, Options{Progress: os.Stderr})
 	defer tr.Close()
 	if tr.critic != nil {
 		t.Fatal("adv_estimator=grpo built a critic")
@@ -205,14 +197,7 @@ func TestTrainNoEOSInConfig(t *testing.T) {
 	}
 	overrides := append(gaeRun(t, filepath.Join(t.TempDir(), "run")), "actor_rollout_ref.model.path="+dir,
 		"algorithm.adv_estimator=grpo", "algorithm.use_kl_in_reward=false", "trainer.critic_warmup=0")
-	cfg, err := config.Load(nil, overrides)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := New(context.Background(), cfg, Options{Progress: os.Stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := startTrainer(t, overrides, Options{Progress: os.Stderr})
 	defer tr.Close()
 	if tr.actor.Config.EOS != 257 {
 		t.Fatalf("actor eos %d; want the tokenizer's 257", tr.actor.Config.EOS)
