@@ -2,40 +2,38 @@ package weights
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
 
 // ParseConfig decodes a Hugging Face config.json, from transformers 4 or 5: rope_theta may sit
-// at the top level or in rope_parameters, eos_token_id may be a list (the first id is kept),
-// and ids may be null. RoPE scaling other than the default is rejected, since the models
-// implement plain RoPE only. name is used in error messages.
+// at the top level or in rope_parameters, eos_token_id may be an id, a list of ids (every one
+// is kept, in EOSTokenIDs) or null, and ids may be null. RoPE scaling other than the default
+// is rejected, since the models implement plain RoPE only. name is used in error messages.
+// generation_config.json is not read here: [Load] adds its eos ids.
 func ParseConfig(name string, b []byte) (Config, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return Config{}, fmt.Errorf("weights: %s: %w", name, err)
 	}
-	// eos_token_id: int, list of ints or null.
-	if e, ok := raw["eos_token_id"]; ok && strings.HasPrefix(strings.TrimSpace(string(e)), "[") {
-		var ids []int
-		if err := json.Unmarshal(e, &ids); err != nil {
-			return Config{}, fmt.Errorf("weights: %s: eos_token_id: %w", name, err)
-		}
-		delete(raw, "eos_token_id")
-		if len(ids) > 0 {
-			raw["eos_token_id"], _ = json.Marshal(ids[0])
-		}
+	eos, err := parseEOS(name, raw["eos_token_id"])
+	if err != nil {
+		return Config{}, err
 	}
+	delete(raw, "eos_token_id")
 	fixed, _ := json.Marshal(raw)
 	var c Config
 	if err := json.Unmarshal(fixed, &c); err != nil {
 		return Config{}, fmt.Errorf("weights: %s: %w", name, err)
 	}
-	if e, ok := raw["eos_token_id"]; !ok || strings.TrimSpace(string(e)) == "null" {
-		c.NoEOS = true
-	}
+	c.setEOS(eos)
 	var rope struct {
 		RopeScaling    map[string]any `json:"rope_scaling"`
 		RopeParameters map[string]any `json:"rope_parameters"`
@@ -244,11 +242,86 @@ func numElements(shape []int) int {
 	return n
 }
 
-// readConfig reads and parses dir/config.json.
+// setEOS makes ids (each once, in order) c's eos ids; none is NoEOS.
+func (c *Config) setEOS(ids []int) {
+	c.EOSTokenIDs, c.EOSTokenID, c.NoEOS = nil, 0, len(ids) == 0
+	for _, id := range ids {
+		if !slices.Contains(c.EOSTokenIDs, id) {
+			c.EOSTokenIDs = append(c.EOSTokenIDs, id)
+		}
+	}
+	if len(ids) > 0 {
+		c.EOSTokenID = ids[0]
+	}
+}
+
+// parseEOS decodes an eos_token_id value of file name: an id, a list of ids, null or absent
+// (nil raw). Ids are token ids: 0 to 2^31-1.
+func parseEOS(name string, raw json.RawMessage) ([]int, error) {
+	v := strings.TrimSpace(string(raw))
+	if v == "" || v == "null" {
+		return nil, nil
+	}
+	var ids []int
+	if strings.HasPrefix(v, "[") {
+		if err := json.Unmarshal(raw, &ids); err != nil {
+			return nil, fmt.Errorf("weights: %s: eos_token_id: want an id or a list of ids: %w", name, err)
+		}
+	} else {
+		var id int
+		if err := json.Unmarshal(raw, &id); err != nil {
+			return nil, fmt.Errorf("weights: %s: eos_token_id: want an id or a list of ids: %w", name, err)
+		}
+		ids = []int{id}
+	}
+	for _, id := range ids {
+		if id < 0 || id > math.MaxInt32 {
+			return nil, fmt.Errorf("weights: %s: eos_token_id: %d is not a token id", name, id)
+		}
+	}
+	return ids, nil
+}
+
+// GenerationConfigFile is the file beside config.json whose eos_token_id adds stop ids.
+const GenerationConfigFile = "generation_config.json"
+
+// AddGenerationConfig adds the eos ids of a generation_config.json (b; name is used in error
+// messages) that c lacks, after c's own: generation stops at every id either file declares.
+// The file's other keys (sampling defaults) are not read.
+func AddGenerationConfig(c *Config, name string, b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("weights: %s: %w", name, err)
+	}
+	ids, err := parseEOS(name, raw["eos_token_id"])
+	if err != nil {
+		return err
+	}
+	c.setEOS(append(slices.Clone(c.EOSIDs()), ids...))
+	return nil
+}
+
+// readConfig reads and parses a config.json and, when present, the generation_config.json
+// beside it.
 func readConfig(path string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("weights: %w", err)
 	}
-	return ParseConfig(path, b)
+	c, err := ParseConfig(path, b)
+	if err != nil {
+		return Config{}, err
+	}
+	gpath := filepath.Join(filepath.Dir(path), GenerationConfigFile)
+	b, err = os.ReadFile(gpath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return c, nil
+	case err != nil:
+		return Config{}, fmt.Errorf("weights: %w", err)
+	}
+	if err := AddGenerationConfig(&c, gpath, b); err != nil {
+		return Config{}, err
+	}
+	return c, nil
 }

@@ -3,8 +3,10 @@ package weights
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,6 +104,21 @@ func TestLoadErrors(t *testing.T) {
 			os.WriteFile(filepath.Join(d, "config.json"), []byte("{"), 0o644)
 			return d
 		}, []string{"config.json"}},
+		{"bad generation_config json", func(t *testing.T) string {
+			d := copyDir(t, "testdata/llama")
+			os.WriteFile(filepath.Join(d, GenerationConfigFile), []byte(`{"eos_token_id": 2`), 0o644)
+			return d
+		}, []string{"/llama/generation_config.json", "unexpected end of JSON input"}},
+		{"bad generation_config eos", func(t *testing.T) string {
+			d := copyDir(t, "testdata/llama")
+			os.WriteFile(filepath.Join(d, GenerationConfigFile), []byte(`{"eos_token_id": [2, "</s>"]}`), 0o644)
+			return d
+		}, []string{"/llama/generation_config.json: eos_token_id: want an id or a list of ids"}},
+		{"negative eos", func(t *testing.T) string {
+			d := copyDir(t, "testdata/llama")
+			editConfig(t, d, `"eos_token_id": 2`, `"eos_token_id": [2, -1]`)
+			return d
+		}, []string{"/llama/config.json: eos_token_id: -1 is not a token id"}},
 		{"unsupported architecture", func(t *testing.T) string {
 			d := copyDir(t, "testdata/llama")
 			editConfig(t, d, `"model_type": "llama"`, `"model_type": "gpt2"`)
@@ -207,12 +224,17 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"model_type":"llama","eos_token_id":[2,3],"rope_scaling":{"type":"linear"}}`))
+	base := `{"model_type":"llama","hidden_size":8,"intermediate_size":16,"num_hidden_layers":1,"num_attention_heads":2,"vocab_size":10`
+	for _, eos := range []string{`null`, `[]`, `0`, `[128001, 128008, 128009]`, `[5, 5, 3]`, `-1`, `[2, 4294967296]`, `"2"`, `2.5`, `[[2]]`, `{}`} {
+		f.Add([]byte(base + `,"eos_token_id":` + eos + `}`))
+	}
 	f.Add([]byte(`{"model_type":"qwen2","hidden_size":64,"num_attention_heads":0}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := ParseConfig("fuzz.json", b)
 		if err != nil {
 			return
 		}
+		checkEOS(t, c)
 		// A config that parses has sane sizes: ExpectedShapes must not panic or go negative.
 		if c.NumHiddenLayers <= 1<<10 {
 			for name, s := range ExpectedShapes(c) {
@@ -224,6 +246,52 @@ func FuzzParseConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzGenerationConfig: any generation_config.json bytes either fail with an error naming the
+// file or add ids to a config's eos ids, keeping its own first and every id once.
+func FuzzGenerationConfig(f *testing.F) {
+	for _, s := range []string{`{"bos_token_id": 1, "eos_token_id": [128001, 128008, 128009], "temperature": 0.6}`,
+		`{"eos_token_id": 151643}`, `{"eos_token_id": null}`, `{"eos_token_id": []}`, `{}`, `{`, `[1]`, `null`,
+		`{"eos_token_id": [2, -3]}`, `{"eos_token_id": "</s>"}`, `{"eos_token_id": 1e3}`} {
+		f.Add([]byte(s), uint8(2))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, own uint8) {
+		c := Config{}
+		c.setEOS([]int{int(own)})
+		if own == 0 {
+			c.setEOS(nil)
+		}
+		before := slices.Clone(c.EOSIDs())
+		if err := AddGenerationConfig(&c, "generation_config.json", b); err != nil {
+			if !strings.HasPrefix(err.Error(), "weights: generation_config.json: ") {
+				t.Fatalf("error without the file name: %v", err)
+			}
+			if !slices.Equal(c.EOSIDs(), before) {
+				t.Fatalf("failed, yet the ids changed: %v -> %v", before, c.EOSIDs())
+			}
+			return
+		}
+		if ids := c.EOSIDs(); len(ids) < len(before) || !slices.Equal(ids[:len(before)], before) {
+			t.Fatalf("ids %v do not start with the config's own %v", ids, before)
+		}
+		checkEOS(t, c)
+	})
+}
+
+// checkEOS fails t unless c's eos fields agree: NoEOS exactly when no ids, EOSTokenID the
+// first, every id a token id and there once.
+func checkEOS(t *testing.T, c Config) {
+	t.Helper()
+	ids := c.EOSIDs()
+	if c.NoEOS != (len(ids) == 0) || (len(ids) > 0 && c.EOSTokenID != ids[0]) || (c.NoEOS && c.EOSTokenID != 0) {
+		t.Fatalf("NoEOS %v, EOSTokenID %d, ids %v", c.NoEOS, c.EOSTokenID, ids)
+	}
+	for i, id := range ids {
+		if id < 0 || id > math.MaxInt32 || slices.Contains(ids[:i], id) {
+			t.Fatalf("ids %v: %d is not a token id, or repeated", ids, id)
+		}
+	}
 }
 
 func FuzzGGUFCheckpoint(f *testing.F) {

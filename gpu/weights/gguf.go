@@ -284,9 +284,9 @@ func ggufConfig(f *gguf.File) (Config, error) {
 		c.BOSTokenID = int(id)
 	}
 	if id, err := f.Uint("tokenizer.ggml.eos_token_id"); err == nil && id <= math.MaxInt32 {
-		c.EOSTokenID = int(id)
+		c.setEOS([]int{int(id)})
 	} else {
-		c.NoEOS = true
+		c.setEOS(nil)
 	}
 	if err := checkConfig(c); err != nil {
 		return c, fmt.Errorf("weights: %s: %w", f.Name, err)

@@ -13,7 +13,9 @@ import (
 
 // Save writes ck to dir as a Hugging Face checkpoint that transformers'
 // AutoModelForCausalLM.from_pretrained loads: model.safetensors (F32) and config.json.
-// A tied checkpoint is saved without lm_head.weight.
+// A tied checkpoint is saved without lm_head.weight. config.json's eos_token_id holds every
+// eos id of ck's config (a list when there are several), generation_config.json's included;
+// no generation_config.json is written, so transformers stops at the same ids.
 func Save(dir string, ck *Checkpoint) error {
 	return SaveAs(dir, ck, safetensors.F32)
 }
@@ -81,8 +83,15 @@ func configJSON(c Config, dtype safetensors.DType) ([]byte, error) {
 	m["dtype"] = torchDtype
 	m["rope_parameters"] = map[string]any{"rope_theta": c.RopeTheta, "rope_type": "default"}
 	m["mlp_bias"] = false
-	if c.NoEOS {
+	// every eos id: one as an id, several as a list (generation_config.json's among them, since
+	// no generation_config.json is written), none as null
+	switch ids := c.EOSIDs(); len(ids) {
+	case 0:
 		m["eos_token_id"] = nil
+	case 1:
+		m["eos_token_id"] = ids[0]
+	default:
+		m["eos_token_id"] = ids
 	}
 	if c.ModelType == "qwen2" {
 		m["use_sliding_window"] = false

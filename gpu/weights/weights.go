@@ -23,12 +23,30 @@ type Config struct {
 	TieWordEmbeddings     bool     `json:"tie_word_embeddings"`
 	AttentionBias         bool     `json:"attention_bias"` // q/k/v bias (always true for qwen2)
 	BOSTokenID            int      `json:"bos_token_id"`
-	EOSTokenID            int      `json:"eos_token_id"`
-	// NoEOS: the file gave no eos id (config.json's eos_token_id absent, null or [], a GGUF
-	// without tokenizer.ggml.eos_token_id); EOSTokenID is then 0, not an id to stop at.
+	EOSTokenID            int      `json:"eos_token_id"` // the first of EOSTokenIDs
+	// EOSTokenIDs is every end-of-sequence id the checkpoint declares, in order, each once:
+	// config.json's eos_token_id (an id or a list), then the ids of generation_config.json's
+	// that config.json lacks; a GGUF's tokenizer.ggml.eos_token_id. Generation stops at any
+	// of them. A Config made by hand may leave it nil: [Config.EOSIDs] is then EOSTokenID.
+	EOSTokenIDs []int `json:"-"`
+	// NoEOS: the files gave no eos id (config.json's and generation_config.json's
+	// eos_token_id absent, null or [], a GGUF without tokenizer.ggml.eos_token_id);
+	// EOSTokenID is then 0, not an id to stop at, and EOSTokenIDs is empty.
 	NoEOS      bool   `json:"-"`
 	HiddenAct  string `json:"hidden_act"` // "silu"
 	TorchDtype string `json:"torch_dtype,omitempty"`
+}
+
+// EOSIDs is every end-of-sequence id of c (see EOSTokenIDs): none with NoEOS, EOSTokenID
+// alone when EOSTokenIDs is empty.
+func (c Config) EOSIDs() []int {
+	switch {
+	case c.NoEOS:
+		return nil
+	case len(c.EOSTokenIDs) > 0:
+		return c.EOSTokenIDs
+	}
+	return []int{c.EOSTokenID}
 }
 
 // Tensor is a dense row-major fp32 tensor.

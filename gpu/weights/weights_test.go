@@ -1,12 +1,15 @@
 package weights
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -102,10 +105,10 @@ func TestConfig(t *testing.T) {
 	}{
 		{"testdata/llama", Config{Architectures: []string{"LlamaForCausalLM"}, ModelType: "llama", HiddenSize: 64, IntermediateSize: 128,
 			NumHiddenLayers: 2, NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 16, VocabSize: 320, MaxPositionEmbeddings: 128,
-			RMSNormEps: 1e-5, RopeTheta: 10000, BOSTokenID: 1, EOSTokenID: 2, HiddenAct: "silu", TorchDtype: "float32"}},
+			RMSNormEps: 1e-5, RopeTheta: 10000, BOSTokenID: 1, EOSTokenID: 2, EOSTokenIDs: []int{2}, HiddenAct: "silu", TorchDtype: "float32"}},
 		{"testdata/qwen2", Config{Architectures: []string{"Qwen2ForCausalLM"}, ModelType: "qwen2", HiddenSize: 64, IntermediateSize: 128,
 			NumHiddenLayers: 2, NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 16, VocabSize: 320, MaxPositionEmbeddings: 128,
-			RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true, AttentionBias: true, BOSTokenID: 1, EOSTokenID: 2,
+			RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true, AttentionBias: true, BOSTokenID: 1, EOSTokenID: 2, EOSTokenIDs: []int{2},
 			HiddenAct: "silu", TorchDtype: "float32"}},
 	}
 	for _, tc := range tests {
@@ -335,26 +338,104 @@ func TestSmolLM2(t *testing.T) {
 	}
 }
 
-// eos_token_id absent, null or [] is NoEOS (EOSTokenID 0 is then no id); an id or a list is
-// not; Save writes a NoEOS config's eos_token_id as null, so a reload keeps it.
-func TestNoEOS(t *testing.T) {
-	base := `{"model_type":"llama","hidden_size":8,"intermediate_size":16,"num_hidden_layers":1,"num_attention_heads":2,"vocab_size":10,"rms_norm_eps":1e-5,"rope_theta":10000`
-	for js, want := range map[string]bool{"": true, `,"eos_token_id":null`: true, `,"eos_token_id":[]`: true,
-		`,"eos_token_id":0`: false, `,"eos_token_id":[3,4]`: false} {
-		c, err := ParseConfig("x", []byte(base+js+"}"))
-		if err != nil {
-			t.Fatal(err)
+// The eos ids are config.json's eos_token_id (absent, null, [], an id or a list) followed by
+// the ids of generation_config.json's (when the file exists) that config.json lacks, each once;
+// none is NoEOS (EOSTokenID 0 is then no id). Save writes them back as config.json's
+// eos_token_id (null for none, a list for several) and a reload gives the same ids.
+func TestEOSIDs(t *testing.T) {
+	const base = `{"model_type":"llama","hidden_size":8,"intermediate_size":16,"num_hidden_layers":1,"num_attention_heads":2,"vocab_size":10,"rms_norm_eps":1e-5,"rope_theta":10000`
+	const noFile = "-"
+	tests := []struct {
+		config, generation string // generation: generation_config.json's text, noFile for none
+		want               []int
+	}{
+		{"", noFile, nil},
+		{`,"eos_token_id":null`, noFile, nil},
+		{`,"eos_token_id":[]`, noFile, nil},
+		{`,"eos_token_id":0`, noFile, []int{0}},
+		{`,"eos_token_id":2`, noFile, []int{2}},
+		{`,"eos_token_id":[3,4]`, noFile, []int{3, 4}},
+		{`,"eos_token_id":[128001, 128008, 128009]`, noFile, []int{128001, 128008, 128009}}, // Llama 3.1 Instruct
+		{`,"eos_token_id":[5,5,3]`, noFile, []int{5, 3}},
+		{`,"eos_token_id":151645`, `{"bos_token_id":151643,"eos_token_id":[151645,151643],"top_p":0.8}`, []int{151645, 151643}}, // Qwen2.5 Instruct
+		{`,"eos_token_id":151643`, `{"eos_token_id":[151645,151643]}`, []int{151643, 151645}},
+		{`,"eos_token_id":[128001, 128008, 128009]`, `{"eos_token_id":[128001, 128009]}`, []int{128001, 128008, 128009}},
+		{"", `{"eos_token_id":7}`, []int{7}},
+		{`,"eos_token_id":null`, `{"eos_token_id":[]}`, nil},
+		{`,"eos_token_id":2`, `{"eos_token_id":null}`, []int{2}},
+		{`,"eos_token_id":2`, `{"bos_token_id":1}`, []int{2}},
+		{`,"eos_token_id":2`, `{}`, []int{2}},
+	}
+	for _, tt := range tests {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "config.json"), []byte(base+tt.config+"}"), 0o644)
+		if tt.generation != noFile {
+			os.WriteFile(filepath.Join(dir, GenerationConfigFile), []byte(tt.generation), 0o644)
 		}
-		if c.NoEOS != want {
-			t.Errorf("%q: NoEOS %v; want %v", js, c.NoEOS, want)
+		c, err := readConfig(filepath.Join(dir, "config.json"))
+		if err != nil {
+			t.Fatalf("%s + %s: %v", tt.config, tt.generation, err)
+		}
+		if !slices.Equal(c.EOSIDs(), tt.want) || c.NoEOS != (tt.want == nil) || (tt.want != nil && c.EOSTokenID != tt.want[0]) {
+			t.Errorf("%s + %s: ids %v (first %d, NoEOS %v); want %v", tt.config, tt.generation, c.EOSIDs(), c.EOSTokenID, c.NoEOS, tt.want)
 		}
 		b, err := configJSON(c, safetensors.F32)
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := ParseConfig("saved", b)
-		if err != nil || back.NoEOS != want || back.EOSTokenID != c.EOSTokenID {
-			t.Errorf("%q saved as %s: NoEOS %v eos %d (%v)", js, b, back.NoEOS, back.EOSTokenID, err)
+		var saved struct {
+			EOS json.RawMessage `json:"eos_token_id"`
 		}
+		json.Unmarshal(b, &saved)
+		wantJSON := "null"
+		switch w, _ := json.Marshal(tt.want); len(tt.want) {
+		case 1:
+			wantJSON = strconv.Itoa(tt.want[0])
+		case 2, 3:
+			wantJSON = string(w)
+		}
+		var got bytes.Buffer
+		json.Compact(&got, saved.EOS)
+		if got.String() != wantJSON {
+			t.Errorf("%s + %s: saved eos_token_id %s; want %s", tt.config, tt.generation, saved.EOS, wantJSON)
+		}
+		back, err := ParseConfig("saved", b)
+		if err != nil || !slices.Equal(back.EOSIDs(), c.EOSIDs()) || back.NoEOS != c.NoEOS || back.EOSTokenID != c.EOSTokenID {
+			t.Errorf("%s + %s saved as eos_token_id %s: ids %v NoEOS %v (%v)", tt.config, tt.generation, saved.EOS, back.EOSIDs(), back.NoEOS, err)
+		}
+	}
+}
+
+// Bad eos_token_id values are errors naming the file and the key.
+func TestEOSErrors(t *testing.T) {
+	const base = `{"model_type":"llama","hidden_size":8,"intermediate_size":16,"num_hidden_layers":1,"num_attention_heads":2,"vocab_size":10`
+	for _, eos := range []string{`"2"`, `2.5`, `[2, "</s>"]`, `[[2]]`, `{}`, `true`, `-1`, `[2, 4294967296]`} {
+		_, err := ParseConfig("dir/config.json", []byte(base+`,"eos_token_id":`+eos+`}`))
+		if err == nil || !strings.HasPrefix(err.Error(), "weights: dir/config.json: eos_token_id: ") {
+			t.Errorf("config.json eos_token_id %s: err %v", eos, err)
+		}
+		c := Config{}
+		c.setEOS([]int{2})
+		err = AddGenerationConfig(&c, "dir/generation_config.json", []byte(`{"eos_token_id":`+eos+`}`))
+		if err == nil || !strings.HasPrefix(err.Error(), "weights: dir/generation_config.json: eos_token_id: ") {
+			t.Errorf("generation_config.json eos_token_id %s: err %v", eos, err)
+		}
+	}
+	for _, b := range []string{`{`, `[2]`, `"x"`} {
+		c := Config{}
+		if err := AddGenerationConfig(&c, "dir/generation_config.json", []byte(b)); err == nil || !strings.HasPrefix(err.Error(), "weights: dir/generation_config.json: ") {
+			t.Errorf("generation_config.json %s: err %v", b, err)
+		}
+	}
+}
+
+// A GGUF's eos id is its tokenizer.ggml.eos_token_id, alone.
+func TestGGUFEOS(t *testing.T) {
+	ck, err := LoadGGUF("testdata/llama.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := ck.Config.EOSIDs(); ck.Config.NoEOS || len(ids) != 1 || ids[0] != ck.Config.EOSTokenID {
+		t.Errorf("eos ids %v (first %d, NoEOS %v)", ids, ck.Config.EOSTokenID, ck.Config.NoEOS)
 	}
 }
