@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/rlhost/rlhost/gpu/weights"
@@ -21,10 +23,27 @@ type Config struct {
 	RopeTheta float64 // RoPE base
 	Tied      bool    // lm_head shares model.embed_tokens.weight
 	QKVBias   bool    // q/k/v projections have a bias (always for qwen2)
-	BOS, EOS  int
+	BOS       int
+	EOS       int // the first end-of-sequence id; -1: none
+	// MoreEOS are the checkpoint's further end-of-sequence ids (a config.json eos_token_id
+	// list past its first, generation_config.json's): generation stops at EOS and at each.
+	MoreEOS []int
 }
 
-// ConfigFrom validates a Hugging Face config and derives the model's.
+// EOSIDs is every id generation stops at unless told to ignore eos: EOS (when it is an id)
+// and MoreEOS.
+func (c Config) EOSIDs() []int32 {
+	ids := make([]int32, 0, 1+len(c.MoreEOS))
+	for _, id := range append([]int{c.EOS}, c.MoreEOS...) {
+		if id >= 0 && id <= math.MaxInt32 && !slices.Contains(ids, int32(id)) {
+			ids = append(ids, int32(id))
+		}
+	}
+	return ids
+}
+
+// ConfigFrom validates a Hugging Face config and derives the model's. Its eos ids
+// ([weights.Config.EOSIDs]) become EOS and MoreEOS; none is EOS -1 (see [Model.FallBackEOS]).
 func ConfigFrom(hf weights.Config) (Config, error) {
 	family := strings.ToLower(hf.ModelType)
 	if family == "" && len(hf.Architectures) > 0 {
@@ -47,7 +66,13 @@ func ConfigFrom(hf weights.Config) (Config, error) {
 		HD: hf.HeadDim, MaxPos: hf.MaxPositionEmbeddings, Eps: float32(hf.RMSNormEps),
 		RopeTheta: hf.RopeTheta, Tied: hf.TieWordEmbeddings,
 		QKVBias: hf.AttentionBias || family == "qwen2",
-		BOS:     hf.BOSTokenID, EOS: hf.EOSTokenID,
+		BOS:     hf.BOSTokenID, EOS: -1,
+	}
+	if ids := hf.EOSIDs(); len(ids) > 0 {
+		c.EOS = ids[0]
+		if len(ids) > 1 {
+			c.MoreEOS = slices.Clone(ids[1:])
+		}
 	}
 	if c.NKV == 0 {
 		c.NKV = c.NH

@@ -18,7 +18,7 @@ type SampleConfig struct {
 	TopP        float32 // keep the smallest set with this much probability; 0 or 1: all
 	Seed        uint64  // seeds this request's random stream (alone: the result does not depend on batching)
 	StopTokens  []int32 // generation stops after one of these (it is returned)
-	IgnoreEOS   bool    // do not stop on the model's eos token
+	IgnoreEOS   bool    // do not stop at the model's eos ids (Config.EOSIDs)
 	// Stop, when set, is called with the tokens generated so far after each
 	// token; returning true ends the request (e.g. a stop string matched in
 	// the decoded text).
@@ -281,8 +281,9 @@ type running struct {
 }
 
 // Generate runs every request to completion and returns their results in
-// order. A request generates until MaxTokens, a stop token (eos unless
-// IgnoreEOS), its Stop func, or the end of the slot (MaxT positions).
+// order. A request generates until MaxTokens, a stop token (any of the model's
+// eos ids unless IgnoreEOS, or one of StopTokens), its Stop func, or the end of
+// the slot (MaxT positions).
 func (g *Generator) Generate(reqs []Request) ([]Result, error) {
 	for i, r := range reqs {
 		if err := g.checkRequest(r); err != nil {
@@ -328,6 +329,7 @@ func (g *Generator) checkRequest(r Request) error {
 // arrived or what runs beside it (the kernels and sampling are per row).
 func (g *Generator) Stream(reqs []Request, feed func() []Request, done func(i int, res Result, err error)) error {
 	c := g.m.Config
+	eos := c.EOSIDs() // one to a few ids: a slice scan per sampled token
 	if err := g.syncLowp(); err != nil {
 		return err
 	}
@@ -441,7 +443,7 @@ func (g *Generator) Stream(reqs []Request, feed func() []Request, done func(i in
 			r.res.Logprobs = append(r.res.Logprobs, lp)
 			r.next, r.pos = tok, r.pos+1
 			switch {
-			case (!sc.IgnoreEOS && int(tok) == c.EOS) || slices.Contains(sc.StopTokens, tok) ||
+			case (!sc.IgnoreEOS && slices.Contains(eos, tok)) || slices.Contains(sc.StopTokens, tok) ||
 				(sc.Stop != nil && sc.Stop(r.res.Tokens)):
 				r.res.FinishReason = "stop"
 			case len(r.res.Tokens) >= sc.MaxTokens || r.pos >= g.MaxT:

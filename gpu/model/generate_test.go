@@ -1,14 +1,18 @@
 package model
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu"
 	"github.com/rlhost/rlhost/gpu/cpu"
+	"github.com/rlhost/rlhost/gpu/weights"
 )
 
 // TestGoldenGreedy: greedy generation of 32 tokens equals transformers'
@@ -92,6 +96,123 @@ func TestGenerateStops(t *testing.T) {
 	}
 	if len(res[0].Tokens) != 1 || res[0].FinishReason != "stop" {
 		t.Errorf("eos: got %v (%s)", res[0].Tokens, res[0].FinishReason)
+	}
+}
+
+// eosCheckpoint copies tiny-llama with config.json's eos_token_id set to eos (JSON) and
+// generation_config.json's text set to gen ("": no generation_config.json), and loads it.
+func eosCheckpoint(t *testing.T, eos, gen string) *Model {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join("testdata", "tiny-llama")
+	b, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]json.RawMessage
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["eos_token_id"] = json.RawMessage(eos)
+	b, _ = json.Marshal(cfg)
+	os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644)
+	if gen != "" {
+		os.WriteFile(filepath.Join(dir, weights.GenerationConfigFile), []byte(gen), 0o644)
+	}
+	st, err := os.ReadFile(filepath.Join(src, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "model.safetensors"), st, 0o644)
+	return newModelAt(t, dir)
+}
+
+func newModelAt(t *testing.T, dir string) *Model {
+	t.Helper()
+	m, err := New(cpu.New(), loadCheckpoint(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Generation stops at every eos id the checkpoint declares, as transformers' generate
+// does (it stops at any id of generation_config.eos_token_id): config.json's list past
+// its first id (Llama 3 Instruct's [128001, 128008, 128009]) and generation_config.json's
+// ids (Qwen2.5's [151645, 151643]); IgnoreEOS ignores them all. The greedy tokens are
+// transformers' (tiny-llama-golden.json, made with eos 2, which they never reach), so the
+// stop is at the first of them in the eos set.
+func TestGenerateStopsAtEveryEOS(t *testing.T) {
+	want := loadGolden(t, "tiny-llama").meta.Generate[1] // 109 98 109 98 109 63 ...; no 2 or 127
+	for _, tt := range []struct {
+		name, eos, gen string
+		stop           int // index of the token generation stops after; -1: none
+	}{
+		{"third id of config.json's list", `[2, 127, 63]`, "", 5},
+		{"second id of config.json's list", `[127, 98, 2]`, "", 1},
+		{"generation_config.json's second id", `2`, `{"eos_token_id": [2, 98]}`, 1},
+		{"generation_config.json beside a list", `[2, 127]`, `{"eos_token_id": [127, 63]}`, 5},
+		{"ids never generated", `[2, 127]`, `{"eos_token_id": 2}`, -1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := eosCheckpoint(t, tt.eos, tt.gen)
+			gen, err := m.NewGenerator(2, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := gen.Generate([]Request{
+				{Prompt: want.Prompt, Sample: SampleConfig{MaxTokens: len(want.Tokens)}},
+				{Prompt: want.Prompt, Sample: SampleConfig{MaxTokens: len(want.Tokens), IgnoreEOS: true}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantTokens, reason := want.Tokens, "length"
+			if tt.stop >= 0 {
+				wantTokens, reason = want.Tokens[:tt.stop+1], "stop"
+			}
+			if got := res[0]; !slices.Equal(got.Tokens, wantTokens) || got.FinishReason != reason {
+				t.Errorf("eos ids %v: got %v (%s), want %v (%s)", m.Config.EOSIDs(), got.Tokens, got.FinishReason, wantTokens, reason)
+			}
+			if got := res[1]; !slices.Equal(got.Tokens, want.Tokens) || got.FinishReason != "length" {
+				t.Errorf("IgnoreEOS: got %v (%s), want all %d tokens (length)", got.Tokens, got.FinishReason, len(want.Tokens))
+			}
+		})
+	}
+}
+
+// A checkpoint without an eos id (null, no generation_config.json) stops at none, not at
+// id 0 (which tiny-llama generates as its 7th token for the first golden prompt), until
+// FallBackEOS gives it the tokenizer's; a checkpoint with an eos id keeps its own.
+func TestGenerateNoEOS(t *testing.T) {
+	want := loadGolden(t, "tiny-llama").meta.Generate[0] // 49 49 49 78 7 44 0 49 ...
+	m := eosCheckpoint(t, `null`, "")
+	if ids := m.Config.EOSIDs(); m.Config.EOS != -1 || len(ids) != 0 {
+		t.Fatalf("EOS %d, ids %v; want -1, none", m.Config.EOS, ids)
+	}
+	gen, err := m.NewGenerator(1, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := gen.Generate([]Request{{Prompt: want.Prompt, Sample: SampleConfig{MaxTokens: len(want.Tokens)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res[0]; !slices.Equal(got.Tokens, want.Tokens) || got.FinishReason != "length" {
+		t.Errorf("no eos: got %v (%s), want all %d tokens (length)", got.Tokens, got.FinishReason, len(want.Tokens))
+	}
+	if !m.FallBackEOS(44) || m.FallBackEOS(45) || m.Config.EOS != 44 {
+		t.Fatalf("FallBackEOS: EOS %d; want 44, set once", m.Config.EOS)
+	}
+	res, err = gen.Generate([]Request{{Prompt: want.Prompt, Sample: SampleConfig{MaxTokens: len(want.Tokens)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res[0]; !slices.Equal(got.Tokens, want.Tokens[:6]) || got.FinishReason != "stop" {
+		t.Errorf("tokenizer's eos 44: got %v (%s), want %v (stop)", got.Tokens, got.FinishReason, want.Tokens[:6])
+	}
+	if m := eosCheckpoint(t, `[]`, `{"eos_token_id": [63, 98]}`); m.FallBackEOS(44) || !slices.Equal(m.Config.EOSIDs(), []int32{63, 98}) {
+		t.Errorf("generation_config.json's ids: EOS %d, ids %v; want 63, [63 98], no fallback", m.Config.EOS, m.Config.EOSIDs())
 	}
 }
 

@@ -98,3 +98,15 @@ func ropeTables(P, HD int, theta float64) (cos, sin []float32) {
 	}
 	return cos, sin
 }
+
+// FallBackEOS makes id (a tokenizer's eos; < 0: none) the end-of-sequence id when the
+// checkpoint declares none (config.json's and generation_config.json's eos_token_id
+// absent, null or [], a GGUF without tokenizer.ggml.eos_token_id), and reports whether it
+// did: without it generation would stop at no id but a request's own stop tokens.
+func (m *Model) FallBackEOS(id int) bool {
+	if m.Config.EOS >= 0 || len(m.Config.MoreEOS) > 0 {
+		return false
+	}
+	m.Config.EOS = id
+	return true
+}
