@@ -10,6 +10,7 @@ import (
 	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/gpu/weights"
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/trainer"
 	"github.com/urfave/cli/v2"
 )
 
@@ -30,7 +31,7 @@ func generateCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", Value: 1},
 			&cli.BoolFlag{Name: "logprobs", Usage: "include per-token log-probs"},
 			&cli.StringFlag{Name: "dtype", Value: "float32", Usage: "weight type of the matrix products: float32, bfloat16, int8 or auto (actor_rollout_ref.rollout.dtype)"},
-			&cli.BoolFlag{Name: "ignore-eos", Usage: "do not stop at the end-of-sequence token (always max-tokens new tokens)"},
+			&cli.BoolFlag{Name: "ignore-eos", Usage: "do not stop at the end-of-sequence ids (every id of config.json's and generation_config.json's eos_token_id; always max-tokens new tokens)"},
 			&cli.BoolFlag{Name: "timing", Usage: "include the generation wall time (prompt + new tokens, model load excluded) and new tokens/s"},
 		},
 		Action: func(c *cli.Context) error {
@@ -54,6 +55,7 @@ func generateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			trainer.FallBackEOS(c.App.ErrWriter, path, m, tk) // as the trainer does, not id 0
 			text := c.String("prompt")
 			if c.Bool("chat") {
 				if text, err = tk.ApplyChatTemplate([]tokenizer.Message{{Role: "user", Content: text}}, nil, true); err != nil {

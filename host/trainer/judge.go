@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"time"
@@ -41,7 +42,7 @@ func (t *Trainer) startJudgeService() (*task.HostService, error) {
 
 // setJudge builds the judge of reward_model.judge.backend: the policy (maxT: its context),
 // a second model, or an OpenAI-compatible endpoint.
-func (t *Trainer) setJudge(be gpu.Backend, maxT int) error {
+func (t *Trainer) setJudge(be gpu.Backend, maxT int, progress io.Writer) error {
 	if t.judge == nil {
 		return nil
 	}
@@ -70,6 +71,7 @@ func (t *Trainer) setJudge(be gpu.Backend, maxT int) error {
 		if err != nil {
 			return fmt.Errorf("trainer: reward_model.judge.model_path: %w", err)
 		}
+		FallBackEOS(progress, jc.ModelPath, m, tk)
 		ctxLen := jc.MaxTokens + 4096
 		if m.Config.MaxPos > 0 {
 			ctxLen = min(ctxLen, m.Config.MaxPos)

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -81,7 +82,7 @@ func TestJudgeBackendModel(t *testing.T) {
 		t.Fatalf("startJudgeService: %v, %v", hs, err)
 	}
 	defer tr.judge.close()
-	if err := tr.setJudge(cpu.New(), 512); err != nil {
+	if err := tr.setJudge(cpu.New(), 512, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	h, err := task.DialHost(*hs)

@@ -146,12 +146,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	if err := checkVocab(t.tk, t.actor.Config, mpath); err != nil {
 		return nil, err
 	}
-	if ck.Config.NoEOS {
-		// a config.json without eos_token_id (a freshly made one, say): stop where the
-		// tokenizer's eos is, not at id 0 (-1, no id, where the tokenizer has none either)
-		t.actor.Config.EOS = t.tk.EOS()
-		fmt.Fprintf(opts.Progress, "%s: config.json has no eos_token_id; generation stops at the tokenizer's eos (id %d)\n", mpath, t.tk.EOS())
-	}
+	FallBackEOS(opts.Progress, mpath, t.actor, t.tk)
 	needRef := cfg.ActorRolloutRef.Actor.UseKLLoss || cfg.Algorithm.UseKLInReward
 	if mc := cfg.ActorRolloutRef.Model; mc.LoraRank > 0 {
 		// LoRA: the base is frozen, so the reference policy is the actor with its adapters off.
@@ -208,7 +203,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 			fmt.Fprintf(opts.Progress, "rollout weights: %v (actor_rollout_ref.rollout.dtype=auto; CPU kernels: %v)\n", d, cpu.BestLowpISA)
 		}
 	}
-	if err := t.setJudge(be, maxT); err != nil {
+	if err := t.setJudge(be, maxT, opts.Progress); err != nil {
 		return nil, err
 	}
 	if t.tasks.has(task.FeatureExternalEpisode) {
@@ -1171,6 +1166,22 @@ func permuteRows(x []float32, order []int, Tr int) []float32 {
 // cosine decay to min_lr_ratio.
 func (t *Trainer) learningRate(step int) float64 {
 	return scheduledLR(t.cfg.ActorRolloutRef.Actor.Optim, step, t.totalSteps)
+}
+
+// FallBackEOS gives a model whose checkpoint declares no eos id (config.json's and
+// generation_config.json's eos_token_id absent, null or [], a GGUF without
+// tokenizer.ggml.eos_token_id, a freshly made config, say) its tokenizer's eos, so that
+// generation stops there rather than at no id, and says so on w. A model with eos ids keeps
+// them: generation stops at any of them. path names the model in the message.
+func FallBackEOS(w io.Writer, path string, m *model.Model, tk *tokenizer.Tokenizer) {
+	if !m.FallBackEOS(tk.EOS()) {
+		return
+	}
+	if tk.EOS() < 0 {
+		fmt.Fprintf(w, "%s: neither the checkpoint nor the tokenizer declares an eos id; generation stops only at max tokens or a stop token\n", path)
+		return
+	}
+	fmt.Fprintf(w, "%s: the checkpoint declares no eos_token_id (config.json, generation_config.json); generation stops at the tokenizer's eos (id %d)\n", path, tk.EOS())
 }
 
 // checkVocab refuses a tokenizer with more ids than the model embeds: its ids past vocab_size

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// tinyChatWith copies host/sft/testdata/tiny-chat (a tiny Llama and its tokenizer, eos
+// <|im_end|> = 257 in config.json, generation_config.json and tokenizer_config.json) with
+// config.json's eos_token_id set to eos (JSON) and generation_config.json's text set to gen
+// ("": no generation_config.json).
+func tinyChatWith(t *testing.T, eos, gen string) string {
+	t.Helper()
+	src, dir := filepath.Join("..", "..", "host", "sft", "testdata", "tiny-chat"), t.TempDir()
+	for _, f := range []string{"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "config.json" {
+			var cfg map[string]json.RawMessage
+			if err := json.Unmarshal(b, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			cfg["eos_token_id"] = json.RawMessage(eos)
+			b, _ = json.Marshal(cfg)
+		}
+		writeFile(t, filepath.Join(dir, f), string(b))
+	}
+	if gen != "" {
+		writeFile(t, filepath.Join(dir, "generation_config.json"), gen)
+	}
+	return dir
+}
+
+// `rlhost generate` stops at every eos id the checkpoint declares (config.json's list,
+// generation_config.json's), and where it declares none at the tokenizer's eos, saying so,
+// as the trainer does. The chat prompt below greedily gives 9 10 29 236 71 177 ... (no 257).
+func TestGenerateEOS(t *testing.T) {
+	gen := func(dir string, extra ...string) ([]int, string, string) {
+		t.Helper()
+		stdout, stderr, err := run(t, append([]string{"generate", "--model", dir, "--chat", "--prompt", "What is 2+2?", "--max-tokens", "12"}, extra...)...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		var out struct {
+			TokenIDs     []int  `json:"token_ids"`
+			FinishReason string `json:"finish_reason"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+			t.Fatalf("%v\n%s", err, stdout)
+		}
+		return out.TokenIDs, out.FinishReason, stderr
+	}
+	all, reason, _ := gen(tinyChatWith(t, `257`, ""), "--ignore-eos")
+	if len(all) != 12 || reason != "length" || slices.Contains(all, 257) {
+		t.Fatalf("--ignore-eos: %v (%s); want 12 tokens without 257", all, reason)
+	}
+	for _, tt := range []struct {
+		name, eos, gen string
+		stop           int // the id generation stops at
+	}{
+		{"config.json list", `[257, 1, ` + strconv.Itoa(all[4]) + `]`, "", all[4]},
+		{"generation_config.json", `257`, `{"eos_token_id": [257, ` + strconv.Itoa(all[3]) + `]}`, all[3]},
+	} {
+		dir := tinyChatWith(t, tt.eos, tt.gen)
+		toks, reason, _ := gen(dir)
+		i := slices.Index(all, tt.stop)
+		if !slices.Equal(toks, all[:i+1]) || reason != "stop" {
+			t.Errorf("%s: %v (%s); want %v (stop)", tt.name, toks, reason, all[:i+1])
+		}
+		if toks, reason, _ := gen(dir, "--ignore-eos"); !slices.Equal(toks, all) || reason != "length" {
+			t.Errorf("%s, --ignore-eos: %v (%s); want %v (length)", tt.name, toks, reason, all)
+		}
+	}
+	toks, reason, stderr := gen(tinyChatWith(t, `null`, ""))
+	if want := "the checkpoint declares no eos_token_id (config.json, generation_config.json); generation stops at the tokenizer's eos (id 257)"; !strings.Contains(stderr, want) {
+		t.Errorf("no eos id: stderr %q; want %q", stderr, want)
+	}
+	if !slices.Equal(toks, all) || reason != "length" {
+		t.Errorf("no eos id: %v (%s); want %v (length)", toks, reason, all)
+	}
+}
