@@ -27,4 +27,5 @@ bench-compute: setup-blas setup-trl ## sgemm, training step, decode, GRPO step m
 
 compute-goldens: setup-trl ## regenerate gpu/model/testdata with transformers (not run by test)
 	$(TRL_PY) scripts/goldens/model/make_goldens.py gpu/model/testdata
+	$(TRL_PY) scripts/goldens/model/make_eos_goldens.py gpu/model/testdata
 	$(TRL_PY) scripts/goldens/model/make_reward_goldens.py gpu/model/testdata/reward

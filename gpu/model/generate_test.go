@@ -181,6 +181,102 @@ func TestGenerateStopsAtEveryEOS(t *testing.T) {
 	}
 }
 
+// TestGoldenEOS: greedy generation on tiny-llama with the eos_token_id settings of
+// testdata/eos-golden.json (scripts/goldens/model/make_eos_goldens.py) against where
+// transformers' generate stops. transformers stops at generation_config.json's ids when the
+// file exists, else at config.json's; rlhost stops at the union. Where the two sets give the
+// same first stop (every case but a generation_config.json without config.json's ids, or
+// with eos_token_id null) the tokens are transformers' exactly; elsewhere rlhost stops at the
+// first union id, on transformers' tokens.
+func TestGoldenEOS(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "eos-golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		MaxNewTokens int `json:"max_new_tokens"`
+		Cases        []struct {
+			Name      string  `json:"name"`
+			ConfigEOS string  `json:"config_eos"`
+			GenEOS    *string `json:"generation_config_eos"`
+			Results   []struct {
+				Prompt  []int32 `json:"prompt"`
+				Tokens  []int32 `json:"tokens"`
+				Stopped bool    `json:"stopped"`
+			} `json:"results"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &golden); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(js string) []int32 { // an id, a list or null
+		var v any
+		if err := json.Unmarshal([]byte(js), &v); err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		var out []int32
+		switch v := v.(type) {
+		case float64:
+			out = append(out, int32(v))
+		case []any:
+			for _, x := range v {
+				out = append(out, int32(x.(float64)))
+			}
+		}
+		return out
+	}
+	full := loadGolden(t, "tiny-llama").meta.Generate // greedy, never stopping
+	cut := func(toks []int32, stop []int32) []int32 {
+		for i, tok := range toks {
+			if slices.Contains(stop, tok) {
+				return toks[:i+1]
+			}
+		}
+		return toks
+	}
+	differ := 0
+	for _, c := range golden.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			gen, hfSet := "", ids(c.ConfigEOS)
+			union := slices.Clone(hfSet)
+			if c.GenEOS != nil {
+				gen = `{"eos_token_id": ` + *c.GenEOS + `}`
+				hfSet = ids(*c.GenEOS)
+				union = append(union, hfSet...)
+			}
+			m := eosCheckpoint(t, c.ConfigEOS, gen)
+			g, err := m.NewGenerator(len(c.Results), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var reqs []Request
+			for _, r := range c.Results {
+				reqs = append(reqs, Request{Prompt: r.Prompt, Sample: SampleConfig{MaxTokens: golden.MaxNewTokens}})
+			}
+			res, err := g.Generate(reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range c.Results {
+				if !slices.Equal(full[i].Prompt, r.Prompt) || !slices.Equal(cut(full[i].Tokens, hfSet), r.Tokens) {
+					t.Fatalf("prompt %d: transformers' tokens %v are not its plain greedy ones cut at %v", i, r.Tokens, hfSet)
+				}
+				want := cut(full[i].Tokens, union)
+				if len(want) != len(r.Tokens) {
+					differ++
+				}
+				got := res[i]
+				if !slices.Equal(got.Tokens, want) || (got.FinishReason == "stop") != (len(want) < golden.MaxNewTokens) {
+					t.Errorf("prompt %d, eos ids %v: got %v (%s), want %v; transformers %v", i, m.Config.EOSIDs(), got.Tokens, got.FinishReason, want, r.Tokens)
+				}
+			}
+		})
+	}
+	if differ != 2 {
+		t.Errorf("%d results differ from transformers' stop; want 2 (the union's extra stops)", differ)
+	}
+}
+
 // A checkpoint without an eos id (null, no generation_config.json) stops at none, not at
 // id 0 (which tiny-llama generates as its 7th token for the first golden prompt), until
 // FallBackEOS gives it the tokenizer's; a checkpoint with an eos id keeps its own.
