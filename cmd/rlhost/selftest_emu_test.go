@@ -17,8 +17,18 @@ import (
 // downloads far less than a row of logits per sequence) and prefix sharing.
 func TestSelftestBenchCUDA(t *testing.T) {
 	old := openCUDA
-	openCUDA = func() (gpu.Backend, error) { return cuda.OpenEmulator(), nil }
-	defer func() { openCUDA = old }()
+	var opened []*cuda.Backend
+	openCUDA = func() (gpu.Backend, error) {
+		be := cuda.OpenEmulator()
+		opened = append(opened, be)
+		return be, nil
+	}
+	defer func() {
+		openCUDA = old
+		for _, be := range opened {
+			be.Close()
+		}
+	}()
 	const DB, P, NEW = 8, 20, 2
 	stdout, _, err := run(t, "selftest", "--device", "cuda", "--bench", "../../gpu/model/testdata/tiny-llama", "--dtype", "bfloat16",
 		"--batch", "2", "--seq", "6", "--decode-batch", "8", "--prompt", "20", "--new-tokens", "2", "--steps", "1")

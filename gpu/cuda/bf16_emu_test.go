@@ -20,7 +20,7 @@ var bf16Checks = []Check{
 // emulator (the figures in docs/gpu.md; TestKernelsOnEmulator runs the
 // checks themselves) and requires the backend to be back in FP32 after it.
 func TestMixedPrecisionEmulator(t *testing.T) {
-	be := OpenEmulator()
+	be := openEmulator(t)
 	for _, p := range []Precision{BF16, TF32} {
 		d, err := mixedStepDiffs(be, p)
 		if err != nil {
@@ -51,7 +51,7 @@ func TestBF16PlantedBugs(t *testing.T) {
 	for _, c := range bf16Checks {
 		checks[c.Name] = c
 	}
-	be := OpenEmulator()
+	be := openEmulator(t)
 	for _, tc := range []struct {
 		kernel, plant string // an emulator kernel defect, or a planted bug of bf16.go
 		fail          []string

@@ -6,16 +6,20 @@
 #include "emu.h"
 #include "kernels/kernels.cu"
 
-#include <ucontext.h>
-
 #include <functional>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-// Threads are fibers (ucontext) run by one OS thread: a block's BLOCK fibers
-// run until they wait at a barrier, and the scheduler resumes a waiting
-// fiber once its barrier has filled. Blocks run one after another.
+// Threads are fibers run by one OS thread: a block's BLOCK fibers run until
+// they wait at a barrier, and the scheduler resumes a waiting fiber once its
+// barrier has filled. Blocks run one after another.
+//
+// A switch between fibers saves the callee-saved registers on the running
+// stack and loads the other stack (rl_switch, x86-64). glibc's swapcontext
+// would do the same plus a sigprocmask system call per switch, which cost
+// more than the kernels themselves; it remains the way on other
+// architectures.
 
 thread_local rl_dim3 threadIdx, blockIdx;
 rl_dim3 blockDim, gridDim;
@@ -25,18 +29,81 @@ struct rl_bar {
     unsigned int gen;
 };
 
+#if defined(__x86_64__)
+// rl_switch(from, to): push rbp, rbx, r12-r15 and the SSE and x87 control
+// words, store the stack pointer in *from, load to and pop the same from
+// there; ret resumes to's code.
+extern "C" void rl_switch(void** from, void* to);
+asm(R"(
+    .text
+    .globl rl_switch
+    .hidden rl_switch
+    .type rl_switch, @function
+rl_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size rl_switch, .-rl_switch
+)");
+
+struct rl_context {
+    void* sp;
+};
+#else
+#include <ucontext.h>
+struct rl_context {
+    ucontext_t uc;
+};
+#endif
+
 struct rl_fiber {
-    ucontext_t ctx;
+    rl_context ctx;
     unsigned int tid;
     bool done;
     rl_bar* wait;  // the barrier it waits at, or null
     unsigned int wgen;
 };
 
-static ucontext_t rl_sched;
+static rl_context rl_sched;
 static rl_fiber* rl_cur;
 static const std::function<void()>* rl_body;
 static rl_bar rl_block_bar, rl_warp_bar[BLOCK / 32];
+
+// rl_resume runs fiber f until it waits or ends; rl_yield returns from the
+// running fiber to the scheduler.
+static void rl_resume(rl_fiber& f) {
+#if defined(__x86_64__)
+    rl_switch(&rl_sched.sp, f.ctx.sp);
+#else
+    swapcontext(&rl_sched.uc, &f.ctx.uc);
+#endif
+}
+
+static void rl_yield() {
+#if defined(__x86_64__)
+    rl_switch(&rl_cur->ctx.sp, rl_sched.sp);
+#else
+    swapcontext(&rl_cur->ctx.uc, &rl_sched.uc);
+#endif
+}
 
 static void rl_arrive(rl_bar* b) {
     unsigned int g = b->gen;
@@ -47,7 +114,7 @@ static void rl_arrive(rl_bar* b) {
     }
     rl_cur->wait = b;
     rl_cur->wgen = g;
-    swapcontext(&rl_cur->ctx, &rl_sched);
+    rl_yield();
 }
 
 void __syncthreads() { rl_arrive(&rl_block_bar); }
@@ -55,7 +122,38 @@ void rl_warp_sync() { rl_arrive(&rl_warp_bar[threadIdx.x >> 5]); }
 
 static void rl_entry() {
     (*rl_body)();
-    rl_cur->done = true;  // returns to uc_link, the scheduler
+    rl_cur->done = true;
+#if defined(__x86_64__)
+    rl_yield();  // never resumed
+    __builtin_unreachable();
+#endif  // else: returns to uc_link, the scheduler
+}
+
+// rl_start prepares f to run rl_entry on the stack [stack, stack+size).
+static void rl_start(rl_fiber& f, char* stack, size_t size) {
+#if defined(__x86_64__)
+    // what rl_switch pops, from the stack pointer up: the control words,
+    // r15 ... rbp, then rl_entry as the return address, and a null return
+    // address above it; after ret the stack pointer is 8 past a 16-byte
+    // boundary, as at the entry of a called function
+    uint64_t* top = (uint64_t*)(((uintptr_t)(stack + size)) & ~(uintptr_t)15);
+    uint64_t* sp = top - 9;
+    unsigned int csr;
+    unsigned short cw;
+    asm volatile("stmxcsr %0" : "=m"(csr));
+    asm volatile("fnstcw %0" : "=m"(cw));
+    memset(sp, 0, 9 * sizeof(uint64_t));
+    memcpy(&sp[0], &csr, 4);
+    memcpy((char*)&sp[0] + 4, &cw, 2);
+    sp[7] = (uint64_t)(uintptr_t)rl_entry;  // sp[1..6]: r15, r14, r13, r12, rbx, rbp
+    f.ctx.sp = sp;
+#else
+    getcontext(&f.ctx.uc);
+    f.ctx.uc.uc_stack.ss_sp = stack;
+    f.ctx.uc.uc_stack.ss_size = size;
+    f.ctx.uc.uc_link = &rl_sched.uc;
+    makecontext(&f.ctx.uc, rl_entry, 0);
+#endif
 }
 
 // rl_run_grid runs body as grid blocks of BLOCK threads; false on a deadlock
@@ -74,11 +172,7 @@ static bool rl_run_grid(long long grid, const std::function<void()>& body) {
             f.tid = t;
             f.done = false;
             f.wait = nullptr;
-            getcontext(&f.ctx);
-            f.ctx.uc_stack.ss_sp = &stacks[t * stackSize];
-            f.ctx.uc_stack.ss_size = stackSize;
-            f.ctx.uc_link = &rl_sched;
-            makecontext(&f.ctx, rl_entry, 0);
+            rl_start(f, &stacks[t * stackSize], stackSize);
         }
         for (int left = BLOCK; left > 0;) {
             bool progress = false;
@@ -89,7 +183,7 @@ static bool rl_run_grid(long long grid, const std::function<void()>& body) {
                     f.wait = nullptr;
                     rl_cur = &f;
                     threadIdx = {f.tid, 0, 0};
-                    swapcontext(&rl_sched, &f.ctx);
+                    rl_resume(f);
                     progress = true;
                 }
                 if (!f.done) left++;

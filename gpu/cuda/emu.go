@@ -13,6 +13,7 @@ import (
 	"embed"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -20,12 +21,13 @@ import (
 
 // OpenEmulator returns a Backend whose kernels are kernels/kernels.cu
 // compiled for the CPU and run with each GPU thread a fiber (emu.cc), with device memory
-// in the C heap and cuBLAS replaced by its column-major definition. It is slow and only
+// a reserved range of its own (emuMemory) and cuBLAS replaced by its
+// column-major definition. Close gives all of its memory back. It is slow and only
 // for tests (build tag cudaemu): it runs the kernels' own code where there
 // is no GPU, so that everything but the PTX compilation and the hardware is
 // checked against the CPU reference.
 func OpenEmulator() *Backend {
-	return &Backend{d: &device{drv: emuDriver{}, blas: rowMajor{emuBlas{}}, name: "emulator", cc: [2]int{8, 0}}}
+	return &Backend{d: &device{drv: emuDriver{&emuMemory{}}, blas: rowMajor{emuBlas{}}, name: "emulator", cc: [2]int{8, 0}}}
 }
 
 // kernelSources are embedded only so that the Go build cache rebuilds the
@@ -35,86 +37,227 @@ func OpenEmulator() *Backend {
 //go:embed kernels/*.cu kernels/*.cuh
 var kernelSources embed.FS
 
-type emuDriver struct{}
+// emuDriver is one emulated device: its memory, and the kernels of
+// emu.cc, which every emulated device shares (launches run one at a time).
+type emuDriver struct{ m *emuMemory }
 
-// hostPtr is the address of emulated device memory (C heap) as a pointer.
+// hostPtr is the address of emulated device memory as a pointer.
 func hostPtr(p dptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }
 
 func (emuDriver) lock() (func(), error) { return func() {}, nil }
 
-// The emulated device memory is one reserved range of address space that is
-// readable only while an op runs (device.run calls enter and leave): like
-// device memory on a GPU, the host faults if it touches a tensor outside
-// Upload and Download, so a test on the emulator catches a host read or
-// write that would crash on a GPU. Allocation bumps a pointer; freed blocks
-// go back to the backend's pool, not here.
+// emuMemSize is the address space each emulated device reserves.
 const emuMemSize = 4 << 30
 
-type emuMemT struct {
+// emuMemory is an emulated device's memory: a reserved range of address
+// space of its own, accessible only while an op of that device runs
+// (device.run calls enter and leave). As device memory on a GPU, the host
+// faults if it touches a tensor outside Upload and Download, so a test on
+// the emulator catches a host read or write that would crash on a GPU.
+//
+// It is a driver's allocator, as cuMemAlloc/cuMemFree: a block comes from
+// the lowest freed span it fits in, else from the top of the used range;
+// a freed block merges with its free neighbours, and when the top block is
+// freed the used range shrinks and the pages above it go back to the
+// system (madvise, and made inaccessible). Memory handed out reads as
+// zeros. Close unmaps the whole range: nothing of a closed device stays.
+// (The backend keeps the tensors it frees for reuse; it gives them to the
+// driver only when an allocation fails or at Close.)
+type emuMemory struct {
 	sync.Mutex
-	region []byte
-	used   int
-	depth  int // nested enter calls
+	region []byte       // reserved on the first malloc; nil before and after close
+	top    int          // [0, top) holds every live block
+	clean  int          // every byte from clean on is zero (clean >= top)
+	prot   int          // [0, prot) is the page-rounded range whose protection follows depth
+	spans  []emuSpan    // free blocks below top, by address, none adjacent
+	live   map[dptr]int // the blocks handed out: size by address
+	depth  int          // nested enter calls
+	closed bool
 }
 
-var emuMem emuMemT
+type emuSpan struct{ at, n int }
 
-func (emuDriver) malloc(bytes int64) (dptr, error) {
-	m := &emuMem
+// emuStats is every emulated device's memory together: regions mapped,
+// blocks and bytes handed out and not freed; emuStatsNow reads it (the
+// tests check that closed devices leave nothing behind).
+var emuStats struct {
+	sync.Mutex
+	regions, blocks int
+	bytes           int64
+}
+
+type emuMemoryStats struct {
+	Regions, Blocks int
+	Bytes           int64
+}
+
+func emuStatsNow() emuMemoryStats {
+	emuStats.Lock()
+	defer emuStats.Unlock()
+	return emuMemoryStats{emuStats.regions, emuStats.blocks, emuStats.bytes}
+}
+
+func emuCount(regions, blocks int, bytes int64) {
+	emuStats.Lock()
+	defer emuStats.Unlock()
+	emuStats.regions += regions
+	emuStats.blocks += blocks
+	emuStats.bytes += bytes
+}
+
+var pageSize = os.Getpagesize()
+
+func pageUp(n int) int { return (n + pageSize - 1) &^ (pageSize - 1) }
+
+func (e emuDriver) malloc(bytes int64) (dptr, error) {
+	m := e.m
 	m.Lock()
 	defer m.Unlock()
+	if m.closed {
+		return 0, ErrClosed
+	}
 	if m.region == nil {
 		r, err := syscall.Mmap(-1, 0, emuMemSize, syscall.PROT_NONE, syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_NORESERVE)
 		if err != nil {
 			return 0, fmt.Errorf("reserve emulated device memory: %w", err)
 		}
-		m.region = r
+		m.region, m.live = r, map[dptr]int{}
+		emuCount(1, 0, 0)
 	}
-	n := (int(bytes) + 255) &^ 255
-	if m.used+n > len(m.region) {
-		return 0, fmt.Errorf("out of memory (%d bytes; the emulator's device has %d)", bytes, emuMemSize)
+	n := max(256, (int(bytes)+255)&^255) // never 0: each block has its own address
+	at := -1
+	for i, s := range m.spans { // first fit, lowest address
+		if s.n >= n {
+			at = s.at
+			if s.n == n {
+				m.spans = slices.Delete(m.spans, i, i+1)
+			} else {
+				m.spans[i] = emuSpan{s.at + n, s.n - n}
+			}
+			break
+		}
 	}
-	p := unsafe.Pointer(&m.region[m.used])
-	m.used += n
-	if err := m.protect(); err != nil {
-		return 0, err
+	if at < 0 {
+		if m.top+n > len(m.region) {
+			return 0, fmt.Errorf("out of memory (%d bytes; the emulator's device has %d)", bytes, emuMemSize)
+		}
+		at = m.top
+		m.top += n
+		if end := pageUp(m.top); end > m.prot {
+			if err := m.protect(m.prot, end); err != nil {
+				m.top -= n
+				return 0, err
+			}
+			m.prot = end
+		}
 	}
-	clear(m.region[m.used-n : m.used])
-	return dptr(uintptr(p)), nil
+	if at < m.clean {
+		clear(m.region[at:min(at+n, m.clean)])
+	}
+	m.clean = max(m.clean, at+n)
+	p := dptr(uintptr(unsafe.Pointer(&m.region[at])))
+	m.live[p] = n
+	emuCount(0, 1, int64(n))
+	return p, nil
 }
 
-// protect makes the used range readable inside an op and inaccessible outside.
-func (m *emuMemT) protect() error {
-	if m.used == 0 {
+func (e emuDriver) free(p dptr) error {
+	m := e.m
+	m.Lock()
+	defer m.Unlock()
+	n, ok := m.live[p]
+	if !ok {
+		return fmt.Errorf("free of %#x: not a block of this emulated device", uintptr(p))
+	}
+	delete(m.live, p)
+	emuCount(0, -1, -int64(n))
+	at := int(uintptr(p) - uintptr(unsafe.Pointer(&m.region[0])))
+	i, _ := slices.BinarySearchFunc(m.spans, at, func(s emuSpan, at int) int { return s.at - at })
+	s := emuSpan{at, n}
+	if i < len(m.spans) && m.spans[i].at == at+n { // merge with the next
+		s.n += m.spans[i].n
+		m.spans = slices.Delete(m.spans, i, i+1)
+	}
+	if i > 0 && m.spans[i-1].at+m.spans[i-1].n == at { // and the previous
+		i--
+		s = emuSpan{m.spans[i].at, m.spans[i].n + s.n}
+		m.spans = slices.Delete(m.spans, i, i+1)
+	}
+	if s.at+s.n < m.top {
+		m.spans = slices.Insert(m.spans, i, s)
+		return nil
+	}
+	// the top block: the used range shrinks to s.at, and the whole pages
+	// above it are given back (they read as zero when mapped again)
+	m.top = s.at
+	end := pageUp(m.top)
+	if end < m.prot {
+		if err := syscall.Madvise(m.region[end:m.prot], syscall.MADV_DONTNEED); err != nil {
+			return fmt.Errorf("release emulated device memory: %w", err)
+		}
+		if err := syscall.Mprotect(m.region[end:m.prot], syscall.PROT_NONE); err != nil {
+			return fmt.Errorf("release emulated device memory: %w", err)
+		}
+		m.prot = end
+	}
+	m.clean = max(m.top, min(m.clean, end))
+	return nil
+}
+
+// close unmaps the device's memory: every block, freed or not.
+func (e emuDriver) close() error {
+	m := e.m
+	m.Lock()
+	defer m.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	if m.region == nil {
+		return nil
+	}
+	var bytes int64
+	for _, n := range m.live {
+		bytes += int64(n)
+	}
+	emuCount(-1, -len(m.live), -bytes)
+	err := syscall.Munmap(m.region)
+	m.region, m.live, m.spans, m.top, m.clean, m.prot = nil, nil, nil, 0, 0, 0
+	return err
+}
+
+// protect sets the protection of [from, to) of the region (page-aligned):
+// readable and writable inside an op, inaccessible outside.
+func (m *emuMemory) protect(from, to int) error {
+	if from >= to {
 		return nil
 	}
 	prot := syscall.PROT_NONE
 	if m.depth > 0 {
 		prot = syscall.PROT_READ | syscall.PROT_WRITE
 	}
-	end := (m.used + os.Getpagesize() - 1) &^ (os.Getpagesize() - 1)
-	return syscall.Mprotect(m.region[:end], prot)
+	return syscall.Mprotect(m.region[from:to], prot)
 }
 
-func (emuDriver) enter() {
-	emuMem.Lock()
-	defer emuMem.Unlock()
-	emuMem.depth++
-	if emuMem.depth == 1 {
-		must(emuMem.protect())
+func (e emuDriver) enter() {
+	m := e.m
+	m.Lock()
+	defer m.Unlock()
+	m.depth++
+	if m.depth == 1 && m.region != nil {
+		must(m.protect(0, m.prot))
 	}
 }
 
-func (emuDriver) leave() {
-	emuMem.Lock()
-	defer emuMem.Unlock()
-	emuMem.depth--
-	if emuMem.depth == 0 {
-		must(emuMem.protect())
+func (e emuDriver) leave() {
+	m := e.m
+	m.Lock()
+	defer m.Unlock()
+	m.depth--
+	if m.depth == 0 && m.region != nil {
+		must(m.protect(0, m.prot))
 	}
 }
-
-func (emuDriver) free(p dptr) error { return nil }
 
 func (emuDriver) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
 	copy(unsafe.Slice((*byte)(hostPtr(dst)), bytes), unsafe.Slice((*byte)(src), bytes))
@@ -131,6 +274,10 @@ func (emuDriver) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
 // tests set it to prove that a check fails on a broken kernel.
 var emuPlanted = map[string]string{}
 
+// emuLaunch serialises launches: emu.cc's scheduler, fibers and __shared__
+// arrays are one set for every emulated device, as one GPU.
+var emuLaunch sync.Mutex
+
 func (emuDriver) launch(kernel string, grid int, args []uint64) error {
 	if p := emuPlanted[kernel]; p != "" {
 		kernel += "/" + p
@@ -140,7 +287,10 @@ func (emuDriver) launch(kernel string, grid int, args []uint64) error {
 	slots := (*C.uint64_t)(C.malloc(C.size_t(8 * max(1, len(args)))))
 	defer C.free(unsafe.Pointer(slots))
 	copy(unsafe.Slice((*uint64)(unsafe.Pointer(slots)), len(args)), args)
-	switch r := C.rl_emu_launch(name, C.longlong(grid), slots, C.int(len(args))); {
+	emuLaunch.Lock()
+	r := C.rl_emu_launch(name, C.longlong(grid), slots, C.int(len(args)))
+	emuLaunch.Unlock()
+	switch {
 	case r == -1:
 		return fmt.Errorf("no kernel %s", kernel)
 	case r == -2:

@@ -3,10 +3,13 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
+	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
 )
@@ -18,11 +21,22 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// openEmulator is OpenEmulator, closed when the test ends.
+func openEmulator(t testing.TB) *Backend {
+	be := OpenEmulator()
+	t.Cleanup(func() {
+		if err := be.Close(); err != nil {
+			t.Errorf("closing the emulator: %v", err)
+		}
+	})
+	return be
+}
+
 // TestKernelsOnEmulator runs every check with the kernels of kernels.cu
 // executed on the CPU by the emulator, through the same op code (backend.go)
 // and staging as on a GPU.
 func TestKernelsOnEmulator(t *testing.T) {
-	be := OpenEmulator()
+	be := openEmulator(t)
 	for _, c := range Checks {
 		t.Run(c.Name, func(t *testing.T) {
 			if err := c.Do(be); err != nil {
@@ -39,7 +53,7 @@ var sink float32
 // (the checks and TestTransfer...) therefore fails if model code reads or
 // writes a tensor on the host.
 func TestEmulatorMemoryFaultsOnHostAccess(t *testing.T) {
-	be := OpenEmulator()
+	be := openEmulator(t)
 	x := be.Alloc("x", 16)
 	be.Upload(x, []float32{1, 2, 3, 4})
 	got := make([]float32, 4)
@@ -59,4 +73,135 @@ func TestEmulatorMemoryFaultsOnHostAccess(t *testing.T) {
 	if !faulted(func() { x[2] = 1 }) {
 		t.Error("the host wrote a tensor of the emulated device without a fault")
 	}
+}
+
+// TestEmulatorMemoryReleased: an emulated device gives its memory back.
+// Checks run twice on one device need no more of the emulator's memory the
+// second time (freed blocks are reused), and once closed a device leaves
+// no region, block or byte behind, K times over; an op on a closed backend
+// fails with ErrClosed.
+func TestEmulatorMemoryReleased(t *testing.T) {
+	var checks []Check // tensors allocated and freed, host operands staged
+	for _, c := range Checks {
+		if c.Name == "ResidentTensors" || c.Name == "Matmul" || c.Name == "RMSNorm" {
+			checks = append(checks, c)
+		}
+	}
+	run := func(be *Backend) {
+		for _, c := range checks {
+			if err := c.Do(be); err != nil {
+				t.Fatalf("%s: %v", c.Name, err)
+			}
+		}
+	}
+	before := emuStatsNow()
+	for k := range 4 {
+		be := OpenEmulator()
+		run(be)
+		m := be.d.drv.(emuDriver).m
+		top := m.top
+		run(be)
+		if m.top != top {
+			t.Errorf("device %d: the checks run again moved the top of its memory from %d to %d bytes", k, top, m.top)
+		}
+		kept := be.Alloc("left allocated at Close", 1<<20)
+		open := emuStatsNow()
+		if open.Regions != before.Regions+1 || open.Blocks <= before.Blocks || open.Bytes < before.Bytes+int64(len(kept))*4 {
+			t.Fatalf("device %d open: %+v, before it %+v: the accounting does not see its memory", k, open, before)
+		}
+		if err := be.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := emuStatsNow(); got != before {
+			t.Fatalf("device %d closed: %+v of emulated device memory left, want %+v", k, got, before)
+		}
+		if err := be.Close(); err != nil {
+			t.Errorf("second Close: %v", err)
+		}
+		func() {
+			defer func() {
+				e, ok := recover().(*Error)
+				if !ok || !errors.Is(e, ErrClosed) {
+					t.Errorf("Upload on a closed backend: panic %v, want an *Error wrapping ErrClosed", e)
+				}
+			}()
+			be.Upload(kept, []float32{1})
+		}()
+	}
+}
+
+// TestEmulatorAllocator: the emulated device's allocator reuses freed
+// blocks (lowest first fit, neighbours merged), hands out zeroed memory,
+// and when the top block is freed gives the pages above the used range
+// back to the system (none of them stays resident).
+func TestEmulatorAllocator(t *testing.T) {
+	e := emuDriver{&emuMemory{}}
+	defer e.close()
+	e.enter()
+	defer e.leave()
+	alloc := func(n int64) dptr {
+		p, err := e.malloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := unsafe.Slice((*byte)(hostPtr(p)), n)
+		for i := range b {
+			if b[i] != 0 {
+				t.Fatalf("block of %d bytes at %#x: byte %d is %d, want 0", n, p, i, b[i])
+			}
+		}
+		for i := range b {
+			b[i] = 0xAB // dirty it
+		}
+		return p
+	}
+	free := func(p dptr) {
+		if err := e.free(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const big = 16 << 20
+	a, b, c := alloc(1000), alloc(big), alloc(3000)
+	if b != a+1024 || c != b+big {
+		t.Fatalf("blocks at %#x, %#x, %#x: not packed at 256-byte alignment", a, b, c)
+	}
+	free(a)
+	free(b) // merges with a's span
+	if p := alloc(big + 1000); p != a {
+		t.Errorf("a block of a's and b's size together at %#x, want %#x (their merged span)", p, a)
+	} else {
+		free(p)
+	}
+	if p := alloc(200); p != a {
+		t.Errorf("a small block at %#x, want the lowest free span %#x", p, a)
+	} else {
+		free(p)
+	}
+	if got := e.m.top; got != int(c-a)+3072 {
+		t.Errorf("top %d with c live, want %d", got, int(c-a)+3072)
+	}
+	if err := e.free(a + 256); err == nil {
+		t.Error("freeing an address that is no block succeeded")
+	}
+	free(c) // the top block: everything is free now
+	if e.m.top != 0 || len(e.m.spans) != 0 || len(e.m.live) != 0 {
+		t.Errorf("all freed: top %d, spans %v, %d live; want 0, none, 0", e.m.top, e.m.spans, len(e.m.live))
+	}
+	if n := residentPages(t, e.m.region[:big+8192]); n != 0 {
+		t.Errorf("all freed: %d pages of the device still resident, want 0", n)
+	}
+	alloc(big) // zeroed again (alloc checks)
+}
+
+// residentPages counts the pages of b in memory (mincore).
+func residentPages(t *testing.T, b []byte) int {
+	vec := make([]byte, (len(b)+pageSize-1)/pageSize)
+	if _, _, errno := syscall.Syscall(syscall.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatalf("mincore: %v", errno)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
 }

@@ -89,6 +89,7 @@ type device struct {
 	// sampleOnHost makes SampleTokens download the logits and sample on
 	// the host (a planted bug for the transfer tests; never set otherwise).
 	sampleOnHost bool
+	closed       bool // Close ran: every op fails
 }
 
 // run executes one op on the device: the context is made current on a
@@ -99,6 +100,9 @@ type device struct {
 func (d *device) run(op string, f func(a *arena)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		panic(&Error{op, ErrClosed})
+	}
 	unlock, err := d.drv.lock()
 	if err != nil {
 		panic(&Error{op, err})

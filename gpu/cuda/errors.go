@@ -17,3 +17,6 @@ type Error struct {
 
 func (e *Error) Error() string { return "cuda: " + e.Op + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
+
+// ErrClosed is the error of an op on a Backend after Close.
+var ErrClosed = errors.New("the backend is closed")

@@ -10,7 +10,7 @@ import (
 // TestFlashAttentionEmulator runs the fused attention's check on the
 // emulator (TestKernelsOnEmulator runs it too, among all the checks).
 func TestFlashAttentionEmulator(t *testing.T) {
-	if err := (Check{"AttentionVarlen", checkAttentionVarlen}).Do(OpenEmulator()); err != nil {
+	if err := (Check{"AttentionVarlen", checkAttentionVarlen}).Do(openEmulator(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -20,7 +20,7 @@ func TestFlashAttentionEmulator(t *testing.T) {
 // diagonal tile left out of the causal range, a log-sum-exp without the row
 // maximum): each must make the check fail, naming the tensor it broke.
 func TestFlashAttentionPlantedBugs(t *testing.T) {
-	be := OpenEmulator()
+	be := openEmulator(t)
 	for _, tc := range []struct {
 		kernel, defect, tensor string
 	}{

@@ -14,7 +14,7 @@ import (
 // TestGenerateGroupsDetectsPrefixDefects are left to the CPU device: a run
 // of the workload takes about 30 s here.
 func TestGenerateGroupsPlantedEmulator(t *testing.T) {
-	checkGroupsDetects(t, func() Device { return OpenEmulator() }, "short")
+	checkGroupsDetects(t, func() Device { return openEmulator(t) }, "short")
 }
 
 // samplingDefect is a Device whose SampleTokens leaves out one filter

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -226,6 +227,47 @@ func (d *device) release(p dptr) {
 	}
 	d.mem.pool[t.bytes] = append(d.mem.pool[t.bytes], t.p)
 	d.dropBF16(t.p)
+}
+
+// Close gives the device memory the backend holds back to the driver:
+// every tensor (live or kept for reuse), their bfloat16 copies and the
+// staging buffers; a driver that holds more releases it too (the emulator
+// unmaps its device memory). The backend and its tensors must not be used
+// afterwards: an op then panics with an *Error wrapping ErrClosed. On a GPU
+// the context, stream, module and cuBLAS stay loaded for the process. A
+// second Close does nothing.
+func (b *Backend) Close() error {
+	d := b.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	unlock, err := d.drv.lock()
+	if err != nil {
+		return &Error{"Close", err}
+	}
+	defer unlock()
+	errs := []error{d.drv.sync()} // queued work may still use the memory
+	for _, t := range d.mem.live {
+		errs = append(errs, d.drv.free(t.p))
+	}
+	for _, ps := range d.mem.pool {
+		for _, p := range ps {
+			errs = append(errs, d.drv.free(p))
+		}
+	}
+	for _, c := range d.arena.chunks {
+		errs = append(errs, d.drv.free(c.p))
+	}
+	if c, ok := d.drv.(interface{ close() error }); ok {
+		errs = append(errs, c.close())
+	}
+	d.mem, d.bf16, d.arena, d.closed = tensors{}, nil, arena{}, true
+	if err := errors.Join(errs...); err != nil {
+		return &Error{"Close", err}
+	}
+	return nil
 }
 
 // tensorPtr is the device address of a tensor's first element; x must be

@@ -13,7 +13,7 @@ import (
 // adding to it, the backward leaving the second output gradient out of
 // dinp): each must make the check fail, naming the tensor it broke.
 func TestResidualRMSNormPlantedBugs(t *testing.T) {
-	be := OpenEmulator()
+	be := openEmulator(t)
 	check := Check{"ResidualRMSNorm", checkResidualRMSNorm}
 	if err := check.Do(be); err != nil {
 		t.Fatalf("the check fails without a defect: %v", err)

@@ -11,7 +11,7 @@ import (
 // addressed at the query heads' row stride (rope.cuh ROPE_BUG_KSTRIDE): the
 // check must fail, naming the keys.
 func TestRopeQKPlantedBug(t *testing.T) {
-	be := OpenEmulator()
+	be := openEmulator(t)
 	check := Check{"RopeQK", checkRopeQK}
 	if err := check.Do(be); err != nil {
 		t.Fatalf("the check fails without a defect: %v", err)

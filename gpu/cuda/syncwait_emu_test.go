@@ -22,7 +22,7 @@ func (s slowSync) sync() error { time.Sleep(s.delay); return s.emuDriver.sync() 
 // step's wall time; with a stream that takes 3 ms to drain, it is at least
 // 3 ms per synchronisation, so it measures the waits and nothing else.
 func TestSyncWaitCounted(t *testing.T) {
-	be := OpenEmulator()
+	be := openEmulator(t)
 	s := newPolicyStep(t, be, 1, false)
 	s.run(t) // warm-up: the staging arena settles
 	be.ResetCounters()
@@ -36,7 +36,7 @@ func TestSyncWaitCounted(t *testing.T) {
 	}
 
 	const delay = 3 * time.Millisecond
-	be.d.drv = slowSync{delay: delay}
+	be.d.drv = slowSync{emuDriver: be.d.drv.(emuDriver), delay: delay}
 	be.ResetCounters()
 	start = time.Now()
 	s.run(t)

@@ -166,7 +166,7 @@ func TestTransferTrainStep(t *testing.T) {
 		syncs := map[int]int64{}
 		for _, L := range []int{1, 2} {
 			name := fmt.Sprintf("L=%d,scoredOnly=%v", L, scoredOnly)
-			be := OpenEmulator()
+			be := openEmulator(t)
 			s := newPolicyStep(t, be, L, scoredOnly)
 			got := counted(be, func() { s.run(t) })
 			c := transferConfig(L)
@@ -185,7 +185,7 @@ func TestTransferTrainStep(t *testing.T) {
 func TestTransferCriticStep(t *testing.T) {
 	syncs := map[int]int64{}
 	for _, L := range []int{1, 2} {
-		be := OpenEmulator()
+		be := openEmulator(t)
 		c := transferConfig(L)
 		r := rand.New(rand.NewPCG(22, uint64(L)))
 		body := model.NewZero(be, c)
@@ -222,7 +222,7 @@ func TestTransferCriticStep(t *testing.T) {
 // operands through the host (as the backend did before) must fail the
 // bounds; otherwise the tests above could not fail.
 func TestTransferPlantedHostStaging(t *testing.T) {
-	be := OpenEmulator()
+	be := openEmulator(t)
 	s := newPolicyStep(t, be, 1, false)
 	s.run(t)
 	be.d.stageHost = true
@@ -249,7 +249,7 @@ func TestTransferPlantedHostStaging(t *testing.T) {
 func TestTransferLoRATrainStep(t *testing.T) {
 	syncs := map[int]int64{}
 	for _, L := range []int{1, 2} {
-		be := OpenEmulator()
+		be := openEmulator(t)
 		s := newStep(t, be, L, false, true)
 		got := counted(be, func() { s.run(t) })
 		adapters := int64(len(s.m.LoRA().Data)) * 4
@@ -266,7 +266,7 @@ func TestTransferLoRATrainStep(t *testing.T) {
 // host at every op that uses them (as they were before they were resident),
 // the bounds of TestTransferLoRATrainStep fail.
 func TestTransferLoRAPlantedHostStaging(t *testing.T) {
-	be := OpenEmulator()
+	be := openEmulator(t)
 	s := newStep(t, be, 1, false, true)
 	s.run(t)
 	be.d.stageNamed = "LoRA"
@@ -356,7 +356,7 @@ func checkDecode(t *testing.T, what string, got Counters, steps, io int64, V int
 // parameters up, sampled ids and log-probs down.
 func TestTransferDecodeStep(t *testing.T) {
 	for _, lora := range []bool{false, true} {
-		got, steps, io := decodeRun(t, OpenEmulator(), lora, nil)
+		got, steps, io := decodeRun(t, openEmulator(t), lora, nil)
 		checkDecode(t, fmt.Sprintf("decode lora=%v", lora), got, steps, io, transferConfig(2).V)
 		checkLaunches(t, fmt.Sprintf("decode lora=%v", lora), got)
 	}
@@ -367,13 +367,13 @@ func TestTransferDecodeStep(t *testing.T) {
 // decode bounds.
 func TestTransferDecodePlanted(t *testing.T) {
 	V := transferConfig(2).V
-	be := OpenEmulator()
+	be := openEmulator(t)
 	got, steps, io := decodeRun(t, be, false, func() { be.d.sampleOnHost = true })
 	t.Logf("planted host sampling: %v", got)
 	if got.DeviceToHost+got.HostToDevice <= io || got.Largest < int64(3*V)*4 {
 		t.Errorf("with host sampling planted, %d forwards moved %d bytes (largest copy %d): the decode bounds cannot fail", steps, got.DeviceToHost+got.HostToDevice, got.Largest)
 	}
-	be = OpenEmulator()
+	be = openEmulator(t)
 	got, _, io = decodeRun(t, be, true, func() { be.d.stageNamed = "LoRA" })
 	t.Logf("planted adapter staging: %v", got)
 	if got.DeviceToHost+got.HostToDevice <= io || got.Largest < int64(V)*4 {
@@ -405,7 +405,7 @@ func TestTransferMixedPrecision(t *testing.T) {
 			precisions = precisions[:2]
 		}
 		for _, p := range precisions {
-			be := OpenEmulator()
+			be := openEmulator(t)
 			be.SetPrecision(p)
 			s := newStep(t, be, 2, false, lora)
 			got := counted(be, func() { s.run(t) })
@@ -421,7 +421,7 @@ func TestTransferMixedPrecision(t *testing.T) {
 	}
 	var fp32 Counters
 	for _, p := range []Precision{FP32, BF16} {
-		be := OpenEmulator()
+		be := openEmulator(t)
 		be.SetPrecision(p)
 		got, _, _ := decodeRun(t, be, false, nil)
 		if p == FP32 {
@@ -477,7 +477,7 @@ var groupsPrompts = [2][2]int{{36, 78}, {72, 90}}
 // rounds and the generator's own copies and forwards.
 func groupsTransfer(t *testing.T, warm bool, plant func(*countedGen, *model.Generator)) (Counters, [2]groupsRound, *countedGen) {
 	t.Helper()
-	be := OpenEmulator()
+	be := openEmulator(t)
 	cg := &countedGen{Backend: be}
 	w := newGroupsWorkload()
 	m, g, err := w.generator(cg)

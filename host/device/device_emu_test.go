@@ -16,6 +16,7 @@ import (
 func TestSetPrecisionCUDA(t *testing.T) {
 	be := cuda.OpenEmulator()
 	const key = "actor_rollout_ref.actor.dtype"
+	defer be.Close()
 	for _, tc := range []struct {
 		dtype string
 		want  cuda.Precision

@@ -35,6 +35,7 @@ func TestModelPolicyToolTurnsOnDevice(t *testing.T) {
 		prefilled, shared [2]int
 	}
 	emu := cuda.OpenEmulator()
+	defer emu.Close()
 	var runs [2]run
 	for k, be := range []gpu.Backend{cpu.New(), emu} {
 		m, err := model.New(be, ck)

@@ -18,6 +18,7 @@ import (
 // step, and the host's share of the step in [0, 1], consistent with both.
 func TestDeviceMeterCUDA(t *testing.T) {
 	be := cuda.OpenEmulator()
+	defer be.Close()
 	ck, err := weights.Load("../../gpu/model/testdata/tiny-llama")
 	if err != nil {
 		t.Fatal(err)
