@@ -34,7 +34,7 @@ func (d samplingDefect) SampleTokens(tokens []int32, logp []float32, logits []fl
 // top-k (every request of its workload has both, groupsSample).
 func TestGenerateGroupsSamplingPlantedEmulator(t *testing.T) {
 	for _, defect := range []string{"sample-no-top-p", "sample-no-top-k"} {
-		err := checkGenerateGroups(samplingDefect{Device: OpenEmulator(), defect: defect})
+		err := checkGenerateGroups(samplingDefect{Device: openEmulator(t), defect: defect})
 		if err == nil {
 			t.Errorf("%s: GenerateGroups did not detect it", defect)
 			continue

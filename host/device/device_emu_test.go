@@ -15,8 +15,8 @@ import (
 // an error naming the key.
 func TestSetPrecisionCUDA(t *testing.T) {
 	be := cuda.OpenEmulator()
-	const key = "actor_rollout_ref.actor.dtype"
 	defer be.Close()
+	const key = "actor_rollout_ref.actor.dtype"
 	for _, tc := range []struct {
 		dtype string
 		want  cuda.Precision

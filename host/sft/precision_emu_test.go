@@ -17,6 +17,7 @@ import (
 // cuda.New.
 func TestParamDtypeCUDA(t *testing.T) {
 	be := cuda.OpenEmulator()
+	defer be.Close()
 	for _, tc := range []struct {
 		override []string
 		want     cuda.Precision
