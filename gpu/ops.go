@@ -102,9 +102,14 @@ type Backend interface {
 	// MatmulForward: out = inp weight^T + bias. out [N,OC], inp [N,C],
 	// weight [OC,C], bias [OC] or nil.
 	MatmulForward(out, inp, weight, bias []float32, N, C, OC int)
-	// MatmulBackward: dinp = dout weight (overwritten; skipped if dinp is nil),
-	// dweight += dout^T inp, dbias += column sums of dout (if dbias is not nil).
-	MatmulBackward(dinp, dweight, dbias []float32, dout, inp, weight []float32, N, C, OC int)
+	// MatmulBackward: dinp = dout weight (overwritten, or with accumulate
+	// dinp += dout weight; skipped if dinp is nil), dweight += dout^T inp,
+	// dbias += column sums of dout (if dbias is not nil). dinp [N,C],
+	// dout [N,OC]. accumulate sums the input gradients of several products
+	// that read the same input (q/k/v, gate/up, a LoRA adapter beside its
+	// base) in the product itself (beta 1), where a separate add would need
+	// a scratch tensor and a pass over it.
+	MatmulBackward(dinp, dweight, dbias []float32, dout, inp, weight []float32, N, C, OC int, accumulate bool)
 
 	// RopeForward rotates each head of each token by its position:
 	// out [N,H,HD], inp [N,H,HD] (out may alias inp), pos [N] row indexes into

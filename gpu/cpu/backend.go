@@ -213,11 +213,16 @@ func (Backend) MatmulForward(out, inp, weight, bias []float32, N, C, OC int) {
 	}
 }
 
-// MatmulBackward: dinp [N,C] = dout [N,OC] weight [OC,C]; dweight [OC,C] +=
-// dout^T inp; dbias [OC] += column sums of dout.
-func (Backend) MatmulBackward(dinp, dweight, dbias []float32, dout, inp, weight []float32, N, C, OC int) {
+// MatmulBackward: dinp [N,C] = dout [N,OC] weight [OC,C] (+= with
+// accumulate: sgemm's beta 1); dweight [OC,C] += dout^T inp; dbias [OC] +=
+// column sums of dout.
+func (Backend) MatmulBackward(dinp, dweight, dbias []float32, dout, inp, weight []float32, N, C, OC int, accumulate bool) {
 	if dinp != nil {
-		Sgemm(false, false, N, C, OC, 1, dout, OC, weight, C, 0, dinp, C)
+		var beta float32
+		if accumulate {
+			beta = 1
+		}
+		Sgemm(false, false, N, C, OC, 1, dout, OC, weight, C, beta, dinp, C)
 	}
 	if dweight != nil {
 		Sgemm(true, false, OC, C, N, 1, dout, OC, inp, C, 1, dweight, C)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu"
@@ -157,12 +158,42 @@ func TestMatmulGrad(t *testing.T) {
 			if withBias {
 				db = make([]float32, OC)
 			}
-			be.MatmulBackward(dinp, dw, db, dout, inp, w, N, C, OC)
+			be.MatmulBackward(dinp, dw, db, dout, inp, w, N, C, OC, false)
 			if withBias {
 				return [][]float32{dinp, dw, db}
 			}
 			return [][]float32{dinp, dw}
 		}, 1e-2, 1e-3)
+	}
+}
+
+// TestMatmulBackwardAccumulate: with accumulate, dinp gets the product
+// added to what it held (sgemm's beta 1), the same values as the product
+// into a zeroed tensor added afterwards; without it dinp is overwritten
+// whatever it held (a NaN included). Sizes on both sides of OpenBLAS's
+// blocking of the summed dimension (OC up to 700).
+func TestMatmulBackwardAccumulate(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 7))
+	for _, sz := range [][3]int{{7, 11, 5}, {64, 96, 700}} {
+		N, C, OC := sz[0], sz[1], sz[2]
+		dout, w := randSlice(r, N*OC, 1), randSlice(r, OC*C, 1)
+		prior := randSlice(r, N*C, 1)
+		prod := make([]float32, N*C)
+		be.MatmulBackward(prod, nil, nil, dout, nil, w, N, C, OC, false)
+		got := slices.Clone(prior)
+		be.MatmulBackward(got, nil, nil, dout, nil, w, N, C, OC, true)
+		for i := range got {
+			want := prior[i] + prod[i]
+			if d := math.Abs(float64(got[i] - want)); d > 1e-5*(1+math.Abs(float64(want))) {
+				t.Fatalf("N=%d C=%d OC=%d: accumulated dinp[%d] = %v, want %v + %v = %v", N, C, OC, i, got[i], prior[i], prod[i], want)
+			}
+		}
+		over := slices.Clone(prior)
+		over[0] = float32(math.NaN())
+		be.MatmulBackward(over, nil, nil, dout, nil, w, N, C, OC, false)
+		if !slices.Equal(over, prod) {
+			t.Fatalf("N=%d C=%d OC=%d: dinp without accumulate is not the product alone", N, C, OC)
+		}
 	}
 }
 

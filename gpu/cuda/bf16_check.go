@@ -109,7 +109,9 @@ func checkMatmulTF32(b Device) error { return matmulPrecisionCheck(b, TF32) }
 // its gradient stay fp32). The weight is a view in the middle of a
 // resident tensor (its bfloat16 copy at the view's offset), then the same
 // view after an Upload into it (the copy refreshed), then a host slice
-// (rounded for the one product). TF32 allows 1e-3: cuBLAS may truncate
+// (rounded for the one product); for each, the backward's input gradient
+// also accumulated into a dinp of other values (checkAccumulate). TF32
+// allows 1e-3: cuBLAS may truncate
 // operands to TF32 where the emulator rounds them to nearest.
 func matmulPrecisionCheck(b Device, p Precision) error {
 	round, tol := roundedBF16, 1e-5
@@ -142,10 +144,13 @@ func matmulPrecisionCheck(b Device, p Precision) error {
 		dw0, db0 := randn(r, OC*C, 1), randn(r, OC, 1)
 		di1, di2 := make([]float32, N*C), make([]float32, N*C)
 		dw1, dw2, db1, db2 := clone(dw0), clone(dw0), clone(db0), clone(db0)
-		ref.MatmulBackward(di1, dw1, nil, round(dout), round(inp), round(w), N, C, OC)
-		ref.MatmulBackward(nil, nil, db1, dout, inp, w, N, C, OC)
-		b.MatmulBackward(di2, dw2, db2, dout, inp, weight, N, C, OC)
+		ref.MatmulBackward(di1, dw1, nil, round(dout), round(inp), round(w), N, C, OC, false)
+		ref.MatmulBackward(nil, nil, db1, dout, inp, w, N, C, OC, false)
+		b.MatmulBackward(di2, dw2, db2, dout, inp, weight, N, C, OC, false)
 		if err := compareAll(tol, name+": dinp", di2, di1, name+": dweight", dw2, dw1, name+": dbias", db2, db1); err != nil {
+			return err
+		}
+		if err := checkAccumulate(b, name+": ", di1, dout, inp, weight, N, C, OC, tol); err != nil {
 			return err
 		}
 	}

@@ -73,11 +73,17 @@ func (b *Backend) MatmulForward(out, inp, weight, bias []float32, N, C, OC int) 
 	})
 }
 
-// MatmulBackward: dinp = dout weight; dweight += dout^T inp; dbias += column
-// sums. The products in the backend's precision (in BF16 dout, inp and
-// weight rounded; dinp and dweight fp32), the bias gradient in fp32 from
-// the fp32 dout.
-func (b *Backend) MatmulBackward(dinp, dweight, dbias []float32, dout, inp, weight []float32, N, C, OC int) {
+// plantMatmulOverwrite makes MatmulBackward overwrite dinp where it should
+// accumulate into it (beta 0 for beta 1): a planted bug for the checks
+// (matmul_emu_test.go), never set otherwise.
+var plantMatmulOverwrite bool
+
+// MatmulBackward: dinp = dout weight (with accumulate dinp += dout weight:
+// the product's beta 1, so in BF16 and TF32 too the sum is fp32); dweight
+// += dout^T inp; dbias += column sums. The products in the backend's
+// precision (in BF16 dout, inp and weight rounded; dinp and dweight fp32),
+// the bias gradient in fp32 from the fp32 dout.
+func (b *Backend) MatmulBackward(dinp, dweight, dbias []float32, dout, inp, weight []float32, N, C, OC int, accumulate bool) {
 	d := b.d
 	d.run("MatmulBackward", func(a *arena) {
 		pd := a.in(dout, N*OC)
@@ -91,7 +97,17 @@ func (b *Backend) MatmulBackward(dinp, dweight, dbias []float32, dout, inp, weig
 			if d.prec == BF16 {
 				pwb = d.weightBF16(a, weight, OC*C)
 			}
-			d.gemm(false, false, N, C, OC, pd, pdb, OC, pw, pwb, C, 0, a.out(dinp, N*C), C)
+			var pdi dptr
+			var beta float32
+			switch {
+			case !accumulate:
+				pdi = a.out(dinp, N*C)
+			case plantMatmulOverwrite:
+				pdi = a.inout(dinp, N*C) // beta stays 0
+			default:
+				pdi, beta = a.inout(dinp, N*C), 1
+			}
+			d.gemm(false, false, N, C, OC, pd, pdb, OC, pw, pwb, C, beta, pdi, C)
 		}
 		if dweight != nil {
 			pi := a.in(inp, N*C)

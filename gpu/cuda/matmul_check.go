@@ -83,7 +83,28 @@ func checkMatmul(b Device) error {
 	dw0, db0 := randn(r, OC*C, 1), randn(r, OC, 1)
 	di1, di2 := make([]float32, N*C), make([]float32, N*C)
 	dw1, dw2, db1, db2 := clone(dw0), clone(dw0), clone(db0), clone(db0)
-	ref.MatmulBackward(di1, dw1, db1, dout, inp, w, N, C, OC)
-	b.MatmulBackward(di2, dw2, db2, dout, inp, w, N, C, OC)
-	return compareAll(1e-5, "dinp", di2, di1, "dweight", dw2, dw1, "dbias", db2, db1)
+	ref.MatmulBackward(di1, dw1, db1, dout, inp, w, N, C, OC, false)
+	b.MatmulBackward(di2, dw2, db2, dout, inp, w, N, C, OC, false)
+	if err := compareAll(1e-5, "dinp", di2, di1, "dweight", dw2, dw1, "dbias", db2, db1); err != nil {
+		return err
+	}
+	return checkAccumulate(b, "", di1, dout, inp, w, N, C, OC, 1e-5)
+}
+
+// checkAccumulate runs MatmulBackward with accumulate into a dinp that
+// holds other values, as the model sums the input gradients of q, k and v
+// (gate and up, an adapter and its base) in one tensor: the device must add
+// the product (prod, the reference's dinp of the same operands) to what was
+// there, and accumulate dweight and dbias as without it. The sum is made
+// here on the host, not by the reference's own accumulate.
+func checkAccumulate(b Device, name string, prod, dout, inp, weight []float32, N, C, OC int, tol float64) error {
+	r := rand.New(rand.NewPCG(7, 7))
+	prior := randn(r, N*C, 1)
+	want := clone(prior)
+	for i := range want {
+		want[i] += prod[i]
+	}
+	got := clone(prior)
+	b.MatmulBackward(got, nil, nil, dout, inp, weight, N, C, OC, true)
+	return compare(name+"dinp (accumulated)", got, want, tol)
 }

@@ -44,9 +44,9 @@ func (b *timedBackend) MatmulForward(out, inp, weight, bias []float32, N, C, OC 
 	defer b.add(fmt.Sprintf("MatmulForward OC=%d", OC), time.Now())
 	b.Backend.MatmulForward(out, inp, weight, bias, N, C, OC)
 }
-func (b *timedBackend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight []float32, N, C, OC int) {
+func (b *timedBackend) MatmulBackward(dinp, dweight, dbias, dout, inp, weight []float32, N, C, OC int, accumulate bool) {
 	defer b.add(fmt.Sprintf("MatmulBackward OC=%d", OC), time.Now())
-	b.Backend.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC)
+	b.Backend.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate)
 }
 func (b *timedBackend) RopeForward(out, inp []float32, pos []int32, cos, sin []float32, N, H, HD int, l gpu.RopeLayout) {
 	defer b.add("RopeForward", time.Now())

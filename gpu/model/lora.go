@@ -241,10 +241,10 @@ func (m *Model) Trainable() (params, grads []float32) {
 // model's backend, grown on demand (doubling, so a generator's steps stop
 // allocating once warm) and given back by free.
 type loraScratch struct {
-	be      gpu.Backend
-	u, du   []float32 // [N,R]
-	tmp, dx []float32 // [N,max(In,Out)]
-	kept    [][]float32
+	be    gpu.Backend
+	u, du []float32 // [N,R]
+	tmp   []float32 // [N,Out] (the forward's B product; the backward adds into dinp directly)
+	kept  [][]float32
 }
 
 // tensor returns *b with n floats, replacing it by a larger backend tensor
@@ -279,7 +279,7 @@ func (s *loraScratch) free() {
 	if s.be == nil {
 		return
 	}
-	for _, b := range []*[]float32{&s.u, &s.du, &s.tmp, &s.dx} {
+	for _, b := range []*[]float32{&s.u, &s.du, &s.tmp} {
 		if *b != nil {
 			s.be.Free((*b)[:cap(*b)])
 			*b = nil
@@ -323,11 +323,10 @@ func (m *Model) loraBackward(s *loraScratch, dinp, dout, inp, u []float32, ad *l
 	}
 	be, r, sc := m.be, m.lora.Config.Rank, m.lora.Scale
 	s.be = be
-	du, dx := s.tensor(&s.du, N*r, "du"), s.tensor(&s.dx, N*ad.In, "dx")
-	be.MatmulBackward(du, ad.DB, nil, dout, u, ad.B, N, r, ad.Out) // dB += dout^T u; du = dout B
+	du := s.tensor(&s.du, N*r, "du")
+	be.MatmulBackward(du, ad.DB, nil, dout, u, ad.B, N, r, ad.Out, false) // dB += dout^T u; du = dout B
 	be.Scale(du, sc)
-	be.MatmulBackward(dx, ad.DA, nil, du, inp, ad.A, N, ad.In, r) // dA += du^T inp; dx = du A
-	be.ResidualForward(dinp, dinp, dx, N*ad.In)
+	be.MatmulBackward(dinp, ad.DA, nil, du, inp, ad.A, N, ad.In, r, true) // dA += du^T inp; dinp += du A
 }
 
 // SetAdaptersActive turns the adapters off (false) or back on (true) for

@@ -429,7 +429,7 @@ func (m *Model) Backward(a *Acts, dlogp, dentropy []float32) error {
 	dlogits := a.Logits
 	if !a.scoredOnly {
 		be.LogprobBackward(dlogits, a.Logits, a.lse, a.ent, a.targets, dlogp, dentropy, N, c.V)
-		be.MatmulBackward(a.dln, g.LMHead, nil, dlogits, a.lnf, p.LMHead, N, c.C, c.V)
+		be.MatmulBackward(a.dln, g.LMHead, nil, dlogits, a.lnf, p.LMHead, N, c.C, c.V, false)
 	} else {
 		// the packed rows of a ScoredOnly forward; the others get no gradient
 		M := len(a.Scored)
@@ -444,7 +444,7 @@ func (m *Model) Backward(a *Acts, dlogp, dentropy []float32) error {
 			}
 			be.Upload(a.dentS, a.hostS[:M])
 			be.LogprobBackward(dlogits, a.Logits, a.lse, a.entS, a.targetsS, a.dlogpS, a.dentS, M, c.V)
-			be.MatmulBackward(a.dtmp, g.LMHead, nil, dlogits, a.lnfS, p.LMHead, M, c.C, c.V)
+			be.MatmulBackward(a.dtmp, g.LMHead, nil, dlogits, a.lnfS, p.LMHead, M, c.C, c.V, false)
 			be.ScatterRows(a.dln, a.dtmp, a.scoredD, M, c.C)
 		}
 	}
@@ -465,18 +465,20 @@ func (m *Model) backwardBody(a *Acts, g *Params, frozen bool) {
 		la, lp, lg := &a.layers[l], &p.Layers[l], &g.Layers[l]
 		// out = r2 + down(h): dres flows to r2 unchanged, and into the MLP.
 		be.SwiGLUForward(a.h, la.gate, la.up, N*c.F) // recompute h
-		be.MatmulBackward(a.dh, lg.WDown, nil, a.dres, a.h, lp.WDown, N, c.F, c.C)
+		be.MatmulBackward(a.dh, lg.WDown, nil, a.dres, a.h, lp.WDown, N, c.F, c.C, false)
 		m.loraBackward(&a.lora, a.dh, a.dres, a.h, a.loraU[l][modDown], m.adapter(l, modDown), N)
 		be.SwiGLUBackward(a.dgate, a.dup, a.dh, la.gate, la.up, N*c.F)
 		be.RMSNormForward(a.ln, la.rstd2, la.r2, lp.LN2, N, c.C, c.Eps) // recompute ln2
-		be.MatmulBackward(a.dln, lg.WGate, nil, a.dgate, a.ln, lp.WGate, N, c.C, c.F)
+		// d ln2 = the gate and up products' input gradients, summed in a.dln
+		// by the products themselves (accumulate), the adapters' too
+		be.MatmulBackward(a.dln, lg.WGate, nil, a.dgate, a.ln, lp.WGate, N, c.C, c.F, false)
 		m.loraBackward(&a.lora, a.dln, a.dgate, a.ln, a.loraU[l][modGate], m.adapter(l, modGate), N)
-		be.MatmulBackward(a.dtmp, lg.WUp, nil, a.dup, a.ln, lp.WUp, N, c.C, c.F)
-		m.loraBackward(&a.lora, a.dtmp, a.dup, a.ln, a.loraU[l][modUp], m.adapter(l, modUp), N)
-		// a.dres += ln2's input gradient for d ln2 = a.dln + a.dtmp: a.dres = d r2
-		be.ResidualRMSNormBackward(a.dres, lg.LN2, a.dln, a.dtmp, la.r2, lp.LN2, la.rstd2, N, c.C)
+		be.MatmulBackward(a.dln, lg.WUp, nil, a.dup, a.ln, lp.WUp, N, c.C, c.F, true)
+		m.loraBackward(&a.lora, a.dln, a.dup, a.ln, a.loraU[l][modUp], m.adapter(l, modUp), N)
+		// a.dres += ln2's input gradient for d ln2 = a.dln: a.dres = d r2
+		be.ResidualRMSNormBackward(a.dres, lg.LN2, a.dln, nil, la.r2, lp.LN2, la.rstd2, N, c.C)
 		// r2 = x + o_proj(atty): dres flows to x unchanged, and into attention.
-		be.MatmulBackward(a.datty, lg.WO, nil, a.dres, la.atty, lp.WO, N, QD, c.C)
+		be.MatmulBackward(a.datty, lg.WO, nil, a.dres, la.atty, lp.WO, N, QD, c.C, false)
 		m.loraBackward(&a.lora, a.datty, a.dres, la.atty, a.loraU[l][modO], m.adapter(l, modO), N)
 		if a.fused {
 			be.AttentionVarlenBackward(a.dq, a.dk, a.dv, a.datty, la.atty, la.lse, la.q, la.k, la.v, a.cu[:a.nseq+1],
@@ -486,15 +488,16 @@ func (m *Model) backwardBody(a *Acts, g *Params, frozen bool) {
 		}
 		be.RopeQKBackward(a.dq, a.dk, a.pos, m.cos, m.sin, N, c.NH, c.NKV, c.HD, m.Rope)
 		be.RMSNormForward(a.ln, la.rstd1, la.x, lp.LN1, N, c.C, c.Eps) // recompute ln1
-		be.MatmulBackward(a.dln, lg.WQ, lg.BQ, a.dq, a.ln, lp.WQ, N, c.C, QD)
+		// d ln1 = the q, k and v products' input gradients, summed in a.dln
+		// by the products (accumulate)
+		be.MatmulBackward(a.dln, lg.WQ, lg.BQ, a.dq, a.ln, lp.WQ, N, c.C, QD, false)
 		m.loraBackward(&a.lora, a.dln, a.dq, a.ln, a.loraU[l][modQ], m.adapter(l, modQ), N)
-		be.MatmulBackward(a.dtmp, lg.WK, lg.BK, a.dk, a.ln, lp.WK, N, c.C, KD)
-		m.loraBackward(&a.lora, a.dtmp, a.dk, a.ln, a.loraU[l][modK], m.adapter(l, modK), N)
-		be.ResidualForward(a.dln, a.dln, a.dtmp, N*c.C)
-		be.MatmulBackward(a.dtmp, lg.WV, lg.BV, a.dv, a.ln, lp.WV, N, c.C, KD)
-		m.loraBackward(&a.lora, a.dtmp, a.dv, a.ln, a.loraU[l][modV], m.adapter(l, modV), N)
-		// a.dres += ln1's input gradient for d ln1 = a.dln + a.dtmp: a.dres = d x
-		be.ResidualRMSNormBackward(a.dres, lg.LN1, a.dln, a.dtmp, la.x, lp.LN1, la.rstd1, N, c.C)
+		be.MatmulBackward(a.dln, lg.WK, lg.BK, a.dk, a.ln, lp.WK, N, c.C, KD, true)
+		m.loraBackward(&a.lora, a.dln, a.dk, a.ln, a.loraU[l][modK], m.adapter(l, modK), N)
+		be.MatmulBackward(a.dln, lg.WV, lg.BV, a.dv, a.ln, lp.WV, N, c.C, KD, true)
+		m.loraBackward(&a.lora, a.dln, a.dv, a.ln, a.loraU[l][modV], m.adapter(l, modV), N)
+		// a.dres += ln1's input gradient for d ln1 = a.dln: a.dres = d x
+		be.ResidualRMSNormBackward(a.dres, lg.LN1, a.dln, nil, la.x, lp.LN1, la.rstd1, N, c.C)
 	}
 	if !frozen {
 		be.EmbeddingBackward(g.Embed, a.dres, a.tokens, N, c.C)

@@ -99,7 +99,7 @@ func (v *ValueModel) Backward(va *ValueActs, dvalues []float32) error {
 	m.EnableGrads()
 	C := m.Config.C
 	// a.dln = dvalues (x) w: the gradient of the last hidden state.
-	m.be.MatmulBackward(a.dln, v.HeadGrad[:C], v.HeadGrad[C:], dvalues, a.lnf, v.Head[:C], N, C, 1)
+	m.be.MatmulBackward(a.dln, v.HeadGrad[:C], v.HeadGrad[C:], dvalues, a.lnf, v.Head[:C], N, C, 1, false)
 	m.backwardBody(a, m.Grads, false)
 	return nil
 }
