@@ -23,6 +23,7 @@
 # checkpoints pad theirs; bfloat16 products, packed micro-batches); the paths every step took; one table of
 # tokens/s, latency, MFU, peak device memory, host<->device bytes and syncs per step, the host's
 # share of the wall time, the ratio to PyTorch, and the goals of issue 20, met or not.
+# PROOF_STEP_TIMEOUT=S stops any heavy step after S seconds (reported as failed; the others run).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mkdir -p "${1:-proof-out}" && cd "${1:-proof-out}" && pwd)
@@ -41,6 +42,10 @@ GRPO_SHAPE=${PROOF_GRPO_SHAPE:-qwen2.5-0.5b}
 # precisions of rlhost's products to time (actor_rollout_ref.actor.dtype; bfloat16 is the
 # default; "bfloat16 float32" adds rlhost's and PyTorch's fp32 steps)
 DTYPES=${PROOF_DTYPES:-bfloat16}
+# seconds each heavy step may run (0: no limit); a step that runs over is stopped, reported as
+# failed (exit 124), and the later steps still run, so one hung step costs one step's time
+STEP_LIMIT=${PROOF_STEP_TIMEOUT:-0}
+lim() { timeout --kill-after=10 "$STEP_LIMIT" "$@"; }
 fail=0
 step() { echo; echo "== $*"; }
 
@@ -59,7 +64,7 @@ echo "$sw"
 } >"$out/machine.txt"
 
 step "rlhost selftest --device cuda (every kernel, cuBLAS, a training step and generation vs the CPU backend)"
-"$rlhost" selftest --device cuda 2>&1 | tee "$out/selftest.txt"
+lim "$rlhost" selftest --device cuda 2>&1 | tee "$out/selftest.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 
 results=()
@@ -70,11 +75,11 @@ for shape in $SHAPES; do
 	res="$out/$shape.jsonl"
 	: >"$res"
 	for dt in $DTYPES; do
-		"$rlhost" selftest --device cuda --bench "$ck" --dtype "$dt" --batch "$B" --seq "$T" \
+		lim "$rlhost" selftest --device cuda --bench "$ck" --dtype "$dt" --batch "$B" --seq "$T" \
 			--decode-batch "$DB" --prompt "$P" --new-tokens "$NEW" | tee -a "$res"
 		[ "${PIPESTATUS[0]}" = 0 ] || fail=1
 	done
-	"$py" "$here/proof_torch.py" bench "$ck" "$B" "$T" "$DB" "$P" "$NEW" $DTYPES | tee -a "$res"
+	lim "$py" "$here/proof_torch.py" bench "$ck" "$B" "$T" "$DB" "$P" "$NEW" $DTYPES | tee -a "$res"
 	[ "${PIPESTATUS[0]}" = 0 ] || fail=1
 	results+=("$res")
 done
@@ -89,7 +94,7 @@ if [ -x "$out/bin/plugins/rlhost-task-arith" ] && [ -s "$here/tokenizer/tokenize
 	export RLHOST_PLUGIN_PATH="$out/bin/plugins"
 	(cd "$out" && rm -rf data/arith runs/proof-arith &&
 		"$rlhost" preprocess --task arith --input "$here/arith-raw" --output-dir data/arith &&
-		"$rlhost" train -c "$here/arith.yaml" \
+		lim "$rlhost" train -c "$here/arith.yaml" \
 			actor_rollout_ref.model.path="$gck" trainer.device=cuda \
 			actor_rollout_ref.actor.use_dynamic_bsz=true \
 			trainer.total_training_steps=3 trainer.val_before_train=false \
