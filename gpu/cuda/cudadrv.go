@@ -6,6 +6,7 @@ import (
 	"embed"
 	"fmt"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"github.com/rlhost/rlhost/gpu"
@@ -146,6 +147,22 @@ func (c *cuDriver) launch(kernel string, grid int, args []uint64) error {
 }
 
 func (c *cuDriver) sync() error { return c.stream.Synchronize() }
+
+// Timing events (EnableProfile): cuEventCreate, cuEventRecord on the
+// backend's stream, cuEventElapsedTime (about 0.5 µs resolution).
+func (c *cuDriver) newEvent() (event, error) { return cu.MakeEvent(cu.DefaultEvent) }
+
+func (c *cuDriver) record(e event) error { return e.(cu.Event).Record(c.stream) }
+
+func (c *cuDriver) elapsed(start, end event) (time.Duration, error) {
+	ms, err := start.(cu.Event).Elapsed(end.(cu.Event))
+	return time.Duration(ms * 1e6), err
+}
+
+func (c *cuDriver) destroyEvent(e event) error {
+	ev := e.(cu.Event)
+	return cu.DestroyEvent(&ev)
+}
 
 // New opens GPU 0 (the first of CUDA_VISIBLE_DEVICES): its primary context,
 // a stream, the embedded kernels and cuBLAS. The error says what is missing

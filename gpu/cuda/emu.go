@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -302,6 +303,28 @@ func (emuDriver) launch(kernel string, grid int, args []uint64) error {
 }
 
 func (emuDriver) sync() error { return nil }
+
+// emuEvent is a timing event of the emulator: launches and copies run
+// synchronously, so an event recorded after an op passes when it is
+// recorded, and the time between two events is the host's wall time.
+type emuEvent struct{ at time.Time }
+
+func (emuDriver) newEvent() (event, error) { return &emuEvent{}, nil }
+
+func (emuDriver) record(e event) error {
+	e.(*emuEvent).at = time.Now()
+	return nil
+}
+
+func (emuDriver) elapsed(start, end event) (time.Duration, error) {
+	s, t := start.(*emuEvent), end.(*emuEvent)
+	if s.at.IsZero() || t.at.IsZero() {
+		return 0, fmt.Errorf("event not recorded")
+	}
+	return t.at.Sub(s.at), nil
+}
+
+func (emuDriver) destroyEvent(event) error { return nil }
 
 // memInfo reports the emulator's device as 1 GiB with nothing free beyond what it has.
 func (emuDriver) memInfo() (free, total int64, err error) { return 0, 1 << 30, nil }

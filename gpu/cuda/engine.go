@@ -90,6 +90,11 @@ type device struct {
 	// the host (a planted bug for the transfer tests; never set otherwise).
 	sampleOnHost bool
 	closed       bool // Close ran: every op fails
+	// prof times every launch, cuBLAS call and copy while profiling is on
+	// (EnableProfile: drv and blas.api are then wrapped); nil when off.
+	// profAgg is the times resolved so far (Profile).
+	prof    *profiler
+	profAgg profileAgg
 }
 
 // run executes one op on the device: the context is made current on a
