@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -28,6 +30,7 @@ var benchFlags = []cli.Flag{
 	&cli.IntFlag{Name: "new-tokens", Value: 64, Usage: "--bench: tokens each sequence decodes"},
 	&cli.StringFlag{Name: "dtype", Value: "bfloat16", Usage: "--bench with --device cuda: how the products compute: bfloat16, tf32 or float32 (as actor_rollout_ref.actor.dtype)"},
 	&cli.IntFlag{Name: "steps", Value: 5, Usage: "--bench: timed training steps (after one warm-up step); the median is reported"},
+	&cli.BoolFlag{Name: "profile", Usage: "--bench with --device cuda: after the timed lines, one JSON line (kind \"profile\") per phase, train, decode (--decode-batch) and decode-grpo, with the device time by kernel, cuBLAS call and copy of one more step run with profiling on (cuda.Backend.EnableProfile); the timed lines are unaffected"},
 }
 
 // openCUDA opens the CUDA backend of --device cuda (the emulator's tests
@@ -41,6 +44,7 @@ type benchConfig struct {
 	Packed           bool // training batch packed (Batch.Lengths)
 	DecodeB, Prompt  int  // decoding batch and prompt length
 	NewTokens, Steps int
+	Profile          bool // profile one more step of each phase (cuda)
 }
 
 // benchResult is one measurement, as proof.sh (proof_torch.py table) reads it.
@@ -89,7 +93,7 @@ type benchResult struct {
 func benchArgs(c *cli.Context) (bc benchConfig, err error) {
 	bc = benchConfig{Dir: c.String("bench"), Dtype: c.String("dtype"), B: c.Int("batch"), T: c.Int("seq"),
 		Packed: c.Bool("packed"), DecodeB: c.Int("decode-batch"), Prompt: c.Int("prompt"),
-		NewTokens: c.Int("new-tokens"), Steps: c.Int("steps")}
+		NewTokens: c.Int("new-tokens"), Steps: c.Int("steps"), Profile: c.Bool("profile")}
 	if bc.DecodeB == 0 {
 		bc.DecodeB = bc.B
 	}
@@ -114,14 +118,80 @@ type bencher struct {
 	prec   cuda.Precision
 	free0  int64
 	params int
+	// profile: one more step of each phase is profiled; the lines are
+	// printed after the timed ones
+	profile  bool
+	profiles []profileLine
 }
+
+// profileLine is the device time by op of one profiled step of a phase
+// (--profile), as proof.sh (proof_torch.py paths) reads it.
+type profileLine struct {
+	Kind   string `json:"kind"`  // "profile"
+	Phase  string `json:"phase"` // "train", "decode" or "decode-grpo"
+	Device string `json:"device"`
+	B      int    `json:"batch"`
+	T      int    `json:"seq"`
+	// the profiled step's wall time (two event records per op included)
+	// and the device time of its ops together
+	WallMS   float64     `json:"wall_ms"`
+	DeviceMS float64     `json:"device_ms"`
+	Entries  []profileOp `json:"entries"` // the most time first
+}
+
+// profileOp is one op of a profile: a kernel (kind "kernel"), a cuBLAS
+// routine with operand types, transposes and column-major m x n x k
+// ("cublas"), or a copy ("copy").
+type profileOp struct {
+	Op     string  `json:"op"`
+	Kind   string  `json:"kind"`
+	Calls  int64   `json:"calls"`
+	MS     float64 `json:"ms"`      // device time of all calls
+	MeanUS float64 `json:"mean_us"` // of one call
+	Share  float64 `json:"share"`   // of the step's device time
+}
+
+// profileStep runs f once with the device's profiling on and keeps its
+// line for the end.
+func (b *bencher) profileStep(phase string, B, T int, f func() error) error {
+	if !b.profile || b.cb == nil {
+		return nil
+	}
+	if err := b.cb.EnableProfile(); err != nil {
+		return err
+	}
+	err := b.cb.ResetProfile()
+	start := time.Now()
+	if err == nil {
+		err = f()
+	}
+	wall := time.Since(start)
+	p, perr := b.cb.Profile()
+	if err := errors.Join(err, perr, b.cb.DisableProfile()); err != nil {
+		return fmt.Errorf("profile of %s: %w", phase, err)
+	}
+	line := profileLine{Kind: "profile", Phase: phase, Device: b.label, B: B, T: T,
+		WallMS: round(wall.Seconds()*1e3, 1e3), DeviceMS: round(p.Total.Seconds()*1e3, 1e4), Entries: []profileOp{}}
+	for _, e := range p.Entries {
+		line.Entries = append(line.Entries, profileOp{Op: e.Op, Kind: e.Kind, Calls: e.Calls,
+			MS: round(e.Time.Seconds()*1e3, 1e4), MeanUS: round(e.Mean().Seconds()*1e6, 1e2), Share: round(e.Share, 1e5)})
+	}
+	b.profiles = append(b.profiles, line)
+	return nil
+}
+
+// round is x to 1/per.
+func round(x, per float64) float64 { return math.Round(x*per) / per }
 
 func selftestBench(w io.Writer, device string, bc benchConfig) error {
 	prec, err := cuda.ParsePrecision(bc.Dtype)
 	if err != nil {
 		return cli.Exit("selftest: --dtype: "+err.Error(), 2)
 	}
-	b := &bencher{w: w, be: cpu.New(), r: rand.New(rand.NewPCG(1, 2))}
+	b := &bencher{w: w, be: cpu.New(), r: rand.New(rand.NewPCG(1, 2)), profile: bc.Profile}
+	if bc.Profile && device != "cuda" {
+		return cli.Exit("selftest: --profile needs --device cuda (it times the CUDA backend's kernels)", 2)
+	}
 	if device == "cuda" {
 		if b.be, err = openCUDA(); err != nil {
 			return cli.Exit("selftest: "+err.Error(), 1)
@@ -146,12 +216,17 @@ func selftestBench(w io.Writer, device string, bc benchConfig) error {
 		return cli.Exit("selftest: "+err.Error(), 1)
 	}
 	for _, B := range decodeBatches(bc.DecodeB) {
-		if err := b.decode(B, bc.Prompt, bc.NewTokens, false); err != nil {
+		if err := b.decode(B, bc.Prompt, bc.NewTokens, false, B == bc.DecodeB); err != nil {
 			return cli.Exit("selftest: "+err.Error(), 1)
 		}
 	}
-	if err := b.decode(bc.DecodeB, bc.Prompt, bc.NewTokens, true); err != nil {
+	if err := b.decode(bc.DecodeB, bc.Prompt, bc.NewTokens, true, true); err != nil {
 		return cli.Exit("selftest: "+err.Error(), 1)
+	}
+	for _, l := range b.profiles {
+		if err := json.NewEncoder(b.w).Encode(l); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -268,14 +343,18 @@ func (b *bencher) train(bc benchConfig) error {
 	res.FLOP = 6*float64(b.params)*float64(B*T) + 6*float64(c.L*c.NH*c.HD)*float64(T)*float64(B*T)
 	res.PeakBytes = b.peak()
 	b.perStep(&res, c0, b.counters(), int64(len(times)), total)
-	return json.NewEncoder(b.w).Encode(res)
+	if err := json.NewEncoder(b.w).Encode(res); err != nil {
+		return err
+	}
+	return b.profileStep("train", B, T, step) // after the timed steps: they are unaffected
 }
 
 // decode generates newTokens after random prompts of P tokens for B
 // sequences: greedy without prefix sharing, or (grpo) groups of up to 8
 // samples of a prompt at temperature 1 with prefix sharing, as a GRPO
 // rollout does; sampling runs on the device where the backend has it.
-func (b *bencher) decode(B, P, newTokens int, grpo bool) error {
+// With --profile, profile runs the same generation once more, profiled.
+func (b *bencher) decode(B, P, newTokens int, grpo, profile bool) error {
 	c := b.m.Config
 	g, err := b.m.NewGenerator(B, P+newTokens)
 	if err != nil {
@@ -328,5 +407,11 @@ func (b *bencher) decode(B, P, newTokens int, grpo bool) error {
 		pre, sh := g.PrefillTokens, g.SharedTokens
 		res.PrefillTokens, res.SharedTokens = &pre, &sh
 	}
-	return json.NewEncoder(b.w).Encode(res)
+	if err := json.NewEncoder(b.w).Encode(res); err != nil {
+		return err
+	}
+	if !profile {
+		return nil
+	}
+	return b.profileStep(kind, B, P+newTokens, func() error { _, err := g.Generate(reqs); return err })
 }
