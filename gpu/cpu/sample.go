@@ -55,7 +55,8 @@ var probBufs sync.Pool
 // se their sum (float64): without filtering the token is the first i with
 // U*se - (e[0]+...+e[i]) < 0; with top-k or top-p, the candidates are the
 // tokens whose e is at least a threshold (1e-3*se, divided by 16 until they
-// hold the top-p mass and at least K tokens, or below 1e-30*se), sorted by
+// hold the top-p mass (with TopP) and at least K tokens (with TopK), or
+// below 1e-30*se), sorted by
 // logit (ties: lower id first), cut to K, then to the shortest prefix whose
 // probability reaches TopP, and the token is the first of them where
 // U*(their e summed) - (a running sum of their e) < 0.
@@ -117,7 +118,8 @@ func SampleRow(logits []float32, p gpu.SampleParams) (int32, float32) {
 		}
 		mass /= se
 		enoughK := topK <= 0 || len(cand) >= topK
-		if (mass >= keepP && enoughK) || thresh < 1e-30 {
+		enoughP := keepP == 1 || mass >= keepP
+		if (enoughP && enoughK) || thresh < 1e-30 {
 			break
 		}
 	}

@@ -6,6 +6,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"github.com/rlhost/rlhost/gpu"
@@ -49,24 +50,74 @@ func checkSample(b Device) error {
 				logits = append(logits, row...)
 			}
 		}
-		M := len(params)
-		wantT, gotT := make([]int32, M), make([]int32, M)
-		wantL, gotL := make([]float32, M), make([]float32, M)
-		ref.SampleTokens(wantT, wantL, logits, params, M, V)
-		z := b.Alloc("check logits", M*V)
-		b.Upload(z, logits)
-		b.SampleTokens(gotT, gotL, z, params, M, V)
-		noLogp := make([]int32, M)
-		b.SampleTokens(noLogp, nil, z, params, M, V)
-		b.Free(z)
-		for i := range wantT {
-			if gotT[i] != wantT[i] || noLogp[i] != wantT[i] {
-				return fmt.Errorf("V=%d row %d (%+v): token %d on cuda (%d without log-probs), %d on cpu", V, i, params[i], gotT[i], noLogp[i], wantT[i])
-			}
-		}
-		if err := compare(fmt.Sprintf("V=%d sampled logp", V), gotL, wantL, 1e-5); err != nil {
+		if err := sampleAgrees(b, V, params, logits); err != nil {
 			return err
 		}
+	}
+	return checkSampleFlat(b, r)
+}
+
+// checkSampleFlat: rows whose filtered candidates are too many to rank
+// pairwise (more than SAMPLE_RANK_MAX in kernels/sample.cuh), as a random
+// or a hot model gives: nearly flat rows, a wider spread where top-p cuts
+// inside the candidates, and rows of few distinct values where the cuts
+// fall inside runs of tied logits (order by id), with top-k below and above
+// the rank limit, top-p alone and both.
+func checkSampleFlat(b Device, r *rand.Rand) error {
+	const V = 20000
+	kinds := []gpu.SampleParams{
+		{Temperature: 1, TopK: 50},
+		{Temperature: 1, TopP: 0.95},
+		{Temperature: 1, TopK: 50, TopP: 0.95},
+		{Temperature: 2, TopK: 5000},
+		{Temperature: 1.5, TopK: 3000, TopP: 0.5},
+		{Temperature: 0.8, TopP: 0.3},
+	}
+	var params []gpu.SampleParams
+	var logits []float32
+	for _, p := range kinds {
+		for v := range 3 {
+			for range 3 {
+				p.U = r.Float64()
+				params = append(params, p)
+				row := randn(r, V, 1)
+				for i := range row {
+					switch v {
+					case 0: // nearly flat
+						row[i] *= 0.01
+					case 1: // wider: top-p cuts inside the candidates
+						row[i] *= 0.3
+					case 2: // 41 distinct values: every level a run of ties
+						row[i] = float32(math.Round(float64(row[i])*10)) * 0.01
+					}
+				}
+				logits = append(logits, row...)
+			}
+		}
+	}
+	return sampleAgrees(b, V, params, logits)
+}
+
+// sampleAgrees samples the rows [M,V] on b and on the CPU reference: the
+// same tokens (with and without log-probs), log-probs within rounding.
+func sampleAgrees(b Device, V int, params []gpu.SampleParams, logits []float32) error {
+	M := len(params)
+	wantT, gotT := make([]int32, M), make([]int32, M)
+	wantL, gotL := make([]float32, M), make([]float32, M)
+	ref.SampleTokens(wantT, wantL, logits, params, M, V)
+	z := b.Alloc("check logits", M*V)
+	b.Upload(z, logits)
+	b.SampleTokens(gotT, gotL, z, params, M, V)
+	noLogp := make([]int32, M)
+	b.SampleTokens(noLogp, nil, z, params, M, V)
+	b.Free(z)
+	for i := range wantT {
+		if gotT[i] != wantT[i] || noLogp[i] != wantT[i] {
+			return fmt.Errorf("V=%d row %d (%+v): token %d on cuda (%d without log-probs), %d on cpu", V, i, params[i], gotT[i], noLogp[i], wantT[i])
+		}
+	}
+	if err := compare(fmt.Sprintf("V=%d sampled logp", V), gotL, wantL, 1e-5); err != nil {
+		return err
 	}
 	return nil
 }

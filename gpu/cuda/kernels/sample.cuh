@@ -16,6 +16,129 @@ struct sample_params {
 };
 static_assert(sizeof(sample_params) == 24, "sample_params must match gpu.SampleParams");
 
+// Candidates beyond SAMPLE_RANK_MAX are not ranked pairwise (n^2: a flat row
+// of a 151936-token vocabulary would take minutes) but cut by levels: see
+// sample_levels.
+#define SAMPLE_RANK_MAX 1024
+
+// logit_key orders floats as unsigned integers: a larger logit has a larger
+// key (NaN aside); every finite or infinite logit has a key >= 0x007FFFFF,
+// so key 0 can mark "not a candidate".
+__device__ unsigned logit_key(float x) {
+    unsigned b = __float_as_uint(x);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// A set of candidates in order (by logit, ties by lower id) cut after some
+// member is a level: its members are the candidates with key > lvl, or key ==
+// lvl and id <= cut.
+__device__ bool in_level(unsigned k, i64 j, unsigned lvl, i64 cut) {
+    return k > lvl || (k == lvl && j <= cut);
+}
+
+// level_sum: the number (weighted false) or the mass e (weighted true) of the
+// members of (lvl, cut) with key >= at, to every thread (synchronises).
+__device__ double level_sum(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, unsigned at, bool weighted) {
+    double s = 0.0;
+    for (i64 j = threadIdx.x; j < V; j += BLOCK) {
+        unsigned k = key[j];
+        if (k >= at && in_level(k, j, lvl, cut)) s += weighted ? (double)e[j] : 1.0;
+    }
+    return block_sumd(s);
+}
+
+// level_find: the largest key k in [lo, hi] whose level_sum(.., k, weighted)
+// reaches goal (>= goal, or > goal when strict), by bisection over the keys;
+// the caller knows that lo reaches it. 32 sums at most.
+__device__ unsigned level_find(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, unsigned lo,
+                               unsigned hi, bool weighted, double goal, bool strict) {
+    while (lo < hi) {
+        unsigned mid = (unsigned)(((unsigned long long)lo + (unsigned long long)hi + 1ull) / 2ull);
+        double s = level_sum(key, e, V, lvl, cut, mid, weighted);
+        if (strict ? s > goal : s >= goal)
+            lo = mid;
+        else
+            hi = mid - 1u;
+    }
+    return lo;
+}
+
+// level_walk: the members of (lvl, cut) whose key is `at`, in id order, with
+// a running remainder r = goal - base - (their weights so far): the id of the
+// first where r <= 0 (r < 0 when strict), or -1 if none; to every thread.
+// Each thread sums its contiguous chunk of ids, thread 0 walks the chunk sums
+// and then the chunk that crosses (as sample_tokens walks an unfiltered row).
+__device__ i64 level_walk(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, unsigned at, bool weighted,
+                          double goal, double base, bool strict, double* sd, i64* s_res) {
+    int t = threadIdx.x;
+    i64 chunk = (V + BLOCK - 1) / BLOCK;
+    i64 lo = t * chunk < V ? t * chunk : V;
+    i64 hi = lo + chunk < V ? lo + chunk : V;
+    double cs = 0.0;
+    for (i64 j = lo; j < hi; j++)
+        if (key[j] == at && in_level(key[j], j, lvl, cut)) cs += weighted ? (double)e[j] : 1.0;
+    sd[t] = cs;
+    __syncthreads();
+    if (t == 0) {
+        double r = goal - base;
+        i64 res = -1;
+        for (int k = 0; k < BLOCK && res < 0; k++) {
+            double after = r - sd[k];
+            if (strict ? after >= 0.0 : after > 0.0) {  // this chunk does not cross
+                r = after;
+                continue;
+            }
+            i64 a = k * chunk, b = a + chunk < V ? a + chunk : V;
+            for (i64 j = a; j < b; j++) {
+                if (key[j] != at || !in_level(key[j], j, lvl, cut)) continue;
+                r -= weighted ? (double)e[j] : 1.0;
+                if (strict ? r < 0.0 : r <= 0.0) {
+                    res = j;
+                    break;
+                }
+            }
+        }
+        *s_res = res;
+    }
+    __syncthreads();
+    i64 res = *s_res;
+    __syncthreads();
+    return res;
+}
+
+// level_last: the last member of (lvl, cut) in order (the lowest key, then
+// the highest id), or -1 if it has none; to every thread. su and sd are
+// [BLOCK] scratch in shared memory.
+__device__ i64 level_last(const unsigned* key, i64 V, unsigned lvl, i64 cut, unsigned* su, double* sd, i64* s_res) {
+    int t = threadIdx.x;
+    unsigned mk = 0xFFFFFFFFu;
+    for (i64 j = t; j < V; j += BLOCK)
+        if (in_level(key[j], j, lvl, cut) && key[j] < mk) mk = key[j];
+    su[t] = mk;
+    __syncthreads();
+    if (t == 0) {
+        unsigned m = su[0];
+        for (int k = 1; k < BLOCK; k++) m = su[k] < m ? su[k] : m;
+        su[0] = m;
+    }
+    __syncthreads();
+    mk = su[0];
+    i64 last = -1;
+    for (i64 j = t; j < V; j += BLOCK)
+        if (key[j] == mk && in_level(key[j], j, lvl, cut)) last = j;  // ids rise along the stride
+    sd[t] = (double)last;
+    __syncthreads();
+    if (t == 0) {
+        double m = sd[0];
+        for (int k = 1; k < BLOCK; k++) m = sd[k] > m ? sd[k] : m;
+        *s_res = (i64)m;
+    }
+    __syncthreads();
+    i64 res = *s_res;
+    __syncthreads();
+    return res;
+}
+
 // ---------------------------------------------------------------------------
 // one block per row of logits [M,V]. Scratch, [M,V] each: e (the
 // unnormalised probabilities), cand (the candidates of a filtered row, in id
@@ -27,7 +150,11 @@ static_assert(sizeof(sample_params) == 24, "sample_params must match gpu.SampleP
 // then the chunk that crosses); filtered, the candidates are the ids with e
 // >= thresh*se (thresh = 1e-3, /16 until they hold the top-p mass and K ids),
 // ranked by logit in parallel, and thread 0 cuts them to K and to the top-p
-// prefix and walks them as the CPU does. The sums are ordered differently
+// prefix and walks them as the CPU does. Beyond SAMPLE_RANK_MAX candidates
+// (a flat row: a random or hot model) the same cuts are found by bisection
+// over the logits' keys (level_find, 32 block sums at most per cut) and a
+// walk of the one level that crosses, so the cost is O(V log) per row, not
+// O(V^2). The sums are ordered differently
 // from the CPU's (per thread, then across the block), so a token can differ
 // only where U falls within rounding (~1e-15 relative) of a boundary of the
 // cumulative distribution.
@@ -38,6 +165,7 @@ __global__ void sample_tokens(int* tokens, float* logp, const float* logits, con
     __shared__ double sd[BLOCK];
     __shared__ float s_max;
     __shared__ int s_best;
+    __shared__ i64 s_res;
     i64 row = blockIdx.x;
     int t = threadIdx.x;
     const float* z = logits + row * V;
@@ -148,8 +276,50 @@ __global__ void sample_tokens(int* tokens, float* logp, const float* logits, con
         mass = block_sumd(mass) / se;
         n = (int)cnt;
         bool enoughK = topK <= 0 || n >= topK;
-        if ((mass >= keepP && enoughK) || thresh < 1e-30) break;
+        bool enoughP = keepP >= 1.0 || mass >= keepP;
+        if ((enoughP && enoughK) || thresh < 1e-30) break;
         thresh /= 16.0;
+    }
+    if (n > SAMPLE_RANK_MAX) {
+        // too many to rank pairwise: cut by levels of the logits' keys (kept
+        // in the rank scratch; 0 marks the ids that are not candidates)
+        unsigned* key = (unsigned*)sorted;
+        for (i64 j = t; j < V; j += BLOCK) key[j] = e[j] >= th ? logit_key(z[j]) : 0u;
+        __syncthreads();
+        unsigned lvl = 1u, top = logit_key(m);
+        i64 cut = V;  // every candidate
+        if (topK > 0 && topK < n) {  // the first K: the level holding the K-th, and its K-th member
+            unsigned kk = level_find(key, e, V, lvl, cut, lvl, top, false, (double)topK, false);
+            double above = kk < top ? level_sum(key, e, V, lvl, cut, kk + 1u, false) : 0.0;
+            i64 c = level_walk(key, e, V, lvl, cut, kk, false, (double)topK, above, false, sd, &s_res);
+            cut = c >= 0 ? c : (kk == lvl ? cut : V);
+            lvl = kk;
+        }
+        if (keepP < 1.0) {  // the shortest prefix holding keepP of the mass, if the set holds it
+            double goal = keepP * se;
+            if (level_sum(key, e, V, lvl, cut, lvl, true) >= goal) {
+                unsigned kp = level_find(key, e, V, lvl, cut, lvl, top, true, goal, false);
+                double above = kp < top ? level_sum(key, e, V, lvl, cut, kp + 1u, true) : 0.0;
+                i64 c = level_walk(key, e, V, lvl, cut, kp, true, goal, above, false, sd, &s_res);
+                cut = c >= 0 ? c : (kp == lvl ? cut : V);
+                lvl = kp;
+            }
+        }
+        // the draw: the first member where U*(their mass) - (a running sum) < 0
+        double total = level_sum(key, e, V, lvl, cut, lvl, true);
+        double goal = p.u * total;
+        i64 pick = -1;
+        if (total > goal) {
+            unsigned kx = level_find(key, e, V, lvl, cut, lvl, top, true, goal, true);
+            double above = kx < top ? level_sum(key, e, V, lvl, cut, kx + 1u, true) : 0.0;
+            pick = level_walk(key, e, V, lvl, cut, kx, true, goal, above, true, sd, &s_res);
+        }
+        if (pick < 0) pick = level_last(key, V, lvl, cut, (unsigned*)si, sd, &s_res);  // rounding: the last member
+        if (t == 0) {
+            tokens[row] = (int)pick;
+            if (logp) logp[row] = (float)((double)((z[pick] - m) / temp) - lse);
+        }
+        return;
     }
     // compact them in id order: counts per chunk, their exclusive prefix, then write
     int cnt = 0;
