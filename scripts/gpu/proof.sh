@@ -24,6 +24,9 @@
 # tokens/s, latency, MFU, peak device memory, host<->device bytes and syncs per step, the host's
 # share of the wall time, the ratio to PyTorch, and the goals of issue 20, met or not.
 # PROOF_STEP_TIMEOUT=S stops any heavy step after S seconds (reported as failed; the others run).
+# PROOF_PROFILE=1 (the default; 0 turns it off) adds --profile to the rlhost bench: after its timed
+# lines, one more training step and decodes run with the device's profiling on, and the "paths"
+# step prints where their device time went (top 10 ops per phase).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mkdir -p "${1:-proof-out}" && cd "${1:-proof-out}" && pwd)
@@ -45,6 +48,9 @@ DTYPES=${PROOF_DTYPES:-bfloat16}
 # seconds each heavy step may run (0: no limit); a step that runs over is stopped, reported as
 # failed (exit 124), and the later steps still run, so one hung step costs one step's time
 STEP_LIMIT=${PROOF_STEP_TIMEOUT:-0}
+# --profile: per-op device time of one more (untimed) step of each phase
+profile=()
+[ "${PROOF_PROFILE:-1}" = 1 ] && profile=(--profile)
 lim() { timeout --kill-after=10 "$STEP_LIMIT" "$@"; }
 fail=0
 step() { echo; echo "== $*"; }
@@ -76,7 +82,7 @@ for shape in $SHAPES; do
 	: >"$res"
 	for dt in $DTYPES; do
 		lim "$rlhost" selftest --device cuda --bench "$ck" --dtype "$dt" --batch "$B" --seq "$T" \
-			--decode-batch "$DB" --prompt "$P" --new-tokens "$NEW" | tee -a "$res"
+			--decode-batch "$DB" --prompt "$P" --new-tokens "$NEW" "${profile[@]}" | tee -a "$res"
 		[ "${PIPESTATUS[0]}" = 0 ] || fail=1
 	done
 	lim "$py" "$here/proof_torch.py" bench "$ck" "$B" "$T" "$DB" "$P" "$NEW" $DTYPES | tee -a "$res"
@@ -105,7 +111,7 @@ else
 	fail=1
 fi
 
-step "paths (issue 20: products, fused attention, device sampling, prefix sharing, host time)"
+step "paths (issue 20: products, fused attention, device sampling, prefix sharing, host time; where the device time goes)"
 grep -h '^products ' "$out/selftest.txt" 2>/dev/null
 grep -h '^products on ' "$out/train.txt" 2>/dev/null | sed 's/^/GRPO run: /'
 grpo_arg=()

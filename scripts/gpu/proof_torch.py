@@ -13,10 +13,12 @@
                                      `rlhost selftest --bench`; one JSON line per measurement
   proof_torch.py paths [--grpo METRICS_JSONL] [--grpo-shape SHAPE] FILES...
                                      print the paths rlhost's steps took (products, attention,
-                                     sampling, prefix sharing, the host's share of the time)
+                                     sampling, prefix sharing, the host's share of the time) and,
+                                     for each "profile" line (selftest --bench --profile), where
+                                     the device time of the phase went: its top 10 ops
   proof_torch.py table OUT [--grpo METRICS_JSONL] [--grpo-shape SHAPE] FILES...
                                      print (and write to OUT) the table of every JSON line in
-                                     FILES and the goals of issue 20 (met / not met)
+                                     FILES but the profiles and the goals of issue 20 (met / not met)
 """
 import json
 import os
@@ -181,7 +183,8 @@ def is_rlhost(r):
     return r["device"].startswith("cuda/")
 
 
-def read_rows(files):
+def read_rows(files, kind=None):
+    """The measurements of files (kind None: every line but the profiles; "profile": only those)."""
     rows = []
     for f in files:
         shape = f.split("/")[-1].removesuffix(".jsonl")  # qwen2.5-0.5b.jsonl: the name has dots
@@ -189,9 +192,30 @@ def read_rows(files):
             line = line.strip()
             if line.startswith("{"):
                 r = json.loads(line)
+                if (r.get("kind") == "profile") != (kind == "profile"):
+                    continue
                 r["shape"] = shape
                 rows.append(r)
     return rows
+
+
+PROFILE_TOP = 10
+
+
+def profile_lines(r, top=PROFILE_TOP):
+    """The lines of one profile (rlhost selftest --bench --profile): the phase's device time, its
+    split between kernels, cuBLAS and copies, and its top ops."""
+    dtype = r["device"].rsplit("/", 1)[-1]
+    who = f"{r['shape']} profile {r['phase']} {dtype} batch {r['batch']}"
+    by_kind = {}
+    for e in r["entries"]:
+        by_kind[e["kind"]] = by_kind.get(e["kind"], 0.0) + e["share"]
+    split = ", ".join(f"{k} {v:.1%}" for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1]))
+    out = [f"{who}: {r['device_ms']:.1f} ms on the device in a {r['wall_ms']:.1f} ms step ({split}); "
+           f"top {min(top, len(r['entries']))} of {len(r['entries'])} ops:"]
+    for e in r["entries"][:top]:
+        out.append(f"  {e['share']:6.1%} {e['ms']:10.3f} ms {e['calls']:7d} x {e['mean_us']:9.1f} us  {e['op']}")
+    return out
 
 
 def grpo_host_frac(path):
@@ -301,6 +325,8 @@ def paths(files, grpo_metrics=None):
                          f"{r['shared_tokens']} copied from a slot with the same prompt")
         if r.get("host_frac") is not None:
             lines.append(f"{who} host not waiting on the device: {r['host_frac']:.1%} of the wall time")
+    for r in read_rows(files, "profile"):
+        lines += profile_lines(r)
     if grpo_metrics:
         for line in open(grpo_metrics):
             if not line.strip():

@@ -157,6 +157,16 @@ def test_table_cli(tmp_path):
     assert p.returncode == 0 and "\nGRPO step 1: 2 s, 0.04 host not waiting" in p.stdout, (p.stdout, p.stderr)
 
 
+# a profile line of `rlhost selftest --bench --profile` (made-up figures)
+PROFILE_TRAIN = dict(kind="profile", phase="train", device="cuda/H100/sm_90/bfloat16", batch=8, seq=1024, wall_ms=650.0,
+                     device_ms=600.0, entries=[
+                         dict(op="flash_attention_backward_dkv", kind="kernel", calls=24, ms=360.0, mean_us=15000.0, share=0.6),
+                         dict(op="cublasGemmEx bf16->f32 NT 896x8192x4864", kind="cublas", calls=168, ms=174.0,
+                              mean_us=1035.7, share=0.29),
+                         dict(op="rope_qk", kind="kernel", calls=24, ms=60.0, mean_us=2500.0, share=0.1),
+                         dict(op="memcpy HtoD", kind="copy", calls=3, ms=6.0, mean_us=2000.0, share=0.01)])
+
+
 def test_paths(tmp_path):
     ours = dict(device="cuda/H100/sm_90/bfloat16", dtype="bfloat16", products="cublasGemmEx, CUDA_R_16BF operands")
     extra = [
@@ -168,7 +178,8 @@ def test_paths(tmp_path):
             **{k: v for k, v in ours.items() if k != "products"}),
     ]
     f = tmp_path / "qwen2.5-0.5b.jsonl"
-    f.write_text("".join(json.dumps(r) + "\n" for r in extra) + json.dumps(row("train", "torch-eager-bf16/H100", 1.0, 8, 1024)) + "\n")
+    f.write_text("".join(json.dumps(r) + "\n" for r in extra) + json.dumps(row("train", "torch-eager-bf16/H100", 1.0, 8, 1024)) + "\n"
+                 + json.dumps(PROFILE_TRAIN) + "\n")
     m = metrics(tmp_path, [{"timing_s/step": 2.5, "perf/host_frac": 0.031, "rollout/prefix_shared_tokens": 300}])
     lines = proof_torch.paths([str(f)], str(m))
     want = [
@@ -178,10 +189,32 @@ def test_paths(tmp_path):
         "qwen2.5-0.5b decode-grpo bfloat16 batch 64 sampling: 512 B down per forward (64 rows of logits would be 38895616 B): on the device",
         "qwen2.5-0.5b decode-grpo bfloat16 batch 64 prefix sharing: 1080 prompt tokens prefilled, 7112 copied from a slot with the same prompt",
         "qwen2.5-0.5b decode bfloat16 batch 1 sampling: 607744 B down per forward (1 rows of logits would be 607744 B): ON THE HOST",
+        "qwen2.5-0.5b profile train bfloat16 batch 8: 600.0 ms on the device in a 650.0 ms step (kernel 70.0%, cublas 29.0%, copy 1.0%); "
+        "top 4 of 4 ops:",
+        "   60.0%    360.000 ms      24 x   15000.0 us  flash_attention_backward_dkv",
+        "   29.0%    174.000 ms     168 x    1035.7 us  cublasGemmEx bf16->f32 NT 896x8192x4864",
+        "   10.0%     60.000 ms      24 x    2500.0 us  rope_qk",
+        "    1.0%      6.000 ms       3 x    2000.0 us  memcpy HtoD",
         "GRPO step 1: 2.5 s, 0.031 host not waiting on the device, - s waiting, - syncs, - B up, - B down, "
         "- prompt tokens prefilled, 300 shared, - update padding (packed micro-batches: AttentionVarlen)",
     ]
     assert lines == want
+    top2 = proof_torch.profile_lines(dict(PROFILE_TRAIN, shape="qwen2.5-0.5b"), top=2)
+    assert top2 == [want[6].replace("top 4 of 4", "top 2 of 4")] + want[7:9]
+
+
+def test_table_ignores_profiles(tmp_path):
+    # the profile lines of --profile are not measurements: the table and goals are as without them
+    plain = tmp_path / "a"
+    plain.mkdir()
+    with_prof = tmp_path / "b"
+    with_prof.mkdir()
+    f = fixture(plain)
+    g = fixture(with_prof, rows_extra=[PROFILE_TRAIN, dict(PROFILE_TRAIN, phase="decode", batch=64)])
+    proof_torch.table(str(plain / "t.md"), [str(f)])
+    proof_torch.table(str(with_prof / "t.md"), [str(g)])
+    assert (plain / "t.md").read_text() == (with_prof / "t.md").read_text()
+    assert len(proof_torch.read_rows([str(g)], "profile")) == 2
 
 
 FIXTURE_TABLE = """| shape | step | tokens/s |
@@ -308,8 +341,8 @@ exit 0
 """
 
 
-@pytest.mark.parametrize("knob,shape", [(None, "qwen2.5-0.5b"), ("smollm2-135m", "smollm2-135m")])
-def test_proof_grpo_shape(tmp_path, knob, shape):
+@pytest.mark.parametrize("knob,shape,profile", [(None, "qwen2.5-0.5b", None), ("smollm2-135m", "smollm2-135m", "0")])
+def test_proof_grpo_shape(tmp_path, knob, shape, profile):
     # proof.sh with stand-ins for python, rlhost and nvidia-smi: the GRPO run's checkpoint is
     # PROOF_GRPO_SHAPE's (default the goal's), made with the bundle's tokenizer files, and the
     # goals table is told that shape
@@ -333,6 +366,9 @@ def test_proof_grpo_shape(tmp_path, knob, shape):
     env.pop("PROOF_GRPO_SHAPE", None)
     if knob:
         env["PROOF_GRPO_SHAPE"] = knob
+    env.pop("PROOF_PROFILE", None)
+    if profile:
+        env["PROOF_PROFILE"] = profile
     p = subprocess.run(["bash", str(bundle / "proof.sh"), str(out)], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     assert f"3-step GRPO: rlhost train on the arith task, {shape} shape" in p.stdout
@@ -340,6 +376,9 @@ def test_proof_grpo_shape(tmp_path, knob, shape):
     calls = log.read_text().splitlines()
     ck = out / f"ck-grpo-{shape}"
     assert f"py {bundle}/proof_torch.py make {ck} {shape} {bundle}/tokenizer" in calls
+    # the bench runs with --profile unless PROOF_PROFILE=0
+    bench = [c for c in calls if c.startswith("rlhost selftest --device cuda --bench ")]
+    assert len(bench) == 1 and bench[0].endswith(" --profile") == (profile != "0"), bench
     train = [c for c in calls if c.startswith("rlhost train ")]
     assert len(train) == 1 and f"actor_rollout_ref.model.path={ck} " in train[0], train
     for cmd in ("paths", "table"):
