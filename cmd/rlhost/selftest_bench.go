@@ -136,7 +136,8 @@ type profileLine struct {
 	// and the device time of its ops together
 	WallMS   float64     `json:"wall_ms"`
 	DeviceMS float64     `json:"device_ms"`
-	Entries  []profileOp `json:"entries"` // the most time first
+	Entries  []profileOp `json:"entries"`         // the most time first
+	Error    string      `json:"error,omitempty"` // the profiled step failed (no entries)
 }
 
 // profileOp is one op of a profile: a kernel (kind "kernel"), a cuBLAS
@@ -152,31 +153,46 @@ type profileOp struct {
 }
 
 // profileStep runs f once with the device's profiling on and keeps its
-// line for the end.
-func (b *bencher) profileStep(phase string, B, T int, f func() error) error {
+// line for the end. A failure is reported in the line ("error"), never
+// fails the bench: the timed lines matter more than the profile.
+func (b *bencher) profileStep(phase string, B, T int, f func() error) {
 	if !b.profile || b.cb == nil {
-		return nil
+		return
 	}
+	line := profileLine{Kind: "profile", Phase: phase, Device: b.label, B: B, T: T, Entries: []profileOp{}}
+	if err := b.profileRun(&line, f); err != nil {
+		line.Error = err.Error()
+	}
+	b.profiles = append(b.profiles, line)
+}
+
+func (b *bencher) profileRun(line *profileLine, f func() error) (err error) {
 	if err := b.cb.EnableProfile(); err != nil {
 		return err
 	}
-	err := b.cb.ResetProfile()
+	defer func() {
+		if r := recover(); r != nil { // a failed op of the backend panics
+			err = errors.Join(err, fmt.Errorf("%v", r))
+		}
+		err = errors.Join(err, b.cb.DisableProfile())
+	}()
+	if err := b.cb.ResetProfile(); err != nil {
+		return err
+	}
 	start := time.Now()
-	if err == nil {
-		err = f()
+	if err := f(); err != nil {
+		return err
 	}
 	wall := time.Since(start)
-	p, perr := b.cb.Profile()
-	if err := errors.Join(err, perr, b.cb.DisableProfile()); err != nil {
-		return fmt.Errorf("profile of %s: %w", phase, err)
+	p, err := b.cb.Profile()
+	if err != nil {
+		return err
 	}
-	line := profileLine{Kind: "profile", Phase: phase, Device: b.label, B: B, T: T,
-		WallMS: round(wall.Seconds()*1e3, 1e3), DeviceMS: round(p.Total.Seconds()*1e3, 1e4), Entries: []profileOp{}}
+	line.WallMS, line.DeviceMS = round(wall.Seconds()*1e3, 1e3), round(p.Total.Seconds()*1e3, 1e4)
 	for _, e := range p.Entries {
 		line.Entries = append(line.Entries, profileOp{Op: e.Op, Kind: e.Kind, Calls: e.Calls,
 			MS: round(e.Time.Seconds()*1e3, 1e4), MeanUS: round(e.Mean().Seconds()*1e6, 1e2), Share: round(e.Share, 1e5)})
 	}
-	b.profiles = append(b.profiles, line)
 	return nil
 }
 
@@ -346,7 +362,8 @@ func (b *bencher) train(bc benchConfig) error {
 	if err := json.NewEncoder(b.w).Encode(res); err != nil {
 		return err
 	}
-	return b.profileStep("train", B, T, step) // after the timed steps: they are unaffected
+	b.profileStep("train", B, T, step) // after the timed steps: they are unaffected
+	return nil
 }
 
 // decode generates newTokens after random prompts of P tokens for B
@@ -413,5 +430,6 @@ func (b *bencher) decode(B, P, newTokens int, grpo, profile bool) error {
 	if !profile {
 		return nil
 	}
-	return b.profileStep(kind, B, P+newTokens, func() error { _, err := g.Generate(reqs); return err })
+	b.profileStep(kind, B, P+newTokens, func() error { _, err := g.Generate(reqs); return err })
+	return nil
 }

@@ -207,6 +207,8 @@ def profile_lines(r, top=PROFILE_TOP):
     split between kernels, cuBLAS and copies, and its top ops."""
     dtype = r["device"].rsplit("/", 1)[-1]
     who = f"{r['shape']} profile {r['phase']} {dtype} batch {r['batch']}"
+    if r.get("error"):
+        return [f"{who}: FAILED: {r['error']}"]
     by_kind = {}
     for e in r["entries"]:
         by_kind[e["kind"]] = by_kind.get(e["kind"], 0.0) + e["share"]

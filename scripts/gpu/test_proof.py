@@ -201,6 +201,8 @@ def test_paths(tmp_path):
     assert lines == want
     top2 = proof_torch.profile_lines(dict(PROFILE_TRAIN, shape="qwen2.5-0.5b"), top=2)
     assert top2 == [want[6].replace("top 4 of 4", "top 2 of 4")] + want[7:9]
+    failed = dict(PROFILE_TRAIN, shape="x", phase="decode", entries=[], error="profile: record an event: CUDA_ERROR_X")
+    assert proof_torch.profile_lines(failed) == ["x profile decode bfloat16 batch 8: FAILED: profile: record an event: CUDA_ERROR_X"]
 
 
 def test_table_ignores_profiles(tmp_path):
