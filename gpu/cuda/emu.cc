@@ -230,7 +230,7 @@ static rl_kernel rl_make(const char* name, void (*f)(A...)) {
 #define K(n) rl_make(#n, n)
 static const rl_kernel rl_kernels[] = {
     K(embedding_forward), K(embedding_backward), K(rmsnorm_forward), K(rmsnorm_backward_dinp),
-    K(rmsnorm_backward_dweight), K(add_bias), K(bias_backward), K(rope), K(attention_probs), K(attention_out),
+    K(rmsnorm_backward_dweight), K(add_bias), K(bias_backward), K(colsum_finish), K(rope), K(attention_probs), K(attention_out),
     K(attention_dscores), K(attention_dq), K(attention_dkv), K(attention_cached), K(swiglu_forward),
     K(swiglu_backward), K(residual_forward), K(residual_backward), K(logprob_forward), K(logprob_backward),
     K(sum_squares), K(sum_f64), K(scale), K(adamw), K(gather_rows), K(scatter_rows),

@@ -191,6 +191,25 @@ func (d *device) launch(name string, grid int, args ...uint64) {
 	}
 }
 
+// colsumRows is COLSUM_ROWS of kernels/common.cuh: the rows of a chunk of
+// a two-pass column sum.
+const colsumRows = 256
+
+// colsums adds the column sums of an [N,C] quantity to out [C] in two
+// passes (kernels/common.cuh): kernel (bias_backward,
+// rmsnorm_backward_dweight) writes each chunk's sums to scratch, its
+// arguments after that scratch pointer being args, over 32-column tiles x
+// chunks of colsumRows rows; colsum_finish adds the chunks in order.
+func (d *device) colsums(a *arena, kernel string, out dptr, N, C int, args ...uint64) {
+	if N == 0 || C == 0 {
+		return
+	}
+	chunks := (N + colsumRows - 1) / colsumRows
+	part := a.alloc(int64(chunks) * int64(C) * 4)
+	d.launch(kernel, (C+31)/32*chunks, append([]uint64{ptr(part)}, args...)...)
+	d.launch("colsum_finish", gridFor(C), ptr(out), ptr(part), i64(chunks), i64(C))
+}
+
 // gridFor is the grid of a grid-stride elementwise kernel over n items.
 func gridFor(n int) int {
 	g := (n + blockSize - 1) / blockSize

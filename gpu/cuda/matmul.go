@@ -118,7 +118,7 @@ func (b *Backend) MatmulBackward(dinp, dweight, dbias []float32, dout, inp, weig
 			d.gemm(true, false, OC, C, N, pd, pdb, OC, pi, pib, C, 1, a.inout(dweight, OC*C), C)
 		}
 		if dbias != nil {
-			d.launch("bias_backward", gridFor(OC), ptr(a.inout(dbias, OC)), ptr(pd), i64(N), i64(OC))
+			d.colsums(a, "bias_backward", a.inout(dbias, OC), N, OC, ptr(pd), i64(N), i64(OC))
 		}
 	})
 }

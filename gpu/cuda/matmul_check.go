@@ -69,9 +69,20 @@ func checkGemmEx(b Device) error {
 	return compare("C", got, want, 5e-3)
 }
 
+// checkMatmul at 21 rows and at 531 (the bias gradient's column sums in
+// three chunks of 256 rows, 80 columns: a partial tile of 32).
 func checkMatmul(b Device) error {
+	for _, N := range []int{21, 531} {
+		if err := checkMatmulN(b, N); err != nil {
+			return fmt.Errorf("N=%d: %w", N, err)
+		}
+	}
+	return nil
+}
+
+func checkMatmulN(b Device, N int) error {
 	r := rand.New(rand.NewPCG(6, 6))
-	const N, C, OC = 21, 64, 80
+	const C, OC = 64, 80
 	inp, w, bias := randn(r, N*C, 1), randn(r, OC*C, 0.1), randn(r, OC, 1)
 	o1, o2 := make([]float32, N*OC), make([]float32, N*OC)
 	ref.MatmulForward(o1, inp, w, bias, N, C, OC)

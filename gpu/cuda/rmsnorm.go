@@ -47,7 +47,7 @@ func (b *Backend) rmsnormBackward(a *arena, dinp, dweight, dout, dout2, inp, wei
 	} else {
 		pdinp = a.out(dinp, N*C)
 	}
-	b.d.launch("rmsnorm_backward_dweight", gridFor(C), ptr(a.inout(dweight, C)), ptr(pd), ptr(pd2), ptr(px), ptr(pr),
+	b.d.colsums(a, "rmsnorm_backward_dweight", a.inout(dweight, C), N, C, ptr(pd), ptr(pd2), ptr(px), ptr(pr),
 		i64(N), i64(C))
 	b.d.launch("rmsnorm_backward_dinp", N, ptr(pdinp), ptr(pd), ptr(pd2), ptr(px), ptr(a.in(weight, C)), ptr(pr),
 		i64(N), i64(C), i64(acc))

@@ -2,11 +2,25 @@ package cuda
 
 // Checks of the rmsnorm family against the CPU reference gpu/cpu (rmsnorm.go).
 
-import "math/rand/v2"
+import (
+	"fmt"
+	"math/rand/v2"
+)
 
+// checkRMSNorm at 13 rows and at 600 (the weight gradient's column sums
+// in three chunks of 256 rows, the last partial).
 func checkRMSNorm(b Device) error {
+	for _, N := range []int{13, 600} {
+		if err := checkRMSNormN(b, N); err != nil {
+			return fmt.Errorf("N=%d: %w", N, err)
+		}
+	}
+	return nil
+}
+
+func checkRMSNormN(b Device, N int) error {
 	r := rand.New(rand.NewPCG(5, 5))
-	const N, C = 13, 576
+	const C = 576
 	inp, w := randn(r, N*C, 2), randn(r, C, 1)
 	o1, o2 := make([]float32, N*C), make([]float32, N*C)
 	r1, r2 := make([]float32, N), make([]float32, N)
@@ -23,11 +37,21 @@ func checkRMSNorm(b Device) error {
 
 // checkResidualRMSNorm compares the fused residual + norm, forward (res
 // separate from and aliasing a) and backward (with and without a second
-// output gradient; dres accumulated), with gpu/cpu's. Outputs are poisoned
-// first, and the accumulated ones start from random values.
+// output gradient; dres accumulated), with gpu/cpu's, at 13 and 600 rows.
+// Outputs are poisoned first, and the accumulated ones start from random
+// values.
 func checkResidualRMSNorm(b Device) error {
+	for _, N := range []int{13, 600} {
+		if err := checkResidualRMSNormN(b, N); err != nil {
+			return fmt.Errorf("N=%d: %w", N, err)
+		}
+	}
+	return nil
+}
+
+func checkResidualRMSNormN(b Device, N int) error {
 	r := rand.New(rand.NewPCG(5, 6))
-	const N, C = 13, 576
+	const C = 576
 	x, y, w := randn(r, N*C, 2), randn(r, N*C, 1), randn(r, C, 1)
 	poison := func(n int) []float32 {
 		p := make([]float32, n)

@@ -61,3 +61,26 @@ __device__ float block_max(float v) {
 
 #define GRID_STRIDE(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
 
+// Column sums over N rows (matmul.cuh's bias and rmsnorm.cuh's weight gradients) in two
+// passes, so that every SM has work at N = 8192 and C = 128..896 and the
+// order of the sums is fixed (no atomics): pass 1 gives each block 32
+// columns (a warp's coalesced 128 bytes) of one chunk of COLSUM_ROWS rows,
+// the block's 8 warps taking every 8th row, and writes the chunk's sums to
+// part [chunks, C]; colsum_finish adds the chunks' sums in order to out.
+#define COLSUM_ROWS 256
+
+// colsum_tiles: the 32-column tiles of C columns.
+__device__ int colsum_tiles(i64 C) { return (int)((C + 31) / 32); }
+
+// colsum_store: the block's per-thread sums s (column tile*32 + lane, rows
+// strided by warp) reduced over the warps into part[chunk, c].
+__device__ void colsum_store(float* part, float s, i64 chunk, i64 c, i64 C) {
+    __shared__ float sh[BLOCK];
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.x < 32 && c < C) {
+        float t = 0.0f;
+        for (int w = 0; w < BLOCK / 32; w++) t += sh[w * 32 + threadIdx.x];
+        part[chunk * C + c] = t;
+    }
+}

@@ -11,10 +11,23 @@ __global__ void add_bias(float* out, const float* bias, i64 N, i64 OC) {
     GRID_STRIDE(i, N * OC) out[i] += bias[i % OC];
 }
 
-__global__ void bias_backward(float* dbias, const float* dout, i64 N, i64 OC) {
-    GRID_STRIDE(o, OC) {
+// colsum_finish: out[c] += the chunks' sums part[0..chunks-1, c], in order.
+__global__ void colsum_finish(float* out, const float* part, i64 chunks, i64 C) {
+    GRID_STRIDE(c, C) {
         float s = 0.0f;
-        for (i64 n = 0; n < N; n++) s += dout[n * OC + o];
-        dbias[o] += s;
+        for (i64 k = 0; k < chunks; k++) s += part[k * C + c];
+        out[c] += s;
     }
+}
+
+// bias_backward, pass 1 of dbias[o] += sum_n dout[n,o]; grid colsum_tiles(OC) x chunks.
+__global__ void bias_backward(float* part, const float* dout, i64 N, i64 OC) {
+    int tiles = colsum_tiles(OC);
+    i64 chunk = blockIdx.x / tiles;
+    i64 c = (i64)(blockIdx.x % tiles) * 32 + (threadIdx.x & 31);
+    i64 n1 = (chunk + 1) * COLSUM_ROWS < N ? (chunk + 1) * COLSUM_ROWS : N;
+    float s = 0.0f;
+    if (c < OC)
+        for (i64 n = chunk * COLSUM_ROWS + (threadIdx.x >> 5); n < n1; n += BLOCK / 32) s += dout[n * OC + c];
+    colsum_store(part, s, chunk, c, OC);
 }

@@ -84,16 +84,20 @@ __global__ void rmsnorm_backward_dinp(float* dinp, const float* dout, const floa
     rmsnorm_backward_dinp_impl<RN_OK>(dinp, dout, dout2, inp, weight, rstd, N, C, add);
 }
 
-// dweight[c] += sum_n (dout+dout2)[n,c]*inp[n,c]*rstd[n] (dout2 may be null):
-// one thread per channel, rows in order.
-__global__ void rmsnorm_backward_dweight(float* dweight, const float* dout, const float* dout2, const float* inp,
+// dweight[c] += sum_n (dout+dout2)[n,c]*inp[n,c]*rstd[n] (dout2 may be null),
+// pass 1 of the column sums (matmul.cuh: bias_backward, colsum_finish): grid
+// colsum_tiles(C) x chunks of COLSUM_ROWS rows, the chunks' sums to part.
+__global__ void rmsnorm_backward_dweight(float* part, const float* dout, const float* dout2, const float* inp,
                                          const float* rstd, i64 N, i64 C) {
-    GRID_STRIDE(c, C) {
-        float s = 0.0f;
-        for (i64 n = 0; n < N; n++) {
+    int tiles = colsum_tiles(C);
+    i64 chunk = blockIdx.x / tiles;
+    i64 c = (i64)(blockIdx.x % tiles) * 32 + (threadIdx.x & 31);
+    i64 n1 = (chunk + 1) * COLSUM_ROWS < N ? (chunk + 1) * COLSUM_ROWS : N;
+    float s = 0.0f;
+    if (c < C)
+        for (i64 n = chunk * COLSUM_ROWS + (threadIdx.x >> 5); n < n1; n += BLOCK / 32) {
             float d = dout2 ? dout[n * C + c] + dout2[n * C + c] : dout[n * C + c];
             s += d * inp[n * C + c] * rstd[n];
         }
-        dweight[c] += s;
-    }
+    colsum_store(part, s, chunk, c, C);
 }
