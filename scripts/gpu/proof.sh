@@ -9,8 +9,8 @@
 #   plugins/*.gz, arith-raw/  the arith task plugin (gzipped) and its raw prompts (for the GRPO run)
 #
 # Usage: ./proof.sh [OUT_DIR]    (default ./proof-out; the table is also written to OUT_DIR/table.md,
-# the machine to OUT_DIR/machine.txt: `make bench-cuda-record FROM=OUT_DIR` records both in
-# docs/bench/cuda.md)
+# the paths and the device-time profile to OUT_DIR/paths.txt, the machine to OUT_DIR/machine.txt:
+# `make bench-cuda-record FROM=OUT_DIR` records them in docs/bench/cuda.md and its history)
 # Steps: rlhost selftest --device cuda; random checkpoints of PROOF_SHAPES (default the goal's
 # Qwen2.5-0.5B shape) written by transformers; `rlhost selftest --bench` (for each precision of
 # PROOF_DTYPES, default bfloat16): a training step of PROOF_BATCH x PROOF_SEQ (8 x 1024, packed:
@@ -116,7 +116,8 @@ grep -h '^products ' "$out/selftest.txt" 2>/dev/null
 grep -h '^products on ' "$out/train.txt" 2>/dev/null | sed 's/^/GRPO run: /'
 grpo_arg=()
 [ -s "$grpo_metrics" ] && grpo_arg=(--grpo "$grpo_metrics" --grpo-shape "$GRPO_SHAPE")
-"$py" "$here/proof_torch.py" paths "${grpo_arg[@]}" "${results[@]}" || fail=1
+"$py" "$here/proof_torch.py" paths "${grpo_arg[@]}" "${results[@]}" | tee "$out/paths.txt"
+[ "${PIPESTATUS[0]}" = 0 ] || fail=1
 
 step "table (also in $out/table.md)"
 [ ${#results[@]} -gt 0 ] && "$py" "$here/proof_torch.py" table "$out/table.md" "${grpo_arg[@]}" "${results[@]}"

@@ -1,6 +1,7 @@
 """Write docs/bench/cuda.md from a proof run's output folder (scripts/gpu/proof.sh OUT):
-OUT/table.md (the measurements and the goals) and OUT/machine.txt (date, GPU, driver, commit,
-software; proof.sh writes it). DOC gets the machine and the goals table (docs/benchmarks.md
+OUT/table.md (the measurements and the goals), OUT/machine.txt (date, GPU, driver, commit,
+software; proof.sh writes it) and, when present, OUT/paths.txt (the paths and the device-time
+profile, into the history entry). DOC gets the machine and the goals table (docs/benchmarks.md
 holds every area's latest figures in 150 lines); HISTORY gets the whole table, above the
 earlier runs. `make bench-cuda` runs it after the proof on a GPU machine;
 `make bench-cuda-record FROM=OUT` runs it on a folder brought back from one.
@@ -42,16 +43,25 @@ def record(out, doc, history):
                 + ", by `scripts/gpu/proof.sh` (docs/gpu.md, \"Proof on a GPU machine\"), recorded with `make bench-cuda-record`.")
     lines = table.splitlines()
     g = next((i for i, l in enumerate(lines) if l.startswith("Goals (")), None)
-    goals = "\n".join(lines[g:]) if g is not None else "(the table has no goals section)"
-    text = "\n".join([HEADER, measured, "", goals, "",
-                      "Every measurement of the run (tokens/s, latency, MFU, memory, transfers, syncs): "
-                      "[history/cuda.md](history/cuda.md).", ""])
+    goals = ("\n".join(l for l in lines[g + 1:] if l.strip()) if g is not None
+             else "(the table has no goals section)")
+    what = lines[g].rstrip(":") if g is not None else "Goals"
+    text = "\n".join([HEADER, measured + f" {what}, below; every measurement of the run (tokens/s, latency, MFU, "
+                      "memory, transfers, syncs) and where the device time went: [history/cuda.md](history/cuda.md).",
+                      "", goals, ""])
     try:
         earlier = open(history).read()
     except FileNotFoundError:
         earlier = "# CUDA backend: proof runs on GPU machines (latest first)\n"
     head, _, rest = earlier.partition("\n")
-    entry = "\n".join(["", f"## {info['date']}, {info['gpu']}", "", measured, "", table, ""])
+    parts = ["", f"## {info['date']}, {info['gpu']}", "", measured, "", table, ""]
+    try:  # the paths each step took and where the device time went (proof.sh writes it)
+        paths = open(f"{out}/paths.txt").read().strip()
+    except OSError:
+        paths = ""
+    if paths:
+        parts += ["Paths and device time by op (`proof_torch.py paths`):", "", "```", paths, "```", ""]
+    entry = "\n".join(parts)
     with open(history, "w") as f:
         f.write(head + "\n" + entry + rest)
     with open(doc, "w") as f:

@@ -257,6 +257,19 @@ def test_record(tmp_path):
     # a history that does not exist yet is started
     record_bench.record(str(tmp_path / "out"), str(doc), str(tmp_path / "new.md"))
     assert (tmp_path / "new.md").read_text().startswith("# CUDA backend: proof runs on GPU machines (latest first)\n\n## 2026-11-30")
+    assert "Paths and device time" not in h  # no paths.txt in that folder
+
+
+def test_record_paths(tmp_path):
+    """paths.txt (proof.sh's paths step, with the profile) goes into the history entry, not the doc."""
+    out = proof_out(tmp_path)
+    (out / "paths.txt").write_text("qwen2.5-0.5b profile train bfloat16 batch 8: 639.2 ms on the device\n   27.1%  flash_attention_backward_dkv\n")
+    doc, hist = tmp_path / "cuda.md", tmp_path / "h.md"
+    record_bench.record(str(out), str(doc), str(hist))
+    h = hist.read_text()
+    assert "Paths and device time by op" in h and "27.1%  flash_attention_backward_dkv" in h
+    assert h.index("| g1 | 1.50x | met |") < h.index("Paths and device time")
+    assert "flash_attention" not in doc.read_text()
 
 
 @pytest.mark.parametrize("missing,want", [("table.md", "table.md"), ("machine.txt", "machine.txt")])
