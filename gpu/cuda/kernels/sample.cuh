@@ -154,7 +154,8 @@ __device__ i64 level_last(const unsigned* key, i64 V, unsigned lvl, i64 cut, uns
 // (a flat row: a random or hot model) the same cuts are found by bisection
 // over the logits' keys (level_find, 32 block sums at most per cut) and a
 // walk of the one level that crosses, so the cost is O(V log) per row, not
-// O(V^2). The sums are ordered differently
+// O(V^2); with top-k at most SAMPLE_RANK_MAX only the top-k cut is, and its
+// K members are ranked as above. The sums are ordered differently
 // from the CPU's (per thread, then across the block), so a token can differ
 // only where U falls within rounding (~1e-15 relative) of a boundary of the
 // cumulative distribution.
@@ -280,14 +281,17 @@ __global__ void sample_tokens(int* tokens, float* logp, const float* logits, con
         if ((enoughP && enoughK) || thresh < 1e-30) break;
         thresh /= 16.0;
     }
+    // candidates beyond SAMPLE_RANK_MAX are cut by levels of the logits' keys
+    // (kept in the rank scratch, read until the compaction below; 0 marks the
+    // ids that are not candidates); byLevel: the members of (lvl, cut) are
+    // then the candidates to rank
+    bool byLevel = false;
+    unsigned* key = (unsigned*)sorted;
+    unsigned lvl = 1u, top = logit_key(m);
+    i64 cut = V;  // every candidate
     if (n > SAMPLE_RANK_MAX) {
-        // too many to rank pairwise: cut by levels of the logits' keys (kept
-        // in the rank scratch; 0 marks the ids that are not candidates)
-        unsigned* key = (unsigned*)sorted;
         for (i64 j = t; j < V; j += BLOCK) key[j] = e[j] >= th ? logit_key(z[j]) : 0u;
         __syncthreads();
-        unsigned lvl = 1u, top = logit_key(m);
-        i64 cut = V;  // every candidate
         if (topK > 0 && topK < n) {  // the first K: the level holding the K-th, and its K-th member
             unsigned kk = level_find(key, e, V, lvl, cut, lvl, top, false, (double)topK, false);
             double above = kk < top ? level_sum(key, e, V, lvl, cut, kk + 1u, false) : 0.0;
@@ -295,6 +299,9 @@ __global__ void sample_tokens(int* tokens, float* logp, const float* logits, con
             cut = c >= 0 ? c : (kk == lvl ? cut : V);
             lvl = kk;
         }
+        byLevel = topK > 0 && topK <= SAMPLE_RANK_MAX;  // K members at most: rank them below
+    }
+    if (!byLevel && n > SAMPLE_RANK_MAX) {  // top-p and the draw by levels too
         if (keepP < 1.0) {  // the shortest prefix holding keepP of the mass, if the set holds it
             double goal = keepP * se;
             if (level_sum(key, e, V, lvl, cut, lvl, true) >= goal) {
@@ -323,7 +330,7 @@ __global__ void sample_tokens(int* tokens, float* logp, const float* logits, con
     }
     // compact them in id order: counts per chunk, their exclusive prefix, then write
     int cnt = 0;
-    for (i64 j = lo; j < hi; j++) cnt += e[j] >= th;
+    for (i64 j = lo; j < hi; j++) cnt += byLevel ? in_level(key[j], j, lvl, cut) : e[j] >= th;
     si[t] = cnt;
     __syncthreads();
     if (t == 0) {
@@ -333,12 +340,14 @@ __global__ void sample_tokens(int* tokens, float* logp, const float* logits, con
             si[k] = acc;
             acc += c;
         }
+        s_res = acc;
     }
     __syncthreads();
+    n = (int)s_res;
     int at = si[t];
     for (i64 j = lo; j < hi; j++)
-        if (e[j] >= th) cand[at++] = (int)j;
-    __syncthreads();
+        if (byLevel ? in_level(key[j], j, lvl, cut) : e[j] >= th) cand[at++] = (int)j;
+    __syncthreads();  // the keys in `sorted` are read for the last time above
     // rank each candidate: the candidates before it by logit (ties: lower id)
     for (int i = t; i < n; i += BLOCK) {
         int a = cand[i];
