@@ -206,12 +206,12 @@ __global__ void sample_tokens(int* tokens, float* logp, const float* logits, con
     m = s_max;
     int best = s_best;
 
-    // e and their sum
+    // e and their sum (greedy needs only the sum, for the log-probability)
     float s = 1.0f / temp;
     double se = 0.0;
     for (i64 j = t; j < V; j += BLOCK) {
         float q = expf((z[j] - m) * s);
-        e[j] = q;
+        if (!greedy) e[j] = q;
         se += (double)q;
     }
     se = block_sumd(se);  // synchronises: e is complete
