@@ -72,6 +72,16 @@ __device__ float block_max(float v) {
 // colsum_tiles: the 32-column tiles of C columns.
 __device__ int colsum_tiles(i64 C) { return (int)((C + 31) / 32); }
 
+// colsum_rows: this thread's column c (tile * 32 + lane, of blockIdx.x's
+// tile) and its rows n0, n0 + BLOCK/32, ... below n1 (of blockIdx.x's chunk).
+__device__ void colsum_rows(i64 N, i64 C, i64* chunk, i64* c, i64* n0, i64* n1) {
+    int tiles = colsum_tiles(C);
+    *chunk = blockIdx.x / tiles;
+    *c = (i64)(blockIdx.x % tiles) * 32 + (threadIdx.x & 31);
+    *n0 = *chunk * COLSUM_ROWS + (threadIdx.x >> 5);
+    *n1 = (*chunk + 1) * COLSUM_ROWS < N ? (*chunk + 1) * COLSUM_ROWS : N;
+}
+
 // colsum_store: the block's per-thread sums s (column tile*32 + lane, rows
 // strided by warp) reduced over the warps into part[chunk, c].
 __device__ void colsum_store(float* part, float s, i64 chunk, i64 c, i64 C) {

@@ -22,12 +22,10 @@ __global__ void colsum_finish(float* out, const float* part, i64 chunks, i64 C) 
 
 // bias_backward, pass 1 of dbias[o] += sum_n dout[n,o]; grid colsum_tiles(OC) x chunks.
 __global__ void bias_backward(float* part, const float* dout, i64 N, i64 OC) {
-    int tiles = colsum_tiles(OC);
-    i64 chunk = blockIdx.x / tiles;
-    i64 c = (i64)(blockIdx.x % tiles) * 32 + (threadIdx.x & 31);
-    i64 n1 = (chunk + 1) * COLSUM_ROWS < N ? (chunk + 1) * COLSUM_ROWS : N;
+    i64 chunk, c, n0, n1;
+    colsum_rows(N, OC, &chunk, &c, &n0, &n1);
     float s = 0.0f;
     if (c < OC)
-        for (i64 n = chunk * COLSUM_ROWS + (threadIdx.x >> 5); n < n1; n += BLOCK / 32) s += dout[n * OC + c];
+        for (i64 n = n0; n < n1; n += BLOCK / 32) s += dout[n * OC + c];
     colsum_store(part, s, chunk, c, OC);
 }

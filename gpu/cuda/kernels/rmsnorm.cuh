@@ -89,13 +89,11 @@ __global__ void rmsnorm_backward_dinp(float* dinp, const float* dout, const floa
 // colsum_tiles(C) x chunks of COLSUM_ROWS rows, the chunks' sums to part.
 __global__ void rmsnorm_backward_dweight(float* part, const float* dout, const float* dout2, const float* inp,
                                          const float* rstd, i64 N, i64 C) {
-    int tiles = colsum_tiles(C);
-    i64 chunk = blockIdx.x / tiles;
-    i64 c = (i64)(blockIdx.x % tiles) * 32 + (threadIdx.x & 31);
-    i64 n1 = (chunk + 1) * COLSUM_ROWS < N ? (chunk + 1) * COLSUM_ROWS : N;
+    i64 chunk, c, n0, n1;
+    colsum_rows(N, C, &chunk, &c, &n0, &n1);
     float s = 0.0f;
     if (c < C)
-        for (i64 n = chunk * COLSUM_ROWS + (threadIdx.x >> 5); n < n1; n += BLOCK / 32) {
+        for (i64 n = n0; n < n1; n += BLOCK / 32) {
             float d = dout2 ? dout[n * C + c] + dout2[n * C + c] : dout[n * C + c];
             s += d * inp[n * C + c] * rstd[n];
         }
