@@ -12,8 +12,9 @@ import (
 )
 
 // flashCases: lengths with an empty sequence, one of a single token, partial
-// and whole tiles (16) and several tiles; GQA, MHA and MQA; head dimensions
-// below, at and not a multiple of the per-thread split.
+// and whole tiles (16 rows for the backward, 64 for the forward) and several
+// tiles; GQA, MHA and MQA; head dimensions below, at and not a multiple of
+// the per-thread split, and past one 64-wide chunk (FA_DC), whole or partial.
 var flashCases = []struct {
 	lengths     []int
 	NH, NKV, HD int
@@ -22,6 +23,9 @@ var flashCases = []struct {
 	{[]int{64, 5}, 2, 2, 64},
 	{[]int{20, 33}, 3, 1, 24},
 	{[]int{17}, 2, 1, 128},
+	{[]int{150, 64, 1, 65}, 4, 2, 64},
+	{[]int{129, 70}, 2, 1, 100},
+	{[]int{66, 3}, 2, 2, 13},
 }
 
 func checkAttentionVarlen(b Device) error {

@@ -76,60 +76,204 @@ __device__ float fa_row_sum(float v) {
     return v;
 }
 
-// flash_forward: one block per (sequence, tile of FA_TILE queries, head h).
-// For each tile of keys 0..min(q0+FA_TILE, L)-1 (the causal range):
+// ---- Register-blocked tiles (FA_BT x FA_BT, the forward; the backward
+// kernels below still use FA_TILE) ----
+//
+// A block of BLOCK = 256 threads computes a 64 x 64 tile of scores (queries
+// x keys): thread (ty, tx) = (threadIdx.x / 16, threadIdx.x % 16) owns the
+// 4 x 4 scores of rows 4ty..4ty+3 and columns 4tx..4tx+3 in registers, and
+// the 16 threads of a row group (half a warp) reduce its rows with shuffles.
+// Every product is fa_mm over two shared tiles [k][64] (k the summed index)
+// read as 16-byte vectors: per k a thread loads 4 floats of A (its rows; a
+// half warp reads the same address) and 4 of B (its columns), for 16 FMAs,
+// where the 16 x 16 kernels loaded two floats per FMA. Head dimensions come
+// in chunks of FA_DC = 64 (FA_HDMAX / FA_DC chunks at most), so two shared
+// tiles of 64 x FA_LD floats (34 KB) serve any head dimension: a tile is
+// staged per chunk, either transposed ([dim][row], for the sums over head
+// dimensions: Q K^T, dO V^T) or straight ([row][dim], for the sums over
+// keys or queries: P V, dS K, P^T dO, dS^T Q).
+#define FA_BT 64                       // queries and keys per register-blocked tile
+#define FA_DC 64                       // head dimensions per chunk
+#define FA_NC (FA_HDMAX / FA_DC)       // chunks at most
+#define FA_LD (FA_DC + 4)              // row stride of a staged tile: 16-byte aligned, conflict-free stores
+
+// fa4 is four floats loaded or stored as one 16-byte access.
+struct alignas(16) fa4 {
+    float x, y, z, w;
+};
+__device__ fa4 fa_ld4(const float* p) {
+#ifdef __CUDACC__
+    return *reinterpret_cast<const fa4*>(p);
+#else
+    fa4 r;
+    memcpy(&r, p, sizeof r);
+    return r;
+#endif
+}
+__device__ void fa_st4(float* p, float a, float b, float c, float d) {
+#ifdef __CUDACC__
+    *reinterpret_cast<fa4*>(p) = fa4{a, b, c, d};
+#else
+    fa4 r{a, b, c, d};
+    memcpy(p, &r, sizeof r);
+#endif
+}
+
+// fa_block_bt is fa_block for FA_BT tiles.
+__device__ void fa_block_bt(const int* cu, i64 maxT, i64 H, i64* h, i64* tile, i64* off, i64* L) {
+    i64 nT = (maxT + FA_BT - 1) / FA_BT;
+    i64 b = blockIdx.x;
+    *h = b % H;
+    *tile = (b / H) % nT;
+    i64 s = b / (H * nT);
+    *off = cu[s];
+    *L = (i64)cu[s + 1] - *off;
+}
+
+// fa_load_t stages chunk dc of rows r0..r0+63 of head hh of src [.., HH,
+// HD] transposed: dst[d * FA_LD + r] = src row r0+r, dimension dc*FA_DC+d
+// (0 past L or HD). A warp reads 8 consecutive dimensions of 4 rows (four
+// 32-byte sectors) and its stores fall in 32 different banks.
+__device__ void fa_load_t(float* dst, const float* src, i64 off, i64 r0, i64 L, i64 hh, i64 HH, i64 HD, int dc) {
+    for (int i = threadIdx.x; i < FA_BT * FA_DC; i += BLOCK) {
+        int r = (i >> 3) & (FA_BT - 1), d = ((i >> 9) << 3) | (i & 7);
+        i64 gd = (i64)dc * FA_DC + d;
+        dst[d * FA_LD + r] = r0 + r < L && gd < HD ? src[((off + r0 + r) * HH + hh) * HD + gd] : 0.0f;
+    }
+}
+
+// fa_load_s stages chunk dc of the same rows straight: dst[r * FA_LD + d].
+__device__ void fa_load_s(float* dst, const float* src, i64 off, i64 r0, i64 L, i64 hh, i64 HH, i64 HD, int dc) {
+    for (int i = threadIdx.x; i < FA_BT * FA_DC; i += BLOCK) {
+        int r = i / FA_DC, d = i % FA_DC;
+        i64 gd = (i64)dc * FA_DC + d;
+        dst[r * FA_LD + d] = r0 + r < L && gd < HD ? src[((off + r0 + r) * HH + hh) * HD + gd] : 0.0f;
+    }
+}
+
+// fa_mm: c[i][j] += sum_{k<n} A[k][4ty+i] * B[k][4tx+j] over shared tiles
+// of row stride FA_LD.
+__device__ void fa_mm(float (&c)[4][4], const float* A, const float* B, int n) {
+    const float* a = A + 4 * (threadIdx.x >> 4);
+    const float* b = B + 4 * (threadIdx.x & 15);
+#pragma unroll 4
+    for (int k = 0; k < n; k++) {
+        fa4 av = fa_ld4(a + k * FA_LD), bv = fa_ld4(b + k * FA_LD);
+        float x[4] = {av.x, av.y, av.z, av.w}, y[4] = {bv.x, bv.y, bv.z, bv.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) c[i][j] += x[i] * y[j];
+        }
+    }
+}
+
+// fa_st_t stores a thread's 4 x 4 block c transposed into the shared tile
+// dst: dst[4tx+j][4ty+i] = c[i][j] (16-byte stores).
+__device__ void fa_st_t(float* dst, const float (&c)[4][4]) {
+    int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
+#pragma unroll
+    for (int j = 0; j < 4; j++) fa_st4(dst + (4 * tx + j) * FA_LD + 4 * ty, c[0][j], c[1][j], c[2][j], c[3][j]);
+}
+
+// fa_zero clears a 4 x 4 block.
+__device__ void fa_zero(float (&c)[4][4]) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) c[i][j] = 0.0f;
+    }
+}
+
+// flash_forward: one block per (sequence, tile of FA_BT queries, head h).
+// For each tile of keys 0..min(q0+FA_BT, L)-1 (the causal range):
 //   S = Q K^T * scale (masked: key > query), m' = max(m, rowmax S),
 //   P = exp(S - m'), l = l*exp(m - m') + rowsum P, O = O*exp(m - m') + P V;
-// then out = O / l and lse = m + log l.
+// then out = O / l and lse = m + log l. Thread (ty, tx) holds the scores of
+// queries 4ty+i and keys 4tx+j, and O of queries 4ty+i, dimensions
+// c*FA_DC + 4tx+j of each chunk c.
 template <int BUG>
 __device__ void flash_forward(float* out, float* lse, const float* q, const float* k, const float* v, const int* cu,
                               i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
-    __shared__ float Qs[FA_TILE * FA_SROW], Ks[FA_TILE * FA_SROW], Vs[FA_TILE * FA_SROW];
-    __shared__ float Ps[FA_TILE * FA_PROW];
+    __shared__ float As[FA_BT * FA_LD], Bs[FA_BT * FA_LD];  // Q^T and K^T chunks, then P^T and a V chunk
     i64 h, tile, off, L;
-    fa_block(cu, maxT, NH, &h, &tile, &off, &L);
-    i64 q0 = tile * FA_TILE;
+    fa_block_bt(cu, maxT, NH, &h, &tile, &off, &L);
+    i64 q0 = tile * FA_BT;
     if (q0 >= L) return;  // the whole block: no work on padding
-    i64 kh = h / (NH / NKV), ld = HD + 1;
-    int row = threadIdx.x / FA_TILE, col = threadIdx.x % FA_TILE;
-    i64 tq = q0 + row;  // this thread's query
-    fa_load(Qs, q, off, q0, L, h, NH, HD, ld);
-    float o[FA_DPT];
-    for (int i = 0; i < FA_DPT; i++) o[i] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
-    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
-    for (i64 j0 = 0; j0 < kend; j0 += FA_TILE) {
-        __syncthreads();  // the previous tile is no longer read (and Qs is written)
-        fa_load(Ks, k, off, j0, L, kh, NKV, HD, ld);
-        fa_load(Vs, v, off, j0, L, kh, NKV, HD, ld);
-        if (BUG != FA_BUG_NOSYNC) __syncthreads();
-        i64 tk = j0 + col;
-        float sc = -INFINITY;
-        if (tk <= tq && tq < L) sc = fa_dot(Qs + row * ld, Ks + col * ld, HD) * scale;
-        float mnew = fmaxf(m, fa_row_max(sc));
-        float base = mnew == -INFINITY ? 0.0f : mnew;  // a row with no key yet
-        float p = expf(sc - base);
-        float alpha = expf(m - base);
-        l = l * alpha + fa_row_sum(p);
-        m = mnew;
-        Ps[row * FA_PROW + col] = p;
-        __syncthreads();
-        for (int i = 0; i < FA_DPT; i++) {
-            i64 d = col + i * FA_TILE;
-            if (d < HD) {
-                float acc = o[i] * alpha;
-                for (int c = 0; c < FA_TILE; c++) acc += Ps[row * FA_PROW + c] * Vs[c * ld + d];
-                o[i] = acc;
+    i64 kh = h / (NH / NKV);
+    int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
+    int nc = (int)((HD + FA_DC - 1) / FA_DC);
+    float o[FA_NC][4][4], m[4], l[4];
+#pragma unroll
+    for (int c = 0; c < FA_NC; c++) fa_zero(o[c]);
+#pragma unroll
+    for (int i = 0; i < 4; i++) m[i] = -INFINITY, l[i] = 0.0f;
+    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_BT < L ? q0 + FA_BT : L);
+    for (i64 j0 = 0; j0 < kend; j0 += FA_BT) {
+        float s[4][4];
+        fa_zero(s);
+#pragma unroll
+        for (int c = 0; c < FA_NC; c++) {
+            if (c < nc) {
+                __syncthreads();  // the previous chunk or tile is no longer read
+                fa_load_t(As, q, off, q0, L, h, NH, HD, c);
+                fa_load_t(Bs, k, off, j0, L, kh, NKV, HD, c);
+                if (BUG != FA_BUG_NOSYNC) __syncthreads();
+                fa_mm(s, As, Bs, (int)(HD - c * FA_DC < FA_DC ? HD - c * FA_DC : FA_DC));
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            i64 tq = q0 + 4 * ty + i;
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                i64 tk = j0 + 4 * tx + j;
+                s[i][j] = tk <= tq && tq < L ? s[i][j] * scale : -INFINITY;
+                mx = fmaxf(mx, s[i][j]);
+            }
+            float mnew = fmaxf(m[i], fa_row_max(mx));
+            float base = mnew == -INFINITY ? 0.0f : mnew;  // a row with no key yet
+            float alpha = expf(m[i] - base), sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                s[i][j] = expf(s[i][j] - base);
+                sum += s[i][j];
+            }
+            l[i] = l[i] * alpha + fa_row_sum(sum);
+            m[i] = mnew;
+#pragma unroll
+            for (int c = 0; c < FA_NC; c++) {
+#pragma unroll
+                for (int j = 0; j < 4; j++) o[c][i][j] *= alpha;
+            }
+        }
+        int kn = (int)(L - j0 < FA_BT ? L - j0 : FA_BT);  // the tile's keys; P is 0 past them
+#pragma unroll
+        for (int c = 0; c < FA_NC; c++) {
+            if (c < nc) {
+                __syncthreads();  // As, Bs are no longer read
+                if (c == 0) fa_st_t(As, s);
+                fa_load_s(Bs, v, off, j0, L, kh, NKV, HD, c);
+                __syncthreads();
+                fa_mm(o[c], As, Bs, kn);
             }
         }
     }
-    if (tq < L) {
-        float inv = 1.0f / l;
-        for (int i = 0; i < FA_DPT; i++) {
-            i64 d = col + i * FA_TILE;
-            if (d < HD) out[((off + tq) * NH + h) * HD + d] = o[i] * inv;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        i64 tq = q0 + 4 * ty + i;
+        if (tq >= L) continue;
+        float inv = 1.0f / l[i];
+#pragma unroll
+        for (int c = 0; c < FA_NC; c++) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                i64 d = (i64)c * FA_DC + 4 * tx + j;
+                if (d < HD) out[((off + tq) * NH + h) * HD + d] = o[c][i][j] * inv;
+            }
         }
-        if (col == 0) lse[(off + tq) * NH + h] = BUG == FA_BUG_LSE ? logf(l) : m + logf(l);
+        if (tx == 0) lse[(off + tq) * NH + h] = BUG == FA_BUG_LSE ? logf(l[i]) : m[i] + logf(l[i]);
     }
 }
 
