@@ -443,20 +443,25 @@ func (b *Backend) Profile() (Profile, error) {
 	d := b.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var err error
-	if d.prof != nil && !d.closed {
-		unlock, lerr := d.drv.lock()
-		if lerr != nil {
-			return Profile{}, &Error{"Profile", lerr}
-		}
+	err := d.resolveProfile("Profile")
+	return d.profAgg.profile(), err
+}
+
+// resolveProfile resolves the pending events while profiling is on and
+// the device is open (d.mu held); the error names op.
+func (d *device) resolveProfile(op string) error {
+	if d.prof == nil || d.closed {
+		return nil
+	}
+	unlock, err := d.drv.lock()
+	if err == nil {
 		err = d.prof.resolve()
 		unlock()
 	}
-	p := d.profAgg.profile()
 	if err != nil {
-		return p, &Error{"Profile", err}
+		return &Error{op, err}
 	}
-	return p, nil
+	return nil
 }
 
 // ResetProfile drops the times kept so far (ops still pending included).
@@ -464,18 +469,7 @@ func (b *Backend) ResetProfile() error {
 	d := b.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var err error
-	if d.prof != nil && !d.closed {
-		unlock, lerr := d.drv.lock()
-		if lerr != nil {
-			return &Error{"ResetProfile", lerr}
-		}
-		err = d.prof.resolve()
-		unlock()
-	}
+	err := d.resolveProfile("ResetProfile")
 	clear(d.profAgg)
-	if err != nil {
-		return &Error{"ResetProfile", err}
-	}
-	return nil
+	return err
 }
