@@ -11,12 +11,9 @@ import (
 	"github.com/rlhost/rlhost/gpu/cuda"
 )
 
-// TestSelftestBenchCUDA: `selftest --device cuda --bench` on the CUDA
-// backend (its emulator) reports what proof.sh reads from a GPU: the
-// products' path, the packed attention, per-step syncs and bytes, the
-// host's share of the time, sampling on the device (a decode forward
-// downloads far less than a row of logits per sequence) and prefix sharing.
-func TestSelftestBenchCUDA(t *testing.T) {
+// useEmulator makes `--device cuda` open kernel emulators for the test,
+// each closed at its end.
+func useEmulator(t *testing.T) {
 	old := openCUDA
 	var opened []*cuda.Backend
 	openCUDA = func() (gpu.Backend, error) {
@@ -24,12 +21,21 @@ func TestSelftestBenchCUDA(t *testing.T) {
 		opened = append(opened, be)
 		return be, nil
 	}
-	defer func() {
+	t.Cleanup(func() {
 		openCUDA = old
 		for _, be := range opened {
 			be.Close()
 		}
-	}()
+	})
+}
+
+// TestSelftestBenchCUDA: `selftest --device cuda --bench` on the CUDA
+// backend (its emulator) reports what proof.sh reads from a GPU: the
+// products' path, the packed attention, per-step syncs and bytes, the
+// host's share of the time, sampling on the device (a decode forward
+// downloads far less than a row of logits per sequence) and prefix sharing.
+func TestSelftestBenchCUDA(t *testing.T) {
+	useEmulator(t)
 	const DB, P, NEW = 8, 20, 2
 	stdout, _, err := run(t, "selftest", "--device", "cuda", "--bench", "../../gpu/model/testdata/tiny-llama", "--dtype", "bfloat16",
 		"--batch", "2", "--seq", "6", "--decode-batch", "8", "--prompt", "20", "--new-tokens", "2", "--steps", "1")
@@ -69,19 +75,7 @@ func TestSelftestBenchCUDA(t *testing.T) {
 // bfloat16 GemmEx), largest first, their shares adding to 1. Without
 // --device cuda, --profile is refused.
 func TestSelftestBenchCUDAProfile(t *testing.T) {
-	old := openCUDA
-	var opened []*cuda.Backend
-	openCUDA = func() (gpu.Backend, error) {
-		be := cuda.OpenEmulator()
-		opened = append(opened, be)
-		return be, nil
-	}
-	defer func() {
-		openCUDA = old
-		for _, be := range opened {
-			be.Close()
-		}
-	}()
+	useEmulator(t)
 	args := []string{"selftest", "--device", "cuda", "--bench", "../../gpu/model/testdata/tiny-llama", "--dtype", "bfloat16",
 		"--batch", "2", "--seq", "6", "--decode-batch", "4", "--prompt", "5", "--new-tokens", "2", "--steps", "1", "--profile"}
 	stdout, _, err := run(t, args...)
