@@ -73,7 +73,7 @@ func (b *Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, 
 		b.d.launch("flash_attention_backward_dkv", flashBlocks(S, maxT, NKV, flashTile), ptr(a.out(dk, N*NKV*HD)), ptr(a.out(dv, N*NKV*HD)),
 			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
 			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
-		b.d.launch("flash_attention_backward_dq", flashBlocks(S, maxT, NH, flashTile), ptr(a.out(dq, N*NH*HD)),
+		b.d.launch("flash_attention_backward_dq", flashBlocks(S, maxT, NH, flashBT), ptr(a.out(dq, N*NH*HD)),
 			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
 			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
 	})

@@ -348,56 +348,87 @@ __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const f
     }
 }
 
-// flash_backward_dq: one block per (sequence, tile of FA_TILE queries, head
-// h). For each tile of keys in the causal range: dS as in flash_backward_dkv,
-// dQ += dS K (times scale at the end). Thread (row, col) holds score
-// (query row, key col); it owns query row's dims.
+// flash_backward_dq: one block per (sequence, tile of FA_BT queries, head
+// h). For each tile of keys in the causal range: S = Q K^T, dP = dO V^T
+// (summed chunk by chunk over the head dimension), P = exp(S*scale - lse),
+// dS = P * (dP - D), dQ += dS K (times scale at the end). Thread (ty, tx)
+// holds the scores of queries 4ty+i and keys 4tx+j, and dQ of queries
+// 4ty+i, dimensions c*FA_DC + 4tx+j of each chunk c.
 template <int BUG>
 __device__ void flash_backward_dq(float* dq, const float* q, const float* k, const float* v, const float* dout,
                                   const float* lse, const float* D, const int* cu, i64 S, i64 maxT, i64 NH,
                                   i64 NKV, i64 HD, float scale) {
-    // the queries' tile (Q, and dout as Os) and one key tile (K, V) at a time
-    __shared__ float Qs[FA_TILE * FA_SROW], Os[FA_TILE * FA_SROW], Ks[FA_TILE * FA_SROW], Vs[FA_TILE * FA_SROW];
-    __shared__ float dSs[FA_TILE * FA_PROW];  // dS of the tile, [query][key]
+    __shared__ float As[FA_BT * FA_LD], Bs[FA_BT * FA_LD];  // Q^T, K^T; dO^T, V^T; then dS^T and a K chunk
     i64 h, tile, off, L;
-    fa_block(cu, maxT, NH, &h, &tile, &off, &L);
-    i64 q0 = tile * FA_TILE;
+    fa_block_bt(cu, maxT, NH, &h, &tile, &off, &L);
+    i64 q0 = tile * FA_BT;
     if (q0 >= L) return;
-    i64 kh = h / (NH / NKV), ld = HD + 1;
-    int row = threadIdx.x / FA_TILE, col = threadIdx.x % FA_TILE;
-    i64 tq = q0 + row;
-    float lq = tq < L ? lse[(off + tq) * NH + h] : 0.0f, dq0 = tq < L ? D[(off + tq) * NH + h] : 0.0f;
-    fa_load(Qs, q, off, q0, L, h, NH, HD, ld);
-    fa_load(Os, dout, off, q0, L, h, NH, HD, ld);
-    float acc[FA_DPT];
-    for (int i = 0; i < FA_DPT; i++) acc[i] = 0.0f;
-    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
-    for (i64 j0 = 0; j0 < kend; j0 += FA_TILE) {
-        __syncthreads();
-        fa_load(Ks, k, off, j0, L, kh, NKV, HD, ld);
-        fa_load(Vs, v, off, j0, L, kh, NKV, HD, ld);
-        if (BUG != FA_BUG_NOSYNC) __syncthreads();
-        i64 tk = j0 + col;
-        float ds = 0.0f;
-        if (tk <= tq && tq < L) {
-            float p = expf(fa_dot(Qs + row * ld, Ks + col * ld, HD) * scale - lq);
-            ds = p * (fa_dot(Os + row * ld, Vs + col * ld, HD) - dq0);
+    i64 kh = h / (NH / NKV);
+    int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
+    int nc = (int)((HD + FA_DC - 1) / FA_DC);
+    float lq[4], dq0[4];  // lse and D of the thread's queries
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        i64 tq = q0 + 4 * ty + i;
+        lq[i] = tq < L ? lse[(off + tq) * NH + h] : 0.0f;
+        dq0[i] = tq < L ? D[(off + tq) * NH + h] : 0.0f;
+    }
+    float acc[FA_NC][4][4];
+#pragma unroll
+    for (int c = 0; c < FA_NC; c++) fa_zero(acc[c]);
+    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_BT < L ? q0 + FA_BT : L);
+    for (i64 j0 = 0; j0 < kend; j0 += FA_BT) {
+        float s[4][4], dp[4][4];
+        fa_zero(s);
+        fa_zero(dp);
+#pragma unroll
+        for (int c = 0; c < FA_NC; c++) {
+            if (c < nc) {
+                int dn = (int)(HD - c * FA_DC < FA_DC ? HD - c * FA_DC : FA_DC);
+                __syncthreads();  // the previous chunk or tile is no longer read
+                fa_load_t(As, q, off, q0, L, h, NH, HD, c);
+                fa_load_t(Bs, k, off, j0, L, kh, NKV, HD, c);
+                if (BUG != FA_BUG_NOSYNC) __syncthreads();
+                fa_mm(s, As, Bs, dn);
+                __syncthreads();
+                fa_load_t(As, dout, off, q0, L, h, NH, HD, c);
+                fa_load_t(Bs, v, off, j0, L, kh, NKV, HD, c);
+                __syncthreads();
+                fa_mm(dp, As, Bs, dn);
+            }
         }
-        dSs[row * FA_PROW + col] = ds;
-        __syncthreads();
-        for (int i = 0; i < FA_DPT; i++) {
-            i64 d = col + i * FA_TILE;
-            if (d < HD) {
-                float s = acc[i];
-                for (int c = 0; c < FA_TILE; c++) s += dSs[row * FA_PROW + c] * Ks[c * ld + d];
-                acc[i] = s;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            i64 tq = q0 + 4 * ty + i;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                i64 tk = j0 + 4 * tx + j;
+                s[i][j] = tk <= tq && tq < L ? expf(s[i][j] * scale - lq[i]) * (dp[i][j] - dq0[i]) : 0.0f;
+            }
+        }
+        int kn = (int)(L - j0 < FA_BT ? L - j0 : FA_BT);  // the tile's keys; dS is 0 past them
+#pragma unroll
+        for (int c = 0; c < FA_NC; c++) {
+            if (c < nc) {
+                __syncthreads();  // As, Bs are no longer read
+                if (c == 0) fa_st_t(As, s);
+                fa_load_s(Bs, k, off, j0, L, kh, NKV, HD, c);
+                __syncthreads();
+                fa_mm(acc[c], As, Bs, kn);
             }
         }
     }
-    if (tq < L) {
-        for (int i = 0; i < FA_DPT; i++) {
-            i64 d = col + i * FA_TILE;
-            if (d < HD) dq[((off + tq) * NH + h) * HD + d] = acc[i] * scale;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        i64 tq = q0 + 4 * ty + i;
+        if (tq >= L) continue;
+#pragma unroll
+        for (int c = 0; c < FA_NC; c++) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                i64 d = (i64)c * FA_DC + 4 * tx + j;
+                if (d < HD) dq[((off + tq) * NH + h) * HD + d] = acc[c][i][j] * scale;
+            }
         }
     }
 }
