@@ -13,14 +13,12 @@ import (
 	"github.com/rlhost/rlhost/gpu"
 )
 
-// flashTile, flashBT and flashMaxHD are FA_TILE (the backward's tiles),
-// FA_BT (the forward's register-blocked tiles) and FA_HDMAX of flashattn.cuh.
-const flashTile, flashBT, flashMaxHD = 16, 64, 128
+// flashTile and flashMaxHD are FA_TILE and FA_HDMAX of flashattn.cuh.
+const flashTile, flashMaxHD = 64, 128
 
-// flashBlocks is the grid of a flash kernel with tiles of tile rows: one
-// block per (sequence, tile of the longest sequence, head); blocks past
-// their sequence's end return.
-func flashBlocks(S, maxT, heads, tile int) int { return S * ((maxT + tile - 1) / tile) * heads }
+// flashBlocks is the grid of a flash kernel: one block per (sequence, tile
+// of the longest sequence, head); blocks past their sequence's end return.
+func flashBlocks(S, maxT, heads int) int { return S * ((maxT + flashTile - 1) / flashTile) * heads }
 
 // flashSeqlens checks the shape and, when cuSeqlens is host memory, its
 // contents (a resident tensor cannot be read here), and returns it staged.
@@ -48,7 +46,7 @@ func (b *Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, 
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	b.d.run("AttentionVarlenForward", func(a *arena) {
 		cu := b.flashSeqlens(a, cuSeqlens, S, N, maxT, NH, NKV, HD)
-		b.d.launch("flash_attention_forward", flashBlocks(S, maxT, NH, flashBT), ptr(a.out(out, N*NH*HD)), ptr(a.out(lse, N*NH)),
+		b.d.launch("flash_attention_forward", flashBlocks(S, maxT, NH), ptr(a.out(out, N*NH*HD)), ptr(a.out(lse, N*NH)),
 			ptr(a.in(q, N*NH*HD)), ptr(a.in(k, N*NKV*HD)), ptr(a.in(v, N*NKV*HD)), ptr(cu),
 			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
 	})
@@ -70,10 +68,10 @@ func (b *Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, 
 		pdo, plse := a.in(dout, N*NH*HD), a.in(lse, N*NH)
 		pD := a.alloc(int64(N*NH) * 4)
 		b.d.launch("flash_attention_backward_dot", gridFor(N*NH), ptr(pD), ptr(pdo), ptr(a.in(out, N*NH*HD)), i64(N*NH), i64(HD))
-		b.d.launch("flash_attention_backward_dkv", flashBlocks(S, maxT, NKV, flashTile), ptr(a.out(dk, N*NKV*HD)), ptr(a.out(dv, N*NKV*HD)),
+		b.d.launch("flash_attention_backward_dkv", flashBlocks(S, maxT, NKV), ptr(a.out(dk, N*NKV*HD)), ptr(a.out(dv, N*NKV*HD)),
 			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
 			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
-		b.d.launch("flash_attention_backward_dq", flashBlocks(S, maxT, NH, flashBT), ptr(a.out(dq, N*NH*HD)),
+		b.d.launch("flash_attention_backward_dq", flashBlocks(S, maxT, NH), ptr(a.out(dq, N*NH*HD)),
 			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
 			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
 	})

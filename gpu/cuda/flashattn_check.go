@@ -12,9 +12,9 @@ import (
 )
 
 // flashCases: lengths with an empty sequence, one of a single token, partial
-// and whole tiles (16 rows for the backward, 64 for the forward) and several
-// tiles; GQA, MHA and MQA; head dimensions below, at and not a multiple of
-// the per-thread split, and past one 64-wide chunk (FA_DC), whole or partial.
+// and whole tiles (64 rows) and several tiles; GQA, MHA and MQA; head
+// dimensions below, at and not a multiple of a thread's 4 columns, and past
+// one 64-wide chunk (FA_DC), whole or partial.
 var flashCases = []struct {
 	lengths     []int
 	NH, NKV, HD int

@@ -10,24 +10,34 @@
 
 // Packed batch: sequence s is the rows cu[s] .. cu[s+1]-1 of q, out, dout,
 // dq [N,NH,HD] and k, v, dk, dv [N,NKV,HD]; lse, D [N,NH]; no sequence is
-// longer than maxT. A launch has S * ceil(maxT/FA_TILE) * H blocks of BLOCK threads (H the
-// heads a block serves: NH, or NKV for the keys' backward); a block whose
-// tile starts at or beyond its sequence's length returns at once, so the
-// work done is the sequences' own, none on padding.
+// longer than maxT. A launch has S * ceil(maxT/FA_TILE) * H blocks of BLOCK
+// threads (H the heads a block serves: NH, or NKV for the keys' backward);
+// a block whose tile starts at or beyond its sequence's length returns at
+// once, so the work done is the sequences' own, none on padding.
 //
-// Threads: a tile is FA_TILE x FA_TILE = BLOCK entries; thread
-// (row, col) = (threadIdx.x / FA_TILE, threadIdx.x % FA_TILE) computes one
-// score, and the FA_TILE lanes of a row (half a warp) reduce it with
-// shuffles. For the products with V, K or Q the same thread owns head
-// dimensions col, col+FA_TILE, ... of its row (at most FA_DPT of them), in
-// registers. Shared rows are HD+1 floats apart, so that lanes reading one
-// column of different rows hit different banks.
+// Register-blocked tiles: a block of BLOCK = 256 threads computes a 64 x 64
+// tile of scores: thread (ty, tx) = (threadIdx.x / 16, threadIdx.x % 16)
+// owns the 4 x 4 scores of rows 4ty..4ty+3 and columns 4tx..4tx+3 in
+// registers (register arrays indexed only by constants, in unrolled loops),
+// and the 16 threads of a row group (half a warp) reduce its rows with
+// shuffles. Every product is fa_mm over two shared tiles [k][64] (k the
+// summed index) read as 16-byte vectors: per k a thread loads 4 floats of A
+// (its rows; half a warp reads one address) and 4 of B (its columns), for
+// 16 FMAs, where 16 x 16 tiles with one score per thread loaded two floats
+// per FMA. Head dimensions come in chunks of FA_DC = 64 (FA_NC chunks at
+// most), so two shared tiles of 64 x FA_LD floats (34 KB) serve any head
+// dimension: a tile is staged per chunk, either transposed ([dim][row], for
+// the sums over head dimensions: Q K^T, dO V^T) or straight ([row][dim],
+// for the sums over keys or queries: P V, dS K, P^T dO, dS^T Q). A product
+// of 4 x 4 values per thread for each of a row's dimension chunks (O, dQ,
+// dK, dV) is held as [FA_NC][4][4].
 
-#define FA_TILE 16                     // query rows and keys per tile (FA_TILE^2 == BLOCK)
-#define FA_HDMAX 128                   // largest head dimension
-#define FA_DPT (FA_HDMAX / FA_TILE)    // head dimensions per thread
-#define FA_SROW (FA_HDMAX + 1)         // largest row stride of a shared tile
-#define FA_PROW (FA_TILE + 1)          // row stride of a shared score tile
+#define FA_TILE 64                // queries and keys per tile
+#define FA_HDMAX 128              // largest head dimension
+#define FA_DC 64                  // head dimensions per chunk
+#define FA_NC (FA_HDMAX / FA_DC)  // chunks at most
+#define FA_LD (FA_DC + 4)         // row stride of a staged tile: 16-byte aligned, conflict-free stores
+#define FA_ROWLANES 16            // threads of a row group
 
 // Planted defects, for the emulator's tests only (emu.cc registers kernels
 // built with them); the kernels below are built with FA_OK.
@@ -38,64 +48,15 @@
 
 extern "C++" {
 
-// fa_block locates block blockIdx.x: head h (of H), tile, and the sequence's
-// first row off and length L.
-__device__ void fa_block(const int* cu, i64 maxT, i64 H, i64* h, i64* tile, i64* off, i64* L) {
-    i64 nT = (maxT + FA_TILE - 1) / FA_TILE;
-    i64 b = blockIdx.x;
-    *h = b % H;
-    *tile = (b / H) % nT;
-    i64 s = b / (H * nT);
-    *off = cu[s];
-    *L = (i64)cu[s + 1] - *off;
-}
-
-// fa_load fills the shared tile dst [FA_TILE, ld] with the rows r0.. of
-// head hh of src [.., HH, HD] (rows at or beyond L read as 0).
-__device__ void fa_load(float* dst, const float* src, i64 off, i64 r0, i64 L, i64 hh, i64 HH, i64 HD, i64 ld) {
-    for (i64 i = threadIdx.x; i < FA_TILE * HD; i += BLOCK) {
-        i64 r = i / HD, d = i % HD;
-        dst[r * ld + d] = r0 + r < L ? src[((off + r0 + r) * HH + hh) * HD + d] : 0.0f;
-    }
-}
-
-// fa_dot is the dot product of two shared rows.
-__device__ float fa_dot(const float* a, const float* b, i64 HD) {
-    float s = 0.0f;
-    for (i64 d = 0; d < HD; d++) s += a[d] * b[d];
-    return s;
-}
-
-// fa_row_max, fa_row_sum reduce over the FA_TILE lanes of a row.
+// fa_row_max, fa_row_sum reduce over the FA_ROWLANES lanes of a row group.
 __device__ float fa_row_max(float v) {
-    for (int o = FA_TILE / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+    for (int o = FA_ROWLANES / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
     return v;
 }
 __device__ float fa_row_sum(float v) {
-    for (int o = FA_TILE / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    for (int o = FA_ROWLANES / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
     return v;
 }
-
-// ---- Register-blocked tiles (FA_BT x FA_BT, the forward; the backward
-// kernels below still use FA_TILE) ----
-//
-// A block of BLOCK = 256 threads computes a 64 x 64 tile of scores (queries
-// x keys): thread (ty, tx) = (threadIdx.x / 16, threadIdx.x % 16) owns the
-// 4 x 4 scores of rows 4ty..4ty+3 and columns 4tx..4tx+3 in registers, and
-// the 16 threads of a row group (half a warp) reduce its rows with shuffles.
-// Every product is fa_mm over two shared tiles [k][64] (k the summed index)
-// read as 16-byte vectors: per k a thread loads 4 floats of A (its rows; a
-// half warp reads the same address) and 4 of B (its columns), for 16 FMAs,
-// where the 16 x 16 kernels loaded two floats per FMA. Head dimensions come
-// in chunks of FA_DC = 64 (FA_HDMAX / FA_DC chunks at most), so two shared
-// tiles of 64 x FA_LD floats (34 KB) serve any head dimension: a tile is
-// staged per chunk, either transposed ([dim][row], for the sums over head
-// dimensions: Q K^T, dO V^T) or straight ([row][dim], for the sums over
-// keys or queries: P V, dS K, P^T dO, dS^T Q).
-#define FA_BT 64                       // queries and keys per register-blocked tile
-#define FA_DC 64                       // head dimensions per chunk
-#define FA_NC (FA_HDMAX / FA_DC)       // chunks at most
-#define FA_LD (FA_DC + 4)              // row stride of a staged tile: 16-byte aligned, conflict-free stores
 
 // fa4 is four floats loaded or stored as one 16-byte access.
 struct alignas(16) fa4 {
@@ -119,9 +80,10 @@ __device__ void fa_st4(float* p, float a, float b, float c, float d) {
 #endif
 }
 
-// fa_block_bt is fa_block for FA_BT tiles.
-__device__ void fa_block_bt(const int* cu, i64 maxT, i64 H, i64* h, i64* tile, i64* off, i64* L) {
-    i64 nT = (maxT + FA_BT - 1) / FA_BT;
+// fa_block locates block blockIdx.x: head h (of H), tile, and the sequence's
+// first row off and length L.
+__device__ void fa_block(const int* cu, i64 maxT, i64 H, i64* h, i64* tile, i64* off, i64* L) {
+    i64 nT = (maxT + FA_TILE - 1) / FA_TILE;
     i64 b = blockIdx.x;
     *h = b % H;
     *tile = (b / H) % nT;
@@ -135,8 +97,8 @@ __device__ void fa_block_bt(const int* cu, i64 maxT, i64 H, i64* h, i64* tile, i
 // (0 past L or HD). A warp reads 8 consecutive dimensions of 4 rows (four
 // 32-byte sectors) and its stores fall in 32 different banks.
 __device__ void fa_load_t(float* dst, const float* src, i64 off, i64 r0, i64 L, i64 hh, i64 HH, i64 HD, int dc) {
-    for (int i = threadIdx.x; i < FA_BT * FA_DC; i += BLOCK) {
-        int r = (i >> 3) & (FA_BT - 1), d = ((i >> 9) << 3) | (i & 7);
+    for (int i = threadIdx.x; i < FA_TILE * FA_DC; i += BLOCK) {
+        int r = (i >> 3) & (FA_TILE - 1), d = ((i >> 9) << 3) | (i & 7);
         i64 gd = (i64)dc * FA_DC + d;
         dst[d * FA_LD + r] = r0 + r < L && gd < HD ? src[((off + r0 + r) * HH + hh) * HD + gd] : 0.0f;
     }
@@ -144,7 +106,7 @@ __device__ void fa_load_t(float* dst, const float* src, i64 off, i64 r0, i64 L, 
 
 // fa_load_s stages chunk dc of the same rows straight: dst[r * FA_LD + d].
 __device__ void fa_load_s(float* dst, const float* src, i64 off, i64 r0, i64 L, i64 hh, i64 HH, i64 HD, int dc) {
-    for (int i = threadIdx.x; i < FA_BT * FA_DC; i += BLOCK) {
+    for (int i = threadIdx.x; i < FA_TILE * FA_DC; i += BLOCK) {
         int r = i / FA_DC, d = i % FA_DC;
         i64 gd = (i64)dc * FA_DC + d;
         dst[r * FA_LD + d] = r0 + r < L && gd < HD ? src[((off + r0 + r) * HH + hh) * HD + gd] : 0.0f;
@@ -185,8 +147,8 @@ __device__ void fa_zero(float (&c)[4][4]) {
     }
 }
 
-// flash_forward: one block per (sequence, tile of FA_BT queries, head h).
-// For each tile of keys 0..min(q0+FA_BT, L)-1 (the causal range):
+// flash_forward: one block per (sequence, tile of FA_TILE queries, head h).
+// For each tile of keys 0..min(q0+FA_TILE, L)-1 (the causal range):
 //   S = Q K^T * scale (masked: key > query), m' = max(m, rowmax S),
 //   P = exp(S - m'), l = l*exp(m - m') + rowsum P, O = O*exp(m - m') + P V;
 // then out = O / l and lse = m + log l. Thread (ty, tx) holds the scores of
@@ -195,10 +157,10 @@ __device__ void fa_zero(float (&c)[4][4]) {
 template <int BUG>
 __device__ void flash_forward(float* out, float* lse, const float* q, const float* k, const float* v, const int* cu,
                               i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
-    __shared__ float As[FA_BT * FA_LD], Bs[FA_BT * FA_LD];  // Q^T and K^T chunks, then P^T and a V chunk
+    __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];  // Q^T and K^T chunks, then P^T and a V chunk
     i64 h, tile, off, L;
-    fa_block_bt(cu, maxT, NH, &h, &tile, &off, &L);
-    i64 q0 = tile * FA_BT;
+    fa_block(cu, maxT, NH, &h, &tile, &off, &L);
+    i64 q0 = tile * FA_TILE;
     if (q0 >= L) return;  // the whole block: no work on padding
     i64 kh = h / (NH / NKV);
     int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
@@ -208,8 +170,8 @@ __device__ void flash_forward(float* out, float* lse, const float* q, const floa
     for (int c = 0; c < FA_NC; c++) fa_zero(o[c]);
 #pragma unroll
     for (int i = 0; i < 4; i++) m[i] = -INFINITY, l[i] = 0.0f;
-    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_BT < L ? q0 + FA_BT : L);
-    for (i64 j0 = 0; j0 < kend; j0 += FA_BT) {
+    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
+    for (i64 j0 = 0; j0 < kend; j0 += FA_TILE) {
         float s[4][4];
         fa_zero(s);
 #pragma unroll
@@ -248,7 +210,7 @@ __device__ void flash_forward(float* out, float* lse, const float* q, const floa
                 for (int j = 0; j < 4; j++) o[c][i][j] *= alpha;
             }
         }
-        int kn = (int)(L - j0 < FA_BT ? L - j0 : FA_BT);  // the tile's keys; P is 0 past them
+        int kn = (int)(L - j0 < FA_TILE ? L - j0 : FA_TILE);  // the tile's keys; P is 0 past them
 #pragma unroll
         for (int c = 0; c < FA_NC; c++) {
             if (c < nc) {
@@ -277,78 +239,112 @@ __device__ void flash_forward(float* out, float* lse, const float* q, const floa
     }
 }
 
-// flash_backward_dkv: one block per (sequence, tile of FA_TILE keys, key/value
-// head kh). For each query head h of the group and each tile of queries from
-// the keys' own tile to the end of the sequence:
-//   P = exp(Q K^T * scale - lse), dP = dO V^T, dS = P * (dP - D),
+// flash_backward_dkv: one block per (sequence, tile of FA_TILE keys,
+// key/value head kh). For each query head h of the group and each tile of
+// queries from the keys' own tile to the end of the sequence:
+//   S^T = K Q^T, dP^T = V dO^T (summed chunk by chunk over the head
+//   dimension), P^T = exp(S^T*scale - lse), dS^T = P^T * (dP^T - D),
 //   dV += P^T dO, dK += dS^T Q (times scale at the end).
-// Thread (row, col) holds score (query col, key row); it owns key row's dims.
+// Thread (ty, tx) holds the scores of keys 4ty+i and queries 4tx+j, and dK,
+// dV of keys 4ty+i, dimensions c*FA_DC + 4tx+j of each chunk c.
 template <int BUG>
 __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const float* k, const float* v,
                                    const float* dout, const float* lse, const float* D, const int* cu, i64 S,
                                    i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
-    // the keys' tile (K, V) and one query tile (Q, and dout as Os) at a time
-    __shared__ float Ks[FA_TILE * FA_SROW], Vs[FA_TILE * FA_SROW], Qs[FA_TILE * FA_SROW], Os[FA_TILE * FA_SROW];
-    __shared__ float Ps[FA_TILE * FA_PROW], dSs[FA_TILE * FA_PROW];  // P and dS of the tile, [key][query]
-    __shared__ float lses[FA_TILE], dots[FA_TILE];                    // lse and D of the tile's queries
+    // K^T, Q^T; V^T, dO^T; then P (as [query][key]) and a dO chunk, dS and a Q chunk
+    __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];
     i64 kh, tile, off, L;
     fa_block(cu, maxT, NKV, &kh, &tile, &off, &L);
     i64 j0 = tile * FA_TILE;
     if (j0 >= L) return;
-    i64 group = NH / NKV, ld = HD + 1;
-    int row = threadIdx.x / FA_TILE, col = threadIdx.x % FA_TILE;
-    i64 tk = j0 + row;  // this thread's key
-    fa_load(Ks, k, off, j0, L, kh, NKV, HD, ld);
-    fa_load(Vs, v, off, j0, L, kh, NKV, HD, ld);
-    float dka[FA_DPT], dva[FA_DPT];
-    for (int i = 0; i < FA_DPT; i++) dka[i] = dva[i] = 0.0f;
+    i64 group = NH / NKV;
+    int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
+    int nc = (int)((HD + FA_DC - 1) / FA_DC);
+    float dka[FA_NC][4][4], dva[FA_NC][4][4];
+#pragma unroll
+    for (int c = 0; c < FA_NC; c++) fa_zero(dka[c]), fa_zero(dva[c]);
     for (i64 g = 0; g < group; g++) {
         i64 h = kh * group + g;
         for (i64 i0 = BUG == FA_BUG_TILE ? j0 + FA_TILE : j0; i0 < L; i0 += FA_TILE) {
-            __syncthreads();  // the previous tile is no longer read (and Ks, Vs are written)
-            fa_load(Qs, q, off, i0, L, h, NH, HD, ld);
-            fa_load(Os, dout, off, i0, L, h, NH, HD, ld);
-            if (threadIdx.x < FA_TILE) {
-                i64 t = i0 + threadIdx.x;
-                lses[threadIdx.x] = t < L ? lse[(off + t) * NH + h] : 0.0f;
-                dots[threadIdx.x] = t < L ? D[(off + t) * NH + h] : 0.0f;
+            float lq[4], dq0[4];  // lse and D of the thread's queries
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                i64 tq = i0 + 4 * tx + j;
+                lq[j] = tq < L ? lse[(off + tq) * NH + h] : 0.0f;
+                dq0[j] = tq < L ? D[(off + tq) * NH + h] : 0.0f;
             }
-            if (BUG != FA_BUG_NOSYNC) __syncthreads();
-            i64 tq = i0 + col;
-            float p = 0.0f, ds = 0.0f;
-            if (tk <= tq && tq < L) {
-                p = expf(fa_dot(Qs + col * ld, Ks + row * ld, HD) * scale - lses[col]);
-                ds = p * (fa_dot(Os + col * ld, Vs + row * ld, HD) - dots[col]);
+            float s[4][4], dp[4][4];
+            fa_zero(s);
+            fa_zero(dp);
+#pragma unroll
+            for (int c = 0; c < FA_NC; c++) {
+                if (c < nc) {
+                    int dn = (int)(HD - c * FA_DC < FA_DC ? HD - c * FA_DC : FA_DC);
+                    __syncthreads();  // the previous chunk or tile is no longer read
+                    fa_load_t(As, k, off, j0, L, kh, NKV, HD, c);
+                    fa_load_t(Bs, q, off, i0, L, h, NH, HD, c);
+                    if (BUG != FA_BUG_NOSYNC) __syncthreads();
+                    fa_mm(s, As, Bs, dn);
+                    __syncthreads();
+                    fa_load_t(As, v, off, j0, L, kh, NKV, HD, c);
+                    fa_load_t(Bs, dout, off, i0, L, h, NH, HD, c);
+                    __syncthreads();
+                    fa_mm(dp, As, Bs, dn);
+                }
             }
-            Ps[row * FA_PROW + col] = p;
-            dSs[row * FA_PROW + col] = ds;
-            __syncthreads();
-            for (int i = 0; i < FA_DPT; i++) {
-                i64 d = col + i * FA_TILE;
-                if (d < HD) {
-                    float sv = dva[i], sk = dka[i];
-                    for (int c = 0; c < FA_TILE; c++) {
-                        sv += Ps[row * FA_PROW + c] * Os[c * ld + d];
-                        sk += dSs[row * FA_PROW + c] * Qs[c * ld + d];
-                    }
-                    dva[i] = sv;
-                    dka[i] = sk;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                i64 tk = j0 + 4 * ty + i;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    i64 tq = i0 + 4 * tx + j;
+                    float p = tk <= tq && tq < L ? expf(s[i][j] * scale - lq[j]) : 0.0f;
+                    s[i][j] = p;
+                    dp[i][j] = p * (dp[i][j] - dq0[j]);
+                }
+            }
+            int qn = (int)(L - i0 < FA_TILE ? L - i0 : FA_TILE);  // the tile's queries; P, dS are 0 past them
+#pragma unroll
+            for (int c = 0; c < FA_NC; c++) {
+                if (c < nc) {
+                    __syncthreads();  // As, Bs are no longer read
+                    if (c == 0) fa_st_t(As, s);
+                    fa_load_s(Bs, dout, off, i0, L, h, NH, HD, c);
+                    __syncthreads();
+                    fa_mm(dva[c], As, Bs, qn);
+                }
+            }
+#pragma unroll
+            for (int c = 0; c < FA_NC; c++) {
+                if (c < nc) {
+                    __syncthreads();
+                    if (c == 0) fa_st_t(As, dp);
+                    fa_load_s(Bs, q, off, i0, L, h, NH, HD, c);
+                    __syncthreads();
+                    fa_mm(dka[c], As, Bs, qn);
                 }
             }
         }
     }
-    if (tk < L) {
-        for (int i = 0; i < FA_DPT; i++) {
-            i64 d = col + i * FA_TILE;
-            if (d < HD) {
-                dk[((off + tk) * NKV + kh) * HD + d] = dka[i] * scale;
-                dv[((off + tk) * NKV + kh) * HD + d] = dva[i];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        i64 tk = j0 + 4 * ty + i;
+        if (tk >= L) continue;
+#pragma unroll
+        for (int c = 0; c < FA_NC; c++) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                i64 d = (i64)c * FA_DC + 4 * tx + j;
+                if (d < HD) {
+                    dk[((off + tk) * NKV + kh) * HD + d] = dka[c][i][j] * scale;
+                    dv[((off + tk) * NKV + kh) * HD + d] = dva[c][i][j];
+                }
             }
         }
     }
 }
 
-// flash_backward_dq: one block per (sequence, tile of FA_BT queries, head
+// flash_backward_dq: one block per (sequence, tile of FA_TILE queries, head
 // h). For each tile of keys in the causal range: S = Q K^T, dP = dO V^T
 // (summed chunk by chunk over the head dimension), P = exp(S*scale - lse),
 // dS = P * (dP - D), dQ += dS K (times scale at the end). Thread (ty, tx)
@@ -358,10 +354,10 @@ template <int BUG>
 __device__ void flash_backward_dq(float* dq, const float* q, const float* k, const float* v, const float* dout,
                                   const float* lse, const float* D, const int* cu, i64 S, i64 maxT, i64 NH,
                                   i64 NKV, i64 HD, float scale) {
-    __shared__ float As[FA_BT * FA_LD], Bs[FA_BT * FA_LD];  // Q^T, K^T; dO^T, V^T; then dS^T and a K chunk
+    __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];  // Q^T, K^T; dO^T, V^T; then dS^T and a K chunk
     i64 h, tile, off, L;
-    fa_block_bt(cu, maxT, NH, &h, &tile, &off, &L);
-    i64 q0 = tile * FA_BT;
+    fa_block(cu, maxT, NH, &h, &tile, &off, &L);
+    i64 q0 = tile * FA_TILE;
     if (q0 >= L) return;
     i64 kh = h / (NH / NKV);
     int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
@@ -376,8 +372,8 @@ __device__ void flash_backward_dq(float* dq, const float* q, const float* k, con
     float acc[FA_NC][4][4];
 #pragma unroll
     for (int c = 0; c < FA_NC; c++) fa_zero(acc[c]);
-    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_BT < L ? q0 + FA_BT : L);
-    for (i64 j0 = 0; j0 < kend; j0 += FA_BT) {
+    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
+    for (i64 j0 = 0; j0 < kend; j0 += FA_TILE) {
         float s[4][4], dp[4][4];
         fa_zero(s);
         fa_zero(dp);
@@ -406,7 +402,7 @@ __device__ void flash_backward_dq(float* dq, const float* q, const float* k, con
                 s[i][j] = tk <= tq && tq < L ? expf(s[i][j] * scale - lq[i]) * (dp[i][j] - dq0[i]) : 0.0f;
             }
         }
-        int kn = (int)(L - j0 < FA_BT ? L - j0 : FA_BT);  // the tile's keys; dS is 0 past them
+        int kn = (int)(L - j0 < FA_TILE ? L - j0 : FA_TILE);  // the tile's keys; dS is 0 past them
 #pragma unroll
         for (int c = 0; c < FA_NC; c++) {
             if (c < nc) {
