@@ -39,6 +39,14 @@
 #define FA_LD (FA_DC + 4)         // row stride of a staged tile: 16-byte aligned, conflict-free stores
 #define FA_ROWLANES 16            // threads of a row group
 
+// FA_TWO_BLOCKS caps a kernel's registers at 128 so that two blocks share
+// an SM (the forward and dQ; dK/dV's accumulators need more).
+#ifdef __CUDACC__
+#define FA_TWO_BLOCKS __launch_bounds__(BLOCK, 2)
+#else
+#define FA_TWO_BLOCKS
+#endif
+
 // Planted defects, for the emulator's tests only (emu.cc registers kernels
 // built with them); the kernels below are built with FA_OK.
 #define FA_OK 0
@@ -81,13 +89,17 @@ __device__ void fa_st4(float* p, float a, float b, float c, float d) {
 }
 
 // fa_block locates block blockIdx.x: head h (of H), tile, and the sequence's
-// first row off and length L.
-__device__ void fa_block(const int* cu, i64 maxT, i64 H, i64* h, i64* tile, i64* off, i64* L) {
+// first row off and length L. The tile is the slowest index, in the order
+// of the work a tile's block does, the most first (heavy_last: the last
+// tiles are the heavy ones, as for query tiles under the causal mask), so
+// the long blocks start in the first wave and the short ones fill the tail.
+__device__ void fa_block(const int* cu, i64 S, i64 maxT, i64 H, bool heavy_last, i64* h, i64* tile, i64* off,
+                         i64* L) {
     i64 nT = (maxT + FA_TILE - 1) / FA_TILE;
     i64 b = blockIdx.x;
     *h = b % H;
-    *tile = (b / H) % nT;
-    i64 s = b / (H * nT);
+    i64 s = (b / H) % S, t = b / (H * S);
+    *tile = heavy_last ? nT - 1 - t : t;
     *off = cu[s];
     *L = (i64)cu[s + 1] - *off;
 }
@@ -159,7 +171,7 @@ __device__ void flash_forward(float* out, float* lse, const float* q, const floa
                               i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
     __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];  // Q^T and K^T chunks, then P^T and a V chunk
     i64 h, tile, off, L;
-    fa_block(cu, maxT, NH, &h, &tile, &off, &L);
+    fa_block(cu, S, maxT, NH, true, &h, &tile, &off, &L);
     i64 q0 = tile * FA_TILE;
     if (q0 >= L) return;  // the whole block: no work on padding
     i64 kh = h / (NH / NKV);
@@ -254,7 +266,7 @@ __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const f
     // K^T, Q^T; V^T, dO^T; then P (as [query][key]) and a dO chunk, dS and a Q chunk
     __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];
     i64 kh, tile, off, L;
-    fa_block(cu, maxT, NKV, &kh, &tile, &off, &L);
+    fa_block(cu, S, maxT, NKV, false, &kh, &tile, &off, &L);
     i64 j0 = tile * FA_TILE;
     if (j0 >= L) return;
     i64 group = NH / NKV;
@@ -356,7 +368,7 @@ __device__ void flash_backward_dq(float* dq, const float* q, const float* k, con
                                   i64 NKV, i64 HD, float scale) {
     __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];  // Q^T, K^T; dO^T, V^T; then dS^T and a K chunk
     i64 h, tile, off, L;
-    fa_block(cu, maxT, NH, &h, &tile, &off, &L);
+    fa_block(cu, S, maxT, NH, true, &h, &tile, &off, &L);
     i64 q0 = tile * FA_TILE;
     if (q0 >= L) return;
     i64 kh = h / (NH / NKV);
@@ -431,7 +443,7 @@ __device__ void flash_backward_dq(float* dq, const float* q, const float* k, con
 
 }  // extern "C++"
 
-__global__ void flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+__global__ void FA_TWO_BLOCKS flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                                         const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
     flash_forward<FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale);
 }
@@ -452,7 +464,7 @@ __global__ void flash_attention_backward_dkv(float* dk, float* dv, const float* 
     flash_backward_dkv<FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
 }
 
-__global__ void flash_attention_backward_dq(float* dq, const float* q, const float* k, const float* v,
+__global__ void FA_TWO_BLOCKS flash_attention_backward_dq(float* dq, const float* q, const float* k, const float* v,
                                             const float* dout, const float* lse, const float* D, const int* cu,
                                             i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
     flash_backward_dq<FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
