@@ -74,6 +74,7 @@ __device__ fa4 fa_ld4(const float* p) {
 #ifdef __CUDACC__
     return *reinterpret_cast<const fa4*>(p);
 #else
+    if ((uintptr_t)p % 16 != 0) __builtin_trap();  // a GPU faults on a misaligned vector access
     fa4 r;
     memcpy(&r, p, sizeof r);
     return r;
@@ -83,6 +84,7 @@ __device__ void fa_st4(float* p, float a, float b, float c, float d) {
 #ifdef __CUDACC__
     *reinterpret_cast<fa4*>(p) = fa4{a, b, c, d};
 #else
+    if ((uintptr_t)p % 16 != 0) __builtin_trap();
     fa4 r{a, b, c, d};
     memcpy(p, &r, sizeof r);
 #endif
@@ -110,7 +112,7 @@ __device__ void fa_block(const int* cu, i64 S, i64 maxT, i64 H, bool heavy_last,
 // 32-byte sectors) and its stores fall in 32 different banks.
 __device__ void fa_load_t(float* dst, const float* src, i64 off, i64 r0, i64 L, i64 hh, i64 HH, i64 HD, int dc) {
     for (int i = threadIdx.x; i < FA_TILE * FA_DC; i += BLOCK) {
-        int r = (i >> 3) & (FA_TILE - 1), d = ((i >> 9) << 3) | (i & 7);
+        int r = (i / 8) % FA_TILE, d = (i / 8 / FA_TILE) * 8 + i % 8;
         i64 gd = (i64)dc * FA_DC + d;
         dst[d * FA_LD + r] = r0 + r < L && gd < HD ? src[((off + r0 + r) * HH + hh) * HD + gd] : 0.0f;
     }
@@ -169,7 +171,7 @@ __device__ void fa_zero(float (&c)[4][4]) {
 template <int BUG>
 __device__ void flash_forward(float* out, float* lse, const float* q, const float* k, const float* v, const int* cu,
                               i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
-    __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];  // Q^T and K^T chunks, then P^T and a V chunk
+    alignas(16) __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];  // Q^T and K^T chunks, then P^T and a V chunk
     i64 h, tile, off, L;
     fa_block(cu, S, maxT, NH, true, &h, &tile, &off, &L);
     i64 q0 = tile * FA_TILE;
@@ -264,7 +266,7 @@ __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const f
                                    const float* dout, const float* lse, const float* D, const int* cu, i64 S,
                                    i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
     // K^T, Q^T; V^T, dO^T; then P (as [query][key]) and a dO chunk, dS and a Q chunk
-    __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];
+    alignas(16) __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];
     i64 kh, tile, off, L;
     fa_block(cu, S, maxT, NKV, false, &kh, &tile, &off, &L);
     i64 j0 = tile * FA_TILE;
@@ -366,7 +368,7 @@ template <int BUG>
 __device__ void flash_backward_dq(float* dq, const float* q, const float* k, const float* v, const float* dout,
                                   const float* lse, const float* D, const int* cu, i64 S, i64 maxT, i64 NH,
                                   i64 NKV, i64 HD, float scale) {
-    __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];  // Q^T, K^T; dO^T, V^T; then dS^T and a K chunk
+    alignas(16) __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];  // Q^T, K^T; dO^T, V^T; then dS^T and a K chunk
     i64 h, tile, off, L;
     fa_block(cu, S, maxT, NH, true, &h, &tile, &off, &L);
     i64 q0 = tile * FA_TILE;
