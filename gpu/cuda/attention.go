@@ -39,33 +39,17 @@ func (b *Backend) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v
 	})
 }
 
-// attnCachedGMax and attnCachedHDMax are attention.cuh's ATTC_GMAX and
-// ATTC_HDMAX: the widest query group and head that attention_cached serves.
-const attnCachedGMax, attnCachedHDMax = 16, 128
-
-// AttentionCachedForward attends N new tokens to the KV cache [S,maxT,NKV,HD]:
-// attention_cached, one block per (token, KV head) serving the head's query
-// group, or attention_cached_head, one block per (token, query head), where
-// the group has more than attnCachedGMax heads or a head more than
-// attnCachedHDMax dimensions. One launch either way.
+// AttentionCachedForward attends N new tokens to the KV cache [S,maxT,NKV,HD].
 func (b *Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, maxT int) {
 	if N == 0 {
 		return
 	}
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	maxLen := maxT // the scores' row stride: positions are not read on the host
-	grouped := NH/NKV <= attnCachedGMax && HD <= attnCachedHDMax
 	b.d.run("AttentionCachedForward", func(a *arena) {
 		ps := a.alloc(int64(N*NH*maxLen) * 4)
-		po, pq := a.out(out, N*NH*HD), a.in(q, N*NH*HD)
-		pk, pv := a.in(kcache, len(kcache)), a.in(vcache, len(vcache))
-		pslot, ppos := a.ints(slot, N), a.ints(pos, N)
-		if grouped {
-			b.d.launch("attention_cached", N*NKV, ptr(po), ptr(ps), ptr(pq), ptr(pk), ptr(pv), ptr(pslot), ptr(ppos),
-				i64(N), i64(NH), i64(NKV), i64(HD), i64(maxT), i64(maxLen), f32(scale))
-		} else {
-			b.d.launch("attention_cached_head", N*NH, ptr(po), ptr(ps), ptr(pq), ptr(pk), ptr(pv), ptr(pslot), ptr(ppos),
-				i64(N), i64(NH), i64(NKV), i64(HD), i64(maxT), i64(maxLen), f32(scale))
-		}
+		b.d.launch("attention_cached", N*NH, ptr(a.out(out, N*NH*HD)), ptr(ps), ptr(a.in(q, N*NH*HD)),
+			ptr(a.in(kcache, len(kcache))), ptr(a.in(vcache, len(vcache))), ptr(a.ints(slot, N)), ptr(a.ints(pos, N)),
+			i64(N), i64(NH), i64(NKV), i64(HD), i64(maxT), i64(maxLen), f32(scale))
 	})
 }

@@ -31,9 +31,8 @@ func checkAttention(b Device) error {
 // of 1, 2, 3, 4 and 7 query heads (the last Qwen2.5-0.5B's 14/2), heads of
 // 16 to 128 dimensions, tokens of one launch at different positions (the
 // first token of a slot, contexts of one to more than 600 positions, more
-// than one pass of a block's 8 warps and 256 threads), slots used twice;
-// and two shapes attention_cached does not serve (a group of 17 heads, a
-// head of 144 dimensions), which attention_cached_head takes.
+// than one pass of a block's 256 threads), slots used twice; a group of
+// 17 heads and a head of 144 dimensions.
 var attentionCachedCases = []struct {
 	NH, NKV, HD, S, maxT int
 	slot, pos            []int32

@@ -245,11 +245,6 @@ static const rl_kernel rl_kernels[] = {
     rl_make("flash_attention_backward_dkv/tile", flash_backward_dkv<FA_BUG_TILE>),
     rl_make("flash_attention_backward_dq/nosync", flash_backward_dq<FA_BUG_NOSYNC>),
     rl_make("flash_attention_backward_dq/tile", flash_backward_dq<FA_BUG_TILE>),
-    K(attention_cached_head),
-    // attention.cuh ATTC_BUG_*: the cached attention with a planted defect
-    rl_make("attention_cached/nosync", attention_cached_impl<ATTC_BUG_NOSYNC>),
-    rl_make("attention_cached/head", attention_cached_impl<ATTC_BUG_HEAD>),
-    rl_make("attention_cached/last", attention_cached_impl<ATTC_BUG_LAST>),
     K(sample_tokens), K(f32_to_bf16), K(residual_rmsnorm_forward),
     // rmsnorm.cuh RN_BUG_*: the fused residual + norm with a planted defect
     rl_make("residual_rmsnorm_forward/norm_a", residual_rmsnorm_forward_impl<RN_BUG_NORM_A>),
