@@ -3,6 +3,8 @@ package cpu
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu"
 )
 
 // BenchmarkSgemm reports GFLOPS of row-major sgemm on square sizes and on the
@@ -46,5 +48,37 @@ func BenchmarkSgemm(b *testing.B) {
 			flops := 2 * float64(s.M) * float64(s.N) * float64(s.K) * float64(b.N)
 			b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOPS")
 		})
+	}
+}
+
+// BenchmarkSampleRow: one row of a 49152-token vocabulary (SmolLM2's) with
+// logits of a peaked and of a nearly flat distribution, under top-k alone,
+// top-p alone and both (the sampler of every rollout).
+func BenchmarkSampleRow(b *testing.B) {
+	const V = 49152
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, spread := range []struct {
+		name  string
+		scale float64
+	}{{"peaked", 4}, {"flat", 0.05}} {
+		row := make([]float32, V)
+		for i := range row {
+			row[i] = float32(r.NormFloat64() * spread.scale)
+		}
+		for _, p := range []struct {
+			name string
+			p    gpu.SampleParams
+		}{
+			{"topk50", gpu.SampleParams{Temperature: 1, TopK: 50}},
+			{"topp0.9", gpu.SampleParams{Temperature: 1, TopP: 0.9}},
+			{"topk50-topp0.95", gpu.SampleParams{Temperature: 1, TopK: 50, TopP: 0.95}},
+		} {
+			b.Run(spread.name+"/"+p.name, func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					p.p.U = float64(i%97) / 97
+					SampleRow(row, p.p)
+				}
+			})
+		}
 	}
 }
