@@ -123,7 +123,7 @@ func SampleRow(logits []float32, p gpu.SampleParams) (int32, float32) {
 			break
 		}
 	}
-	slices.SortFunc(cand, func(a, b int) int {
+	order := func(a, b int) int { // by logit, ties by lower id: a total order
 		if logits[a] != logits[b] {
 			if logits[a] > logits[b] {
 				return -1
@@ -131,10 +131,11 @@ func SampleRow(logits []float32, p gpu.SampleParams) (int32, float32) {
 			return 1
 		}
 		return a - b
-	})
-	if topK > 0 && len(cand) > topK {
-		cand = cand[:topK]
 	}
+	if topK > 0 && len(cand) > topK {
+		cand = firstK(cand, topK, order) // O(n log K), not a sort of all n
+	}
+	slices.SortFunc(cand, order)
 	if keepP < 1 {
 		var cum float64
 		for j, i := range cand {
@@ -158,4 +159,40 @@ func SampleRow(logits []float32, p gpu.SampleParams) (int32, float32) {
 	}
 	last := cand[len(cand)-1]
 	return int32(last), logp(last)
+}
+
+// firstK moves the k first of cand in order (a total order) to cand[:k], in
+// no particular order, and returns cand[:k]: a heap of the k best so far
+// whose root is the worst of them, so that most of a long list is passed
+// over with one comparison.
+func firstK(cand []int, k int, order func(a, b int) int) []int {
+	h := cand[:k]
+	// worse(i, j): h[i] comes after h[j] in order (the root is the last)
+	worse := func(i, j int) bool { return order(h[i], h[j]) > 0 }
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= k {
+				return
+			}
+			if r := l + 1; r < k && worse(r, l) {
+				l = r
+			}
+			if !worse(l, i) {
+				return
+			}
+			h[i], h[l] = h[l], h[i]
+			i = l
+		}
+	}
+	for i := k/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for _, c := range cand[k:] {
+		if order(c, h[0]) < 0 {
+			h[0] = c
+			down(0)
+		}
+	}
+	return h
 }
