@@ -171,9 +171,14 @@ func New() (gpu.Backend, error) { return Open(0) }
 
 // Open is New for the GPU of the given ordinal.
 func Open(ordinal int) (*Backend, error) {
+	vars, err := variantsFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	d, err := newDevice(ordinal)
 	if err != nil {
 		return nil, err
 	}
+	d.vars = vars
 	return &Backend{d: d}, nil
 }

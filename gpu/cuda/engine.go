@@ -74,6 +74,7 @@ type device struct {
 	mem   tensors
 	count Counters
 	prec  Precision  // of MatmulForward and MatmulBackward (SetPrecision)
+	vars  Variants   // kernel variants in use (RLHOST_CUDA_VARIANTS, SetVariants)
 	bf16  []bf16Copy // resident bfloat16 copies of weight tensors (BF16)
 	// plantBF16 names a defect planted in the bf16 products (bf16.go; a
 	// planted bug for the checks, never set otherwise).
