@@ -22,7 +22,9 @@
 # SmolLM2's tokenizer, the bundle's: the model's vocabulary covers its ids, as Qwen2.5's own
 # checkpoints pad theirs; bfloat16 products, packed micro-batches); the paths every step took; one table of
 # tokens/s, latency, MFU, peak device memory, host<->device bytes and syncs per step, the host's
-# share of the wall time, the ratio to PyTorch, and the goals of issue 20, met or not.
+# share of the wall time, the ratio to PyTorch, and the goals of issue 20, met or not (on the default
+# kernels); PROOF_VARIANTS (default "all") also checks and times the opt-in kernel variants
+# (RLHOST_CUDA_VARIANTS) against the default kernels in the same run, in a table of their own.
 # PROOF_STEP_TIMEOUT=S stops any heavy step after S seconds (reported as failed; the others run).
 # PROOF_PROFILE=1 (the default; 0 turns it off) adds --profile to the rlhost bench: after its timed
 # lines, one more training step and decodes run with the device's profiling on, and the "paths"
@@ -48,6 +50,10 @@ DTYPES=${PROOF_DTYPES:-bfloat16}
 # seconds each heavy step may run (0: no limit); a step that runs over is stopped, reported as
 # failed (exit 124), and the later steps still run, so one hung step costs one step's time
 STEP_LIMIT=${PROOF_STEP_TIMEOUT:-0}
+# kernel variants (RLHOST_CUDA_VARIANTS, docs/gpu.md) to check and time beside the default kernels:
+# each space-separated entry is one value of RLHOST_CUDA_VARIANTS ("all", or names joined by
+# commas); the selftest and the bfloat16 bench run once more per entry; empty: none
+VARIANTS=${PROOF_VARIANTS-all}
 # --profile: per-op device time of one more (untimed) step of each phase
 profile=()
 [ "${PROOF_PROFILE:-1}" = 1 ] && profile=(--profile)
@@ -66,12 +72,17 @@ echo "$sw"
 	echo "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)"
 	echo "commit $(cat "$here/COMMIT" 2>/dev/null || echo unknown)"
 	echo "software $sw"
-	echo "shapes $SHAPES: train B=$B T=$T; decode batch $DB and 1, prompt $P, $NEW new tokens; products $DTYPES; GRPO run $GRPO_SHAPE"
+	echo "shapes $SHAPES: train B=$B T=$T; decode batch $DB and 1, prompt $P, $NEW new tokens; products $DTYPES; GRPO run $GRPO_SHAPE; kernel variants ${VARIANTS:-none}"
 } >"$out/machine.txt"
 
 step "rlhost selftest --device cuda (every kernel, cuBLAS, a training step and generation vs the CPU backend)"
 lim "$rlhost" selftest --device cuda 2>&1 | tee "$out/selftest.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+for v in $VARIANTS; do
+	step "rlhost selftest --device cuda with RLHOST_CUDA_VARIANTS=$v"
+	RLHOST_CUDA_VARIANTS=$v lim "$rlhost" selftest --device cuda 2>&1 | tee "$out/selftest-$v.txt"
+	[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+done
 
 results=()
 for shape in $SHAPES; do
@@ -82,6 +93,11 @@ for shape in $SHAPES; do
 	: >"$res"
 	for dt in $DTYPES; do
 		lim "$rlhost" selftest --device cuda --bench "$ck" --dtype "$dt" --batch "$B" --seq "$T" \
+			--decode-batch "$DB" --prompt "$P" --new-tokens "$NEW" "${profile[@]}" | tee -a "$res"
+		[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+	done
+	for v in $VARIANTS; do
+		RLHOST_CUDA_VARIANTS=$v lim "$rlhost" selftest --device cuda --bench "$ck" --dtype bfloat16 --batch "$B" --seq "$T" \
 			--decode-batch "$DB" --prompt "$P" --new-tokens "$NEW" "${profile[@]}" | tee -a "$res"
 		[ "${PIPESTATUS[0]}" = 0 ] || fail=1
 	done

@@ -43,8 +43,15 @@ def record(out, doc, history):
                 + ", by `scripts/gpu/proof.sh` (docs/gpu.md, \"Proof on a GPU machine\"), recorded with `make bench-cuda-record`.")
     lines = table.splitlines()
     g = next((i for i, l in enumerate(lines) if l.startswith("Goals (")), None)
-    goals = ("\n".join(l for l in lines[g + 1:] if l.strip()) if g is not None
-             else "(the table has no goals section)")
+    goals = "(the table has no goals section)"
+    if g is not None:  # the goals' table: the lines after its title up to the next paragraph
+        body = []
+        for l in lines[g + 1:]:
+            if l.strip() and not l.startswith("|"):
+                break
+            if l.strip():
+                body.append(l)
+        goals = "\n".join(body)
     what = lines[g].rstrip(":") if g is not None else "Goals"
     text = "\n".join([HEADER, measured + f" {what}, below; every measurement of the run (tokens/s, latency, MFU, "
                       "memory, transfers, syncs) and where the device time went: [history/cuda.md](history/cuda.md).",

@@ -205,6 +205,50 @@ def test_paths(tmp_path):
     assert proof_torch.profile_lines(failed) == ["x profile decode bfloat16 batch 8: FAILED: profile: record an event: CUDA_ERROR_X"]
 
 
+def test_variants(tmp_path):
+    # rows of opt-in kernel variants (RLHOST_CUDA_VARIANTS) are compared with the default kernels' rows of the
+    # same run and never count toward the goals, even when faster
+    dev = "cuda/NVIDIA H100 80GB HBM3/sm_90/bfloat16"
+    extra = [
+        row("train", dev, 90000.0, 8, 1024, dtype="bfloat16", variants="decode_split,flash_mma,sample_hist"),
+        row("decode", dev, 1 / 0.002, 1, 640, prompt=128, tokens=512, per_token_latency_s=0.002, dtype="bfloat16",
+            variants="decode_split,flash_mma,sample_hist"),
+        row("decode-grpo", dev, 7000.0, 64, 640, prompt=128, tokens=64 * 512, dtype="bfloat16", variants="sample_hist"),
+        dict(PROFILE_TRAIN, variants="flash_mma"),
+    ]
+    out = tmp_path / "table.md"
+    proof_torch.table(str(out), [str(fixture(tmp_path, rows_extra=extra))])
+    text = out.read_text()
+    g = goal_table(text)
+    assert g["training step tokens/s"][0].startswith("1.50x (60000 vs 40000")  # the default kernels' row
+    assert g["batch-1 latency"][0] == "4.00 vs 20.00 ms"
+    lines = text.splitlines()
+    assert "| qwen2.5-0.5b | train | cuda/NVIDIA H100 80GB HBM3/sm_90/bfloat16 +decode_split,flash_mma,sample_hist | 8 x 1024 | 90000 |" \
+        in "\n".join(lines)
+    i = next(i for i, l in enumerate(lines) if l.startswith("Kernel variants (RLHOST_CUDA_VARIANTS"))
+    assert i > next(i for i, l in enumerate(lines) if l.startswith("Goals ("))
+    rows = [cells(l) for l in lines[i:] if l.startswith("| qwen2.5-0.5b |")]
+    assert rows[0][1:] == ["train", "bfloat16", "8 x 1024", "decode_split,flash_mma,sample_hist", "60000", "90000", "1.50x", "-"]
+    assert rows[1][1:] == ["decode", "bfloat16", "1 x 640", "decode_split,flash_mma,sample_hist", "250", "500", "2.00x", "4.00 -> 2.00"]
+    assert rows[2][1:] == ["decode-grpo", "bfloat16", "64 x 640", "sample_hist", "-", "7000", "-", "-"]  # no default grpo row
+    assert len(rows) == 3
+    # without variant rows there is no such section
+    plain = tmp_path / "p"
+    plain.mkdir()
+    proof_torch.table(str(plain / "t.md"), [str(fixture(plain))])
+    assert "Kernel variants" not in (plain / "t.md").read_text()
+    # the profile and path lines name the variants
+    lines = proof_torch.paths([str(tmp_path / "qwen2.5-0.5b.jsonl")])
+    assert "qwen2.5-0.5b profile train bfloat16 +flash_mma batch 8: 600.0 ms on the device in a 650.0 ms step" in "\n".join(lines)
+    # the record keeps the goals (not the variants) in the doc, and everything in the history
+    d = proof_out(tmp_path, table=text)
+    doc, hist = tmp_path / "cuda.md", tmp_path / "h.md"
+    record_bench.record(str(d), str(doc), str(hist))
+    assert "Kernel variants" not in doc.read_text() and "| goal | measured | status |" in doc.read_text()
+    assert "1.50x (60000 vs 40000" in doc.read_text()
+    assert "| decode_split,flash_mma,sample_hist | 60000 | 90000 | 1.50x |" in hist.read_text()
+
+
 def test_table_ignores_profiles(tmp_path):
     # the profile lines of --profile are not measurements: the table and goals are as without them
     plain = tmp_path / "a"
@@ -350,14 +394,16 @@ if [ "$2" = make ]; then mkdir -p "$3" && echo x >"$3/model.safetensors" && {{ [
 exit 0
 """
 STUB_RLHOST = """#!/usr/bin/env bash
-echo "rlhost $*" >>{log}
+echo "rlhost $*${{RLHOST_CUDA_VARIANTS:+ [variants=$RLHOST_CUDA_VARIANTS]}}" >>{log}
 if [ "$1" = train ]; then mkdir -p runs/proof-arith && echo '{{"step": 1}}' >runs/proof-arith/metrics.jsonl; fi
 exit 0
 """
 
 
-@pytest.mark.parametrize("knob,shape,profile", [(None, "qwen2.5-0.5b", None), ("smollm2-135m", "smollm2-135m", "0")])
-def test_proof_grpo_shape(tmp_path, knob, shape, profile):
+@pytest.mark.parametrize("knob,shape,profile,variants", [(None, "qwen2.5-0.5b", None, None),
+                                                         ("smollm2-135m", "smollm2-135m", "0", ""),
+                                                         (None, "qwen2.5-0.5b", None, "flash_mma decode_split,sample_hist")])
+def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants):
     # proof.sh with stand-ins for python, rlhost and nvidia-smi: the GRPO run's checkpoint is
     # PROOF_GRPO_SHAPE's (default the goal's), made with the bundle's tokenizer files, and the
     # goals table is told that shape
@@ -384,6 +430,9 @@ def test_proof_grpo_shape(tmp_path, knob, shape, profile):
     env.pop("PROOF_PROFILE", None)
     if profile:
         env["PROOF_PROFILE"] = profile
+    env.pop("PROOF_VARIANTS", None)
+    if variants is not None:
+        env["PROOF_VARIANTS"] = variants
     p = subprocess.run(["bash", str(bundle / "proof.sh"), str(out)], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     assert f"3-step GRPO: rlhost train on the arith task, {shape} shape" in p.stdout
@@ -393,7 +442,15 @@ def test_proof_grpo_shape(tmp_path, knob, shape, profile):
     assert f"py {bundle}/proof_torch.py make {ck} {shape} {bundle}/tokenizer" in calls
     # the bench runs with --profile unless PROOF_PROFILE=0
     bench = [c for c in calls if c.startswith("rlhost selftest --device cuda --bench ")]
-    assert len(bench) == 1 and bench[0].endswith(" --profile") == (profile != "0"), bench
+    assert bench[0].endswith(" --profile") == (profile != "0"), bench
+    # then once more per entry of PROOF_VARIANTS (default "all"), bfloat16, and the selftest too
+    want = ["all"] if variants is None else variants.split()
+    assert [c.rsplit(" [variants=", 1)[1].rstrip("]") for c in bench[1:]] == want, bench
+    assert all(" --dtype bfloat16 " in c and c.split(" [variants=")[0].endswith(" --profile") == (profile != "0")
+               for c in bench[1:]), bench
+    selftest = [c for c in calls if c.startswith("rlhost selftest --device cuda") and " --bench " not in c]
+    assert selftest == ["rlhost selftest --device cuda"] + [f"rlhost selftest --device cuda [variants={v}]" for v in want], selftest
+    assert f"kernel variants {' '.join(want) or 'none'}" in (out / "machine.txt").read_text()
     train = [c for c in calls if c.startswith("rlhost train ")]
     assert len(train) == 1 and f"actor_rollout_ref.model.path={ck} " in train[0], train
     for cmd in ("paths", "table"):
