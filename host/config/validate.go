@@ -56,7 +56,9 @@ func (c *Config) Validate() error {
 			"data.train_batch_size (%d) must be >= actor_rollout_ref.actor.ppo_mini_batch_size (%d): a step holds at least one mini-batch",
 			d.TrainBatchSize, a.PPOMiniBatchSize)
 	}
-	if a.PPOMiniBatchSize >= 1 && r.N >= 1 && a.PPOMicroBatchSizePerGPU >= 1 && (a.PPOMiniBatchSize*r.N)%a.PPOMicroBatchSizePerGPU != 0 {
+	// With use_dynamic_bsz the micro-batches are cut by token budget and
+	// ppo_micro_batch_size_per_gpu is not used (veRL checks it only without).
+	if !a.UseDynamicBsz && a.PPOMiniBatchSize >= 1 && r.N >= 1 && a.PPOMicroBatchSizePerGPU >= 1 && (a.PPOMiniBatchSize*r.N)%a.PPOMicroBatchSizePerGPU != 0 {
 		v.add("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
 			"actor_rollout_ref.actor.ppo_mini_batch_size * actor_rollout_ref.rollout.n (%d * %d = %d trajectories) must be divisible by actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu (%d)",
 			a.PPOMiniBatchSize, r.N, a.PPOMiniBatchSize*r.N, a.PPOMicroBatchSizePerGPU)
@@ -131,7 +133,7 @@ func (c *Config) Validate() error {
 		if cr.PPOMiniBatchSize != nil && *cr.PPOMiniBatchSize > d.TrainBatchSize && d.TrainBatchSize >= 1 {
 			v.add("critic.ppo_mini_batch_size", "%d prompts per critic mini-batch, but data.train_batch_size is %d", *cr.PPOMiniBatchSize, d.TrainBatchSize)
 		}
-		if mini >= 1 && r.N >= 1 && cr.PPOMicroBatchSizePerGPU >= 1 && (mini*r.N)%cr.PPOMicroBatchSizePerGPU != 0 {
+		if !c.criticDynamic() && mini >= 1 && r.N >= 1 && cr.PPOMicroBatchSizePerGPU >= 1 && (mini*r.N)%cr.PPOMicroBatchSizePerGPU != 0 {
 			v.add("critic.ppo_micro_batch_size_per_gpu",
 				"%s * actor_rollout_ref.rollout.n (%d trajectories) must be divisible by critic.ppo_micro_batch_size_per_gpu (%d)",
 				miniKey, mini*r.N, cr.PPOMicroBatchSizePerGPU)

@@ -18,6 +18,11 @@ func TestValidate(t *testing.T) {
 		{[]string{"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"},
 			"actor_rollout_ref.actor.ppo_mini_batch_size * actor_rollout_ref.rollout.n (4 * 4 = 16 trajectories) must be divisible by actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu (3)"},
 		{[]string{"actor_rollout_ref.rollout.n=3", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=5"}, "(4 * 3 = 12 trajectories) must be divisible"},
+		// micro-batches by token budget: the micro-batch size is not used, so not checked (veRL alike)
+		{[]string{"actor_rollout_ref.rollout.n=3", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=5", "actor_rollout_ref.actor.use_dynamic_bsz=true"}, ""},
+		{[]string{"algorithm.adv_estimator=gae", "critic.ppo_micro_batch_size_per_gpu=5", "actor_rollout_ref.actor.use_dynamic_bsz=true"}, ""},
+		{[]string{"algorithm.adv_estimator=gae", "critic.ppo_micro_batch_size_per_gpu=5", "actor_rollout_ref.actor.use_dynamic_bsz=true", "critic.use_dynamic_bsz=false"},
+			"must be divisible by critic.ppo_micro_batch_size_per_gpu (5)"},
 		{[]string{"actor_rollout_ref.rollout.n=3", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"}, ""},
 		{[]string{"actor_rollout_ref.actor.ppo_mini_batch_size=8"},
 			"data.train_batch_size (4) must be >= actor_rollout_ref.actor.ppo_mini_batch_size (8)"},
