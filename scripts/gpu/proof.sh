@@ -18,7 +18,8 @@
 # batch PROOF_DECODE_BATCH (64) and at batch 1, a GRPO-like decode (groups of 8 samples of a
 # prompt, sampled on the device, prefix shared); beside them PyTorch eager (bf16 autocast, SDPA),
 # torch.compile (PROOF_COMPILE=0 skips it) and HF generate (bf16), same GPU, shapes and batch;
-# a 3-step GRPO `rlhost train` on the arith task (PROOF_GRPO_SHAPE, default qwen2.5-0.5b, with
+# a 3-step GRPO `rlhost train` on the arith task (PROOF_GRPO_SHAPE, default qwen2.5-0.5b;
+# PROOF_GRPO_SIZE="PROMPTS N TOKENS", default "32 8 256", per step; with
 # SmolLM2's tokenizer, the bundle's: the model's vocabulary covers its ids, as Qwen2.5's own
 # checkpoints pad theirs; bfloat16 products, packed micro-batches); the paths every step took; one table of
 # tokens/s, latency, MFU, peak device memory, host<->device bytes and syncs per step, the host's
@@ -44,6 +45,11 @@ B=${PROOF_BATCH:-8} T=${PROOF_SEQ:-1024} DB=${PROOF_DECODE_BATCH:-64} P=${PROOF_
 SHAPES=${PROOF_SHAPES:-qwen2.5-0.5b}
 # the GRPO run's checkpoint shape (default the goal's; smollm2-135m is the small one)
 GRPO_SHAPE=${PROOF_GRPO_SHAPE:-qwen2.5-0.5b}
+# the GRPO run's size: prompts per step, samples per prompt (rollout.n), most new tokens per
+# response. A random model rarely stops early, so each step decodes about PROMPTS x N x TOKENS
+# tokens: sized so that the device, not the host, should hold most of a step (the host-share goal
+# means little on tiny steps); "4 4 32" is the small run of earlier proofs
+read -r GRPO_PROMPTS GRPO_N GRPO_TOKENS <<<"${PROOF_GRPO_SIZE:-32 8 256}"
 # precisions of rlhost's products to time (actor_rollout_ref.actor.dtype; bfloat16 is the
 # default; "bfloat16 float32" adds rlhost's and PyTorch's fp32 steps)
 DTYPES=${PROOF_DTYPES:-bfloat16}
@@ -72,7 +78,7 @@ echo "$sw"
 	echo "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)"
 	echo "commit $(cat "$here/COMMIT" 2>/dev/null || echo unknown)"
 	echo "software $sw"
-	echo "shapes $SHAPES: train B=$B T=$T; decode batch $DB and 1, prompt $P, $NEW new tokens; products $DTYPES; GRPO run $GRPO_SHAPE; kernel variants ${VARIANTS:-none}"
+	echo "shapes $SHAPES: train B=$B T=$T; decode batch $DB and 1, prompt $P, $NEW new tokens; products $DTYPES; GRPO run $GRPO_SHAPE ($GRPO_PROMPTS prompts x $GRPO_N samples, up to $GRPO_TOKENS new tokens); kernel variants ${VARIANTS:-none}"
 } >"$out/machine.txt"
 
 step "rlhost selftest --device cuda (every kernel, cuBLAS, a training step and generation vs the CPU backend)"
@@ -106,7 +112,7 @@ for shape in $SHAPES; do
 	results+=("$res")
 done
 
-step "3-step GRPO: rlhost train on the arith task, $GRPO_SHAPE shape (random weights; SmolLM2's tokenizer, whose ids the model's vocabulary covers), trainer.device=cuda, packed micro-batches"
+step "3-step GRPO: rlhost train on the arith task, $GRPO_SHAPE shape, $GRPO_PROMPTS prompts x $GRPO_N samples, up to $GRPO_TOKENS new tokens (random weights; SmolLM2's tokenizer, whose ids the model's vocabulary covers), trainer.device=cuda, packed micro-batches"
 grpo_metrics="$out/runs/proof-arith/metrics.jsonl"
 gck="$out/ck-grpo-$GRPO_SHAPE"
 if [ -x "$out/bin/plugins/rlhost-task-arith" ] && [ -s "$here/tokenizer/tokenizer.json" ]; then
@@ -119,6 +125,9 @@ if [ -x "$out/bin/plugins/rlhost-task-arith" ] && [ -s "$here/tokenizer/tokenize
 		lim "$rlhost" train -c "$here/arith.yaml" \
 			actor_rollout_ref.model.path="$gck" trainer.device=cuda \
 			actor_rollout_ref.actor.use_dynamic_bsz=true \
+			data.train_batch_size="$GRPO_PROMPTS" actor_rollout_ref.actor.ppo_mini_batch_size="$GRPO_PROMPTS" \
+			actor_rollout_ref.rollout.n="$GRPO_N" data.max_response_length="$GRPO_TOKENS" \
+			actor_rollout_ref.rollout.max_num_seqs=$((GRPO_PROMPTS * GRPO_N)) \
 			trainer.total_training_steps=3 trainer.val_before_train=false \
 			trainer.run_dir=runs/proof-arith trainer.experiment_name=proof-arith) 2>&1 | tee "$out/train.txt"
 	[ "${PIPESTATUS[0]}" = 0 ] || fail=1

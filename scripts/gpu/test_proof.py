@@ -425,8 +425,10 @@ def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants):
         (bindir / name).chmod(0o755)
     env = dict(os.environ, PYTHON=str(bindir / "python"), RLHOST=str(bindir / "rlhost"), PATH=f"{bindir}:{os.environ['PATH']}")
     env.pop("PROOF_GRPO_SHAPE", None)
+    env.pop("PROOF_GRPO_SIZE", None)
     if knob:
         env["PROOF_GRPO_SHAPE"] = knob
+        env["PROOF_GRPO_SIZE"] = "4 4 32"
     env.pop("PROOF_PROFILE", None)
     if profile:
         env["PROOF_PROFILE"] = profile
@@ -453,5 +455,12 @@ def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants):
     assert f"kernel variants {' '.join(want) or 'none'}" in (out / "machine.txt").read_text()
     train = [c for c in calls if c.startswith("rlhost train ")]
     assert len(train) == 1 and f"actor_rollout_ref.model.path={ck} " in train[0], train
+    # the run's size: PROOF_GRPO_SIZE="PROMPTS N TOKENS", default 32 prompts x 8 samples x 256 tokens
+    prompts, n, toks = (4, 4, 32) if knob else (32, 8, 256)
+    for kv in (f"data.train_batch_size={prompts}", f"actor_rollout_ref.actor.ppo_mini_batch_size={prompts}",
+               f"actor_rollout_ref.rollout.n={n}", f"data.max_response_length={toks}",
+               f"actor_rollout_ref.rollout.max_num_seqs={prompts * n}"):
+        assert f" {kv} " in train[0], (kv, train[0])
+    assert f"GRPO run {shape} ({prompts} prompts x {n} samples, up to {toks} new tokens)" in (out / "machine.txt").read_text()
     for cmd in ("paths", "table"):
         assert any(c.startswith(f"py {bundle}/proof_torch.py {cmd} ") and f"--grpo-shape {shape} " in c for c in calls), calls
