@@ -84,6 +84,7 @@ var Checks = []Check{
 	{"Attention", checkAttention},
 	{"AttentionCached", checkAttentionCached},
 	{"AttentionVarlen", checkAttentionVarlen},
+	{"MMAFragments", checkMMAFragments},
 	{"SwiGLU", checkSwiGLU},
 	{"Residual", checkResidual},
 	{"Logprob", checkLogprob},

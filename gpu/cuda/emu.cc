@@ -235,7 +235,9 @@ static const rl_kernel rl_kernels[] = {
     K(swiglu_backward), K(residual_forward), K(residual_backward), K(logprob_forward), K(logprob_backward),
     K(sum_squares), K(sum_f64), K(scale), K(adamw), K(gather_rows), K(scatter_rows),
     K(flash_attention_forward), K(flash_attention_backward_dot), K(flash_attention_backward_dkv),
-    K(flash_attention_backward_dq),
+    K(flash_attention_backward_dq), K(mma_bf16_probe),
+    // mma.cuh MMA_BUG_SWAP: two fragment registers swapped
+    rl_make("mma_bf16_probe/swap", mma_probe_impl<MMA_BUG_SWAP>),
     // planted defects (flashattn.cuh FA_BUG_*), launched in their kernel's
     // place by the tests through emuPlanted (emu.go)
     rl_make("flash_attention_forward/nosync", flash_forward<FA_BUG_NOSYNC>),

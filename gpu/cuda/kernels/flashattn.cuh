@@ -8,6 +8,8 @@
 // Included by kernels.cu inside its extern "C" block.
 #pragma once
 
+#include "mma.cuh"  // the tensor-core product of the FlashMMA variant
+
 // Packed batch: sequence s is the rows cu[s] .. cu[s+1]-1 of q, out, dout,
 // dq [N,NH,HD] and k, v, dk, dv [N,NKV,HD]; lse, D [N,NH]; no sequence is
 // longer than maxT. A launch has S * ceil(maxT/FA_TILE) * H blocks of BLOCK

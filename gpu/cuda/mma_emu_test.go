@@ -1,0 +1,56 @@
+//go:build cudaemu && !cuda
+
+package cuda
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestMMAFragmentsEmulator: the emulated tensor-core product (emu.h)
+// places every element where the PTX ISA's tables, as mma_check.go writes
+// them out, say it is.
+func TestMMAFragmentsEmulator(t *testing.T) {
+	if err := (Check{"MMAFragments", checkMMAFragments}).Do(openEmulator(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMMAFragmentsPlantedSwap: the probe with two of a lane's A registers
+// swapped (mma.cuh MMA_BUG_SWAP: rows 8-15 of columns 0-7 read as rows
+// 0-7 of columns 8-15) must fail the check.
+func TestMMAFragmentsPlantedSwap(t *testing.T) {
+	be := openEmulator(t)
+	emuPlanted["mma_bf16_probe"] = "swap"
+	defer delete(emuPlanted, "mma_bf16_probe")
+	err := (Check{"MMAFragments", checkMMAFragments}).Do(be)
+	if err == nil {
+		t.Fatal("the check passed with two fragment registers swapped")
+	}
+	if !strings.Contains(err.Error(), "lane") {
+		t.Errorf("error %q does not name the lane", err)
+	}
+	t.Log(err)
+}
+
+// TestMMALayoutTables: the tables of mma_check.go cover each fragment's
+// elements once, so a check built on them tests every element.
+func TestMMALayoutTables(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		per, rows int
+		cols      int
+		at        func(lane, i int) (int, int)
+	}{{"A", 8, 16, 16, mmaA}, {"B", 4, 16, 8, mmaB}, {"C", 4, 16, 8, mmaC}} {
+		seen := map[[2]int]bool{}
+		for lane := 0; lane < 32; lane++ {
+			for i := 0; i < tc.per; i++ {
+				r, c := tc.at(lane, i)
+				if r < 0 || r >= tc.rows || c < 0 || c >= tc.cols || seen[[2]int{r, c}] {
+					t.Fatalf("%s: lane %d element %d at (%d,%d): outside or twice", tc.name, lane, i, r, c)
+				}
+				seen[[2]int{r, c}] = true
+			}
+		}
+	}
+}
