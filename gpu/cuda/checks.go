@@ -85,6 +85,7 @@ var Checks = []Check{
 	{"AttentionCached", checkAttentionCached},
 	{"AttentionVarlen", checkAttentionVarlen},
 	{"MMAFragments", checkMMAFragments},
+	{"AttentionVarlenMMA", checkAttentionVarlenMMA},
 	{"SwiGLU", checkSwiGLU},
 	{"Residual", checkResidual},
 	{"Logprob", checkLogprob},

@@ -235,7 +235,13 @@ static const rl_kernel rl_kernels[] = {
     K(swiglu_backward), K(residual_forward), K(residual_backward), K(logprob_forward), K(logprob_backward),
     K(sum_squares), K(sum_f64), K(scale), K(adamw), K(gather_rows), K(scatter_rows),
     K(flash_attention_forward), K(flash_attention_backward_dot), K(flash_attention_backward_dkv),
-    K(flash_attention_backward_dq), K(mma_bf16_probe),
+    K(flash_attention_backward_dq), K(mma_bf16_probe), K(flash_attention_forward_mma64),
+    K(flash_attention_forward_mma128),
+    rl_make("flash_attention_forward_mma64/nosync", flash_forward_mma<4, FA_BUG_NOSYNC>),
+    rl_make("flash_attention_forward_mma64/tile", flash_forward_mma<4, FA_BUG_TILE>),
+    rl_make("flash_attention_forward_mma64/lse", flash_forward_mma<4, FA_BUG_LSE>),
+    rl_make("flash_attention_forward_mma64/frag", flash_forward_mma<4, FA_BUG_FRAG>),
+    rl_make("flash_attention_forward_mma128/frag", flash_forward_mma<8, FA_BUG_FRAG>),
     // mma.cuh MMA_BUG_SWAP: two fragment registers swapped
     rl_make("mma_bf16_probe/swap", mma_probe_impl<MMA_BUG_SWAP>),
     // planted defects (flashattn.cuh FA_BUG_*), launched in their kernel's

@@ -38,7 +38,8 @@ func (b *Backend) flashSeqlens(a *arena, cuSeqlens []int32, S, N, maxT, NH, NKV,
 }
 
 // AttentionVarlenForward: see gpu.Backend. One launch; lse [N,NH] is kept
-// for the backward.
+// for the backward. With Variants.FlashMMA the products run on the bf16
+// tensor cores (flashattn_mma.go).
 func (b *Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuSeqlens []int32, S, N, maxT, NH, NKV, HD int) {
 	if N == 0 {
 		return
@@ -46,6 +47,10 @@ func (b *Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, 
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	b.d.run("AttentionVarlenForward", func(a *arena) {
 		cu := b.flashSeqlens(a, cuSeqlens, S, N, maxT, NH, NKV, HD)
+		if b.d.vars.FlashMMA {
+			b.flashForwardMMA(a, cu, out, lse, q, k, v, S, N, maxT, NH, NKV, HD, scale)
+			return
+		}
 		b.d.launch("flash_attention_forward", flashBlocks(S, maxT, NH), ptr(a.out(out, N*NH*HD)), ptr(a.out(lse, N*NH)),
 			ptr(a.in(q, N*NH*HD)), ptr(a.in(k, N*NKV*HD)), ptr(a.in(v, N*NKV*HD)), ptr(cu),
 			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))

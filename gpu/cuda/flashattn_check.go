@@ -38,6 +38,13 @@ func checkAttentionVarlen(b Device) error {
 }
 
 func checkAttentionVarlenCase(b Device, seed uint64, lengths []int, NH, NKV, HD int) error {
+	return checkAttentionVarlenTol(b, seed, lengths, NH, NKV, HD, 1e-5, 2e-5)
+}
+
+// checkAttentionVarlenTol compares the forward's out and lse within fwdTol
+// and the backward's dq, dk, dv within bwdTol (relative to each tensor's
+// largest value, see compare).
+func checkAttentionVarlenTol(b Device, seed uint64, lengths []int, NH, NKV, HD int, fwdTol, bwdTol float64) error {
 	r := rand.New(rand.NewPCG(21, seed))
 	cu, maxT := gpu.CuSeqlens(lengths)
 	S, N := len(lengths), int(cu[len(lengths)])
@@ -47,7 +54,7 @@ func checkAttentionVarlenCase(b Device, seed uint64, lengths []int, NH, NKV, HD 
 	l1, l2 := randn(r, N*NH, 100), randn(r, N*NH, 100)
 	ref.AttentionVarlenForward(o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
 	b.AttentionVarlenForward(o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD)
-	if err := compareAll(1e-5, "out", o2, o1, "lse", l2, l1); err != nil {
+	if err := compareAll(fwdTol, "out", o2, o1, "lse", l2, l1); err != nil {
 		return err
 	}
 	dout := randn(r, len(q), 1)
@@ -56,5 +63,45 @@ func checkAttentionVarlenCase(b Device, seed uint64, lengths []int, NH, NKV, HD 
 	ref.AttentionVarlenBackward(dq1, dk1, dv1, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
 	// the device's backward reads the device's forward (its out and lse)
 	b.AttentionVarlenBackward(dq2, dk2, dv2, dout, o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD)
-	return compareAll(2e-5, "dq", dq2, dq1, "dk", dk2, dk1, "dv", dv2, dv1)
+	return compareAll(bwdTol, "dq", dq2, dq1, "dk", dk2, dk1, "dv", dv2, dv1)
+}
+
+// variantDevice is a device whose kernel variants can be switched
+// (*Backend).
+type variantDevice interface {
+	Variants() Variants
+	SetVariants(Variants)
+}
+
+// withVariant runs f with the variant set turns on in b (a device without
+// variants, the CPU reference, runs f as it is), then restores b's.
+func withVariant(b Device, set func(*Variants), f func() error) error {
+	if vd, ok := b.(variantDevice); ok {
+		old := vd.Variants()
+		v := old
+		set(&v)
+		vd.SetVariants(v)
+		defer vd.SetVariants(old)
+	}
+	return f()
+}
+
+// Tolerances of the FlashMMA forward (bf16 products) against the fp32
+// CPU reference, relative to each tensor's largest value, and of the
+// default backward run on its out and lse. Measured on the emulator over
+// flashCases (TestFlashMMAErrors): see docs/gpu.md, "Tensor-core variant".
+const flashMMAFwdTol, flashMMABwdTol = 1e-2, 2e-2
+
+// checkAttentionVarlenMMA is checkAttentionVarlen with Variants.FlashMMA
+// on (the forward's products on the bf16 tensor cores) and the
+// tolerances of bf16 operands.
+func checkAttentionVarlenMMA(b Device) error {
+	return withVariant(b, func(v *Variants) { v.FlashMMA = true }, func() error {
+		for i, c := range flashCases {
+			if err := checkAttentionVarlenTol(b, uint64(i), c.lengths, c.NH, c.NKV, c.HD, flashMMAFwdTol, flashMMABwdTol); err != nil {
+				return fmt.Errorf("flash_mma: lengths %v NH %d NKV %d HD %d: %w", c.lengths, c.NH, c.NKV, c.HD, err)
+			}
+		}
+		return nil
+	})
 }

@@ -3,8 +3,12 @@
 package cuda
 
 import (
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu"
 )
 
 // TestFlashAttentionEmulator runs the fused attention's check on the
@@ -44,5 +48,85 @@ func TestFlashAttentionPlantedBugs(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// TestFlashMMAErrors measures the FlashMMA forward (bf16 tensor-core
+// products) against the fp32 CPU reference over flashCases, and the
+// default backward run on its out and lse: each error (the largest
+// |diff| over the tensor's largest value, as compare has it) must be
+// within the check's tolerance, and the forward's above 1e-4, the bf16
+// rounding that shows the variant's kernel ran (the fp32 kernels are
+// within 1e-5). The figures are logged (-v) and quoted in docs/gpu.md.
+func TestFlashMMAErrors(t *testing.T) {
+	be := openEmulator(t)
+	be.SetVariants(Variants{FlashMMA: true})
+	rel := func(got, want []float32) float64 {
+		scale, worst := 1.0, 0.0
+		for i := range want {
+			scale = max(scale, math.Abs(float64(want[i])))
+			worst = max(worst, math.Abs(float64(got[i])-float64(want[i])))
+		}
+		return worst / scale
+	}
+	for i, c := range flashCases {
+		r := rand.New(rand.NewPCG(21, uint64(i)))
+		cu, maxT := gpu.CuSeqlens(c.lengths)
+		S, N := len(c.lengths), int(cu[len(c.lengths)])
+		NH, NKV, HD := c.NH, c.NKV, c.HD
+		q, k, v := randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1), randn(r, N*NKV*HD, 1)
+		o1, o2 := make([]float32, len(q)), make([]float32, len(q))
+		l1, l2 := make([]float32, N*NH), make([]float32, N*NH)
+		ref.AttentionVarlenForward(o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		be.AttentionVarlenForward(o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		dout := randn(r, len(q), 1)
+		dq1, dq2 := make([]float32, len(q)), make([]float32, len(q))
+		dk1, dk2 := make([]float32, len(k)), make([]float32, len(k))
+		dv1, dv2 := make([]float32, len(v)), make([]float32, len(v))
+		ref.AttentionVarlenBackward(dq1, dk1, dv1, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		be.AttentionVarlenBackward(dq2, dk2, dv2, dout, o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		eo, el := rel(o2, o1), rel(l2, l1)
+		eq, ek, ev := rel(dq2, dq1), rel(dk2, dk1), rel(dv2, dv1)
+		t.Logf("lengths %v NH %d NKV %d HD %d: out %.2e lse %.2e; dq %.2e dk %.2e dv %.2e", c.lengths, NH, NKV, HD, eo, el, eq, ek, ev)
+		if eo > flashMMAFwdTol || el > flashMMAFwdTol || eq > flashMMABwdTol || ek > flashMMABwdTol || ev > flashMMABwdTol {
+			t.Errorf("case %d: beyond the tolerances %g (forward), %g (backward)", i, flashMMAFwdTol, flashMMABwdTol)
+		}
+		if eo < 1e-4 {
+			t.Errorf("case %d: out within %.2e of fp32: the bf16 products did not run", i, eo)
+		}
+	}
+}
+
+// TestFlashMMAPlantedBugs runs the FlashMMA check with a defect planted in
+// its forward (FA_BUG_*: a missing __syncthreads after the K/V staging, the
+// diagonal tile left out, a log-sum-exp without the row maximum, P's A
+// fragment with two registers swapped); each must make the check fail,
+// naming the tensor it broke.
+func TestFlashMMAPlantedBugs(t *testing.T) {
+	be := openEmulator(t)
+	for _, tc := range []struct {
+		kernel, defect, tensor string
+	}{
+		{"flash_attention_forward_mma64", "nosync", "out"},
+		{"flash_attention_forward_mma64", "tile", "out"},
+		{"flash_attention_forward_mma64", "lse", "lse"},
+		{"flash_attention_forward_mma64", "frag", "out"},
+		{"flash_attention_forward_mma128", "frag", "out"},
+	} {
+		t.Run(tc.kernel+"/"+tc.defect, func(t *testing.T) {
+			emuPlanted[tc.kernel] = tc.defect
+			defer delete(emuPlanted, tc.kernel)
+			err := (Check{"AttentionVarlenMMA", checkAttentionVarlenMMA}).Do(be)
+			if err == nil {
+				t.Fatalf("the check passed with %s planted in %s", tc.defect, tc.kernel)
+			}
+			if !strings.Contains(err.Error(), tc.tensor) {
+				t.Errorf("error %q does not name %s", err, tc.tensor)
+			}
+			t.Log(err)
+		})
+	}
+	if be.Variants().FlashMMA {
+		t.Error("the check left FlashMMA on")
 	}
 }

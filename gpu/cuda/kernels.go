@@ -17,5 +17,5 @@ var kernelNames = []string{
 	"swiglu_forward", "swiglu_backward", "residual_forward", "residual_backward",
 	"logprob_forward", "logprob_backward", "sum_squares", "sum_f64", "scale", "adamw",
 	"gather_rows", "scatter_rows", "sample_tokens",
-	"mma_bf16_probe",
+	"mma_bf16_probe", "flash_attention_forward_mma64", "flash_attention_forward_mma128",
 }

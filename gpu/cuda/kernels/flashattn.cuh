@@ -445,6 +445,223 @@ __device__ void flash_backward_dq(float* dq, const float* q, const float* k, con
     }
 }
 
+// ---------------------------------------------------------------------------
+// The FlashMMA variant (Variants.FlashMMA): the products on the bf16 tensor
+// cores (mma.cuh), FlashAttention-2's warp layout. Operands are rounded to
+// bfloat16 where they are staged in shared memory (q, k, v) or taken from
+// registers (P); products accumulate in fp32; the online softmax, l, m and
+// the saved log-sum-exp are fp32 and mean what the default kernel's mean,
+// so the default backward runs after this forward.
+//
+// Tiles: a block of 256 threads = 8 warps holds FA_MQ = 128 queries, warp w
+// the 16 rows 16w..16w+15 (the M of an m16n8k16 product), and streams keys
+// in tiles of FA_TILE = 64. Per key tile a warp computes its 16 x 64 scores
+// S = Q K^T as 8 accumulator tiles of 16 x 8 (HD/16 products each), the
+// softmax of its rows in registers (a row's 64 scores lie in the 4 lanes of
+// a quad: two shuffles reduce it), and O += P V with P's fragments made from
+// S's accumulators (an m16n8 accumulator pair is an m16k16 A fragment) and
+// V^T staged [dim][key] so that a B fragment is two 32-bit loads. Q's
+// fragments are loaded into registers once per block.
+//
+// Budget (sm_90: 228 KB of shared memory and 64K registers per SM). NK =
+// HD/16 at most (4: HD <= 64, kernel ..._mma64; 8: HD <= 128, ..._mma128).
+// Shared memory is one buffer of bf16: first Q [128][16NK+8] (18 KB for NK
+// 4, 34 KB for 8), then K [64][16NK+8] and V^T [16NK][72] (18 KB, 35 KB):
+// rows padded by 8 bf16 (16 bytes) so that the fragment loads of a warp,
+// 8 rows x 4 words, fall in 32 different banks. Registers per thread: Q
+// fragments 4NK, O 8NK, S 32 (for NK 4: 16 + 32 + 32 = 80 plus addresses,
+// two blocks per SM at 128; for NK 8: 32 + 64 + 32, one block per SM).
+
+#define FA_MQ 128               // queries per block of the FlashMMA forward
+#define FA_BUG_FRAG 4           // planted defect: P's A fragment with two registers swapped
+
+// fa_block_rows is fa_block for tiles of `rows` queries (or keys).
+__device__ void fa_block_rows(const int* cu, i64 S, i64 maxT, i64 H, i64 rows, bool heavy_last, i64* h, i64* tile,
+                              i64* off, i64* L) {
+    i64 nT = (maxT + rows - 1) / rows;
+    i64 b = blockIdx.x;
+    *h = b % H;
+    i64 s = (b / H) % S, t = b / (H * S);
+    *tile = heavy_last ? nT - 1 - t : t;
+    *off = cu[s];
+    *L = (i64)cu[s + 1] - *off;
+}
+
+// fa_stage_bf16 stages rows r0..r0+rows-1, dimensions 0..dims-1 of head hh
+// of src [.., HH, HD] as bf16, straight: dst[r * ld + d] (0 past L or HD).
+// A thread converts two adjacent dimensions and stores them as one word;
+// a warp covers 64 consecutive dimensions of a row.
+__device__ void fa_stage_bf16(unsigned short* dst, int ld, const float* src, i64 off, i64 r0, int rows, i64 L, i64 hh,
+                              i64 HH, i64 HD, int dims) {
+    int pairs = dims / 2;
+    for (int i = threadIdx.x; i < rows * pairs; i += BLOCK) {
+        int r = i / pairs, d = 2 * (i % pairs);
+        float x = 0.0f, y = 0.0f;
+        if (r0 + r < L) {
+            const float* p = src + ((off + r0 + r) * HH + hh) * HD;
+            if (d < HD) x = p[d];
+            if (d + 1 < HD) y = p[d + 1];
+        }
+        st_b32(dst + r * ld + d, bf16x2(x, y));
+    }
+}
+
+// fa_stage_bf16_t stages the same transposed, dst[d * ld + r], two rows
+// (keys) to a word: a warp reads 8 consecutive dimensions of 8 rows (whole
+// 32-byte sectors) and its 32 stores fall in 32 different banks (ld = 72).
+__device__ void fa_stage_bf16_t(unsigned short* dst, int ld, const float* src, i64 off, i64 r0, int rows, i64 L, i64 hh,
+                                i64 HH, i64 HD, int dims) {
+    int dg = dims / 8;  // groups of 8 dimensions
+    for (int i = threadIdx.x; i < rows / 2 * dims; i += BLOCK) {
+        int lane = i & 31, w = i >> 5;
+        int d = 8 * (w % dg) + (lane & 7), r = 2 * (4 * (w / dg) + (lane >> 3));
+        float x = 0.0f, y = 0.0f;
+        if (d < HD) {
+            if (r0 + r < L) x = src[((off + r0 + r) * HH + hh) * HD + d];
+            if (r0 + r + 1 < L) y = src[((off + r0 + r + 1) * HH + hh) * HD + d];
+        }
+        st_b32(dst + d * ld + r, bf16x2(x, y));
+    }
+}
+
+// flash_forward_mma: one block per (sequence, tile of FA_MQ queries, head
+// h), the algorithm of flash_forward with warp w's rows q0+16w..q0+16w+15.
+// Lane (g, t) = (lane/4, lane%4) holds, for each 8-column accumulator tile,
+// rows g and g+8, columns 2t and 2t+1 (mma.cuh).
+template <int NK, int BUG>
+__device__ void flash_forward_mma(float* out, float* lse, const float* q, const float* k, const float* v, const int* cu,
+                                  i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+    constexpr int DIMS = 16 * NK;          // head dimensions staged (0 past HD)
+    constexpr int LDK = DIMS + 8;          // row stride of Q and K [row][dim]
+    constexpr int LDV = FA_TILE + 8;       // row stride of V^T [dim][key]
+    constexpr int QN = FA_MQ * LDK, KVN = FA_TILE * LDK + DIMS * LDV;
+    alignas(16) __shared__ unsigned short sm[QN > KVN ? QN : KVN];
+    unsigned short *Ks = sm, *Vt = sm + FA_TILE * LDK;
+    i64 h, tile, off, L;
+    fa_block_rows(cu, S, maxT, NH, FA_MQ, true, &h, &tile, &off, &L);
+    i64 q0 = tile * FA_MQ;
+    if (q0 >= L) return;  // the whole block: no work on padding
+    i64 kh = h / (NH / NKV);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int nk = (int)((HD + 15) / 16), nd = (int)((HD + 7) / 8);  // products over dims; 8-wide tiles of O
+    i64 wq0 = q0 + 16 * warp;                                   // the warp's first query
+
+    // Q's A fragments, once: rows g, g+8 of the warp, dims 16kk + 2t (+1, +8, +9)
+    fa_stage_bf16(sm, LDK, q, off, q0, FA_MQ, L, h, NH, HD, DIMS);
+    __syncthreads();
+    unsigned qa[NK][4];
+    const unsigned short* qw = sm + (16 * warp + g) * LDK + 2 * t;
+#pragma unroll
+    for (int kk = 0; kk < NK; kk++) {
+        qa[kk][0] = ld_b32(qw + 16 * kk);
+        qa[kk][1] = ld_b32(qw + 8 * LDK + 16 * kk);
+        qa[kk][2] = ld_b32(qw + 16 * kk + 8);
+        qa[kk][3] = ld_b32(qw + 8 * LDK + 16 * kk + 8);
+    }
+    float o[2 * NK][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int n = 0; n < 2 * NK; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+
+    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_MQ < L ? q0 + FA_MQ : L);
+    for (i64 j0 = 0; j0 < kend; j0 += FA_TILE) {
+        __syncthreads();  // Q's fragments, or the previous tile, are no longer read
+        fa_stage_bf16(Ks, LDK, k, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
+        fa_stage_bf16_t(Vt, LDV, v, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
+        if (BUG != FA_BUG_NOSYNC) __syncthreads();
+        if (j0 > wq0 + 15 || wq0 >= L) continue;  // the warp's rows see none of these keys (warp-uniform)
+
+        // S = Q K^T: accumulator tile n holds keys j0 + 8n .. j0 + 8n + 7
+        float s[8][4];
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+            const unsigned short* kr = Ks + (8 * n + g) * LDK + 2 * t;  // B[k][n] = K[key][dim]
+#pragma unroll
+            for (int kk = 0; kk < NK; kk++) {
+                if (kk < nk) {
+                    unsigned kb[2] = {ld_b32(kr + 16 * kk), ld_b32(kr + 16 * kk + 8)};
+                    mma_bf16_16816(s[n], qa[kk], kb);
+                }
+            }
+        }
+        // online softmax of rows g (r = 0) and g+8 (r = 1)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            i64 tq = wq0 + g + 8 * r;
+            float mx = -INFINITY;
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    i64 tk = j0 + 8 * n + 2 * t + c;
+                    float& x = s[n][2 * r + c];
+                    x = tk <= tq && tq < L ? x * scale : -INFINITY;
+                    mx = fmaxf(mx, x);
+                }
+            }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+            float mnew = fmaxf(m[r], mx);
+            float base = mnew == -INFINITY ? 0.0f : mnew;  // a row with no key yet
+            float alpha = expf(m[r] - base), sum = 0.0f;
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    float& x = s[n][2 * r + c];
+                    x = expf(x - base);
+                    sum += x;
+                }
+            }
+            sum += __shfl_xor_sync(0xffffffff, sum, 1);
+            sum += __shfl_xor_sync(0xffffffff, sum, 2);
+            l[r] = l[r] * alpha + sum;
+            m[r] = mnew;
+#pragma unroll
+            for (int n = 0; n < 2 * NK; n++) o[n][2 * r] *= alpha, o[n][2 * r + 1] *= alpha;
+        }
+        // O += P V over the tile's keys, 16 at a time: P's A fragment is the
+        // accumulator pair (2kk, 2kk+1) rounded to bf16; B[k][n] = V[key][dim]
+        // = V^T[dim][key]
+        int kn = (int)(L - j0 < FA_TILE ? L - j0 : FA_TILE);  // the tile's keys
+#pragma unroll
+        for (int kk = 0; kk < FA_TILE / 16; kk++) {
+            if (16 * kk < kn) {
+                unsigned pa[4] = {bf16x2(s[2 * kk][0], s[2 * kk][1]), bf16x2(s[2 * kk][2], s[2 * kk][3]),
+                                  bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]), bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                if (BUG == FA_BUG_FRAG) {
+                    unsigned x = pa[1];
+                    pa[1] = pa[2];
+                    pa[2] = x;
+                }
+                const unsigned short* vr = Vt + g * LDV + 16 * kk + 2 * t;
+#pragma unroll
+                for (int n = 0; n < 2 * NK; n++) {
+                    if (n < nd) {
+                        unsigned vb[2] = {ld_b32(vr + 8 * n * LDV), ld_b32(vr + 8 * n * LDV + 8)};
+                        mma_bf16_16816(o[n], pa, vb);
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        i64 tq = wq0 + g + 8 * r;
+        if (tq >= L) continue;
+        float inv = 1.0f / l[r];
+#pragma unroll
+        for (int n = 0; n < 2 * NK; n++) {
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                i64 d = 8 * n + 2 * t + c;
+                if (d < HD) out[((off + tq) * NH + h) * HD + d] = o[n][2 * r + c] * inv;
+            }
+        }
+        if (t == 0) lse[(off + tq) * NH + h] = BUG == FA_BUG_LSE ? logf(l[r]) : m[r] + logf(l[r]);
+    }
+}
+
 }  // extern "C++"
 
 __global__ void FA_TWO_BLOCKS flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
@@ -472,4 +689,17 @@ __global__ void FA_TWO_BLOCKS flash_attention_backward_dq(float* dq, const float
                                             const float* dout, const float* lse, const float* D, const int* cu,
                                             i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
     flash_backward_dq<FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+}
+
+// flash_attention_forward_mma64 and _mma128: the FlashMMA forward for
+// head dimensions up to 64 (two blocks per SM) and up to 128.
+__global__ void FA_TWO_BLOCKS flash_attention_forward_mma64(float* out, float* lse, const float* q, const float* k,
+                                                            const float* v, const int* cu, i64 S, i64 maxT, i64 NH,
+                                                            i64 NKV, i64 HD, float scale) {
+    flash_forward_mma<4, FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale);
+}
+
+__global__ void flash_attention_forward_mma128(float* out, float* lse, const float* q, const float* k, const float* v,
+                                               const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+    flash_forward_mma<8, FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale);
 }

@@ -65,6 +65,16 @@ __device__ unsigned ld_b32(const unsigned short* p) {
 #endif
 }
 
+// st_b32 writes one register as two adjacent bf16 (4-byte aligned).
+__device__ void st_b32(unsigned short* p, unsigned v) {
+#ifdef __CUDACC__
+    *reinterpret_cast<unsigned*>(p) = v;
+#else
+    if ((uintptr_t)p % 4 != 0) __builtin_trap();
+    memcpy(p, &v, 4);
+#endif
+}
+
 // mma_probe: each warp of each block runs one product on registers given
 // per lane: problem p = blockIdx.x * (BLOCK/32) + warp (of count) reads
 // a[p][lane][0..3], b[p][lane][0..1], c[p][lane][0..3] and writes
