@@ -242,6 +242,13 @@ static const rl_kernel rl_kernels[] = {
     rl_make("flash_attention_forward_mma64/lse", flash_forward_mma<4, FA_BUG_LSE>),
     rl_make("flash_attention_forward_mma64/frag", flash_forward_mma<4, FA_BUG_FRAG>),
     rl_make("flash_attention_forward_mma128/frag", flash_forward_mma<8, FA_BUG_FRAG>),
+    K(flash_attention_backward_dq_mma64), K(flash_attention_backward_dkv_mma64),
+    rl_make("flash_attention_backward_dq_mma64/nosync", flash_backward_dq_mma<4, FA_BUG_NOSYNC>),
+    rl_make("flash_attention_backward_dq_mma64/tile", flash_backward_dq_mma<4, FA_BUG_TILE>),
+    rl_make("flash_attention_backward_dq_mma64/frag", flash_backward_dq_mma<4, FA_BUG_FRAG>),
+    rl_make("flash_attention_backward_dkv_mma64/nosync", flash_backward_dkv_mma<4, FA_BUG_NOSYNC>),
+    rl_make("flash_attention_backward_dkv_mma64/tile", flash_backward_dkv_mma<4, FA_BUG_TILE>),
+    rl_make("flash_attention_backward_dkv_mma64/frag", flash_backward_dkv_mma<4, FA_BUG_FRAG>),
     // mma.cuh MMA_BUG_SWAP: two fragment registers swapped
     rl_make("mma_bf16_probe/swap", mma_probe_impl<MMA_BUG_SWAP>),
     // planted defects (flashattn.cuh FA_BUG_*), launched in their kernel's

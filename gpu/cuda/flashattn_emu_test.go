@@ -51,13 +51,15 @@ func TestFlashAttentionPlantedBugs(t *testing.T) {
 	}
 }
 
-// TestFlashMMAErrors measures the FlashMMA forward (bf16 tensor-core
-// products) against the fp32 CPU reference over flashCases, and the
-// default backward run on its out and lse: each error (the largest
-// |diff| over the tensor's largest value, as compare has it) must be
-// within the check's tolerance, and the forward's above 1e-4, the bf16
-// rounding that shows the variant's kernel ran (the fp32 kernels are
-// within 1e-5). The figures are logged (-v) and quoted in docs/gpu.md.
+// TestFlashMMAErrors measures the FlashMMA kernels (bf16 tensor-core
+// products) against the fp32 CPU reference over flashCases: the forward,
+// the backward on its out and lse, and the backward alone on the
+// reference's. Each error (the largest |diff| over the tensor's largest
+// value, as compare has it) must be within the check's tolerance, and
+// above 1e-4 where bf16 products ran (the forward; the backward for HD <=
+// 64), below it where the fp32 kernels did (the backward for HD > 64): the
+// fp32 kernels are within 1e-5. The figures are logged (-v) and quoted in
+// docs/gpu.md.
 func TestFlashMMAErrors(t *testing.T) {
 	be := openEmulator(t)
 	be.SetVariants(Variants{FlashMMA: true})
@@ -94,14 +96,25 @@ func TestFlashMMAErrors(t *testing.T) {
 		if eo < 1e-4 {
 			t.Errorf("case %d: out within %.2e of fp32: the bf16 products did not run", i, eo)
 		}
+		// the backward alone, on the reference's out and lse: bf16 products
+		// for HD <= 64, the fp32 kernels above
+		be.AttentionVarlenBackward(dq2, dk2, dv2, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		bq, bk, bv := rel(dq2, dq1), rel(dk2, dk1), rel(dv2, dv1)
+		t.Logf("  the backward on the reference's out and lse: dq %.2e dk %.2e dv %.2e", bq, bk, bv)
+		if bq > flashMMABwdTol || bk > flashMMABwdTol || bv > flashMMABwdTol {
+			t.Errorf("case %d: the backward alone beyond %g", i, flashMMABwdTol)
+		}
+		if bf16 := min(bq, bk, bv) > 1e-4; bf16 != (HD <= 64) {
+			t.Errorf("case %d: HD %d, backward errors %.2e %.2e %.2e: bf16 products %v, want %v", i, HD, bq, bk, bv, bf16, HD <= 64)
+		}
 	}
 }
 
 // TestFlashMMAPlantedBugs runs the FlashMMA check with a defect planted in
-// its forward (FA_BUG_*: a missing __syncthreads after the K/V staging, the
-// diagonal tile left out, a log-sum-exp without the row maximum, P's A
-// fragment with two registers swapped); each must make the check fail,
-// naming the tensor it broke.
+// one of its kernels (FA_BUG_*: a missing __syncthreads after a tile's
+// staging, the diagonal tile left out, a log-sum-exp without the row
+// maximum, P's or dS's A fragment with two registers swapped); each must
+// make the check fail, naming the tensor it broke.
 func TestFlashMMAPlantedBugs(t *testing.T) {
 	be := openEmulator(t)
 	for _, tc := range []struct {
@@ -112,6 +125,12 @@ func TestFlashMMAPlantedBugs(t *testing.T) {
 		{"flash_attention_forward_mma64", "lse", "lse"},
 		{"flash_attention_forward_mma64", "frag", "out"},
 		{"flash_attention_forward_mma128", "frag", "out"},
+		{"flash_attention_backward_dq_mma64", "nosync", "dq"},
+		{"flash_attention_backward_dq_mma64", "tile", "dq"},
+		{"flash_attention_backward_dq_mma64", "frag", "dq"},
+		{"flash_attention_backward_dkv_mma64", "nosync", "dk"},
+		{"flash_attention_backward_dkv_mma64", "tile", "dk"},
+		{"flash_attention_backward_dkv_mma64", "frag", "dk"},
 	} {
 		t.Run(tc.kernel+"/"+tc.defect, func(t *testing.T) {
 			emuPlanted[tc.kernel] = tc.defect

@@ -31,6 +31,19 @@ func (b *Backend) flashForwardMMA(a *arena, cu dptr, out, lse, q, k, v []float32
 		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
 }
 
+// flashBackwardMMA launches the FlashMMA backward (head dimensions up to
+// 64) inside AttentionVarlenBackward's op, on its staged operands and D:
+// the default's grids (64 keys, or 64 queries, a block).
+func (b *Backend) flashBackwardMMA(a *arena, cu, pq, pk, pv, pdo, plse, pD dptr, dq, dk []float32,
+	S, N, maxT, NH, NKV, HD int, scale float32, dv []float32) {
+	b.d.launch("flash_attention_backward_dkv_mma64", flashBlocks(S, maxT, NKV), ptr(a.out(dk, N*NKV*HD)), ptr(a.out(dv, N*NKV*HD)),
+		ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
+		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+	b.d.launch("flash_attention_backward_dq_mma64", flashBlocks(S, maxT, NH), ptr(a.out(dq, N*NH*HD)),
+		ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
+		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+}
+
 var _ MMAProber = (*Backend)(nil)
 
 // MMAProbe: see MMAProber. One warp per problem, 8 to a block.

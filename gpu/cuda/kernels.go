@@ -18,4 +18,5 @@ var kernelNames = []string{
 	"logprob_forward", "logprob_backward", "sum_squares", "sum_f64", "scale", "adamw",
 	"gather_rows", "scatter_rows", "sample_tokens",
 	"mma_bf16_probe", "flash_attention_forward_mma64", "flash_attention_forward_mma128",
+	"flash_attention_backward_dq_mma64", "flash_attention_backward_dkv_mma64",
 }

@@ -662,6 +662,272 @@ __device__ void flash_forward_mma(float* out, float* lse, const float* q, const 
     }
 }
 
+// ---------------------------------------------------------------------------
+// The FlashMMA backward, for head dimensions up to 64 (NK = 4; larger ones
+// run the fp32 kernels above). Both kernels keep the default's grid: a
+// block per 64 rows (queries for dQ, keys for dK/dV) and head, streaming
+// the other side in tiles of 64. Warp w owns the 16 rows 16(w%4).. and
+// the 32 columns 32(w/4).. of each streamed tile, so that a warp's score
+// tiles are 16 x 32 (4 accumulator tiles of 16 x 8: 16 registers each for
+// S and dP); the two warps of a row group add their partial sums through
+// shared memory at the end (fixed order: no atomics).
+//
+// Budget (sm_90, NK 4): shared memory one buffer of 18 KB (dK/dV: K and V
+// for their fragments, then per query tile Q and dO [query][dim], then
+// Q^T and dO^T [dim][query]) or 27 KB (dQ: Q and dO, then per key tile K
+// and V [key][dim] and K^T [dim][key]), reused for the final sums (16 KB of
+// fp32). Registers: the rows' fragments of two operands (32), one or two
+// fp32 accumulators of 16 x 64 (32 each), S and dP (32).
+
+// fa_mma_abt: acc[n] (n < 4) = A B^T for the warp's 16 rows (A's fragments
+// a, over nk products of 16 dimensions) and 32 columns whose operand rows
+// are staged straight at Bs [col][dim] (row stride ld): column 8n + g of
+// the warp's 32 in lanes (g, t).
+template <int NK>
+__device__ void fa_mma_abt(float (&acc)[4][4], const unsigned (&a)[NK][4], const unsigned short* Bs, int ld, int nk) {
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int n = 0; n < 4; n++) {
+        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+        const unsigned short* br = Bs + (8 * n + g) * ld + 2 * t;
+#pragma unroll
+        for (int kk = 0; kk < NK; kk++) {
+            if (kk < nk) {
+                unsigned b[2] = {ld_b32(br + 16 * kk), ld_b32(br + 16 * kk + 8)};
+                mma_bf16_16816(acc[n], a[kk], b);
+            }
+        }
+    }
+}
+
+// fa_mma_pb: o[n] (n < 2NK, of nd) += P B for the warp's 16 rows, P [16 x
+// 32] the accumulators p (rounded to bf16: the pair 2kk, 2kk+1 is the A
+// fragment of columns 16kk..16kk+15) and B [32 x dims] staged transposed
+// at Bt [dim][col] (row stride ld); kn of the 32 columns are valid.
+template <int NK, int BUG>
+__device__ void fa_mma_pb(float (&o)[2 * NK][4], const float (&p)[4][4], const unsigned short* Bt, int ld, int kn, int nd) {
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        if (16 * kk < kn) {
+            unsigned pa[4] = {bf16x2(p[2 * kk][0], p[2 * kk][1]), bf16x2(p[2 * kk][2], p[2 * kk][3]),
+                              bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]), bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+            if (BUG == FA_BUG_FRAG) {
+                unsigned x = pa[1];
+                pa[1] = pa[2];
+                pa[2] = x;
+            }
+            const unsigned short* br = Bt + g * ld + 16 * kk + 2 * t;
+#pragma unroll
+            for (int n = 0; n < 2 * NK; n++) {
+                if (n < nd) {
+                    unsigned b[2] = {ld_b32(br + 8 * n * ld), ld_b32(br + 8 * n * ld + 8)};
+                    mma_bf16_16816(o[n], pa, b);
+                }
+            }
+        }
+    }
+}
+
+// fa_mma_frags loads the A fragments of rows r0..r0+15 staged straight at
+// As [row][dim] (row stride ld).
+template <int NK>
+__device__ void fa_mma_frags(unsigned (&a)[NK][4], const unsigned short* As, int ld, int r0) {
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const unsigned short* ar = As + (r0 + g) * ld + 2 * t;
+#pragma unroll
+    for (int kk = 0; kk < NK; kk++) {
+        a[kk][0] = ld_b32(ar + 16 * kk);
+        a[kk][1] = ld_b32(ar + 8 * ld + 16 * kk);
+        a[kk][2] = ld_b32(ar + 16 * kk + 8);
+        a[kk][3] = ld_b32(ar + 8 * ld + 16 * kk + 8);
+    }
+}
+
+// fa_mma_store adds the partial sums of the two warps of each row group
+// (columns halves 0 and 1) through red [64][16NK] floats and writes
+// scale * the sum of rows row0 + 0..63 (below L) of head hh of dst [..,
+// HH, HD]. Every thread must call it; red may alias the staging buffer.
+template <int NK>
+__device__ void fa_mma_store(float* dst, float* red, const float (&acc)[2 * NK][4], float scale, i64 off, i64 row0, i64 L,
+                             i64 hh, i64 HH, i64 HD) {
+    constexpr int DIMS = 16 * NK;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int rg = warp & 3, half = warp >> 2;
+    __syncthreads();  // the staging buffer is no longer read
+    if (half == 1) {
+#pragma unroll
+        for (int n = 0; n < 2 * NK; n++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) red[(16 * rg + g + 8 * (i / 2)) * DIMS + 8 * n + 2 * t + i % 2] = acc[n][i];
+        }
+    }
+    __syncthreads();
+    if (half == 0) {
+#pragma unroll
+        for (int n = 0; n < 2 * NK; n++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int r = 16 * rg + g + 8 * (i / 2), d = 8 * n + 2 * t + i % 2;
+                if (row0 + r < L && d < HD)
+                    dst[((off + row0 + r) * HH + hh) * HD + d] = (acc[n][i] + red[r * DIMS + d]) * scale;
+            }
+        }
+    }
+}
+
+// flash_backward_dq_mma: flash_backward_dq on the tensor cores. Block:
+// (sequence, tile of 64 queries, head h); per key tile in the causal range
+// S = Q K^T, dP = dO V^T (Q and dO fragments in registers, K and V staged
+// [key][dim]), dS = exp(S*scale - lse) * (dP - D), dQ += dS K (K^T staged
+// [dim][key]).
+template <int NK, int BUG>
+__device__ void flash_backward_dq_mma(float* dq, const float* q, const float* k, const float* v, const float* dout,
+                                      const float* lse, const float* D, const int* cu, i64 S, i64 maxT, i64 NH,
+                                      i64 NKV, i64 HD, float scale) {
+    constexpr int DIMS = 16 * NK, LDK = DIMS + 8, LDV = FA_TILE + 8;
+    constexpr int KVN = 2 * FA_TILE * LDK + DIMS * LDV;  // K, V, K^T; first Q and dO (2 * FA_TILE * LDK)
+    alignas(16) __shared__ unsigned short sm[KVN];
+    static_assert(sizeof(sm) >= FA_TILE * DIMS * sizeof(float), "fa_mma_store's sums fit the buffer");
+    unsigned short *Ks = sm, *Vs = sm + FA_TILE * LDK, *Kt = sm + 2 * FA_TILE * LDK;
+    i64 h, tile, off, L;
+    fa_block(cu, S, maxT, NH, true, &h, &tile, &off, &L);
+    i64 q0 = tile * FA_TILE;
+    if (q0 >= L) return;
+    i64 kh = h / (NH / NKV);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int rg = warp & 3, half = warp >> 2;  // rows 16rg.., columns 32half.. of each key tile
+    int nk = (int)((HD + 15) / 16), nd = (int)((HD + 7) / 8);
+    i64 wq0 = q0 + 16 * rg;
+
+    fa_stage_bf16(sm, LDK, q, off, q0, FA_TILE, L, h, NH, HD, DIMS);
+    fa_stage_bf16(sm + FA_TILE * LDK, LDK, dout, off, q0, FA_TILE, L, h, NH, HD, DIMS);
+    __syncthreads();
+    unsigned qa[NK][4], da[NK][4];
+    fa_mma_frags(qa, sm, LDK, 16 * rg);
+    fa_mma_frags(da, sm + FA_TILE * LDK, LDK, 16 * rg);
+    float lq[2], dq0[2];  // lse and D of rows g, g+8
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        i64 tq = wq0 + g + 8 * r;
+        lq[r] = tq < L ? lse[(off + tq) * NH + h] : 0.0f;
+        dq0[r] = tq < L ? D[(off + tq) * NH + h] : 0.0f;
+    }
+    float acc[2 * NK][4];
+#pragma unroll
+    for (int n = 0; n < 2 * NK; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
+    for (i64 j0 = 0; j0 < kend; j0 += FA_TILE) {
+        __syncthreads();  // the fragments' staging, or the previous tile, is no longer read
+        fa_stage_bf16(Ks, LDK, k, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
+        fa_stage_bf16(Vs, LDK, v, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
+        fa_stage_bf16_t(Kt, LDV, k, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
+        if (BUG != FA_BUG_NOSYNC) __syncthreads();
+        i64 c0 = j0 + 32 * half;                       // the warp's first key
+        if (c0 > wq0 + 15 || c0 >= L || wq0 >= L) continue;  // none of its keys is seen (warp-uniform)
+        float s[4][4], dp[4][4];
+        fa_mma_abt(s, qa, Ks + 32 * half * LDK, LDK, nk);
+        fa_mma_abt(dp, da, Vs + 32 * half * LDK, LDK, nk);
+#pragma unroll
+        for (int n = 0; n < 4; n++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int r = i / 2;
+                i64 tq = wq0 + g + 8 * r, tk = c0 + 8 * n + 2 * t + i % 2;
+                s[n][i] = tk <= tq && tq < L ? expf(s[n][i] * scale - lq[r]) * (dp[n][i] - dq0[r]) : 0.0f;
+            }
+        }
+        int kn = (int)(L - c0 < 32 ? L - c0 : 32);
+        fa_mma_pb<NK, BUG>(acc, s, Kt + 32 * half, LDV, kn, nd);
+    }
+    fa_mma_store<NK>(dq, reinterpret_cast<float*>(sm), acc, scale, off, q0, L, h, NH, HD);
+}
+
+// flash_backward_dkv_mma: flash_backward_dkv on the tensor cores. Block:
+// (sequence, tile of 64 keys, key/value head kh); for each query head of
+// the group and each query tile from the keys' own to the sequence's end:
+// S^T = K Q^T, dP^T = V dO^T (K and V fragments in registers, Q and dO
+// staged [query][dim]), P^T = exp(S^T*scale - lse), dS^T = P^T (dP^T - D),
+// then dV += P^T dO and dK += dS^T Q (dO^T and Q^T staged [dim][query] in
+// the same buffer).
+template <int NK, int BUG>
+__device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, const float* k, const float* v,
+                                       const float* dout, const float* lse, const float* D, const int* cu, i64 S,
+                                       i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+    constexpr int DIMS = 16 * NK, LDK = DIMS + 8, LDV = FA_TILE + 8;
+    constexpr int SN = 2 * FA_TILE * LDK, TN = 2 * DIMS * LDV;
+    alignas(16) __shared__ unsigned short sm[SN > TN ? SN : TN];
+    static_assert(sizeof(sm) >= FA_TILE * DIMS * sizeof(float), "fa_mma_store's sums fit the buffer");
+    __shared__ float lsq[FA_TILE], dsq[FA_TILE];  // lse and D of the query tile
+    unsigned short *As = sm, *Bs = sm + FA_TILE * LDK;  // K and V, then Q and dO [query][dim]
+    unsigned short *At = sm, *Bt = sm + DIMS * LDV;     // Q^T and dO^T [dim][query]
+    i64 kh, tile, off, L;
+    fa_block(cu, S, maxT, NKV, false, &kh, &tile, &off, &L);
+    i64 j0 = tile * FA_TILE;
+    if (j0 >= L) return;
+    i64 group = NH / NKV;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int rg = warp & 3, half = warp >> 2;  // keys 16rg.., queries 32half.. of each query tile
+    int nk = (int)((HD + 15) / 16), nd = (int)((HD + 7) / 8);
+    i64 wk0 = j0 + 16 * rg;
+
+    fa_stage_bf16(As, LDK, k, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
+    fa_stage_bf16(Bs, LDK, v, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
+    __syncthreads();
+    unsigned ka[NK][4], va[NK][4];
+    fa_mma_frags(ka, As, LDK, 16 * rg);
+    fa_mma_frags(va, Bs, LDK, 16 * rg);
+    float dka[2 * NK][4], dva[2 * NK][4];
+#pragma unroll
+    for (int n = 0; n < 2 * NK; n++) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) dka[n][i] = dva[n][i] = 0.0f;
+    }
+    for (i64 gi = 0; gi < group; gi++) {
+        i64 h = kh * group + gi;
+        for (i64 i0 = BUG == FA_BUG_TILE ? j0 + FA_TILE : j0; i0 < L; i0 += FA_TILE) {
+            __syncthreads();  // the previous tile (or K, V) is no longer read
+            fa_stage_bf16(As, LDK, q, off, i0, FA_TILE, L, h, NH, HD, DIMS);
+            fa_stage_bf16(Bs, LDK, dout, off, i0, FA_TILE, L, h, NH, HD, DIMS);
+            for (int i = threadIdx.x; i < FA_TILE; i += BLOCK) {
+                lsq[i] = i0 + i < L ? lse[(off + i0 + i) * NH + h] : 0.0f;
+                dsq[i] = i0 + i < L ? D[(off + i0 + i) * NH + h] : 0.0f;
+            }
+            if (BUG != FA_BUG_NOSYNC) __syncthreads();
+            i64 c0 = i0 + 32 * half;  // the warp's first query
+            bool work = !(wk0 > c0 + 31 || c0 >= L);  // some of its pairs are causal (warp-uniform)
+            float p[4][4], ds[4][4];
+            if (work) {
+                fa_mma_abt(p, ka, As + 32 * half * LDK, LDK, nk);
+                fa_mma_abt(ds, va, Bs + 32 * half * LDK, LDK, nk);
+#pragma unroll
+                for (int n = 0; n < 4; n++) {
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        int qc = 32 * half + 8 * n + 2 * t + i % 2;  // query within the tile
+                        i64 tk = wk0 + g + 8 * (i / 2), tq = i0 + qc;
+                        float pv = tk <= tq && tq < L ? expf(p[n][i] * scale - lsq[qc]) : 0.0f;
+                        p[n][i] = pv;
+                        ds[n][i] = pv * (ds[n][i] - dsq[qc]);
+                    }
+                }
+            }
+            __syncthreads();  // Q, dO [query][dim] are no longer read
+            fa_stage_bf16_t(At, LDV, q, off, i0, FA_TILE, L, h, NH, HD, DIMS);
+            fa_stage_bf16_t(Bt, LDV, dout, off, i0, FA_TILE, L, h, NH, HD, DIMS);
+            __syncthreads();
+            if (work) {
+                int kn = (int)(L - c0 < 32 ? L - c0 : 32);
+                fa_mma_pb<NK, BUG>(dva, p, Bt + 32 * half, LDV, kn, nd);
+                fa_mma_pb<NK, BUG>(dka, ds, At + 32 * half, LDV, kn, nd);
+            }
+        }
+    }
+    float* red = reinterpret_cast<float*>(sm);
+    fa_mma_store<NK>(dk, red, dka, scale, off, j0, L, kh, NKV, HD);
+    fa_mma_store<NK>(dv, red, dva, 1.0f, off, j0, L, kh, NKV, HD);
+}
+
 }  // extern "C++"
 
 __global__ void FA_TWO_BLOCKS flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
@@ -702,4 +968,20 @@ __global__ void FA_TWO_BLOCKS flash_attention_forward_mma64(float* out, float* l
 __global__ void flash_attention_forward_mma128(float* out, float* lse, const float* q, const float* k, const float* v,
                                                const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
     flash_forward_mma<8, FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale);
+}
+
+// flash_attention_backward_dq_mma64 and _dkv_mma64: the FlashMMA backward
+// for head dimensions up to 64.
+__global__ void FA_TWO_BLOCKS flash_attention_backward_dq_mma64(float* dq, const float* q, const float* k,
+                                                                const float* v, const float* dout, const float* lse,
+                                                                const float* D, const int* cu, i64 S, i64 maxT,
+                                                                i64 NH, i64 NKV, i64 HD, float scale) {
+    flash_backward_dq_mma<4, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+}
+
+__global__ void flash_attention_backward_dkv_mma64(float* dk, float* dv, const float* q, const float* k,
+                                                                 const float* v, const float* dout, const float* lse,
+                                                                 const float* D, const int* cu, i64 S, i64 maxT,
+                                                                 i64 NH, i64 NKV, i64 HD, float scale) {
+    flash_backward_dkv_mma<4, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
 }
