@@ -12,8 +12,22 @@ package cuda
 // tensor again before it runs, on the device: after an optimizer step, one
 // conversion of the parameters per step; during generation, none. Nothing
 // crosses between host and device for it. A weight that is a host slice is
-// staged and rounded for that product alone. Activations and output
-// gradients are rounded into the op's staging arena for each product.
+// staged and rounded for that product alone.
+//
+// An activation operand (the input of MatmulForward and MatmulBackward)
+// that lies in a tensor of the backend is converted into one shared copy,
+// kept after the op: the next product that reads the same floats (the same
+// address and length) while the copy is valid uses it as it is, so q, k
+// and v convert their common normed input once, gate and up theirs once,
+// and the LM head's backward reuses its forward's. The copy is valid from
+// its conversion until the first of: an op writes its tensor (the same
+// marks as the weights' copies: each output staged with back, when the op
+// starts and again when it ends, and Upload), the tensor is freed (its
+// memory may become another tensor), another operand is converted into
+// the copy, Close. Host slices, and the output gradients (each read by one
+// product, whose two GEMMs already share it), are rounded into the op's
+// staging arena as before. The copy holds 2 bytes per float of the largest
+// operand converted into it, in a buffer that grows and never shrinks.
 
 import (
 	"fmt"
@@ -31,6 +45,9 @@ type bf16Copy struct {
 
 // wrote records that an op writes (part of) the tensor starting at t.
 func (d *device) wrote(t dptr) {
+	if d.act.tensor == t && d.plantBF16 != "actstale" { // planted bug: the activation copy kept
+		d.act.valid = false
+	}
 	if d.plantBF16 == "stale" {
 		return // planted bug: copies never refreshed
 	}
@@ -41,8 +58,12 @@ func (d *device) wrote(t dptr) {
 	}
 }
 
-// dropBF16 frees the copy of the tensor at t (which is being freed).
+// dropBF16 frees the copy of the tensor at t (which is being freed), and
+// invalidates the activation copy if it was made from t.
 func (d *device) dropBF16(t dptr) {
+	if d.act.tensor == t && d.plantBF16 != "actfree" { // planted bug: kept after a free
+		d.act.valid = false
+	}
 	i := slices.IndexFunc(d.bf16, func(c bf16Copy) bool { return c.src == t })
 	if i < 0 {
 		return
@@ -52,14 +73,105 @@ func (d *device) dropBF16(t dptr) {
 	d.release(c.p)
 }
 
+// convCounts count the f32_to_bf16 launches the products and the bf16
+// ops queued, the floats they converted (each read as 4 bytes and written
+// as 2), and the products that reused the shared activation copy instead.
+type convCounts struct {
+	launches, floats, shared int64
+}
+
+// convert queues q [n] = bf16(x [n]), counted.
+func (d *device) convert(q, x dptr, n int) {
+	d.conv.launches++
+	d.conv.floats += int64(n)
+	d.launch("f32_to_bf16", gridFor(n), ptr(q), ptr(x), i64(n))
+}
+
 // toBF16 rounds the n floats at x into the arena and returns them.
 func (d *device) toBF16(a *arena, x dptr, n int) dptr {
 	if n == 0 {
 		return 0
 	}
 	q := a.alloc(int64(n) * 2)
-	d.launch("f32_to_bf16", gridFor(n), ptr(q), ptr(x), i64(n))
+	d.convert(q, x, n)
 	return q
+}
+
+// actCopy is the shared bfloat16 copy of an activation operand: the n
+// floats at src, in the live tensor that starts at tensor, while valid.
+type actCopy struct {
+	tensor, src dptr
+	n           int
+	valid       bool
+	p           dptr  // the copy's buffer, of bytes (0: none yet)
+	bytes       int64 // its size
+}
+
+// activationBF16 returns the bfloat16 version of the activation operand x
+// [n], on the device at px: the shared copy if it holds those floats and is
+// valid, else a new conversion into it (the buffer grown first if too
+// small). A host slice, and any operand while unsharedBF16 is set or when
+// the buffer cannot grow, is rounded into the arena for this product alone.
+func (d *device) activationBF16(a *arena, x []float32, px dptr, n int) dptr {
+	if n == 0 {
+		return 0
+	}
+	_, t := d.mem.find(unsafe.Pointer(&x[0]), int64(n)*4)
+	if t == nil || d.unsharedBF16 {
+		return d.toBF16(a, px, n)
+	}
+	c := &d.act
+	if c.valid && c.src == px && c.n == n {
+		d.conv.shared++
+		if d.checkShared {
+			d.verifyShared(a)
+		}
+		return c.p
+	}
+	c.valid = false
+	if bytes := (int64(n)*2 + 255) &^ 255; bytes > c.bytes {
+		if c.p != 0 {
+			// queued products may still read the old buffer
+			if err := d.sync(); err != nil {
+				panic(&Error{"", err})
+			}
+			if err := d.drv.free(c.p); err != nil {
+				panic(&Error{"", err})
+			}
+			c.p, c.bytes = 0, 0
+		}
+		p, err := d.malloc("bfloat16 copy of an activation", bytes)
+		if err != nil { // no room to keep it: this product's own copy, in the arena
+			return d.toBF16(a, px, n)
+		}
+		c.p, c.bytes = p, bytes
+	}
+	d.convert(c.p, px, n)
+	c.tensor, c.src, c.n, c.valid = t.p, px, n, true
+	return c.p
+}
+
+// verifyShared converts the shared copy's operand again and compares the
+// two bit for bit (checkShared): a difference is a stale copy.
+func (d *device) verifyShared(a *arena) {
+	c := d.act
+	q := a.alloc(int64(c.n) * 2)
+	d.launch("f32_to_bf16", gridFor(c.n), ptr(q), ptr(c.src), i64(c.n))
+	kept, fresh := make([]uint16, c.n), make([]uint16, c.n)
+	if err := d.dtoh(unsafe.Pointer(&kept[0]), c.p, int64(c.n)*2); err != nil {
+		panic(&Error{"", err})
+	}
+	if err := d.dtoh(unsafe.Pointer(&fresh[0]), q, int64(c.n)*2); err != nil {
+		panic(&Error{"", err})
+	}
+	if i := slices.Compare(kept, fresh); i != 0 {
+		j := 0
+		for kept[j] == fresh[j] {
+			j++
+		}
+		panic(&Error{"", fmt.Errorf("stale bfloat16 copy of the activation at %#x (%d floats): element %d is %#04x, converted again %#04x",
+			c.src, c.n, j, kept[j], fresh[j])})
+	}
 }
 
 // weightBF16 returns the bfloat16 version of the weight w [n]: its place in
@@ -83,7 +195,7 @@ func (d *device) weightBF16(a *arena, w []float32, n int) dptr {
 	}
 	c := &d.bf16[i]
 	if c.stale {
-		d.launch("f32_to_bf16", gridFor(int(c.n)), ptr(c.p), ptr(src), i64(int(c.n)))
+		d.convert(c.p, src, int(c.n))
 		c.stale = false
 	}
 	off := dptr(2 * ((pw - src) / 4))
@@ -120,7 +232,7 @@ func (b *Backend) ToBF16(out []uint16, x []float32) {
 	}
 	b.d.run("ToBF16", func(a *arena) {
 		po := a.stage(unsafe.Pointer(&out[0]), int64(n)*2, false, true)
-		b.d.launch("f32_to_bf16", gridFor(n), ptr(po), ptr(a.in(x, n)), i64(n))
+		b.d.convert(po, a.in(x, n), n)
 	})
 }
 

@@ -154,7 +154,71 @@ func matmulPrecisionCheck(b Device, p Precision) error {
 			return err
 		}
 	}
-	return nil
+	return sharedInputCheck(b, round, tol)
+}
+
+// sharedInputCheck runs products whose input is a tensor of the backend,
+// in the backend's precision, against the CPU on operands rounded as that
+// precision rounds them: the same input read by products in turn (in BF16
+// they share one bfloat16 copy, bf16.go), then after each way the input
+// can change between two products: an op writing it (Scale), a product
+// writing it (as its output), an Upload into it, and its memory freed and
+// handed to a new tensor (zeros; TestSharedBF16ReusesFreedMemory checks
+// that the emulator hands it the same memory). Each product must see the values the
+// input holds when it runs, never a copy of earlier ones.
+func sharedInputCheck(b Device, round func([]float32) []float32, tol float64) error {
+	r := rand.New(rand.NewPCG(35, 35))
+	const N, C, OC = 19, 48, 40
+	w, w2, bias, dout := randn(r, OC*C, 0.1), randn(r, C*C, 0.1), randn(r, OC, 1), randn(r, N*OC, 1)
+	x := b.Alloc("check activations", N*C)
+	defer func() { b.Free(x) }()
+	vals := randn(r, N*C, 1) // what x holds
+	b.Upload(x, vals)
+	fwd := func(what string) error {
+		want, got := make([]float32, N*OC), make([]float32, N*OC)
+		ref.MatmulForward(want, round(vals), round(w), bias, N, C, OC)
+		b.MatmulForward(got, x, w, bias, N, C, OC)
+		return compare("input resident, "+what+": out", got, want, tol)
+	}
+	bwd := func(what string) error { // the weight gradient reads the input
+		dw := randn(r, OC*C, 1)
+		want, got := clone(dw), clone(dw)
+		ref.MatmulBackward(nil, want, nil, round(dout), round(vals), round(w), N, C, OC, false)
+		b.MatmulBackward(nil, got, nil, dout, x, w, N, C, OC, false)
+		return compare("input resident, "+what+": dweight", got, want, tol)
+	}
+	if err := fwd("first product"); err != nil {
+		return err
+	}
+	if err := fwd("second product of the same input"); err != nil {
+		return err
+	}
+	if err := bwd("a backward of the same input"); err != nil {
+		return err
+	}
+	b.Scale(x, -1.5)
+	for i := range vals {
+		vals[i] *= -1.5
+	}
+	if err := fwd("after Scale wrote it"); err != nil {
+		return err
+	}
+	b.MatmulForward(x, randn(r, N*C, 1), w2, nil, N, C, C) // x = z w2^T
+	b.Download(vals, x)
+	if err := bwd("after a product wrote it"); err != nil {
+		return err
+	}
+	vals = randn(r, N*C, 1)
+	b.Upload(x, vals)
+	if err := fwd("after an Upload into it"); err != nil {
+		return err
+	}
+	// the CUDA backend hands a freed tensor's memory to the next tensor of
+	// its size (gpu/cpu allocates anew: there the step checks a new tensor)
+	b.Free(x)
+	x = b.Alloc("check activations, allocated again", N*C)
+	clear(vals)
+	return fwd("a new tensor in a freed one's memory")
 }
 
 // mixedTolerance bounds how far the log-probs and the loss of the tiny

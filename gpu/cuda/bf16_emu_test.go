@@ -42,8 +42,10 @@ func TestMixedPrecisionEmulator(t *testing.T) {
 // TestBF16PlantedBugs plants one defect at a time in the bf16 path: the
 // conversion kernel truncating instead of rounding to nearest even
 // (bf16.cuh BF16_BUG_TRUNCATE), the weights' bfloat16 copies never
-// refreshed after a write (an AdamW step, an upload), and a weight view's
-// offset in its tensor's copy ignored. Each must make the named checks fail
+// refreshed after a write (an AdamW step, an upload), a weight view's
+// offset in its tensor's copy ignored, and the shared copy of an
+// activation operand kept after its tensor was written (actstale) or
+// freed and its memory given to a new tensor (actfree). Each must make the named checks fail
 // (only those run: the emulator is slow, and the checks' passing without a
 // defect is TestKernelsOnEmulator's).
 func TestBF16PlantedBugs(t *testing.T) {
@@ -59,6 +61,8 @@ func TestBF16PlantedBugs(t *testing.T) {
 		{kernel: "f32_to_bf16/truncate", fail: []string{"ToBF16", "GemmBF16", "GemmStridedBatchedBF16", "MatmulBF16"}},
 		{plant: "stale", fail: []string{"MatmulBF16", "TrainStepBF16"}},
 		{plant: "offset", fail: []string{"MatmulBF16", "TrainStepBF16"}},
+		{plant: "actstale", fail: []string{"MatmulBF16"}},
+		{plant: "actfree", fail: []string{"MatmulBF16"}},
 	} {
 		t.Run(tc.kernel+tc.plant, func(t *testing.T) {
 			if tc.kernel != "" {

@@ -76,6 +76,17 @@ type device struct {
 	prec  Precision  // of MatmulForward and MatmulBackward (SetPrecision)
 	vars  Variants   // kernel variants in use (RLHOST_CUDA_VARIANTS, SetVariants)
 	bf16  []bf16Copy // resident bfloat16 copies of weight tensors (BF16)
+	act   actCopy    // the shared bfloat16 copy of the last activation operand converted (BF16)
+	conv  convCounts // the f32_to_bf16 conversions since the last ResetCounters
+	// unsharedBF16 converts every product's activation operand into the
+	// op's staging arena, as the backend did before the copies were shared
+	// (the reference path of the tests; never set otherwise).
+	unsharedBF16 bool
+	// checkShared makes every product that reuses the shared activation
+	// copy convert the operand again and compare the two bit for bit,
+	// failing the op on a difference (a stale copy): tests only, it
+	// synchronises and downloads both.
+	checkShared bool
 	// plantBF16 names a defect planted in the bf16 products (bf16.go; a
 	// planted bug for the checks, never set otherwise).
 	plantBF16 string
@@ -120,6 +131,10 @@ func (d *device) run(op string, f func(a *arena)) {
 	}
 	a := &d.arena
 	a.reset(d)
+	// Every tensor the op wrote is marked written again once it returns:
+	// staging an output marks it when the op starts, and a copy the op
+	// made of a tensor it also writes predates the write.
+	defer a.endWrites()
 	defer func() {
 		if r := recover(); r != nil {
 			a.abort()
@@ -235,6 +250,7 @@ type arena struct {
 	chunks []chunk
 	used   int64 // bytes used in this op (all chunks)
 	staged []staging
+	writes []dptr // the live tensors this op writes (outputs staged with back)
 }
 
 type chunk struct {
@@ -267,9 +283,19 @@ func (a *arena) reset(d *device) {
 	}
 	a.used = 0
 	a.staged = a.staged[:0]
+	a.writes = a.writes[:0]
 }
 
 func (a *arena) abort() { a.staged = a.staged[:0] }
+
+// endWrites marks every tensor the op wrote as written (device.wrote): their
+// bfloat16 copies, made before the op's writes or during the op, are stale.
+func (a *arena) endWrites() {
+	for _, t := range a.writes {
+		a.d.wrote(t)
+	}
+	a.writes = a.writes[:0]
+}
 
 // alloc returns bytes of device memory, 256-byte aligned, valid until the op ends.
 func (a *arena) alloc(bytes int64) dptr {
@@ -305,6 +331,7 @@ func (a *arena) stage(host unsafe.Pointer, bytes int64, in, back bool) dptr {
 	if p, t := a.d.mem.find(host, bytes); t != nil {
 		if back {
 			a.d.wrote(t.p)
+			a.writes = append(a.writes, t.p)
 		}
 		if !a.d.stageHost && (a.d.stageNamed == "" || !strings.HasPrefix(t.name, a.d.stageNamed)) {
 			return p

@@ -57,14 +57,16 @@ func (b *Backend) GemmEx(transA, transB bool, M, N, K int, alpha float32, A []fl
 }
 
 // MatmulForward: out [N,OC] = inp [N,C] weight^T + bias, the product in
-// the backend's precision (SetPrecision; bf16.go), the bias in fp32.
+// the backend's precision (SetPrecision; bf16.go), the bias in fp32. In
+// BF16 inp's bfloat16 copy is the shared activation copy (bf16.go), so
+// products that read the same unchanged inp in turn convert it once.
 func (b *Backend) MatmulForward(out, inp, weight, bias []float32, N, C, OC int) {
 	d := b.d
 	d.run("MatmulForward", func(a *arena) {
 		po, pi, pw := a.out(out, N*OC), a.in(inp, N*C), a.in(weight, OC*C)
 		var pib, pwb dptr
 		if d.prec == BF16 {
-			pib, pwb = d.toBF16(a, pi, N*C), d.weightBF16(a, weight, OC*C)
+			pib, pwb = d.activationBF16(a, inp, pi, N*C), d.weightBF16(a, weight, OC*C)
 		}
 		d.gemm(false, true, N, OC, C, pi, pib, C, pw, pwb, C, 0, po, OC)
 		if bias != nil {
@@ -81,8 +83,9 @@ var plantMatmulOverwrite bool
 // MatmulBackward: dinp = dout weight (with accumulate dinp += dout weight:
 // the product's beta 1, so in BF16 and TF32 too the sum is fp32); dweight
 // += dout^T inp; dbias += column sums. The products in the backend's
-// precision (in BF16 dout, inp and weight rounded; dinp and dweight fp32),
-// the bias gradient in fp32 from the fp32 dout.
+// precision (in BF16 dout, inp and weight rounded; dinp and dweight fp32;
+// dout once for both products, into the staging arena, inp through the
+// shared activation copy), the bias gradient in fp32 from the fp32 dout.
 func (b *Backend) MatmulBackward(dinp, dweight, dbias []float32, dout, inp, weight []float32, N, C, OC int, accumulate bool) {
 	d := b.d
 	d.run("MatmulBackward", func(a *arena) {
@@ -113,7 +116,7 @@ func (b *Backend) MatmulBackward(dinp, dweight, dbias []float32, dout, inp, weig
 			pi := a.in(inp, N*C)
 			var pib dptr
 			if d.prec == BF16 {
-				pib = d.toBF16(a, pi, N*C)
+				pib = d.activationBF16(a, inp, pi, N*C)
 			}
 			d.gemm(true, false, OC, C, N, pd, pdb, OC, pi, pib, C, 1, a.inout(dweight, OC*C), C)
 		}

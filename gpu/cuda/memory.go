@@ -66,6 +66,7 @@ func (b *Backend) ResetCounters() {
 	b.d.mu.Lock()
 	defer b.d.mu.Unlock()
 	b.d.count = Counters{}
+	b.d.conv = convCounts{}
 }
 
 // tensors are the device allocations a Backend owns, sorted by address, and
@@ -214,7 +215,9 @@ func (b *Backend) Free(x any) {
 }
 
 // release moves the live tensor at p (and its bf16 copy, if any) to the
-// pool; an address that starts no live tensor is left alone.
+// pool, and invalidates the shared activation copy if it was made from the
+// tensor (a later Alloc may hand its memory to another tensor); an address
+// that starts no live tensor is left alone.
 func (d *device) release(p dptr) {
 	i := slices.IndexFunc(d.mem.live, func(t tensor) bool { return t.p == p })
 	if i < 0 {
@@ -230,12 +233,12 @@ func (d *device) release(p dptr) {
 }
 
 // Close gives the device memory the backend holds back to the driver:
-// every tensor (live or kept for reuse), their bfloat16 copies and the
-// staging buffers; a driver that holds more releases it too (the emulator
-// unmaps its device memory). The backend and its tensors must not be used
-// afterwards: an op then panics with an *Error wrapping ErrClosed. On a GPU
-// the context, stream, module and cuBLAS stay loaded for the process. A
-// second Close does nothing.
+// every tensor (live or kept for reuse), their bfloat16 copies, the shared
+// activation copy and the staging buffers; a driver that holds more
+// releases it too (the emulator unmaps its device memory). The backend and
+// its tensors must not be used afterwards: an op then panics with an *Error
+// wrapping ErrClosed. On a GPU the context, stream, module and cuBLAS stay
+// loaded for the process. A second Close does nothing.
 func (b *Backend) Close() error {
 	d := b.d
 	d.mu.Lock()
@@ -260,10 +263,13 @@ func (b *Backend) Close() error {
 	for _, c := range d.arena.chunks {
 		errs = append(errs, d.drv.free(c.p))
 	}
+	if d.act.p != 0 {
+		errs = append(errs, d.drv.free(d.act.p))
+	}
 	if c, ok := d.drv.(interface{ close() error }); ok {
 		errs = append(errs, c.close())
 	}
-	d.mem, d.bf16, d.arena, d.closed = tensors{}, nil, arena{}, true
+	d.mem, d.bf16, d.act, d.arena, d.closed = tensors{}, nil, actCopy{}, arena{}, true
 	if err := errors.Join(errs...); err != nil {
 		return &Error{"Close", err}
 	}
@@ -301,6 +307,9 @@ func (b *Backend) UploadInt32(dst, src []int32) {
 	}
 	b.d.run("UploadInt32", func(*arena) {
 		p := b.d.tensorPtr("UploadInt32", unsafe.Pointer(&dst[0]), len(src))
+		if _, t := b.d.mem.find(unsafe.Pointer(&dst[0]), 4); t != nil {
+			b.d.wrote(t.p)
+		}
 		must(b.d.htod(p, unsafe.Pointer(&src[0]), int64(len(src))*4))
 	})
 }

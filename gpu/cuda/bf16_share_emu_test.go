@@ -1,0 +1,386 @@
+//go:build cudaemu && !cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/rlhost/rlhost/gpu/model"
+)
+
+// The shared bfloat16 copy of the products' activation operands (bf16.go):
+// how many conversions it saves, exactly, and that no product ever reads a
+// copy of values its operand no longer holds.
+
+// stepConversions are the f32_to_bf16 launches and floats of one policy
+// step (forward, backward, AdamW; not ScoredOnly) of N tokens in BF16,
+// after a first step. Per layer and token the products read ln1 (q, k, v),
+// the attention output (o), ln2 (gate, up), h (down) forward, and in the
+// backward dres and h (down), dgate and ln2 (gate), dup and ln2 (up), dres
+// and the attention output (o), dq, dk, dv and ln1 (q, k, v); the LM head
+// reads lnf forward and dlogits [N,V] and lnf backward; the parameters'
+// copy (one tensor, its whole allocation) is converted once after AdamW.
+// Shared, ln1 and ln2 are converted once for their products in each
+// direction and lnf once for both directions: 6 conversions of C floats a
+// layer and token fewer and one of lnf, 6 launches a layer and 1 fewer.
+func stepConversions(c model.Config, N int, shared bool) (launches, floats int64) {
+	QD, KD, L := int64(c.NH*c.HD), int64(c.NKV*c.HD), int64(c.L)
+	C, F, V := int64(c.C), int64(c.F), int64(c.V)
+	params := (int64(c.NumParams())*4 + 255) &^ 255 / 4
+	if shared {
+		return 15*L + 3, int64(N)*(L*(6*C+3*QD+4*F+2*KD)+C+V) + params
+	}
+	return 21*L + 4, int64(N)*(L*(12*C+3*QD+4*F+2*KD)+2*C+V) + params
+}
+
+// decodeConversions are those of one generation forward of N tokens of
+// which M rows are sampled: per layer ln1 (q, k, v), the attention output,
+// ln2 (gate, up) and h, then the selected rows' final norm for the LM head;
+// shared, ln1 and ln2 once each.
+func decodeConversions(c model.Config, N, M int, shared bool) (launches, floats int64) {
+	QD, L, C, F := int64(c.NH*c.HD), int64(c.L), int64(c.C), int64(c.F)
+	if shared {
+		return 4*L + 1, int64(N)*L*(2*C+QD+F) + int64(M)*C
+	}
+	return 7*L + 1, int64(N)*L*(5*C+QD+F) + int64(M)*C
+}
+
+// sharedConversions are the measured f32_to_bf16 launches and floats of
+// the steps of TestSharedBF16Conversions, unshared (the reference path, as
+// before the copies were shared) and shared, for the cases the formulas
+// above do not cover: a change to them is a change to the table in
+// docs/gpu.md. With LoRA the one copy alternates between a module's input
+// and its adapter's u, so only the forward shares (the base product and
+// the adapter's A read the same input): 7 conversions a layer fewer.
+var sharedConversions = map[string][2]convCounts{ // [unshared, shared]
+	"ScoredOnly L=2": {{launches: 46, floats: 154056}, {launches: 33, floats: 141256, shared: 13}},
+	"LoRA L=2":       {{launches: 115, floats: 103312}, {launches: 101, floats: 85904, shared: 14}},
+	"critic L=2":     {{launches: 47, floats: 154448}, {launches: 34, floats: 141136, shared: 13}},
+	"decode LoRA":    {{launches: 172, floats: 40944}, {launches: 116, floats: 21360, shared: 56}},
+}
+
+// TestSharedBF16Conversions counts the f32_to_bf16 conversions of a BF16
+// policy step (1 and 2 layers, plain, ScoredOnly, LoRA), a critic step and
+// generation (per forward), with the activation copies shared and with
+// the reference path that converts each product's operand on its own, and
+// requires both exactly: the plain step and generation as the formulas
+// above say, the others as sharedConversions says. The launches are the
+// profile's f32_to_bf16 calls too. It logs the counts, and the formulas
+// at the shape of the proof's training step (Qwen2.5-0.5B, 8 x 1024
+// tokens) and its decode (per token).
+func TestSharedBF16Conversions(t *testing.T) {
+	// each reuse of the copy is one conversion fewer: the shared path
+	// reuses it as many times as the reference path launches more
+	check := func(t *testing.T, what string, got convCounts, launches, floats, reference int64, shared bool) {
+		t.Helper()
+		t.Logf("%s, shared=%v: %d f32_to_bf16 launches, %d floats (%d bytes moved), %d products reused the copy",
+			what, shared, got.launches, got.floats, 6*got.floats, got.shared)
+		if got.launches != launches || got.floats != floats {
+			t.Errorf("%s, shared=%v: %d launches converting %d floats, want %d and %d", what, shared, got.launches, got.floats, launches, floats)
+		}
+		if want := reference - launches; got.shared != want {
+			t.Errorf("%s, shared=%v: %d products reused the copy, want %d", what, shared, got.shared, want)
+		}
+	}
+	for _, shared := range []bool{false, true} {
+		for _, L := range []int{1, 2} {
+			be := openEmulator(t)
+			be.SetPrecision(BF16)
+			be.d.unsharedBF16 = !shared
+			s := newPolicyStep(t, be, L, false)
+			s.run(t)
+			if err := be.EnableProfile(); err != nil {
+				t.Fatal(err)
+			}
+			be.ResetCounters()
+			be.ResetProfile()
+			s.run(t)
+			got := be.d.conv
+			p, err := be.Profile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e, _ := profileEntry(p, "f32_to_bf16"); e.Calls != got.launches {
+				t.Errorf("L=%d: the profile has %d f32_to_bf16 calls, the conversions counted %d launches", L, e.Calls, got.launches)
+			}
+			launches, floats := stepConversions(transferConfig(L), transferB*transferT, shared)
+			reference, _ := stepConversions(transferConfig(L), transferB*transferT, false)
+			check(t, fmt.Sprintf("policy step L=%d", L), got, launches, floats, reference, shared)
+		}
+		for _, tc := range []struct {
+			name             string
+			scoredOnly, lora bool
+		}{{"ScoredOnly L=2", true, false}, {"LoRA L=2", false, true}} {
+			be := openEmulator(t)
+			be.SetPrecision(BF16)
+			be.d.unsharedBF16 = !shared
+			s := newStep(t, be, 2, tc.scoredOnly, tc.lora)
+			counted(be, func() { s.run(t) })
+			want := sharedConversions[tc.name][b2i(shared)]
+			check(t, tc.name, be.d.conv, want.launches, want.floats, sharedConversions[tc.name][0].launches, shared)
+		}
+		be := openEmulator(t)
+		be.SetPrecision(BF16)
+		be.d.unsharedBF16 = !shared
+		criticStep(t, be)
+		want := sharedConversions["critic L=2"][b2i(shared)]
+		check(t, "critic L=2", be.d.conv, want.launches, want.floats, sharedConversions["critic L=2"][0].launches, shared)
+
+		for _, lora := range []bool{false, true} {
+			be := openEmulator(t)
+			be.SetPrecision(BF16)
+			be.d.unsharedBF16 = !shared
+			_, steps, _ := decodeRun(t, be, lora, nil)
+			if lora {
+				want := sharedConversions["decode LoRA"][b2i(shared)]
+				check(t, "generation with LoRA", be.d.conv, want.launches, want.floats, sharedConversions["decode LoRA"][0].launches, shared)
+				continue
+			}
+			// decodeRun: 3 slots, prompts of 3, so a prefill of 9 tokens
+			// and then steps-1 forwards of 3, each sampling 3 rows
+			c := transferConfig(2)
+			launches, floats := decodeConversions(c, 9, 3, shared)
+			reference, _ := decodeConversions(c, 9, 3, false)
+			for i := int64(1); i < steps; i++ {
+				l, f := decodeConversions(c, 3, 3, shared)
+				r, _ := decodeConversions(c, 3, 3, false)
+				launches, floats, reference = launches+l, floats+f, reference+r
+			}
+			check(t, fmt.Sprintf("generation, %d forwards", steps), be.d.conv, launches, floats, reference, shared)
+		}
+	}
+	// Qwen2.5-0.5B, the proof's training step (8 x 1024 tokens) and a decode token
+	q := model.Config{V: 151936, C: 896, F: 4864, L: 24, NH: 14, NKV: 2, HD: 64, Tied: true, QKVBias: true}
+	for _, shared := range []bool{false, true} {
+		l, f := stepConversions(q, 8*1024, shared)
+		dl, df := decodeConversions(q, 1, 1, shared)
+		t.Logf("Qwen2.5-0.5B, shared=%v: training step of 8192 tokens %d launches, %d floats (%.1f GB moved); decode %d launches, %d floats (%d bytes) a token",
+			shared, l, f, float64(6*f)/1e9, dl, df, 6*df)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// criticStep runs TestTransferCriticStep's step (2 layers) twice on be and
+// leaves the counts of the second.
+func criticStep(t *testing.T, be *Backend) {
+	c := transferConfig(2)
+	r := rand.New(rand.NewPCG(22, 2))
+	body := model.NewZero(be, c)
+	body.Params.Upload(randn(r, c.NumParams(), 0.05))
+	vm := &model.ValueModel{Body: body, Head: be.Alloc("head", c.C+1), HeadGrad: be.Alloc("head grad", c.C+1)}
+	be.Upload(vm.Head, randn(r, c.C+1, 0.05))
+	va := vm.NewActs(transferB, transferT)
+	opt := model.NewValueAdamW(vm, model.AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, MaxGradNorm: 1})
+	b, dvalues, _ := transferBatch(r, c, false)
+	counted(be, func() {
+		vm.ZeroGrads()
+		if err := vm.Forward(va, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := vm.Backward(va, dvalues); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := opt.Update(vm); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// sharedRun is what a BF16 run of two training steps (plain, ScoredOnly
+// or LoRA) and a generation leaves: every log-probability and entropy of
+// both forwards, the gradient norms, the trained tensors and their
+// gradients, and the generated tokens and log-probabilities.
+type sharedRun struct {
+	logp, ent, tensors [][]float32
+	norms              []float64
+	tokens             [][]int32
+	genLogp            [][]float32
+}
+
+// runShared runs them on a fresh emulator with the activation copies
+// shared or not, each reuse verified (checkShared) if verify, and plant set
+// as bf16.go's planted bug.
+func runShared(t *testing.T, shared, verify bool, plant string, scoredOnly, lora bool) (run sharedRun, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	be := openEmulator(t)
+	be.SetPrecision(BF16)
+	be.d.unsharedBF16, be.d.checkShared, be.d.plantBF16 = !shared, verify, plant
+	s := newStep(t, be, 2, scoredOnly, lora)
+	for range 2 {
+		s.m.ZeroGrads()
+		if err := s.m.Forward(s.a, s.batch); err != nil {
+			return run, err
+		}
+		run.logp, run.ent = append(run.logp, clone(s.a.Logp)), append(run.ent, clone(s.a.Entropy))
+		if err := s.m.Backward(s.a, s.dlogp, s.dent); err != nil {
+			return run, err
+		}
+		norm, err := s.opt.Update(s.m)
+		if err != nil {
+			return run, err
+		}
+		run.norms = append(run.norms, norm)
+	}
+	var trained [][]float32
+	if lora {
+		trained = [][]float32{s.m.LoRA().Data, s.m.LoRA().Grad}
+	} else {
+		trained = [][]float32{s.m.Params.Data, s.m.Grads.Data}
+	}
+	for _, x := range trained {
+		h := make([]float32, len(x))
+		be.Download(h, x)
+		run.tensors = append(run.tensors, h)
+	}
+	g, err := s.m.NewGenerator(2, 24)
+	if err != nil {
+		return run, err
+	}
+	var reqs []model.Request
+	for i := range 3 {
+		sc := model.SampleConfig{MaxTokens: 5, IgnoreEOS: true, Temperature: 0.8, TopK: 30, TopP: 0.95, Seed: uint64(i)}
+		reqs = append(reqs, model.Request{Prompt: []int32{int32(4 + i), 9, 11, int32(20 + i)}, Sample: sc})
+	}
+	res, err := g.Generate(reqs)
+	if err != nil {
+		return run, err
+	}
+	for _, r := range res {
+		run.tokens, run.genLogp = append(run.tokens, r.Tokens), append(run.genLogp, r.Logprobs)
+	}
+	return run, nil
+}
+
+// sameBits reports the first difference between two runs, bit for bit.
+func sameBits(got, want sharedRun) error {
+	bits := func(what string, g, w [][]float32) error {
+		if len(g) != len(w) {
+			return fmt.Errorf("%s: %d tensors, want %d", what, len(g), len(w))
+		}
+		for i := range w {
+			if len(g[i]) != len(w[i]) {
+				return fmt.Errorf("%s %d: %d values, want %d", what, i, len(g[i]), len(w[i]))
+			}
+			for j := range w[i] {
+				if math.Float32bits(g[i][j]) != math.Float32bits(w[i][j]) {
+					return fmt.Errorf("%s %d [%d]: %v, want %v", what, i, j, g[i][j], w[i][j])
+				}
+			}
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		what string
+		g, w [][]float32
+	}{{"log-probs", got.logp, want.logp}, {"entropies", got.ent, want.ent}, {"trained tensor", got.tensors, want.tensors},
+		{"generated log-probs", got.genLogp, want.genLogp}} {
+		if err := bits(c.what, c.g, c.w); err != nil {
+			return err
+		}
+	}
+	if !slices.Equal(got.norms, want.norms) {
+		return fmt.Errorf("gradient norms %v, want %v", got.norms, want.norms)
+	}
+	for i := range want.tokens {
+		if !slices.Equal(got.tokens[i], want.tokens[i]) {
+			return fmt.Errorf("request %d generated %v, want %v", i, got.tokens[i], want.tokens[i])
+		}
+	}
+	return nil
+}
+
+// TestSharedBF16SameValues: two BF16 training steps (plain, ScoredOnly,
+// LoRA) and a sampled generation give bit for bit the same log-probs,
+// entropies, gradient norms, trained tensors, gradients, tokens and
+// token log-probs with the activation copies shared as with each product
+// converting its own (the conversion is deterministic, so sharing must
+// change nothing); every reuse of a copy is checked against a fresh
+// conversion on the way. With the copy kept after writes (planted
+// "actstale"), the check of the reuses must fail, and without it the
+// values must differ.
+func TestSharedBF16SameValues(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		scoredOnly, lora bool
+	}{{"plain", false, false}, {"ScoredOnly", true, false}, {"LoRA", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := runShared(t, false, false, "", tc.scoredOnly, tc.lora)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := runShared(t, true, true, "", tc.scoredOnly, tc.lora)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sameBits(got, want); err != nil {
+				t.Errorf("shared copies: %v", err)
+			}
+		})
+	}
+	_, err := runShared(t, true, true, "actstale", false, false)
+	if err == nil || !strings.Contains(err.Error(), "stale bfloat16 copy") {
+		t.Errorf("with the activation copy kept after writes, the run gave %v; want a stale copy found", err)
+	} else {
+		t.Logf("planted actstale, reuses checked: %v", err)
+	}
+	want, err := runShared(t, false, false, "", false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := runShared(t, true, false, "actstale", false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sameBits(got, want); err == nil {
+		t.Errorf("with the activation copy kept after writes, the values did not change: the comparison cannot fail")
+	} else {
+		t.Logf("planted actstale, values compared: %v", err)
+	}
+}
+
+// TestSharedBF16ReusesFreedMemory: on the emulator a tensor allocated
+// after one of its size was freed gets that memory, so the MatmulBF16
+// check's last step (sharedInputCheck) reads a new tensor at the address
+// of the one whose copy was made, as it must to test the invalidation on
+// Free; and the copy is made from a tensor of the backend only.
+func TestSharedBF16ReusesFreedMemory(t *testing.T) {
+	be := openEmulator(t)
+	be.SetPrecision(BF16)
+	const N, C = 19, 48
+	x := be.Alloc("x", N*C)
+	be.Upload(x, randn(rand.New(rand.NewPCG(1, 1)), N*C, 1))
+	out := make([]float32, N*4)
+	be.MatmulForward(out, x, randn(rand.New(rand.NewPCG(2, 2)), 4*C, 1), nil, N, C, 4)
+	if !be.d.act.valid || be.d.act.src != dptr(uintptr(unsafe.Pointer(&x[0]))) {
+		t.Fatalf("no shared copy of x after a product read it: %+v", be.d.act)
+	}
+	be.Free(x)
+	if be.d.act.valid {
+		t.Errorf("the copy of x is still valid after x was freed")
+	}
+	y := be.Alloc("y", N*C)
+	if &y[0] != &x[0] {
+		t.Errorf("the freed tensor's memory went elsewhere: %p, then %p", &x[0], &y[0])
+	}
+	host := randn(rand.New(rand.NewPCG(3, 3)), N*C, 1)
+	be.MatmulForward(out, host, randn(rand.New(rand.NewPCG(2, 2)), 4*C, 1), nil, N, C, 4)
+	if be.d.act.valid {
+		t.Errorf("a host operand was kept as the shared copy: %+v", be.d.act)
+	}
+}
