@@ -306,7 +306,9 @@ func sameBits(got, want sharedRun) error {
 }
 
 // TestSharedBF16SameValues: two BF16 training steps (plain, ScoredOnly,
-// LoRA) and a sampled generation give bit for bit the same log-probs,
+// LoRA) and a sampled generation, and the GRPO groups workload with its
+// prefix copies and tool turn (checkGenerateGroups'), give bit for bit the
+// same log-probs,
 // entropies, gradient norms, trained tensors, gradients, tokens and
 // token log-probs with the activation copies shared as with each product
 // converting its own (the conversion is deterministic, so sharing must
@@ -333,6 +335,36 @@ func TestSharedBF16SameValues(t *testing.T) {
 			}
 		})
 	}
+	t.Run("groups and a tool turn", func(t *testing.T) {
+		var rounds [2][2]groupsRound
+		for k, shared := range []bool{false, true} {
+			be := openEmulator(t)
+			be.SetPrecision(BF16)
+			be.d.unsharedBF16, be.d.checkShared = !shared, shared
+			w := newGroupsWorkload()
+			_, g, err := w.generator(be)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rounds[k], err = w.run(g); err != nil {
+				t.Fatalf("shared=%v: %v", shared, err)
+			}
+		}
+		for n := range 2 {
+			want, got := rounds[0][n], rounds[1][n]
+			if !slices.Equal(got.Order, want.Order) || got.Prefill != want.Prefill || got.Share != want.Share {
+				t.Errorf("round %d: order %v, %d prefilled, %d shared; unshared %v, %d, %d", n+1, got.Order, got.Prefill, got.Share, want.Order, want.Prefill, want.Share)
+			}
+			for i := range want.Results {
+				g, w := got.Results[i], want.Results[i]
+				if !slices.Equal(g.Tokens, w.Tokens) || !slices.EqualFunc(g.Logprobs, w.Logprobs, func(a, b float32) bool {
+					return math.Float32bits(a) == math.Float32bits(b)
+				}) {
+					t.Errorf("round %d request %d: %v %v, unshared %v %v", n+1, i, g.Tokens, g.Logprobs, w.Tokens, w.Logprobs)
+				}
+			}
+		}
+	})
 	_, err := runShared(t, true, true, "actstale", false, false)
 	if err == nil || !strings.Contains(err.Error(), "stale bfloat16 copy") {
 		t.Errorf("with the activation copy kept after writes, the run gave %v; want a stale copy found", err)
