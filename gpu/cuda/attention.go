@@ -47,9 +47,82 @@ func (b *Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot,
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	maxLen := maxT // the scores' row stride: positions are not read on the host
 	b.d.run("AttentionCachedForward", func(a *arena) {
+		if b.d.vars.DecodeSplit {
+			b.attentionCachedSplit(a, out, q, kcache, vcache, slot, pos, N, NH, NKV, HD, maxT, scale)
+			return
+		}
 		ps := a.alloc(int64(N*NH*maxLen) * 4)
 		b.d.launch("attention_cached", N*NH, ptr(a.out(out, N*NH*HD)), ptr(ps), ptr(a.in(q, N*NH*HD)),
 			ptr(a.in(kcache, len(kcache))), ptr(a.in(vcache, len(vcache))), ptr(a.ints(slot, N)), ptr(a.ints(pos, N)),
 			i64(N), i64(NH), i64(NKV), i64(HD), i64(maxT), i64(maxLen), f32(scale))
 	})
+}
+
+// decodeChunkMin and decodeChunkMax bound the positions of one chunk of
+// attention_cached_split (DS_CHUNK_MAX in kernels/attention.cuh: its scores
+// sit in shared memory); a chunk is a multiple of decodeChunkStep positions
+// (one per warp of the block). decodeBlocksPerSM is the grid it aims for:
+// two blocks on every multiprocessor.
+const (
+	decodeChunkMin    = 16
+	decodeChunkMax    = 1024
+	decodeChunkStep   = 8
+	decodeBlocksPerSM = 2
+)
+
+// decodeSMs is the multiprocessor count assumed where the driver does not
+// report one (the emulator): an H100's or H200's 132.
+const decodeSMs = 132
+
+// decodeChunks chooses the chunks of attention_cached_split for rows
+// (token, query head) pairs over a cache of maxT positions per slot on a
+// GPU of sms multiprocessors: enough chunks per row that rows*chunks
+// reaches decodeBlocksPerSM*sms blocks, each of at least decodeChunkMin
+// positions (so a short cache or a full grid gives one chunk) and at most
+// decodeChunkMax. The longest sequence a launch can hold is maxT: the
+// positions are on the device, and the blocks of chunks past a token's
+// position return at once. chunks*L >= maxT.
+func decodeChunks(rows, maxT, sms int) (L, chunks int) {
+	want := max(1, (decodeBlocksPerSM*max(1, sms)+rows-1)/max(1, rows)) // chunks per row
+	L = (maxT + want - 1) / want
+	L = (L + decodeChunkStep - 1) / decodeChunkStep * decodeChunkStep
+	L = min(max(L, decodeChunkMin), decodeChunkMax)
+	return L, (maxT + L - 1) / L
+}
+
+// attentionSMs is the multiprocessor count of the device, decodeSMs
+// where its driver does not say.
+func (d *device) attentionSMs() int {
+	drv := d.drv
+	if p, ok := drv.(profDriver); ok {
+		drv = p.driver
+	}
+	if c, ok := drv.(interface{ attentionSMs() int }); ok {
+		if n := c.attentionSMs(); n > 0 {
+			return n
+		}
+	}
+	return decodeSMs
+}
+
+// attentionCachedSplit is AttentionCachedForward by flash-decoding (the
+// decode_split variant): attention_cached_split writes each chunk's
+// partial softmax to scratch of the op's arena, attention_cached_combine
+// rescales and sums them (not launched with one chunk, where the split
+// kernel writes out itself). Nothing is read on the host.
+func (b *Backend) attentionCachedSplit(a *arena, out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, maxT int, scale float32) {
+	rows := N * NH
+	L, chunks := decodeChunks(rows, maxT, b.d.attentionSMs())
+	po, pq := a.out(out, rows*HD), a.in(q, rows*HD)
+	pk, pv := a.in(kcache, len(kcache)), a.in(vcache, len(vcache))
+	pslot, ppos := a.ints(slot, N), a.ints(pos, N)
+	var part, ml dptr
+	if chunks > 1 {
+		part, ml = a.alloc(int64(rows*chunks*HD)*4), a.alloc(int64(rows*chunks*2)*4)
+	}
+	b.d.launch("attention_cached_split", rows*chunks, ptr(po), ptr(part), ptr(ml), ptr(pq), ptr(pk), ptr(pv),
+		ptr(pslot), ptr(ppos), i64(N), i64(NH), i64(NKV), i64(HD), i64(maxT), i64(L), i64(chunks), f32(scale))
+	if chunks > 1 {
+		b.d.launch("attention_cached_combine", rows, ptr(po), ptr(part), ptr(ml), ptr(ppos), i64(NH), i64(HD), i64(L), i64(chunks))
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 )
 
 func checkAttention(b Device) error {
@@ -27,16 +28,20 @@ func checkAttention(b Device) error {
 	return compareAll(1e-5, "dq", dq2, dq1, "dk", dk2, dk1, "dv", dv2, dv1)
 }
 
+// attentionCachedCase is one launch of AttentionCachedForward: N =
+// len(pos) tokens over S slots of maxT positions.
+type attentionCachedCase struct {
+	NH, NKV, HD, S, maxT int
+	slot, pos            []int32
+}
+
 // attentionCachedCases are the shapes of checkAttentionCached: GQA groups
 // of 1, 2, 3, 4 and 7 query heads (the last Qwen2.5-0.5B's 14/2), heads of
 // 16 to 128 dimensions, tokens of one launch at different positions (the
 // first token of a slot, contexts of one to more than 600 positions, more
 // than one pass of a block's 256 threads), slots used twice; a group of
 // 17 heads and a head of 144 dimensions.
-var attentionCachedCases = []struct {
-	NH, NKV, HD, S, maxT int
-	slot, pos            []int32
-}{
+var attentionCachedCases = []attentionCachedCase{
 	{4, 2, 32, 3, 300, []int32{0, 2, 1, 2, 0}, []int32{0, 299, 17, 100, 1}},
 	{2, 2, 64, 2, 700, []int32{1, 0, 1}, []int32{699, 0, 8}},
 	{6, 2, 128, 3, 620, []int32{0, 1, 2, 1}, []int32{619, 5, 0, 300}},
@@ -50,9 +55,12 @@ var attentionCachedCases = []struct {
 // checkAttentionCached compares AttentionCachedForward with gpu/cpu on
 // attentionCachedCases. The device's output is a resident tensor poisoned
 // with NaN first, so every element must be written.
-func checkAttentionCached(b Device) error {
+func checkAttentionCached(b Device) error { return attentionCachedCompare(b, attentionCachedCases) }
+
+// attentionCachedCompare is checkAttentionCached on the given cases.
+func attentionCachedCompare(b Device, cases []attentionCachedCase) error {
 	r := rand.New(rand.NewPCG(9, 9))
-	for _, c := range attentionCachedCases {
+	for _, c := range cases {
 		N := len(c.pos)
 		kc, vc := randn(r, c.S*c.maxT*c.NKV*c.HD, 1), randn(r, c.S*c.maxT*c.NKV*c.HD, 1)
 		q := randn(r, N*c.NH*c.HD, 1)
@@ -72,4 +80,74 @@ func checkAttentionCached(b Device) error {
 		}
 	}
 	return nil
+}
+
+// decodeSplitCases are the shapes added for the decode_split variant
+// (flash-decoding, attention.go's decodeChunks): few (token, head) rows
+// over long caches, so that on any GPU of 2 or more multiprocessors (and on
+// the emulator) a row is cut into many chunks; the last position of a
+// sequence inside a chunk and on a chunk's last position, sequences shorter
+// than one chunk (positions 0 to 14) beside long ones in the same launch,
+// GQA groups of 1, 7, 3 and 2, heads of 64, 128, 80, 256 and 32
+// dimensions; and the single-chunk path: a cache of 16 positions, and 24
+// tokens of 14 heads (336 rows).
+// TestDecodeSplitCases checks what decodeChunks makes of them.
+var decodeSplitCases = []attentionCachedCase{
+	{2, 2, 64, 2, 700, []int32{1, 0}, []int32{699, 5}},
+	{14, 2, 64, 2, 650, []int32{1}, []int32{600}},
+	{14, 2, 64, 2, 1000, []int32{0, 1}, []int32{14, 999}},
+	{7, 1, 128, 1, 2000, []int32{0}, []int32{1999}},
+	{3, 1, 80, 2, 300, []int32{0, 1, 0}, []int32{0, 287, 129}},
+	{2, 1, 256, 1, 100, []int32{0}, []int32{63}},
+	{4, 2, 32, 3, 16, []int32{2, 0, 1}, []int32{15, 0, 7}},
+	manyTokens(14, 2, 64, 4, 100, 24),
+}
+
+// manyTokens is a launch of N tokens over S slots of maxT positions (token
+// i in slot i%S at position (37*i) % maxT): with NH 14, a grid of N*NH
+// rows that fills 168 multiprocessors twice over with one chunk a row.
+func manyTokens(NH, NKV, HD, S, maxT, N int) attentionCachedCase {
+	c := attentionCachedCase{NH: NH, NKV: NKV, HD: HD, S: S, maxT: maxT}
+	for i := range N {
+		c.slot = append(c.slot, int32(i%S))
+		c.pos = append(c.pos, int32((37*i)%maxT))
+	}
+	return c
+}
+
+// checkAttentionCachedSplit is checkAttentionCached, on its cases and
+// decodeSplitCases, with the decode_split variant on for its duration, at
+// the same tolerance: the chunks' partial softmaxes, their combination and
+// the single-chunk path (the cases whose rows fill the grid) against
+// gpu/cpu.
+func checkAttentionCachedSplit(b Device) error {
+	return withDecodeSplit(b, func() error {
+		return attentionCachedCompare(b, append(slices.Clone(attentionCachedCases), decodeSplitCases...))
+	})
+}
+
+// checkGenerateDecodeSplit is the generation checks Generate (greedy),
+// GenerateSampled and GenerateGroups (a GRPO rollout with a tool turn:
+// refilled slots, shared prefixes) with the decode_split variant on: every
+// prefill's and decode step's attention through the chunks (caches of 32
+// and 40 positions: chunks of 16, the prompts and responses crossing from
+// one to the next).
+func checkGenerateDecodeSplit(b Device) error {
+	return withDecodeSplit(b, func() error {
+		for _, c := range []struct {
+			name string
+			run  func(Device) error
+		}{{"greedy", checkGenerate}, {"sampled", checkGenerateSampled}, {"groups", checkGenerateGroups}} {
+			if err := c.run(b); err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// withDecodeSplit runs f with the decode_split variant on (withVariant),
+// and restores the device's variants after it.
+func withDecodeSplit(b Device, f func() error) error {
+	return withVariant(b, func(v *Variants) { v.DecodeSplit = true }, f)
 }

@@ -83,6 +83,7 @@ var Checks = []Check{
 	{"RopeQK", checkRopeQK},
 	{"Attention", checkAttention},
 	{"AttentionCached", checkAttentionCached},
+	{"AttentionCachedSplit", checkAttentionCachedSplit},
 	{"AttentionVarlen", checkAttentionVarlen},
 	{"MMAFragments", checkMMAFragments},
 	{"AttentionVarlenMMA", checkAttentionVarlenMMA},
@@ -100,6 +101,7 @@ var Checks = []Check{
 	{"Generate", checkGenerate},
 	{"GenerateSampled", checkGenerateSampled},
 	{"GenerateGroups", checkGenerateGroups},
+	{"GenerateDecodeSplit", checkGenerateDecodeSplit},
 }
 
 // ---------------------------------------------------------------------------

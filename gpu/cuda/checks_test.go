@@ -222,18 +222,18 @@ func TestChecksDetectErrors(t *testing.T) {
 		checks  []string // checks that must fail
 	}{
 		{"batched", []string{"SgemmStridedBatched"}},
-		{"swiglu", []string{"SwiGLU", "ResidentTensors", "TrainStep", "TrainStepPacked", "GenerateGroups"}},
+		{"swiglu", []string{"SwiGLU", "ResidentTensors", "TrainStep", "TrainStepPacked", "GenerateGroups", "GenerateDecodeSplit"}},
 		{"attention-dk", []string{"Attention", "TrainStep", "TrainStepTF32"}},
 		{"adamw-no-decay", []string{"AdamW", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
 		{"rope-backward-forward", []string{"Rope", "RopeQK", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
 		{"bf16-truncate", []string{"ToBF16", "GemmBF16", "GemmStridedBatchedBF16", "MatmulBF16"}},
 		{"matmul-backward-fp32", []string{"MatmulBF16"}},
 		{"matmul-accumulate-overwrite", []string{"Matmul", "MatmulBF16", "MatmulTF32", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
-		{"cached-attention", []string{"AttentionCached", "Generate", "GenerateSampled", "GenerateGroups"}},
+		{"cached-attention", []string{"AttentionCached", "AttentionCachedSplit", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit"}},
 		{"varlen-lse", []string{"AttentionVarlen"}},
 		{"varlen-dv", []string{"AttentionVarlen", "TrainStepPacked"}},
-		{"sample-no-top-p", []string{"Sample", "GenerateSampled", "GenerateGroups"}},
-		{"sample-no-top-k", []string{"Sample", "GenerateSampled", "GenerateGroups"}},
+		{"sample-no-top-p", []string{"Sample", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit"}},
+		{"sample-no-top-k", []string{"Sample", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit"}},
 		{"residual-rmsnorm-res", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked"}},
 		{"residual-rmsnorm-overwrite", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepBF16", "TrainStepTF32"}},
 		// the model sums the products' input gradients in the products

@@ -266,6 +266,9 @@ static const rl_kernel rl_kernels[] = {
     rl_make("rmsnorm_backward_dinp/overwrite", rmsnorm_backward_dinp_impl<RN_BUG_OVERWRITE>),
     rl_make("rmsnorm_backward_dinp/no_dout2", rmsnorm_backward_dinp_impl<RN_BUG_NO_DOUT2>),
     K(rope_qk),
+    // attention.cuh: flash-decoding (decode_split) and DS_BUG_NO_RESCALE
+    K(attention_cached_split), K(attention_cached_combine),
+    rl_make("attention_cached_combine/no_rescale", attention_cached_combine_impl<DS_BUG_NO_RESCALE>),
     // rope.cuh ROPE_BUG_KSTRIDE
     rl_make("rope_qk/kstride", rope_qk_impl<ROPE_BUG_KSTRIDE>),
     // bf16.cuh BF16_BUG_TRUNCATE: the rounding left out

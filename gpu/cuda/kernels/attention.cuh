@@ -141,3 +141,118 @@ __global__ void attention_cached(float* out, float* scores, const float* q, cons
         out[(n * NH + h) * HD + d] = o * inv;
     }
 }
+
+// ---------------------------------------------------------------------------
+// Flash-decoding (the decode_split variant, attention.go): the positions
+// 0..pos[n] of a token are cut into chunks of L positions, one block per
+// (token n, query head h, chunk c), so that a decode of few tokens still
+// fills the GPU. A block computes the softmax of its chunk alone: its
+// maximum score m_c, the sum l_c of exp(s_j - m_c) and the unnormalised
+// output o_c = sum_j exp(s_j - m_c) v_j; attention_cached_combine then
+// rescales each chunk to the common maximum M and normalises:
+//   out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c.
+// With one chunk the block writes out = o_0 / l_0 itself and no combine runs.
+
+#define DS_CHUNK_MAX 1024  // the most positions of one chunk (the scores in shared memory); attention.go
+
+// attention_cached_split: block b = (n*NH + h)*chunks + c over positions
+// c*L .. min((c+1)*L, pos[n]+1)-1 of slot slot[n] of kcache/vcache
+// [S,maxT,NKV,HD]. A chunk past pos[n] does nothing (the combine reads only
+// the chunks up to pos[n]). part [N*NH*chunks, HD] gets o_c and ml
+// [N*NH*chunks, 2] (m_c, l_c); with chunks == 1, out [N,NH,HD] gets the
+// output. Scores: warp w takes positions w, w+8, ..., its lanes the
+// dimensions of a key row (coalesced), summed by shuffles. Output: thread
+// e takes dimension e % HD over every R-th position of the chunk (R = the
+// BLOCK/HD groups of positions), the groups summed in shared memory.
+__global__ void attention_cached_split(float* out, float* part, float* ml, const float* q, const float* kcache,
+                                       const float* vcache, const int* slot, const int* pos, i64 N, i64 NH, i64 NKV,
+                                       i64 HD, i64 maxT, i64 L, i64 chunks, float scale) {
+    __shared__ float s[DS_CHUNK_MAX];
+    __shared__ float acc[BLOCK];
+    i64 c = blockIdx.x % chunks, r = blockIdx.x / chunks, n = r / NH, h = r % NH;
+    i64 kh = h / (NH / NKV);
+    i64 j0 = c * L, P = (i64)pos[n] + 1;
+    if (j0 >= P) return;  // the whole block: no barrier is left waiting
+    i64 len = P - j0 < L ? P - j0 : L;
+    i64 KD = NKV * HD;
+    const float* kc = kcache + ((i64)slot[n] * maxT + j0) * KD + kh * HD;
+    const float* vc = vcache + ((i64)slot[n] * maxT + j0) * KD + kh * HD;
+    const float* qh = q + r * HD;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float m = -INFINITY;
+    for (i64 j = warp; j < len; j += BLOCK / 32) {  // the same j in every lane of the warp
+        const float* kr = kc + j * KD;
+        float a = 0.0f;
+        for (i64 d = lane; d < HD; d += 32) a += qh[d] * kr[d];
+        for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffff, a, o);
+        a *= scale;
+        if (lane == 0) s[j] = a;
+        m = fmaxf(m, a);
+    }
+    m = block_max(m);  // its barriers also publish s[] to the block
+    float sum = 0.0f;
+    for (i64 j = threadIdx.x; j < len; j += BLOCK) {
+        float e = expf(s[j] - m);
+        s[j] = e;
+        sum += e;
+    }
+    sum = block_sum(sum);
+    i64 R = HD < BLOCK ? BLOCK / HD : 1;
+    float* dst = chunks == 1 ? out + r * HD : part + (r * chunks + c) * HD;
+    float inv = chunks == 1 ? 1.0f / sum : 1.0f;
+    for (i64 e = threadIdx.x; e < R * HD; e += BLOCK) {
+        i64 d = e % HD, g = e / HD;
+        float o = 0.0f;
+        for (i64 j = g; j < len; j += R) o += s[j] * vc[j * KD + d];
+        if (R == 1) dst[d] = o * inv;
+        else acc[e] = o;
+    }
+    if (R > 1) {  // the same R in every thread
+        __syncthreads();
+        for (i64 d = threadIdx.x; d < HD; d += BLOCK) {
+            float o = 0.0f;
+            for (i64 g = 0; g < R; g++) o += acc[g * HD + d];
+            dst[d] = o * inv;
+        }
+    }
+    if (chunks > 1 && threadIdx.x == 0) {
+        ml[(r * chunks + c) * 2] = m;
+        ml[(r * chunks + c) * 2 + 1] = sum;
+    }
+}
+
+// Planted defect, for the emulator's tests only (emu.cc registers the kernel
+// built with it); attention_cached_combine is built with DS_OK.
+#define DS_OK 0
+#define DS_BUG_NO_RESCALE 1  // the chunks' sums added without rescaling by exp(m_c - M)
+
+extern "C++" {
+
+// attention_cached_combine_impl: one block per (n, h) = r: the chunks
+// 0..pos[n]/L of part and ml (attention_cached_split) combined into out
+// [N,NH,HD].
+template <int BUG>
+__device__ void attention_cached_combine_impl(float* out, const float* part, const float* ml, const int* pos, i64 NH,
+                                              i64 HD, i64 L, i64 chunks) {
+    i64 r = blockIdx.x, n = r / NH;
+    i64 nc = (i64)pos[n] / L + 1;  // the chunks that hold positions 0..pos[n]
+    const float* mr = ml + r * chunks * 2;
+    const float* pr = part + r * chunks * HD;
+    float M = -INFINITY;
+    for (i64 c = 0; c < nc; c++) M = fmaxf(M, mr[2 * c]);
+    float l = 0.0f;
+    for (i64 c = 0; c < nc; c++) l += (BUG == DS_BUG_NO_RESCALE ? 1.0f : expf(mr[2 * c] - M)) * mr[2 * c + 1];
+    float inv = 1.0f / l;
+    for (i64 d = threadIdx.x; d < HD; d += BLOCK) {
+        float o = 0.0f;
+        for (i64 c = 0; c < nc; c++) o += (BUG == DS_BUG_NO_RESCALE ? 1.0f : expf(mr[2 * c] - M)) * pr[c * HD + d];
+        out[r * HD + d] = o * inv;
+    }
+}
+
+}  // extern "C++"
+
+__global__ void attention_cached_combine(float* out, const float* part, const float* ml, const int* pos, i64 NH, i64 HD,
+                                         i64 L, i64 chunks) {
+    attention_cached_combine_impl<DS_OK>(out, part, ml, pos, NH, HD, L, chunks);
+}

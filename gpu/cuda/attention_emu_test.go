@@ -1,0 +1,108 @@
+//go:build cudaemu && !cuda
+
+package cuda
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rlhost/rlhost/gpu/model"
+)
+
+// TestDecodeSplitPlantedBug: with attention.cuh's DS_BUG_NO_RESCALE
+// planted (the combine adds the chunks' outputs and sums without
+// rescaling them by exp(m_c - M)), the decode_split checks fail, naming
+// the output; the default kernel's check, which never launches the
+// combine, still passes.
+func TestDecodeSplitPlantedBug(t *testing.T) {
+	be := openEmulator(t)
+	split := Check{"AttentionCachedSplit", checkAttentionCachedSplit}
+	if err := split.Do(be); err != nil {
+		t.Fatalf("the check fails without a defect: %v", err)
+	}
+	emuPlanted["attention_cached_combine"] = "no_rescale"
+	defer delete(emuPlanted, "attention_cached_combine")
+	err := split.Do(be)
+	if err == nil {
+		t.Fatal("AttentionCachedSplit passed with the combine's rescaling left out")
+	}
+	if !strings.Contains(err.Error(), "out[") {
+		t.Errorf("error %q does not name the output", err)
+	}
+	t.Log(err)
+	if err := (Check{"GenerateDecodeSplit", checkGenerateDecodeSplit}).Do(be); err == nil {
+		t.Error("GenerateDecodeSplit passed with the combine's rescaling left out")
+	} else {
+		t.Log(err)
+	}
+	if be.Variants().DecodeSplit {
+		t.Error("the checks left the decode_split variant on")
+	}
+	if err := (Check{"AttentionCached", checkAttentionCached}).Do(be); err != nil {
+		t.Errorf("the default kernel's check fails with the combine's defect planted: %v", err)
+	}
+}
+
+// TestDecodeSplitLaunches: with the variant off AttentionCachedForward is
+// the one launch of attention_cached; on, attention_cached_split and, over
+// more than one chunk, attention_cached_combine; nothing moves between host
+// and device but the staged host operands either way.
+func TestDecodeSplitLaunches(t *testing.T) {
+	be := openEmulator(t)
+	c := decodeSplitCases[0] // two tokens of 2 heads over 700 positions: many chunks
+	N := len(c.pos)
+	kc, vc := be.Alloc("k", c.S*c.maxT*c.NKV*c.HD), be.Alloc("v", c.S*c.maxT*c.NKV*c.HD)
+	q, out := be.Alloc("q", N*c.NH*c.HD), be.Alloc("out", N*c.NH*c.HD)
+	slot, pos := be.AllocInt32("slot", N), be.AllocInt32("pos", N)
+	be.UploadInt32(slot, c.slot)
+	be.UploadInt32(pos, c.pos)
+	for _, split := range []bool{false, true} {
+		be.SetVariants(Variants{DecodeSplit: split})
+		be.AttentionCachedForward(out, q, kc, vc, slot, pos, N, c.NH, c.NKV, c.HD, c.maxT) // the arena grows here
+		be.ResetCounters()
+		be.AttentionCachedForward(out, q, kc, vc, slot, pos, N, c.NH, c.NKV, c.HD, c.maxT)
+		got := be.Counters()
+		want := int64(1)
+		if split {
+			want = 2
+		}
+		if got.Launches != want || got.HostToDevice+got.DeviceToHost != 0 || got.Syncs != 0 || got.Allocs != 0 {
+			t.Errorf("decode_split=%v: %v; want %d launches, no copy, sync or allocation", split, got, want)
+		}
+	}
+	if L, chunks := decodeChunks(N*c.NH, c.maxT, decodeSMs); chunks < 2 {
+		t.Errorf("the case has %d chunk(s) of %d: the combine is not exercised", chunks, L)
+	}
+}
+
+// TestTransferDecodeSplit: TestTransferDecodeStep and
+// TestTransferGenerateGroups with the decode_split variant on: the same
+// bytes, synchronisations and allocations bounds, one launch more a layer
+// per forward (the combine: every forward there has several chunks).
+func TestTransferDecodeSplit(t *testing.T) {
+	on := Variants{DecodeSplit: true}
+	c := transferConfig(2)
+	if _, chunks := decodeChunks(c.NH, 32, decodeSMs); chunks < 2 {
+		t.Fatalf("one token of the decode has %d chunk(s): the combine is not exercised", chunks)
+	}
+	for _, lora := range []bool{false, true} {
+		be := openEmulator(t)
+		be.SetVariants(on)
+		got, steps, io := decodeRun(t, be, lora, nil)
+		what := fmt.Sprintf("decode lora=%v", lora)
+		checkDecode(t, what+" decode_split", got, steps, io, c.V)
+		if want := stepLaunches[what] + steps*int64(c.L); got.Launches != want {
+			t.Errorf("%s decode_split: %d launches, want %d (%d + one combine a layer in each of %d forwards)", what, got.Launches, want, stepLaunches[what], steps)
+		}
+	}
+	got, rounds, cg := groupsTransfer(t, true, func(cg *countedGen, _ *model.Generator) { cg.Backend.SetVariants(on) })
+	io, _, _ := groupsIO(rounds)
+	checkDecode(t, "groups + tool turn decode_split", got, cg.forwards, io, groupsConfig.V)
+	if want := stepLaunches["groups + tool turn"] + cg.forwards*int64(groupsConfig.L); got.Launches != want {
+		t.Errorf("groups decode_split: %d launches, want %d", got.Launches, want)
+	}
+	if got.DeviceCopies != cg.copies || got.DeviceToDevice != 4*cg.copied {
+		t.Errorf("the device copied %d B in %d copies; the generator asked for %d floats in %d copies", got.DeviceToDevice, got.DeviceCopies, cg.copied, cg.copies)
+	}
+}
