@@ -77,32 +77,40 @@ func TestDecodeSplitLaunches(t *testing.T) {
 }
 
 // TestTransferDecodeSplit: TestTransferDecodeStep and
-// TestTransferGenerateGroups with the decode_split variant on: the same
-// bytes, synchronisations and allocations bounds, one launch more a layer
-// per forward (the combine: every forward there has several chunks).
+// TestTransferGenerateGroups with the decode_split variant on: within the
+// same bounds, and the same bytes, copies, synchronisations and
+// allocations as with the default kernel, with one launch more a layer per
+// forward (the combine: every forward there has several chunks).
 func TestTransferDecodeSplit(t *testing.T) {
 	on := Variants{DecodeSplit: true}
 	c := transferConfig(2)
 	if _, chunks := decodeChunks(c.NH, 32, decodeSMs); chunks < 2 {
 		t.Fatalf("one token of the decode has %d chunk(s): the combine is not exercised", chunks)
 	}
+	same := func(what string, got, def Counters, forwards int64, layers int) {
+		t.Helper()
+		g, w := got, def
+		g.Launches, w.Launches = 0, 0
+		g.SyncWait, w.SyncWait = 0, 0 // a time, not a count
+		if g != w {
+			t.Errorf("%s: %v, with the default kernel %v", what, got, def)
+		}
+		if want := def.Launches + forwards*int64(layers); got.Launches != want {
+			t.Errorf("%s: %d launches, want %d (%d + one combine a layer in each of %d forwards)", what, got.Launches, want, def.Launches, forwards)
+		}
+	}
 	for _, lora := range []bool{false, true} {
+		what := fmt.Sprintf("decode lora=%v", lora)
+		def, _, _ := decodeRun(t, openEmulator(t), lora, nil)
 		be := openEmulator(t)
 		be.SetVariants(on)
 		got, steps, io := decodeRun(t, be, lora, nil)
-		what := fmt.Sprintf("decode lora=%v", lora)
 		checkDecode(t, what+" decode_split", got, steps, io, c.V)
-		if want := stepLaunches[what] + steps*int64(c.L); got.Launches != want {
-			t.Errorf("%s decode_split: %d launches, want %d (%d + one combine a layer in each of %d forwards)", what, got.Launches, want, stepLaunches[what], steps)
-		}
+		same(what+" decode_split", got, def, steps, c.L)
 	}
+	def, _, _ := groupsTransfer(t, true, nil)
 	got, rounds, cg := groupsTransfer(t, true, func(cg *countedGen, _ *model.Generator) { cg.Backend.SetVariants(on) })
 	io, _, _ := groupsIO(rounds)
 	checkDecode(t, "groups + tool turn decode_split", got, cg.forwards, io, groupsConfig.V)
-	if want := stepLaunches["groups + tool turn"] + cg.forwards*int64(groupsConfig.L); got.Launches != want {
-		t.Errorf("groups decode_split: %d launches, want %d", got.Launches, want)
-	}
-	if got.DeviceCopies != cg.copies || got.DeviceToDevice != 4*cg.copied {
-		t.Errorf("the device copied %d B in %d copies; the generator asked for %d floats in %d copies", got.DeviceToDevice, got.DeviceCopies, cg.copied, cg.copies)
-	}
+	same("groups + tool turn decode_split", got, def, cg.forwards, groupsConfig.L)
 }
