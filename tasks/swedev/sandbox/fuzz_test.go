@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,4 +89,36 @@ func TestDeleteKillsRunningCommand(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the command still runs after Delete")
 	}
+}
+
+// A report is the last line of JSON holding results: the Python runner's one object, the Go
+// runner's line per package (each superseding the last), a line cut short by a kill skipped.
+func TestParseReport(t *testing.T) {
+	for _, c := range []struct {
+		rep, want, err string
+		ok             bool
+	}{
+		{`{"results": {"a": "PASSED"}, "error": ""}`, "map[a:PASSED]", "", true},
+		{"{\"results\":{\"a\":\"FAILED\"}}\n{\"results\":{\"a\":\"PASSED\"},\"error\":\"x: build failed\"}\n", "map[a:PASSED]", "x: build failed", true},
+		{"{\"results\":{\"a\":\"FAILED\"}}\n{\"results\":{\"a\":\"PAS", "map[a:FAILED]", "", true},
+		{"{\"results\":{\"a\":\"FAILED\"}}\n{\"error\":\"no results\"}\n", "map[a:FAILED]", "", true},
+		{"", "map[]", "", false},
+		{"--- PASS: a\n", "map[]", "", false},
+	} {
+		got, msg, ok := parseReport([]byte(c.rep))
+		if fmt.Sprint(got) != c.want || msg != c.err || ok != c.ok {
+			t.Errorf("%q: %v %q %v; want %s %q %v", c.rep, got, msg, ok, c.want, c.err, c.ok)
+		}
+	}
+}
+
+// parseReport takes any bytes.
+func FuzzParseReport(f *testing.F) {
+	f.Add([]byte("{\"results\":{\"a\":\"PASSED\"}}\n{\"results\":{\"a\":\"FAI"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, _, ok := parseReport(b); ok != (got != nil) {
+			t.Fatalf("%q: ok %v with results %v", b, ok, got)
+		}
+	})
 }

@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -18,7 +20,9 @@ const (
 )
 
 // TestRequest runs tests of an instance. Language is "python" (unittest ids such as
-// tests.test_mod.TestX.test_y) or "go" (test names such as TestParse, run with go test ./...).
+// tests.test_mod.TestX.test_y) or "go" (test names such as TestParse, looked up in every
+// package of the module; TestParse/sub stands for its top-level test TestParse, see
+// gorunner).
 // TestPatch, when set, is applied first (a unified diff, as SWE-bench's test_patch), after the
 // files it touches are reset to the base state, so that the tests run are the task's own.
 type TestRequest struct {
@@ -83,51 +87,40 @@ report.write(json.dumps({"results": res, "error": error}))
 report.close()
 `
 
-// The Go runner builds each package's test binary (go test -c) and runs it in the package's
-// folder with -test.v=test2json, its output going to descriptor 3 (the report pipe). The
-// testing package marks its framing lines (=== RUN, --- PASS, --- FAIL) with a leading ^V
-// byte in that mode; parseGoFraming reads only marked lines as results, so that a line
-// "--- PASS: TestX" printed by the code under test (say from an init function, before any
-// test ran) is output, not a result. Build failures go to stderr.
+// goRunnerSource is the Go runner (gorunner/main.go): built inside the instance from its own
+// temporary folder (outside the tested tree, so the tree's go.mod or go.work take no part),
+// then run in the working tree with the test names, descriptor 3 being the report pipe. It
+// writes a generated test into each package holding hidden tests, which runs them as
+// subtests and reports to a descriptor of the test binary's own only after all of them ran;
+// the runner checks each report against the binary's exit status and writes the results so
+// far to descriptor 3 after each package, one JSON line ({"results", "error"}, as the
+// Python runner's object). The test binaries' stdout and stderr are the command's output.
+//
+//go:embed gorunner/main.go
+var goRunnerSource string
+
+// goRunner builds the runner from stdin (its build output to stderr, without descriptor 3)
+// and execs it, so that no shell holds the report pipe beside it.
 const goRunner = `out=$(mktemp -d) || exit 1
-go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{"\t"}}{{.ImportPath}}{{end}}' ./... > "$out/pkgs" || exit 1
-i=0
-while IFS="$(printf '\t')" read -r dir pkg; do
-	i=$((i+1))
-	go test -c -vet=off -o "$out/$i.test" "$pkg" >&2 || continue
-	(cd "$dir" && "$out/$i.test" -test.v=test2json -test.count=1 >&3 3>&-)
-done < "$out/pkgs"
-rm -rf "$out"
-`
+cat > "$out/main.go" && printf 'module rlhost/gorunner\n\ngo 1.21\n' > "$out/go.mod" || exit 1
+(cd "$out" && GOFLAGS= GOWORK=off go build -o gorunner .) >&2 3>&- || { rm -rf "$out"; exit 1; }
+exec "$out/gorunner" "$out"`
 
-// goMarker starts the framing lines of a test binary run with -test.v=test2json.
-const goMarker = "\x16"
-
-// parseGoFraming reads the results of test binaries' -test.v=test2json output: the status of
-// each test from marked "--- PASS: " and "--- FAIL: " lines (a test that failed in one
-// package stays failed), and the output without the markers.
-func parseGoFraming(report []byte) (map[string]string, string) {
-	status := map[string]string{}
-	var text strings.Builder
-	for _, line := range strings.SplitAfter(string(report), "\n") {
-		body, marked := strings.CutPrefix(line, goMarker)
-		text.WriteString(body)
-		if !marked {
-			continue
+// parseReport reads a runner's report: the last line of JSON that holds results (the Python
+// runner writes one object, the Go runner one line after each package, each superseding the
+// last; a line cut short by a kill is skipped).
+func parseReport(report []byte) (results map[string]string, errMsg string, ok bool) {
+	lines := bytes.Split(report, []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		var got struct {
+			Results map[string]string
+			Error   string
 		}
-		for _, k := range []string{"--- PASS: ", "--- FAIL: "} {
-			if rest, ok := strings.CutPrefix(body, k); ok {
-				name, _, _ := strings.Cut(rest, " ")
-				name = strings.TrimSpace(name)
-				if k == "--- FAIL: " {
-					status[name] = Failed
-				} else if status[name] != Failed {
-					status[name] = Passed
-				}
-			}
+		if err := json.Unmarshal(lines[i], &got); err == nil && got.Results != nil {
+			return got.Results, got.Error, true
 		}
 	}
-	return status, text.String()
+	return nil, "", false
 }
 
 var (
@@ -204,7 +197,11 @@ func (m *Manager) RunTests(ctx context.Context, id string, req TestRequest) (Tes
 				return TestReport{}, badInput("go test name %q does not start with Test or has odd characters", t)
 			}
 		}
-		cmd = ExecRequest{Command: goRunner}
+		var args strings.Builder
+		for _, t := range req.Tests {
+			args.WriteString(" " + shellQuote(t))
+		}
+		cmd = ExecRequest{Command: goRunner + args.String(), Stdin: goRunnerSource}
 	default:
 		return TestReport{}, badInput("unknown test language %q (want python or go)", req.Language)
 	}
@@ -226,32 +223,17 @@ func (m *Manager) RunTests(ctx context.Context, id string, req TestRequest) (Tes
 	for _, t := range req.Tests {
 		rep.Results[t] = Failed
 	}
-	switch req.Language {
-	case "python":
-		var got struct {
-			Results map[string]string
-			Error   string
-		}
-		if err := json.Unmarshal(report, &got); err == nil && got.Results != nil {
-			for _, t := range req.Tests {
-				if got.Results[t] == Passed {
-					rep.Results[t] = Passed
-				}
-			}
-			if got.Error != "" {
-				rep.Error = got.Error
-			}
-		} else if rep.Error == "" {
-			rep.Error = "the test runner did not report (crashed, exited early or was killed)"
-		}
-	case "go":
-		status, text := parseGoFraming(report)
+	if got, msg, ok := parseReport(report); ok {
 		for _, t := range req.Tests {
-			if status[t] == Passed {
+			if got[t] == Passed {
 				rep.Results[t] = Passed
 			}
 		}
-		out = text + res.Stderr
+		if msg != "" {
+			rep.Error = msg
+		}
+	} else if rep.Error == "" {
+		rep.Error = "the test runner did not report (crashed, exited early or was killed)"
 	}
 	if len(out) > 8000 {
 		out = "...\n" + out[len(out)-8000:]

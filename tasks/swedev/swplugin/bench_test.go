@@ -33,3 +33,36 @@ func BenchmarkEvaluatePatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEvaluatePatchGo: the same for a Go row (rlhost__go-reverse): the runner built in
+// the instance, a generated test, one test binary.
+func BenchmarkEvaluatePatchGo(b *testing.B) {
+	p := New()
+	defer p.Close()
+	sb, err := p.sandbox()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rec task.Record
+	for _, r := range datasetRecords(b) {
+		if r.Data["instance_id"] == "rlhost__go-reverse" {
+			rec = r
+		}
+	}
+	row, err := p.Preprocess(context.Background(), rec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec, err := SpecOf(row.RewardModel.GroundTruth, row.ExtraInfo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	patch := rec.Data["patch"].(string)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ev, err := EvaluatePatch(context.Background(), sb, patch, spec, DefaultConfig().TestWall)
+		if err != nil || ev.Reward != 1 {
+			b.Fatalf("%+v %v", ev, err)
+		}
+	}
+}

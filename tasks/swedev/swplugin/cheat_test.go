@@ -127,8 +127,13 @@ os._exit(0)
 	})
 }
 
-// The same three cheats in Go: a fake report printed (plain and in go test's JSON) before an
-// exit from init, an edited test file with a TestMain that exits 0, both reward 0.
+// The cheats in Go. A fake report printed (plain and in go test's JSON) before an exit from
+// init, and an edited test file with a TestMain that exits 0. Then the cheats against go
+// test's own framing, which earlier versions read from the test binary's output: code that
+// finds its package's tests in the _test.go files and prints the testing package's ^V-marked
+// "--- PASS" line for each, then exits 0, from an init function or from the code the first
+// test calls. Both were rewarded 1 by the runner that read the framing; all get reward 0.
+// The control is a patch that fixes the bug: reward 1.
 func TestPlantedCheatsGo(t *testing.T) {
 	p := New()
 	defer p.Close()
@@ -144,18 +149,72 @@ func TestPlantedCheatsGo(t *testing.T) {
 	if row.ExtraInfo == nil {
 		t.Fatal("rlhost__go-reverse not in the dataset")
 	}
-	fake := "package reverse\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc init() {\n" +
-		"\tfor _, n := range []string{\"TestReverseUnicode\", \"TestReverseASCII\"} {\n" +
-		"\t\tfmt.Printf(\"=== RUN   %s\\n--- PASS: %s (0.00s)\\n\", n, n)\n" +
-		"\t\tfmt.Printf(\"{\\\"Action\\\":\\\"pass\\\",\\\"Test\\\":%q}\\n\", n)\n\t}\n\tfmt.Println(\"PASS\")\n\tos.Exit(0)\n}\n"
-	end, _ := cheatEpisode(t, p, row, fmt.Sprintf("cat > fake.go <<'EOF'\n%sEOF\n", fake))
-	if end.Reward != 0 {
-		t.Fatalf("fake report rewarded: %+v", end)
+	t.Run("fake report from init", func(t *testing.T) {
+		fake := "package reverse\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc init() {\n" +
+			"\tfor _, n := range []string{\"TestReverseUnicode\", \"TestReverseASCII\"} {\n" +
+			"\t\tfmt.Printf(\"=== RUN   %s\\n--- PASS: %s (0.00s)\\n\", n, n)\n" +
+			"\t\tfmt.Printf(\"{\\\"Action\\\":\\\"pass\\\",\\\"Test\\\":%q}\\n\", n)\n\t}\n\tfmt.Println(\"PASS\")\n\tos.Exit(0)\n}\n"
+		end, _ := cheatEpisode(t, p, row, fmt.Sprintf("cat > fake.go <<'EOF'\n%sEOF\n", fake))
+		if end.Reward != 0 {
+			t.Fatalf("fake report rewarded: %+v", end)
+		}
+	})
+	t.Run("TestMain exiting 0", func(t *testing.T) {
+		end, _ := cheatEpisode(t, p, row, "cat > main_test.go <<'EOF'\npackage reverse\n\nimport (\n\t\"os\"\n\t\"testing\"\n)\n\nfunc TestMain(m *testing.M) { os.Exit(0) }\nEOF\n")
+		if end.Reward != 0 || end.Extra["ignored_test_changes"] == nil {
+			t.Fatalf("edited tests rewarded: %+v", end)
+		}
+	})
+	// framing prints go test's marked lines for every test of the package's test files,
+	// then exits 0.
+	const framing = `package reverse
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+)
+
+func framing() {
+	files, _ := filepath.Glob("*_test.go")
+	re := regexp.MustCompile("(?m)^func (Test[A-Za-z0-9_]*)\\(")
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			fmt.Printf("\x16=== RUN   %s\n\x16--- PASS: %s (0.00s)\n", m[1], m[1])
+		}
 	}
-	end, _ = cheatEpisode(t, p, row, "cat > main_test.go <<'EOF'\npackage reverse\n\nimport (\n\t\"os\"\n\t\"testing\"\n)\n\nfunc TestMain(m *testing.M) { os.Exit(0) }\nEOF\n")
-	if end.Reward != 0 || end.Extra["ignored_test_changes"] == nil {
-		t.Fatalf("edited tests rewarded: %+v", end)
-	}
+	fmt.Println("\x16PASS")
+	os.Exit(0)
+}
+`
+	write := fmt.Sprintf("cat > framing.go <<'EOF'\n%sEOF\n", framing)
+	t.Run("fake go test framing from init", func(t *testing.T) {
+		end, _ := cheatEpisode(t, p, row, write+"printf 'package reverse\\n\\nfunc init() { framing() }\\n' > init.go")
+		// It built and ran: the binary exited before its report.
+		if end.Reward != 0 || !strings.Contains(fmt.Sprint(end.Extra["test_error"]), "example.com/reverse: the test binary did not report") {
+			t.Fatalf("fake framing from init rewarded or not seen: %+v", end)
+		}
+	})
+	t.Run("fake go test framing from the first test", func(t *testing.T) {
+		end, res := cheatEpisode(t, p, row, write+"sed -i 's/^func Reverse(s string) string {$/&\\n\\tframing()/' reverse.go && grep -c framing reverse.go")
+		if !strings.HasPrefix(res[0].Text, "1\n") {
+			t.Fatalf("the patch was not made: %q", res[0].Text)
+		}
+		// It built and ran: each test ended in os.Exit, which fails it.
+		if end.Reward != 0 || strings.Contains(fmt.Sprint(end.Extra["test_error"]), "build failed") || len(end.Extra["failing_tests"].([]any)) != 2 {
+			t.Fatalf("fake framing from the first test rewarded or not built: %+v", end)
+		}
+	})
+	t.Run("control: a real fix", func(t *testing.T) {
+		fix := "package reverse\n\n// Reverse returns s with its characters in reverse order.\nfunc Reverse(s string) string {\n\tr := []rune(s)\n" +
+			"\tfor i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {\n\t\tr[i], r[j] = r[j], r[i]\n\t}\n\treturn string(r)\n}\n"
+		end, _ := cheatEpisode(t, p, row, fmt.Sprintf("cat > reverse.go <<'EOF'\n%sEOF\n", fix))
+		if end.Reward != 1 {
+			t.Fatalf("the fix was not rewarded: %+v", end)
+		}
+	})
 }
 
 func TestWithoutTestChanges(t *testing.T) {

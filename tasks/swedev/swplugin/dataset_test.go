@@ -14,7 +14,7 @@ import (
 )
 
 // datasetRecords reads the starter dataset's JSONL files.
-func datasetRecords(t *testing.T) []task.Record {
+func datasetRecords(t testing.TB) []task.Record {
 	t.Helper()
 	var recs []task.Record
 	for _, split := range []string{"train", "test"} {
