@@ -93,6 +93,7 @@ var Checks = []Check{
 	{"SumSquaresScale", checkSumSquaresScale},
 	{"AdamW", checkAdamW},
 	{"Sample", checkSample},
+	{"SampleHist", checkSampleHist},
 	{"ResidentTensors", checkResident},
 	{"TrainStep", checkTrainStep},
 	{"TrainStepPacked", checkTrainStepPacked},

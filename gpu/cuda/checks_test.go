@@ -232,8 +232,8 @@ func TestChecksDetectErrors(t *testing.T) {
 		{"cached-attention", []string{"AttentionCached", "AttentionCachedSplit", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit"}},
 		{"varlen-lse", []string{"AttentionVarlen"}},
 		{"varlen-dv", []string{"AttentionVarlen", "TrainStepPacked"}},
-		{"sample-no-top-p", []string{"Sample", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit"}},
-		{"sample-no-top-k", []string{"Sample", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit"}},
+		{"sample-no-top-p", []string{"Sample", "SampleHist", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit"}},
+		{"sample-no-top-k", []string{"Sample", "SampleHist", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit"}},
 		{"residual-rmsnorm-res", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked"}},
 		{"residual-rmsnorm-overwrite", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepBF16", "TrainStepTF32"}},
 		// the model sums the products' input gradients in the products

@@ -261,6 +261,10 @@ static const rl_kernel rl_kernels[] = {
     rl_make("flash_attention_backward_dq/nosync", flash_backward_dq<FA_BUG_NOSYNC>),
     rl_make("flash_attention_backward_dq/tile", flash_backward_dq<FA_BUG_TILE>),
     K(sample_tokens), K(f32_to_bf16), K(residual_rmsnorm_forward),
+    // sample.cuh: the sample_hist variant, then its test modes (SH_SKEW, SH_BUG_*)
+    K(sample_tokens_hist), rl_make("sample_tokens_hist/skew", sample_tokens_impl<SH_SKEW>),
+    rl_make("sample_tokens_hist/topk", sample_tokens_impl<SH_BUG_TOPK>),
+    rl_make("sample_tokens_hist/unsettled", sample_tokens_impl<SH_BUG_UNSETTLED>),
     // rmsnorm.cuh RN_BUG_*: the fused residual + norm with a planted defect
     rl_make("residual_rmsnorm_forward/norm_a", residual_rmsnorm_forward_impl<RN_BUG_NORM_A>),
     rl_make("rmsnorm_backward_dinp/overwrite", rmsnorm_backward_dinp_impl<RN_BUG_OVERWRITE>),

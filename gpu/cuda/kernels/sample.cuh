@@ -140,6 +140,206 @@ __device__ i64 level_last(const unsigned* key, i64 V, unsigned lvl, i64 cut, uns
 }
 
 // ---------------------------------------------------------------------------
+// The sample_hist variant (Variants.SampleHist; sample_tokens_hist): the
+// same cuts of a row beyond SAMPLE_RANK_MAX candidates as level_find's
+// bisection (up to 32 block sums over the row per cut), found instead by
+// radix select over the same keys: four passes (hist_step), each a 256-bin
+// histogram of the 8 bits below the key bits found so far, of the members
+// whose key agrees with them, then a scan of its bins from the highest for
+// the one where the running count (top-k) or mass e (top-p, the draw)
+// reaches the goal. Counts are exact, so the top-k cut is level_find's.
+// Masses are summed in fp32 per bin, in an order that varies between runs
+// on a GPU (atomics), so their key is a guess: hist_settle tests it with one
+// pass of the exact sums level_find compares (level_sum2) and keeps it, or,
+// when rounding put the goal on the other side of a boundary, bisects the
+// keys on the side that holds the answer as level_find does. Either way the
+// cut, and so the candidates, their order and the token, are the default's,
+// bit for bit (sample_check.go compares the two kernels).
+
+#define SH_BINS 256
+#define SH_WARPS (BLOCK / 32)
+static_assert(SH_BINS == BLOCK, "hist_step merges bin t of the warps' histograms on thread t");
+
+// Modes of sample_tokens_impl. The last three are launched only by the
+// tests, on the emulator (emu.cc registers them as sample_tokens_hist/...).
+#define SH_OFF 0            // sample_tokens: the cuts by bisection (level_find)
+#define SH_ON 1             // sample_tokens_hist: the cuts by radix select
+#define SH_SKEW 2           // SH_ON with every mass-based guess one key off: hist_settle must recover (not a defect)
+#define SH_BUG_TOPK 3       // planted: the count scan stops one member late (top-k keeps K+1)
+#define SH_BUG_UNSETTLED 4  // planted: SH_SKEW with the guesses taken untested
+
+extern "C++" {
+
+// level_sum2: level_sum(.., at, true) and level_sum(.., at + 1, true), the
+// same two sums in the same order, in one pass over the row.
+__device__ void level_sum2(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, unsigned at,
+                           double* s_at, double* s_above) {
+    double s = 0.0, a = 0.0;
+    for (i64 j = threadIdx.x; j < V; j += BLOCK) {
+        unsigned k = key[j];
+        if (k >= at && in_level(k, j, lvl, cut)) {
+            s += (double)e[j];
+            if (k > at) a += (double)e[j];
+        }
+    }
+    *s_at = block_sumd(s);
+    *s_above = block_sumd(a);
+}
+
+// sh_sel is the state of a radix select: the key bits found so far, what
+// remains of the goal below the bins passed over, and the total (count or
+// mass) of the members above the bins chosen.
+struct sh_sel {
+    unsigned prefix;
+    double goal;
+    double above;
+};
+
+// hist_step: one pass of the radix select over the members of (lvl, cut)
+// whose key agrees with st->prefix above bit shift+8: the histogram of their
+// key bits shift..shift+7 (counts, and masses e in fp32 when weighted), then
+// the highest bin where the running total from the top reaches st->goal (>=;
+// > when strict), or the lowest bin holding a member if none does (the
+// masses' rounding); st takes its bits, and the total of the bins above it
+// leaves the goal for the above. Each warp has its own histogram and each
+// thread adds a run of ids in one bin with one atomic, so that a flat row
+// (most keys in few bins) does not serialise on one counter. The first pass
+// (shift 24) of a weighted select also returns the members' exact mass,
+// level_sum(.., lvl, true) in its order; with u >= 0 the goal is then
+// u * that mass (the draw). Every thread, synchronises.
+template <int MODE>
+__device__ double hist_step(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, int shift, bool weighted,
+                            bool strict, double u, sh_sel* st) {
+    __shared__ unsigned sc[SH_WARPS][SH_BINS];
+    __shared__ float sm[SH_WARPS][SH_BINS];
+    __shared__ unsigned hc[SH_BINS];
+    __shared__ float hm[SH_BINS];
+    __shared__ int s_bin;
+    __shared__ double s_cum;
+    int t = threadIdx.x;
+    for (int w = 0; w < SH_WARPS; w++) {
+        sc[w][t] = 0u;
+        sm[w][t] = 0.0f;
+    }
+    __syncthreads();
+    bool exact = weighted && shift == 24;
+    unsigned* wc = sc[t >> 5];
+    float* wm = sm[t >> 5];
+    double s = 0.0;
+    int cur = -1;  // the bin of this thread's current run
+    unsigned rc = 0u;
+    float rm = 0.0f;
+#pragma unroll 1
+    for (i64 j = t; j < V; j += BLOCK) {
+        unsigned k = key[j];
+        if (!in_level(k, j, lvl, cut) || (unsigned)((unsigned long long)k >> (shift + 8)) != st->prefix) continue;
+        float q = weighted ? e[j] : 0.0f;
+        if (exact) s += (double)q;  // every member agrees with the empty prefix of the first pass
+        int b = (int)((k >> shift) & 255u);
+        if (b != cur) {
+            if (cur >= 0) {
+                atomicAdd(&wc[cur], rc);
+                if (weighted) atomicAdd(&wm[cur], rm);
+            }
+            cur = b;
+            rc = 0u;
+            rm = 0.0f;
+        }
+        rc++;
+        rm += q;
+    }
+    if (cur >= 0) {
+        atomicAdd(&wc[cur], rc);
+        if (weighted) atomicAdd(&wm[cur], rm);
+    }
+    __syncthreads();
+    unsigned c = 0u;
+    float m = 0.0f;
+    for (int w = 0; w < SH_WARPS; w++) {
+        c += sc[w][t];
+        m += sm[w][t];
+    }
+    hc[t] = c;
+    hm[t] = m;
+    double total = 0.0;
+    if (exact)
+        total = block_sumd(s);  // synchronises: the bins are complete
+    else
+        __syncthreads();
+    if (u >= 0.0) st->goal = u * total;
+    if (t == 0) {
+        double cum = 0.0, low_cum = 0.0;
+        int bin = -1, low = -1;
+        for (int b = SH_BINS - 1; b >= 0 && bin < 0; b--) {
+            if (hc[b] == 0u) continue;
+            double w = weighted ? (double)hm[b] : (double)hc[b];
+            bool late = MODE == SH_BUG_TOPK && !weighted;
+            if ((strict || late) ? cum + w > st->goal : cum + w >= st->goal) {
+                bin = b;
+                break;
+            }
+            low = b;
+            low_cum = cum;
+            cum += w;
+        }
+        if (bin < 0) {  // rounding: the lowest bin
+            bin = low;
+            cum = low_cum;
+        }
+        s_bin = bin;
+        s_cum = cum;
+    }
+    __syncthreads();
+    st->prefix = (st->prefix << 8) | (unsigned)s_bin;
+    st->goal -= s_cum;
+    st->above += s_cum;
+    __syncthreads();  // s_bin and s_cum read by every thread
+    return total;
+}
+
+// hist_select: the remaining passes of a radix select whose first pass
+// (shift 24) has run: the key of the member it ends on.
+template <int MODE>
+__device__ unsigned hist_select(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, bool weighted,
+                                bool strict, sh_sel* st) {
+    for (int shift = 16; shift >= 0; shift -= 8) hist_step<MODE>(key, e, V, lvl, cut, shift, weighted, strict, -1.0, st);
+    return st->prefix;
+}
+
+// hist_settle: level_find(.., lvl, hi, true, goal, strict), the largest key
+// whose exact mass level_sum reaches goal, from the guess g of a weighted
+// radix select (the caller knows that lvl reaches it), and *above =
+// level_sum at the key after it (0 at hi). One pass when the guess holds
+// (it reaches the goal and the key after it does not); otherwise the keys on
+// the side that holds the answer are bisected as level_find does.
+template <int MODE>
+__device__ unsigned hist_settle(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, unsigned hi,
+                                unsigned g, double goal, bool strict, double* above) {
+    if (MODE == SH_SKEW || MODE == SH_BUG_UNSETTLED) {  // one key off: above for the draw, below for top-p
+        if (strict)
+            g = g < hi ? g + 1u : g - 1u;
+        else
+            g = g > lvl ? g - 1u : g + 1u;
+    }
+    if (MODE == SH_BUG_UNSETTLED) {
+        *above = g < hi ? level_sum(key, e, V, lvl, cut, g + 1u, true) : 0.0;
+        return g;
+    }
+    double s, sn;
+    level_sum2(key, e, V, lvl, cut, g, &s, &sn);
+    bool reach = strict ? s > goal : s >= goal;
+    bool next = g < hi && (strict ? sn > goal : sn >= goal);
+    if (reach && !next) {
+        *above = g < hi ? sn : 0.0;
+        return g;
+    }
+    unsigned k = reach ? level_find(key, e, V, lvl, cut, g + 1u, hi, true, goal, strict)
+                       : level_find(key, e, V, lvl, cut, lvl, g - 1u, true, goal, strict);
+    *above = k + 1u == g ? s : (k < hi ? level_sum(key, e, V, lvl, cut, k + 1u, true) : 0.0);
+    return k;
+}
+
+// ---------------------------------------------------------------------------
 // one block per row of logits [M,V]. Scratch, [M,V] each: e (the
 // unnormalised probabilities), cand (the candidates of a filtered row, in id
 // order) and sorted (the same, by logit, ties by lower id).
@@ -159,8 +359,14 @@ __device__ i64 level_last(const unsigned* key, i64 V, unsigned lvl, i64 cut, uns
 // from the CPU's (per thread, then across the block), so a token can differ
 // only where U falls within rounding (~1e-15 relative) of a boundary of the
 // cumulative distribution.
-__global__ void sample_tokens(int* tokens, float* logp, const float* logits, const sample_params* params, float* e_all,
-                              int* cand_all, int* sorted_all, i64 M, i64 V) {
+//
+// MODE SH_OFF is sample_tokens; the others find the cuts by radix select
+// (hist_step, hist_settle: 4 histogram passes per cut, and one exact pass
+// for a mass-based one, where the bisection takes up to 32) and give the
+// same cuts, so the same tokens and log-probs.
+template <int MODE>
+__device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits, const sample_params* params, float* e_all,
+                                   int* cand_all, int* sorted_all, i64 M, i64 V) {
     __shared__ float sv[BLOCK];
     __shared__ int si[BLOCK];
     __shared__ double sd[BLOCK];
@@ -293,8 +499,17 @@ __global__ void sample_tokens(int* tokens, float* logp, const float* logits, con
         for (i64 j = t; j < V; j += BLOCK) key[j] = e[j] >= th ? logit_key(z[j]) : 0u;
         __syncthreads();
         if (topK > 0 && topK < n) {  // the first K: the level holding the K-th, and its K-th member
-            unsigned kk = level_find(key, e, V, lvl, cut, lvl, top, false, (double)topK, false);
-            double above = kk < top ? level_sum(key, e, V, lvl, cut, kk + 1u, false) : 0.0;
+            unsigned kk;
+            double above;
+            if (MODE == SH_OFF) {
+                kk = level_find(key, e, V, lvl, cut, lvl, top, false, (double)topK, false);
+                above = kk < top ? level_sum(key, e, V, lvl, cut, kk + 1u, false) : 0.0;
+            } else {  // the counts are exact: the K-th member's key and the count above it
+                sh_sel st = {0u, (double)topK, 0.0};
+                hist_step<MODE>(key, e, V, lvl, cut, 24, false, false, -1.0, &st);
+                kk = hist_select<MODE>(key, e, V, lvl, cut, false, false, &st);
+                above = st.above;
+            }
             i64 c = level_walk(key, e, V, lvl, cut, kk, false, (double)topK, above, false, sd, &s_res);
             cut = c >= 0 ? c : (kk == lvl ? cut : V);
             lvl = kk;
@@ -304,22 +519,47 @@ __global__ void sample_tokens(int* tokens, float* logp, const float* logits, con
     if (!byLevel && n > SAMPLE_RANK_MAX) {  // top-p and the draw by levels too
         if (keepP < 1.0) {  // the shortest prefix holding keepP of the mass, if the set holds it
             double goal = keepP * se;
-            if (level_sum(key, e, V, lvl, cut, lvl, true) >= goal) {
-                unsigned kp = level_find(key, e, V, lvl, cut, lvl, top, true, goal, false);
-                double above = kp < top ? level_sum(key, e, V, lvl, cut, kp + 1u, true) : 0.0;
-                i64 c = level_walk(key, e, V, lvl, cut, kp, true, goal, above, false, sd, &s_res);
-                cut = c >= 0 ? c : (kp == lvl ? cut : V);
-                lvl = kp;
+            if (MODE == SH_OFF) {
+                if (level_sum(key, e, V, lvl, cut, lvl, true) >= goal) {
+                    unsigned kp = level_find(key, e, V, lvl, cut, lvl, top, true, goal, false);
+                    double above = kp < top ? level_sum(key, e, V, lvl, cut, kp + 1u, true) : 0.0;
+                    i64 c = level_walk(key, e, V, lvl, cut, kp, true, goal, above, false, sd, &s_res);
+                    cut = c >= 0 ? c : (kp == lvl ? cut : V);
+                    lvl = kp;
+                }
+            } else {  // the first pass gives the set's mass as level_sum does
+                sh_sel st = {0u, goal, 0.0};
+                if (hist_step<MODE>(key, e, V, lvl, cut, 24, true, false, -1.0, &st) >= goal) {
+                    unsigned g = hist_select<MODE>(key, e, V, lvl, cut, true, false, &st);
+                    double above;
+                    unsigned kp = hist_settle<MODE>(key, e, V, lvl, cut, top, g, goal, false, &above);
+                    i64 c = level_walk(key, e, V, lvl, cut, kp, true, goal, above, false, sd, &s_res);
+                    cut = c >= 0 ? c : (kp == lvl ? cut : V);
+                    lvl = kp;
+                }
             }
         }
         // the draw: the first member where U*(their mass) - (a running sum) < 0
-        double total = level_sum(key, e, V, lvl, cut, lvl, true);
-        double goal = p.u * total;
+        double total, goal;
         i64 pick = -1;
-        if (total > goal) {
-            unsigned kx = level_find(key, e, V, lvl, cut, lvl, top, true, goal, true);
-            double above = kx < top ? level_sum(key, e, V, lvl, cut, kx + 1u, true) : 0.0;
-            pick = level_walk(key, e, V, lvl, cut, kx, true, goal, above, true, sd, &s_res);
+        if (MODE == SH_OFF) {
+            total = level_sum(key, e, V, lvl, cut, lvl, true);
+            goal = p.u * total;
+            if (total > goal) {
+                unsigned kx = level_find(key, e, V, lvl, cut, lvl, top, true, goal, true);
+                double above = kx < top ? level_sum(key, e, V, lvl, cut, kx + 1u, true) : 0.0;
+                pick = level_walk(key, e, V, lvl, cut, kx, true, goal, above, true, sd, &s_res);
+            }
+        } else {  // the first pass gives the total, and so the goal, as level_sum does
+            sh_sel st = {0u, 0.0, 0.0};
+            total = hist_step<MODE>(key, e, V, lvl, cut, 24, true, true, p.u, &st);
+            goal = p.u * total;  // as hist_step set it before its scan
+            if (total > goal) {
+                unsigned g = hist_select<MODE>(key, e, V, lvl, cut, true, true, &st);
+                double above;
+                unsigned kx = hist_settle<MODE>(key, e, V, lvl, cut, top, g, goal, true, &above);
+                pick = level_walk(key, e, V, lvl, cut, kx, true, goal, above, true, sd, &s_res);
+            }
         }
         if (pick < 0) pick = level_last(key, V, lvl, cut, (unsigned*)si, sd, &s_res);  // rounding: the last member
         if (t == 0) {
@@ -388,4 +628,19 @@ __global__ void sample_tokens(int* tokens, float* logp, const float* logits, con
         tokens[row] = pick;
         if (logp) logp[row] = (float)((double)((z[pick] - m) / temp) - lse);
     }
+}
+
+}  // extern "C++"
+
+__global__ void sample_tokens(int* tokens, float* logp, const float* logits, const sample_params* params, float* e_all,
+                              int* cand_all, int* sorted_all, i64 M, i64 V) {
+    sample_tokens_impl<SH_OFF>(tokens, logp, logits, params, e_all, cand_all, sorted_all, M, V);
+}
+
+// sample_tokens_hist: sample_tokens with the cuts of rows beyond
+// SAMPLE_RANK_MAX candidates found by radix select (the sample_hist variant,
+// Variants.SampleHist; see hist_step). The same arguments and scratch.
+__global__ void sample_tokens_hist(int* tokens, float* logp, const float* logits, const sample_params* params,
+                                   float* e_all, int* cand_all, int* sorted_all, i64 M, i64 V) {
+    sample_tokens_impl<SH_ON>(tokens, logp, logits, params, e_all, cand_all, sorted_all, M, V);
 }

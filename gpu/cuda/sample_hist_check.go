@@ -1,0 +1,136 @@
+package cuda
+
+// The check of the sample_hist variant (Variants.SampleHist,
+// kernels/sample.cuh sample_tokens_hist): with it on, SampleTokens must
+// give the CPU reference's tokens, and the default kernel's tokens and
+// log-probabilities bit for bit, so that a run samples the same whichever
+// kernel ran.
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/rlhost/rlhost/gpu"
+)
+
+// sampleHistKinds are the sampling settings of checkSampleHist: top-k alone
+// below and above the rank limit (1024 candidates), top-p alone, both (the
+// GRPO-like decode's top-k 50, top-p 0.95, and a top-k beyond the rank
+// limit, where top-p and the draw are cut by levels too), and greedy.
+var sampleHistKinds = []gpu.SampleParams{
+	{Temperature: 1, TopK: 50},
+	{Temperature: 1, TopP: 0.95},
+	{Temperature: 1, TopK: 50, TopP: 0.95},
+	{Temperature: 2, TopK: 5000},
+	{Temperature: 1.5, TopK: 3000, TopP: 0.5},
+	{Temperature: 0.8, TopP: 0.3},
+	{Temperature: 1, TopK: 1500},
+	{Temperature: 0},
+}
+
+// sampleHistShape fills a row of the kind the check needs: 0 nearly flat
+// (many near-equal logits, a random model's row), 1 a wider spread (top-p
+// cuts inside the candidates), 2 few distinct values (41: every cut falls
+// inside a run of ties, ordered by id), 3 peaked (few candidates: the
+// ranked path), 4 a plateau of 3000 equal largest logits above a flat rest
+// (the top-k and top-p cuts and the draw inside one level of ties).
+func sampleHistShape(r *rand.Rand, row []float32, shape int) {
+	for i := range row {
+		z := r.NormFloat64()
+		switch shape {
+		case 0:
+			row[i] = float32(z * 0.01)
+		case 1:
+			row[i] = float32(z * 0.3)
+		case 2:
+			row[i] = float32(math.Round(z*10)) * 0.01
+		case 3:
+			row[i] = float32(z * 3)
+		case 4:
+			row[i] = float32(z*0.01) - 1
+		}
+	}
+	if shape == 4 {
+		for _, i := range r.Perm(len(row))[:3000] {
+			row[i] = 0.5
+		}
+	}
+}
+
+const sampleHistShapes = 5
+
+// checkSampleHist runs rows of every kind and shape (V 20000, 2 draws
+// each) and four rows of the GRPO-like decode's shape (V 151936, top-k 50,
+// top-p 0.95, nearly flat) through SampleTokens with the variant on: the
+// tokens must be the CPU reference's and, on a device with variants, the
+// tokens and log-probabilities the default kernel's, bit for bit. The
+// variants are restored after.
+func checkSampleHist(b Device) error {
+	r := rand.New(rand.NewPCG(27, 27))
+	const V = 20000
+	var params []gpu.SampleParams
+	var logits []float32
+	row := make([]float32, V)
+	for _, p := range sampleHistKinds {
+		for shape := range sampleHistShapes {
+			for range 2 {
+				p.U = r.Float64()
+				params = append(params, p)
+				sampleHistShape(r, row, shape)
+				logits = append(logits, row...)
+			}
+		}
+	}
+	if err := sampleHistAgrees(b, V, params, logits); err != nil {
+		return err
+	}
+	const big = 151936
+	params, logits = params[:0], make([]float32, 0, 4*big)
+	row = make([]float32, big)
+	for range 4 {
+		params = append(params, gpu.SampleParams{Temperature: 1, TopK: 50, TopP: 0.95, U: r.Float64()})
+		sampleHistShape(r, row, 0)
+		logits = append(logits, row...)
+	}
+	return sampleHistAgrees(b, big, params, logits)
+}
+
+// sampleHistAgrees samples the rows [M,V] with the variant on (on a device
+// with variants): the CPU reference's tokens (sampleAgrees), and the
+// default kernel's tokens and log-probs exactly.
+func sampleHistAgrees(b Device, V int, params []gpu.SampleParams, logits []float32) error {
+	vd, ok := b.(variantDevice)
+	if !ok {
+		return sampleAgrees(b, V, params, logits)
+	}
+	was := vd.Variants()
+	defer vd.SetVariants(was)
+	off, on := was, was
+	off.SampleHist, on.SampleHist = false, true
+	M := len(params)
+	z := b.Alloc("check logits", M*V)
+	defer b.Free(z)
+	b.Upload(z, logits)
+	var tok [2][]int32
+	var lp [2][]float32
+	for i, v := range []Variants{off, on} {
+		vd.SetVariants(v)
+		tok[i], lp[i] = make([]int32, M), make([]float32, M)
+		b.SampleTokens(tok[i], lp[i], z, params, M, V)
+	}
+	for i := range tok[0] {
+		if tok[1][i] != tok[0][i] || math.Float32bits(lp[1][i]) != math.Float32bits(lp[0][i]) {
+			return fmt.Errorf("V=%d row %d (%+v): sample_hist token %d (log-prob %g), default kernel %d (%g); cpu %d",
+				V, i, params[i], tok[1][i], lp[1][i], tok[0][i], lp[0][i], cpuToken(logits[i*V:(i+1)*V], params[i]))
+		}
+	}
+	return sampleAgrees(b, V, params, logits) // with the variant on
+}
+
+// cpuToken is the CPU reference's token of one row.
+func cpuToken(row []float32, p gpu.SampleParams) int32 {
+	t := make([]int32, 1)
+	ref.SampleTokens(t, nil, row, []gpu.SampleParams{p}, 1, len(row))
+	return t[0]
+}
