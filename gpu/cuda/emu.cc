@@ -246,9 +246,14 @@ static const rl_kernel rl_kernels[] = {
     rl_make("flash_attention_backward_dq_mma64/nosync", flash_backward_dq_mma<4, FA_BUG_NOSYNC>),
     rl_make("flash_attention_backward_dq_mma64/tile", flash_backward_dq_mma<4, FA_BUG_TILE>),
     rl_make("flash_attention_backward_dq_mma64/frag", flash_backward_dq_mma<4, FA_BUG_FRAG>),
-    rl_make("flash_attention_backward_dkv_mma64/nosync", flash_backward_dkv_mma<4, FA_BUG_NOSYNC>),
-    rl_make("flash_attention_backward_dkv_mma64/tile", flash_backward_dkv_mma<4, FA_BUG_TILE>),
-    rl_make("flash_attention_backward_dkv_mma64/frag", flash_backward_dkv_mma<4, FA_BUG_FRAG>),
+    rl_make("flash_attention_backward_dkv_mma64/nosync", flash_backward_dkv_mma<4, FA_DK | FA_DV, FA_BUG_NOSYNC>),
+    rl_make("flash_attention_backward_dkv_mma64/tile", flash_backward_dkv_mma<4, FA_DK | FA_DV, FA_BUG_TILE>),
+    rl_make("flash_attention_backward_dkv_mma64/frag", flash_backward_dkv_mma<4, FA_DK | FA_DV, FA_BUG_FRAG>),
+    K(flash_attention_backward_dq_mma128), K(flash_attention_backward_dk_mma128), K(flash_attention_backward_dv_mma128),
+    rl_make("flash_attention_backward_dq_mma128/frag", flash_backward_dq_mma<8, FA_BUG_FRAG>),
+    rl_make("flash_attention_backward_dk_mma128/frag", flash_backward_dkv_mma<8, FA_DK, FA_BUG_FRAG>),
+    rl_make("flash_attention_backward_dv_mma128/frag", flash_backward_dkv_mma<8, FA_DV, FA_BUG_FRAG>),
+    rl_make("flash_attention_backward_dv_mma128/tile", flash_backward_dkv_mma<8, FA_DV, FA_BUG_TILE>),
     // mma.cuh MMA_BUG_SWAP: two fragment registers swapped
     rl_make("mma_bf16_probe/swap", mma_probe_impl<MMA_BUG_SWAP>),
     // planted defects (flashattn.cuh FA_BUG_*), launched in their kernel's

@@ -61,8 +61,8 @@ func (b *Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, 
 // (arena scratch), then dk and dv (one block per key tile and key/value
 // head, summing the group's query heads) and dq (one block per query tile
 // and head): no atomics, so the result does not depend on scheduling.
-// With Variants.FlashMMA and HD <= 64 dk/dv and dq run on the bf16 tensor
-// cores (flashattn_mma.go).
+// With Variants.FlashMMA dk/dv and dq run on the bf16 tensor cores
+// (flashattn_mma.go).
 func (b *Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, q, k, v []float32, cuSeqlens []int32,
 	S, N, maxT, NH, NKV, HD int) {
 	if N == 0 {
@@ -75,7 +75,7 @@ func (b *Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, 
 		pdo, plse := a.in(dout, N*NH*HD), a.in(lse, N*NH)
 		pD := a.alloc(int64(N*NH) * 4)
 		b.d.launch("flash_attention_backward_dot", gridFor(N*NH), ptr(pD), ptr(pdo), ptr(a.in(out, N*NH*HD)), i64(N*NH), i64(HD))
-		if b.d.vars.FlashMMA && HD <= 64 {
+		if b.d.vars.FlashMMA {
 			b.flashBackwardMMA(a, cu, pq, pk, pv, pdo, plse, pD, dq, dk, S, N, maxT, NH, NKV, HD, scale, dv)
 			return
 		}

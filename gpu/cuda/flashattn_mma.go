@@ -31,15 +31,31 @@ func (b *Backend) flashForwardMMA(a *arena, cu dptr, out, lse, q, k, v []float32
 		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
 }
 
-// flashBackwardMMA launches the FlashMMA backward (head dimensions up to
-// 64) inside AttentionVarlenBackward's op, on its staged operands and D:
-// the default's grids (64 keys, or 64 queries, a block).
+// flashBackwardMMA launches the FlashMMA backward inside
+// AttentionVarlenBackward's op, on its staged operands and D, with the
+// default's grids (64 keys, or 64 queries, a block): for HD <= 64 dK and dV
+// in one kernel, above in two (flashattn.cuh: their accumulators and
+// fragments together exceed a thread's registers).
 func (b *Backend) flashBackwardMMA(a *arena, cu, pq, pk, pv, pdo, plse, pD dptr, dq, dk []float32,
 	S, N, maxT, NH, NKV, HD int, scale float32, dv []float32) {
-	b.d.launch("flash_attention_backward_dkv_mma64", flashBlocks(S, maxT, NKV), ptr(a.out(dk, N*NKV*HD)), ptr(a.out(dv, N*NKV*HD)),
+	pdq, pdk, pdv := a.out(dq, N*NH*HD), a.out(dk, N*NKV*HD), a.out(dv, N*NKV*HD)
+	keys, queries := flashBlocks(S, maxT, NKV), flashBlocks(S, maxT, NH)
+	if HD <= 64 {
+		b.d.launch("flash_attention_backward_dkv_mma64", keys, ptr(pdk), ptr(pdv),
+			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
+			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+		b.d.launch("flash_attention_backward_dq_mma64", queries, ptr(pdq),
+			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
+			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+		return
+	}
+	b.d.launch("flash_attention_backward_dk_mma128", keys, ptr(pdk), ptr(pdv),
 		ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
 		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
-	b.d.launch("flash_attention_backward_dq_mma64", flashBlocks(S, maxT, NH), ptr(a.out(dq, N*NH*HD)),
+	b.d.launch("flash_attention_backward_dv_mma128", keys, ptr(pdk), ptr(pdv),
+		ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
+		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+	b.d.launch("flash_attention_backward_dq_mma128", queries, ptr(pdq),
 		ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
 		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
 }

@@ -20,4 +20,5 @@ var kernelNames = []string{
 	"gather_rows", "scatter_rows", "sample_tokens", "sample_tokens_hist",
 	"mma_bf16_probe", "flash_attention_forward_mma64", "flash_attention_forward_mma128",
 	"flash_attention_backward_dq_mma64", "flash_attention_backward_dkv_mma64",
+	"flash_attention_backward_dq_mma128", "flash_attention_backward_dk_mma128", "flash_attention_backward_dv_mma128",
 }

@@ -779,17 +779,18 @@ __device__ void fa_mma_store(float* dst, float* red, const float (&acc)[2 * NK][
 // flash_backward_dq_mma: flash_backward_dq on the tensor cores. Block:
 // (sequence, tile of 64 queries, head h); per key tile in the causal range
 // S = Q K^T, dP = dO V^T (Q and dO fragments in registers, K and V staged
-// [key][dim]), dS = exp(S*scale - lse) * (dP - D), dQ += dS K (K^T staged
-// [dim][key]).
+// [key][dim]), dS = exp(S*scale - lse) * (dP - D), then dQ += dS K (K^T
+// staged [dim][key] where V was).
 template <int NK, int BUG>
 __device__ void flash_backward_dq_mma(float* dq, const float* q, const float* k, const float* v, const float* dout,
                                       const float* lse, const float* D, const int* cu, i64 S, i64 maxT, i64 NH,
                                       i64 NKV, i64 HD, float scale) {
     constexpr int DIMS = 16 * NK, LDK = DIMS + 8, LDV = FA_TILE + 8;
-    constexpr int KVN = 2 * FA_TILE * LDK + DIMS * LDV;  // K, V, K^T; first Q and dO (2 * FA_TILE * LDK)
-    alignas(16) __shared__ unsigned short sm[KVN];
+    constexpr int XN = FA_TILE * LDK > DIMS * LDV ? FA_TILE * LDK : DIMS * LDV;  // V, then K^T
+    alignas(16) __shared__ unsigned short sm[FA_TILE * LDK + XN];                 // first Q and dO
     static_assert(sizeof(sm) >= FA_TILE * DIMS * sizeof(float), "fa_mma_store's sums fit the buffer");
-    unsigned short *Ks = sm, *Vs = sm + FA_TILE * LDK, *Kt = sm + 2 * FA_TILE * LDK;
+    static_assert(FA_TILE * LDK + XN >= 2 * FA_TILE * LDK, "Q and dO fit the buffer");
+    unsigned short *Ks = sm, *Xs = sm + FA_TILE * LDK;
     i64 h, tile, off, L;
     fa_block(cu, S, maxT, NH, true, &h, &tile, &off, &L);
     i64 q0 = tile * FA_TILE;
@@ -820,25 +821,31 @@ __device__ void flash_backward_dq_mma(float* dq, const float* q, const float* k,
     for (i64 j0 = 0; j0 < kend; j0 += FA_TILE) {
         __syncthreads();  // the fragments' staging, or the previous tile, is no longer read
         fa_stage_bf16(Ks, LDK, k, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
-        fa_stage_bf16(Vs, LDK, v, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
-        fa_stage_bf16_t(Kt, LDV, k, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
+        fa_stage_bf16(Xs, LDK, v, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
         if (BUG != FA_BUG_NOSYNC) __syncthreads();
-        i64 c0 = j0 + 32 * half;                       // the warp's first key
-        if (c0 > wq0 + 15 || c0 >= L || wq0 >= L) continue;  // none of its keys is seen (warp-uniform)
+        i64 c0 = j0 + 32 * half;                            // the warp's first key
+        bool work = !(c0 > wq0 + 15 || c0 >= L || wq0 >= L);  // it sees some of its keys (warp-uniform)
         float s[4][4], dp[4][4];
-        fa_mma_abt(s, qa, Ks + 32 * half * LDK, LDK, nk);
-        fa_mma_abt(dp, da, Vs + 32 * half * LDK, LDK, nk);
+        if (work) {
+            fa_mma_abt(s, qa, Ks + 32 * half * LDK, LDK, nk);
+            fa_mma_abt(dp, da, Xs + 32 * half * LDK, LDK, nk);
 #pragma unroll
-        for (int n = 0; n < 4; n++) {
+            for (int n = 0; n < 4; n++) {
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int r = i / 2;
-                i64 tq = wq0 + g + 8 * r, tk = c0 + 8 * n + 2 * t + i % 2;
-                s[n][i] = tk <= tq && tq < L ? expf(s[n][i] * scale - lq[r]) * (dp[n][i] - dq0[r]) : 0.0f;
+                for (int i = 0; i < 4; i++) {
+                    int r = i / 2;
+                    i64 tq = wq0 + g + 8 * r, tk = c0 + 8 * n + 2 * t + i % 2;
+                    s[n][i] = tk <= tq && tq < L ? expf(s[n][i] * scale - lq[r]) * (dp[n][i] - dq0[r]) : 0.0f;
+                }
             }
         }
-        int kn = (int)(L - c0 < 32 ? L - c0 : 32);
-        fa_mma_pb<NK, BUG>(acc, s, Kt + 32 * half, LDV, kn, nd);
+        __syncthreads();  // V is no longer read
+        fa_stage_bf16_t(Xs, LDV, k, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
+        __syncthreads();
+        if (work) {
+            int kn = (int)(L - c0 < 32 ? L - c0 : 32);
+            fa_mma_pb<NK, BUG>(acc, s, Xs + 32 * half, LDV, kn, nd);
+        }
     }
     fa_mma_store<NK>(dq, reinterpret_cast<float*>(sm), acc, scale, off, q0, L, h, NH, HD);
 }
@@ -849,8 +856,13 @@ __device__ void flash_backward_dq_mma(float* dq, const float* q, const float* k,
 // S^T = K Q^T, dP^T = V dO^T (K and V fragments in registers, Q and dO
 // staged [query][dim]), P^T = exp(S^T*scale - lse), dS^T = P^T (dP^T - D),
 // then dV += P^T dO and dK += dS^T Q (dO^T and Q^T staged [dim][query] in
-// the same buffer).
-template <int NK, int BUG>
+// the same buffer). OUT says which of dK and dV a launch computes (FA_DK |
+// FA_DV): for HD > 64 both accumulators and both operands' fragments would
+// exceed the 255 registers of a thread, so dK and dV are two launches
+// there, each computing S (and dK also dP) anew.
+#define FA_DK 1
+#define FA_DV 2
+template <int NK, int OUT, int BUG>
 __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, const float* k, const float* v,
                                        const float* dout, const float* lse, const float* D, const int* cu, i64 S,
                                        i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
@@ -870,13 +882,14 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
     int rg = warp & 3, half = warp >> 2;  // keys 16rg.., queries 32half.. of each query tile
     int nk = (int)((HD + 15) / 16), nd = (int)((HD + 7) / 8);
     i64 wk0 = j0 + 16 * rg;
+    constexpr bool DK = (OUT & FA_DK) != 0, DV = (OUT & FA_DV) != 0;
 
     fa_stage_bf16(As, LDK, k, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
-    fa_stage_bf16(Bs, LDK, v, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
+    if (DK) fa_stage_bf16(Bs, LDK, v, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
     __syncthreads();
     unsigned ka[NK][4], va[NK][4];
     fa_mma_frags(ka, As, LDK, 16 * rg);
-    fa_mma_frags(va, Bs, LDK, 16 * rg);
+    if (DK) fa_mma_frags(va, Bs, LDK, 16 * rg);
     float dka[2 * NK][4], dva[2 * NK][4];
 #pragma unroll
     for (int n = 0; n < 2 * NK; n++) {
@@ -888,7 +901,7 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
         for (i64 i0 = BUG == FA_BUG_TILE ? j0 + FA_TILE : j0; i0 < L; i0 += FA_TILE) {
             __syncthreads();  // the previous tile (or K, V) is no longer read
             fa_stage_bf16(As, LDK, q, off, i0, FA_TILE, L, h, NH, HD, DIMS);
-            fa_stage_bf16(Bs, LDK, dout, off, i0, FA_TILE, L, h, NH, HD, DIMS);
+            if (DK) fa_stage_bf16(Bs, LDK, dout, off, i0, FA_TILE, L, h, NH, HD, DIMS);
             for (int i = threadIdx.x; i < FA_TILE; i += BLOCK) {
                 lsq[i] = i0 + i < L ? lse[(off + i0 + i) * NH + h] : 0.0f;
                 dsq[i] = i0 + i < L ? D[(off + i0 + i) * NH + h] : 0.0f;
@@ -899,7 +912,7 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
             float p[4][4], ds[4][4];
             if (work) {
                 fa_mma_abt(p, ka, As + 32 * half * LDK, LDK, nk);
-                fa_mma_abt(ds, va, Bs + 32 * half * LDK, LDK, nk);
+                if (DK) fa_mma_abt(ds, va, Bs + 32 * half * LDK, LDK, nk);
 #pragma unroll
                 for (int n = 0; n < 4; n++) {
 #pragma unroll
@@ -908,24 +921,24 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
                         i64 tk = wk0 + g + 8 * (i / 2), tq = i0 + qc;
                         float pv = tk <= tq && tq < L ? expf(p[n][i] * scale - lsq[qc]) : 0.0f;
                         p[n][i] = pv;
-                        ds[n][i] = pv * (ds[n][i] - dsq[qc]);
+                        if (DK) ds[n][i] = pv * (ds[n][i] - dsq[qc]);
                     }
                 }
             }
             __syncthreads();  // Q, dO [query][dim] are no longer read
-            fa_stage_bf16_t(At, LDV, q, off, i0, FA_TILE, L, h, NH, HD, DIMS);
-            fa_stage_bf16_t(Bt, LDV, dout, off, i0, FA_TILE, L, h, NH, HD, DIMS);
+            if (DK) fa_stage_bf16_t(At, LDV, q, off, i0, FA_TILE, L, h, NH, HD, DIMS);
+            if (DV) fa_stage_bf16_t(Bt, LDV, dout, off, i0, FA_TILE, L, h, NH, HD, DIMS);
             __syncthreads();
             if (work) {
                 int kn = (int)(L - c0 < 32 ? L - c0 : 32);
-                fa_mma_pb<NK, BUG>(dva, p, Bt + 32 * half, LDV, kn, nd);
-                fa_mma_pb<NK, BUG>(dka, ds, At + 32 * half, LDV, kn, nd);
+                if (DV) fa_mma_pb<NK, BUG>(dva, p, Bt + 32 * half, LDV, kn, nd);
+                if (DK) fa_mma_pb<NK, BUG>(dka, ds, At + 32 * half, LDV, kn, nd);
             }
         }
     }
     float* red = reinterpret_cast<float*>(sm);
-    fa_mma_store<NK>(dk, red, dka, scale, off, j0, L, kh, NKV, HD);
-    fa_mma_store<NK>(dv, red, dva, 1.0f, off, j0, L, kh, NKV, HD);
+    if (DK) fa_mma_store<NK>(dk, red, dka, scale, off, j0, L, kh, NKV, HD);
+    if (DV) fa_mma_store<NK>(dv, red, dva, 1.0f, off, j0, L, kh, NKV, HD);
 }
 
 }  // extern "C++"
@@ -983,5 +996,26 @@ __global__ void flash_attention_backward_dkv_mma64(float* dk, float* dv, const f
                                                                  const float* v, const float* dout, const float* lse,
                                                                  const float* D, const int* cu, i64 S, i64 maxT,
                                                                  i64 NH, i64 NKV, i64 HD, float scale) {
-    flash_backward_dkv_mma<4, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+    flash_backward_dkv_mma<4, FA_DK | FA_DV, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+}
+
+// flash_attention_backward_dq_mma128, _dk_mma128 and _dv_mma128: the
+// FlashMMA backward for head dimensions up to 128, dK and dV in two
+// launches.
+__global__ void flash_attention_backward_dq_mma128(float* dq, const float* q, const float* k, const float* v,
+                                                   const float* dout, const float* lse, const float* D, const int* cu,
+                                                   i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+    flash_backward_dq_mma<8, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+}
+
+__global__ void flash_attention_backward_dk_mma128(float* dk, float* dv, const float* q, const float* k, const float* v,
+                                                   const float* dout, const float* lse, const float* D, const int* cu,
+                                                   i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+    flash_backward_dkv_mma<8, FA_DK, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+}
+
+__global__ void flash_attention_backward_dv_mma128(float* dk, float* dv, const float* q, const float* k, const float* v,
+                                                   const float* dout, const float* lse, const float* D, const int* cu,
+                                                   i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+    flash_backward_dkv_mma<8, FA_DV, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
 }
