@@ -663,21 +663,24 @@ __device__ void flash_forward_mma(float* out, float* lse, const float* q, const 
 }
 
 // ---------------------------------------------------------------------------
-// The FlashMMA backward, for head dimensions up to 64 (NK = 4; larger ones
-// run the fp32 kernels above). Both kernels keep the default's grid: a
-// block per 64 rows (queries for dQ, keys for dK/dV) and head, streaming
-// the other side in tiles of 64. Warp w owns the 16 rows 16(w%4).. and
-// the 32 columns 32(w/4).. of each streamed tile, so that a warp's score
-// tiles are 16 x 32 (4 accumulator tiles of 16 x 8: 16 registers each for
-// S and dP); the two warps of a row group add their partial sums through
-// shared memory at the end (fixed order: no atomics).
+// The FlashMMA backward, NK = HD/16 at most (4: HD <= 64, 8: up to 128).
+// Both kernels keep the default's grid: a block per 64 rows (queries for
+// dQ, keys for dK/dV) and head, streaming the other side in tiles of 64.
+// Warp w owns the 16 rows 16(w%4).. and the 32 columns 32(w/4).. of each
+// streamed tile, so that a warp's score tiles are 16 x 32 (4 accumulator
+// tiles of 16 x 8: 16 registers each for S and dP); the two warps of a row
+// group add their partial sums through shared memory at the end (fixed
+// order: no atomics).
 //
-// Budget (sm_90, NK 4): shared memory one buffer of 18 KB (dK/dV: K and V
-// for their fragments, then per query tile Q and dO [query][dim], then
-// Q^T and dO^T [dim][query]) or 27 KB (dQ: Q and dO, then per key tile K
-// and V [key][dim] and K^T [dim][key]), reused for the final sums (16 KB of
-// fp32). Registers: the rows' fragments of two operands (32), one or two
-// fp32 accumulators of 16 x 64 (32 each), S and dP (32).
+// Budget (sm_90). Shared memory: one bf16 buffer, reused for the final
+// sums (64 x 16NK fp32): dK/dV 18 KB for NK 4, 36 KB for 8 (K and V for
+// their fragments, then per query tile Q and dO [query][dim], then Q^T and
+// dO^T [dim][query]); dQ 18 KB or 35 KB (Q and dO, then per key tile K and
+// V [key][dim], then K^T [dim][key] where V was). Registers: the rows'
+// fragments of two operands (8NK), one or two fp32 accumulators of 16 x
+// 16NK (8NK each), S and dP (32): for NK 4 dQ fits 128 (two blocks per SM)
+// and dK/dV about 200 (one); for NK 8 dK and dV together would need more
+// than 255, so they are two launches (OUT of flash_backward_dkv_mma).
 
 // fa_mma_abt: acc[n] (n < 4) = A B^T for the warp's 16 rows (A's fragments
 // a, over nk products of 16 dimensions) and 32 columns whose operand rows
