@@ -3,8 +3,11 @@
 package cuda
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu"
 )
 
 // TestSampleHistEmulator runs the sample_hist variant's check on the
@@ -48,5 +51,43 @@ func TestSampleHistPlantedBugs(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// TestTransferSampleHist: SampleTokens with the sample_hist variant on
+// flat rows (3000 candidates each: the radix select runs) moves what the
+// default moves: the same bytes and copies, one launch, one
+// synchronisation and no allocation once the arena has grown; and gives
+// the same tokens.
+func TestTransferSampleHist(t *testing.T) {
+	be := openEmulator(t)
+	const M, V = 4, 3000
+	r := rand.New(rand.NewPCG(5, 5))
+	z := be.Alloc("logits", M*V)
+	defer be.Free(z)
+	be.Upload(z, randn(r, M*V, 0.01))
+	params := make([]gpu.SampleParams, M)
+	for i := range params {
+		params[i] = gpu.SampleParams{Temperature: 1, TopK: 50, TopP: 0.95, U: r.Float64()}
+	}
+	var c [2]Counters
+	var tok [2][]int32
+	for i, on := range []bool{false, true} {
+		be.SetVariants(Variants{SampleHist: on})
+		tok[i] = make([]int32, M)
+		lp := make([]float32, M)
+		be.SampleTokens(tok[i], lp, z, params, M, V) // the arena grows here
+		be.ResetCounters()
+		be.SampleTokens(tok[i], lp, z, params, M, V)
+		c[i] = be.Counters()
+		c[i].SyncWait = 0 // a time, not a count
+	}
+	if c[1] != c[0] || c[1].Launches != 1 || c[1].Syncs != 1 || c[1].Allocs != 0 {
+		t.Errorf("sample_hist: %+v; the default kernel %+v (want the same, one launch, one sync, no allocation)", c[1], c[0])
+	}
+	for i := range tok[0] {
+		if tok[1][i] != tok[0][i] {
+			t.Errorf("row %d: token %d with sample_hist, %d with the default", i, tok[1][i], tok[0][i])
+		}
 	}
 }
