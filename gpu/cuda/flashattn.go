@@ -38,8 +38,8 @@ func (b *Backend) flashSeqlens(a *arena, cuSeqlens []int32, S, N, maxT, NH, NKV,
 }
 
 // AttentionVarlenForward: see gpu.Backend. One launch; lse [N,NH] is kept
-// for the backward. With Variants.FlashMMA the products run on the bf16
-// tensor cores (flashattn_mma.go).
+// for the backward. With Variants.FlashMMA and bf16 products the products
+// run on the bf16 tensor cores (flashattn_mma.go).
 func (b *Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuSeqlens []int32, S, N, maxT, NH, NKV, HD int) {
 	if N == 0 {
 		return
@@ -47,7 +47,7 @@ func (b *Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, 
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	b.d.run("AttentionVarlenForward", func(a *arena) {
 		cu := b.flashSeqlens(a, cuSeqlens, S, N, maxT, NH, NKV, HD)
-		if b.d.vars.FlashMMA {
+		if b.d.flashMMA() {
 			b.flashForwardMMA(a, cu, out, lse, q, k, v, S, N, maxT, NH, NKV, HD, scale)
 			return
 		}
@@ -61,8 +61,8 @@ func (b *Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, 
 // (arena scratch), then dk and dv (one block per key tile and key/value
 // head, summing the group's query heads) and dq (one block per query tile
 // and head): no atomics, so the result does not depend on scheduling.
-// With Variants.FlashMMA dk/dv and dq run on the bf16 tensor cores
-// (flashattn_mma.go).
+// With Variants.FlashMMA and bf16 products dk/dv and dq run on the bf16
+// tensor cores (flashattn_mma.go).
 func (b *Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, q, k, v []float32, cuSeqlens []int32,
 	S, N, maxT, NH, NKV, HD int) {
 	if N == 0 {
@@ -75,7 +75,7 @@ func (b *Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, 
 		pdo, plse := a.in(dout, N*NH*HD), a.in(lse, N*NH)
 		pD := a.alloc(int64(N*NH) * 4)
 		b.d.launch("flash_attention_backward_dot", gridFor(N*NH), ptr(pD), ptr(pdo), ptr(a.in(out, N*NH*HD)), i64(N*NH), i64(HD))
-		if b.d.vars.FlashMMA {
+		if b.d.flashMMA() {
 			b.flashBackwardMMA(a, cu, pq, pk, pv, pdo, plse, pD, dq, dk, S, N, maxT, NH, NKV, HD, scale, dv)
 			return
 		}
@@ -87,3 +87,9 @@ func (b *Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, 
 			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
 	})
 }
+
+// flashMMA reports whether the fused attention runs on the bf16 tensor
+// cores: Variants.FlashMMA selects it only where the products are bf16
+// (SetPrecision(BF16), actor.dtype=bfloat16), so that a run in float32 or
+// tfloat32 keeps its attention in fp32 as it asked.
+func (d *device) flashMMA() bool { return d.vars.FlashMMA && d.prec == BF16 }

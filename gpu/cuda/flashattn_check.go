@@ -93,9 +93,12 @@ func withVariant(b Device, set func(*Variants), f func() error) error {
 const flashMMAFwdTol, flashMMABwdTol = 1e-2, 2e-2
 
 // checkAttentionVarlenMMA is checkAttentionVarlen with Variants.FlashMMA
-// on (the forward's products on the bf16 tensor cores) and the
-// tolerances of bf16 operands.
+// on and bf16 products (the variant applies only then: the attention's
+// products on the bf16 tensor cores) and the tolerances of bf16 operands.
 func checkAttentionVarlenMMA(b Device) error {
+	prev := b.Precision()
+	b.SetPrecision(BF16)
+	defer b.SetPrecision(prev)
 	return withVariant(b, func(v *Variants) { v.FlashMMA = true }, func() error {
 		for i, c := range flashCases {
 			if err := checkAttentionVarlenTol(b, uint64(i), c.lengths, c.NH, c.NKV, c.HD, flashMMAFwdTol, flashMMABwdTol); err != nil {

@@ -62,6 +62,7 @@ func TestFlashAttentionPlantedBugs(t *testing.T) {
 func TestFlashMMAErrors(t *testing.T) {
 	be := openEmulator(t)
 	be.SetVariants(Variants{FlashMMA: true})
+	be.SetPrecision(BF16)
 	rel := func(got, want []float32) float64 {
 		scale, worst := 1.0, 0.0
 		for i := range want {
