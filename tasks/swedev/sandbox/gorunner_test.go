@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +134,33 @@ func TestRunTestsGoTimeLimit(t *testing.T) {
 	}
 	if rep.Results["TestA"] != Passed || rep.Results["TestZ"] != Failed || !strings.Contains(rep.Error, fmt.Sprintf("did not finish within %s", wall)) {
 		t.Fatalf("results %v, error %q\n%s", rep.Results, rep.Error, rep.Output)
+	}
+}
+
+// The runner's binary is written into the instance's temporary folder without following what
+// the instance may have left at its name.
+func TestPlaceGoRunnerNoFollow(t *testing.T) {
+	m := newManager(t, Config{})
+	id := create(t, m, map[string]string{"a.txt": "a\n"})
+	in, err := m.get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "host-file")
+	if err := os.WriteFile(target, []byte("host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(in.tmp, goRunnerFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.placeGoRunner(id, []byte("binary")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "host\n" {
+		t.Fatalf("the link was followed: the host file holds %q", b)
+	}
+	st, err := os.Lstat(filepath.Join(in.tmp, goRunnerFile))
+	if err != nil || !st.Mode().IsRegular() {
+		t.Fatalf("placed: %v %v", st, err)
 	}
 }

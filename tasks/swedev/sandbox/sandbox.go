@@ -105,6 +105,8 @@ type Manager struct {
 	closed    bool
 	stop      chan struct{}
 	reaped    sync.WaitGroup
+
+	goRunner goRunnerBuild // the Go test runner, built once (tests.go)
 }
 
 type instance struct {

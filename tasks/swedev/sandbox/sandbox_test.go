@@ -169,6 +169,18 @@ func TestRunTests(t *testing.T) {
 	if rep.Results["TestAbsPos"] != Passed || rep.Results["TestAbsNeg"] != Failed {
 		t.Fatalf("go results %v %s\n%s", rep.Results, rep.Error, rep.Output)
 	}
+	if m.goRunner.bin == nil {
+		t.Fatalf("the Manager did not build the Go runner: %v", m.goRunner.err)
+	}
+	// Where the Manager cannot build the runner, the instance builds it from its source.
+	m.goRunner.bin, m.goRunner.err = nil, errors.New("no go command here")
+	rep, err = m.RunTests(ctx, gid, TestRequest{Language: "go", Tests: []string{"TestAbsPos", "TestAbsNeg"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Results["TestAbsPos"] != Passed || rep.Results["TestAbsNeg"] != Failed {
+		t.Fatalf("go results, runner built in the instance: %v %s\n%s", rep.Results, rep.Error, rep.Output)
+	}
 }
 
 // The faults of the issue: each is contained, reported, and leaves nothing behind.

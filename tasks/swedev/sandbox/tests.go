@@ -7,9 +7,13 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -87,24 +91,118 @@ report.write(json.dumps({"results": res, "error": error}))
 report.close()
 `
 
-// goRunnerSource is the Go runner (gorunner/main.go): built inside the instance from its own
-// temporary folder (outside the tested tree, so the tree's go.mod or go.work take no part),
-// then run in the working tree with the test names, descriptor 3 being the report pipe. It
-// writes a generated test into each package holding hidden tests, which runs them as
-// subtests and reports to a descriptor of the test binary's own only after all of them ran;
-// the runner checks each report against the binary's exit status and writes the results so
-// far to descriptor 3 after each package, one JSON line ({"results", "error"}, as the
-// Python runner's object). The test binaries' stdout and stderr are the command's output.
+// goRunnerSource is the Go runner (gorunner/main.go), run in the working tree with the test
+// names, descriptor 3 being the report pipe. It writes a generated test into each package
+// holding hidden tests, which runs them as subtests and reports to a descriptor of the test
+// binary's own only after all of them ran; the runner checks each report against the
+// binary's exit status and writes the results so far to descriptor 3 after each package,
+// one JSON line ({"results", "error"}, as the Python runner's object). The test binaries'
+// stdout and stderr are the command's output.
 //
 //go:embed gorunner/main.go
 var goRunnerSource string
 
-// goRunner builds the runner from stdin (its build output to stderr, without descriptor 3)
-// and execs it, so that no shell holds the report pipe beside it.
-const goRunner = `out=$(mktemp -d) || exit 1
+// goRunnerFile is where RunTests puts the runner's binary in the instance's temporary folder
+// (the Manager writes it before the command; the command moves it into a folder of its own,
+// removed at the end).
+const goRunnerFile = ".rlhost-gorunner"
+
+// goRunnerPlaced runs the runner the Manager put in the instance; goRunnerFromSource builds it
+// inside the instance from stdin first, in its own temporary folder (outside the tested tree,
+// so the tree's go.mod or go.work take no part; its build output to stderr, without
+// descriptor 3), when the Manager could not build it. Both exec it, so that no shell holds
+// the report pipe beside it.
+const (
+	goRunnerPlaced = `out=$(mktemp -d) && mv "$TMPDIR/` + goRunnerFile + `" "$out/gorunner" || exit 1
+exec "$out/gorunner" "$out"`
+	goRunnerFromSource = `out=$(mktemp -d) || exit 1
 cat > "$out/main.go" && printf 'module rlhost/gorunner\n\ngo 1.21\n' > "$out/go.mod" || exit 1
 (cd "$out" && GOFLAGS= GOWORK=off go build -o gorunner .) >&2 3>&- || { rm -rf "$out"; exit 1; }
 exec "$out/gorunner" "$out"`
+)
+
+// goRunnerBuild is the runner's binary, built by the Manager once (the host's go command is
+// the one the instances see), kept in memory and written into each instance that runs Go
+// tests: building it there cost about 0.6 s an evaluation. Not on a file the Manager keeps, so
+// that no instance (in rlimit mode not as root they share the Manager's uid) can replace it
+// for the next.
+type goRunnerBuild struct {
+	mu    sync.Mutex
+	tried bool
+	bin   []byte
+	err   error
+}
+
+// goRunnerBinary returns the runner's binary, building it on first use; an error when it
+// cannot be built here (then RunTests builds it in the instance).
+func (m *Manager) goRunnerBinary() ([]byte, error) {
+	g := &m.goRunner
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.tried {
+		return g.bin, g.err
+	}
+	g.tried = true
+	g.bin, g.err = buildGoRunner()
+	return g.bin, g.err
+}
+
+func buildGoRunner() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "rlhost-gorunner-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	for name, text := range map[string]string{"main.go": goRunnerSource, "go.mod": "module rlhost/gorunner\n\ngo 1.21\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", "gorunner", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off", "GOTOOLCHAIN=local", "CGO_ENABLED=0", "GO111MODULE=on")
+	if _, err := os.UserCacheDir(); err != nil {
+		cmd.Env = append(cmd.Env, "GOCACHE="+filepath.Join(dir, "cache"))
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("sandbox: building the Go test runner: %v: %s", err, out)
+	}
+	return os.ReadFile(filepath.Join(dir, "gorunner"))
+}
+
+// placeGoRunner writes the runner's binary into the instance's temporary folder, replacing
+// whatever is at that name and never following a link (os.Root), owned by the instance's uid.
+func (m *Manager) placeGoRunner(id string, bin []byte) error {
+	in, err := m.get(id)
+	if err != nil {
+		return err
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	root, err := os.OpenRoot(in.tmp)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.RemoveAll(goRunnerFile); err != nil {
+		return err
+	}
+	f, err := root.OpenFile(goRunnerFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(bin); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if in.uid >= 0 {
+		return root.Lchown(goRunnerFile, in.uid, m.gid)
+	}
+	return nil
+}
 
 // parseReport reads a runner's report: the last line of JSON that holds results (the Python
 // runner writes one object, the Go runner one line after each package, each superseding the
@@ -201,7 +299,13 @@ func (m *Manager) RunTests(ctx context.Context, id string, req TestRequest) (Tes
 		for _, t := range req.Tests {
 			args.WriteString(" " + shellQuote(t))
 		}
-		cmd = ExecRequest{Command: goRunner + args.String(), Stdin: goRunnerSource}
+		cmd = ExecRequest{Command: goRunnerFromSource + args.String(), Stdin: goRunnerSource}
+		if bin, err := m.goRunnerBinary(); err == nil {
+			if err := m.placeGoRunner(id, bin); err != nil {
+				return TestReport{}, fmt.Errorf("sandbox: placing the Go test runner: %w", err)
+			}
+			cmd = ExecRequest{Command: goRunnerPlaced + args.String()}
+		}
 	default:
 		return TestReport{}, badInput("unknown test language %q (want python or go)", req.Language)
 	}
