@@ -524,6 +524,38 @@ __device__ void fa_stage_bf16_t(unsigned short* dst, int ld, const float* src, i
     }
 }
 
+// fa_mma_pb: o[n] (n < 2NK, of nd) += P B for the warp's 16 rows, P [16 x
+// 16KS] the accumulators p (rounded to bf16: the pair 2kk, 2kk+1 is the A
+// fragment of columns 16kk..16kk+15) and B [16KS x dims] staged transposed
+// at Bt [dim][col] (row stride ld); kn of the 16KS columns are valid. The
+// forward's P V (KS = FA_TILE/16, a whole key tile) and the backward's
+// products over a warp's 32 columns (KS = 2) both use it.
+template <int NK, int KS, int BUG>
+__device__ void fa_mma_pb(float (&o)[2 * NK][4], const float (&p)[2 * KS][4], const unsigned short* Bt, int ld, int kn,
+                          int nd) {
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) {
+        if (16 * kk < kn) {
+            unsigned pa[4] = {bf16x2(p[2 * kk][0], p[2 * kk][1]), bf16x2(p[2 * kk][2], p[2 * kk][3]),
+                              bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]), bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+            if (BUG == FA_BUG_FRAG) {
+                unsigned x = pa[1];
+                pa[1] = pa[2];
+                pa[2] = x;
+            }
+            const unsigned short* br = Bt + g * ld + 16 * kk + 2 * t;
+#pragma unroll
+            for (int n = 0; n < 2 * NK; n++) {
+                if (n < nd) {
+                    unsigned b[2] = {ld_b32(br + 8 * n * ld), ld_b32(br + 8 * n * ld + 8)};
+                    mma_bf16_16816(o[n], pa, b);
+                }
+            }
+        }
+    }
+}
+
 // flash_forward_mma: one block per (sequence, tile of FA_MQ queries, head
 // h), the algorithm of flash_forward with warp w's rows q0+16w..q0+16w+15.
 // Lane (g, t) = (lane/4, lane%4) holds, for each 8-column accumulator tile,
@@ -620,30 +652,10 @@ __device__ void flash_forward_mma(float* out, float* lse, const float* q, const 
 #pragma unroll
             for (int n = 0; n < 2 * NK; n++) o[n][2 * r] *= alpha, o[n][2 * r + 1] *= alpha;
         }
-        // O += P V over the tile's keys, 16 at a time: P's A fragment is the
-        // accumulator pair (2kk, 2kk+1) rounded to bf16; B[k][n] = V[key][dim]
-        // = V^T[dim][key]
+        // O += P V over the tile's keys, 16 at a time (fa_mma_pb): B[k][n] =
+        // V[key][dim] = V^T[dim][key]
         int kn = (int)(L - j0 < FA_TILE ? L - j0 : FA_TILE);  // the tile's keys
-#pragma unroll
-        for (int kk = 0; kk < FA_TILE / 16; kk++) {
-            if (16 * kk < kn) {
-                unsigned pa[4] = {bf16x2(s[2 * kk][0], s[2 * kk][1]), bf16x2(s[2 * kk][2], s[2 * kk][3]),
-                                  bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]), bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-                if (BUG == FA_BUG_FRAG) {
-                    unsigned x = pa[1];
-                    pa[1] = pa[2];
-                    pa[2] = x;
-                }
-                const unsigned short* vr = Vt + g * LDV + 16 * kk + 2 * t;
-#pragma unroll
-                for (int n = 0; n < 2 * NK; n++) {
-                    if (n < nd) {
-                        unsigned vb[2] = {ld_b32(vr + 8 * n * LDV), ld_b32(vr + 8 * n * LDV + 8)};
-                        mma_bf16_16816(o[n], pa, vb);
-                    }
-                }
-            }
-        }
+        fa_mma_pb<NK, FA_TILE / 16, BUG>(o, s, Vt, LDV, kn, nd);
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -698,35 +710,6 @@ __device__ void fa_mma_abt(float (&acc)[4][4], const unsigned (&a)[NK][4], const
             if (kk < nk) {
                 unsigned b[2] = {ld_b32(br + 16 * kk), ld_b32(br + 16 * kk + 8)};
                 mma_bf16_16816(acc[n], a[kk], b);
-            }
-        }
-    }
-}
-
-// fa_mma_pb: o[n] (n < 2NK, of nd) += P B for the warp's 16 rows, P [16 x
-// 32] the accumulators p (rounded to bf16: the pair 2kk, 2kk+1 is the A
-// fragment of columns 16kk..16kk+15) and B [32 x dims] staged transposed
-// at Bt [dim][col] (row stride ld); kn of the 32 columns are valid.
-template <int NK, int BUG>
-__device__ void fa_mma_pb(float (&o)[2 * NK][4], const float (&p)[4][4], const unsigned short* Bt, int ld, int kn, int nd) {
-    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int kk = 0; kk < 2; kk++) {
-        if (16 * kk < kn) {
-            unsigned pa[4] = {bf16x2(p[2 * kk][0], p[2 * kk][1]), bf16x2(p[2 * kk][2], p[2 * kk][3]),
-                              bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]), bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
-            if (BUG == FA_BUG_FRAG) {
-                unsigned x = pa[1];
-                pa[1] = pa[2];
-                pa[2] = x;
-            }
-            const unsigned short* br = Bt + g * ld + 16 * kk + 2 * t;
-#pragma unroll
-            for (int n = 0; n < 2 * NK; n++) {
-                if (n < nd) {
-                    unsigned b[2] = {ld_b32(br + 8 * n * ld), ld_b32(br + 8 * n * ld + 8)};
-                    mma_bf16_16816(o[n], pa, b);
-                }
             }
         }
     }
@@ -847,7 +830,7 @@ __device__ void flash_backward_dq_mma(float* dq, const float* q, const float* k,
         __syncthreads();
         if (work) {
             int kn = (int)(L - c0 < 32 ? L - c0 : 32);
-            fa_mma_pb<NK, BUG>(acc, s, Xs + 32 * half, LDV, kn, nd);
+            fa_mma_pb<NK, 2, BUG>(acc, s, Xs + 32 * half, LDV, kn, nd);
         }
     }
     fa_mma_store<NK>(dq, reinterpret_cast<float*>(sm), acc, scale, off, q0, L, h, NH, HD);
@@ -934,8 +917,8 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
             __syncthreads();
             if (work) {
                 int kn = (int)(L - c0 < 32 ? L - c0 : 32);
-                if (DV) fa_mma_pb<NK, BUG>(dva, p, Bt + 32 * half, LDV, kn, nd);
-                if (DK) fa_mma_pb<NK, BUG>(dka, ds, At + 32 * half, LDV, kn, nd);
+                if (DV) fa_mma_pb<NK, 2, BUG>(dva, p, Bt + 32 * half, LDV, kn, nd);
+                if (DK) fa_mma_pb<NK, 2, BUG>(dka, ds, At + 32 * half, LDV, kn, nd);
             }
         }
     }
