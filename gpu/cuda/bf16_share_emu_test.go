@@ -128,7 +128,7 @@ func TestSharedBF16Conversions(t *testing.T) {
 		be := openEmulator(t)
 		be.SetPrecision(BF16)
 		be.d.unsharedBF16 = !shared
-		criticStep(t, be)
+		criticStep(t, be, 2)
 		want := sharedConversions["critic L=2"][b2i(shared)]
 		check(t, "critic L=2", be.d.conv, want.launches, want.floats, sharedConversions["critic L=2"][0].launches, shared)
 
@@ -170,32 +170,6 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// criticStep runs TestTransferCriticStep's step (2 layers) twice on be and
-// leaves the counts of the second.
-func criticStep(t *testing.T, be *Backend) {
-	c := transferConfig(2)
-	r := rand.New(rand.NewPCG(22, 2))
-	body := model.NewZero(be, c)
-	body.Params.Upload(randn(r, c.NumParams(), 0.05))
-	vm := &model.ValueModel{Body: body, Head: be.Alloc("head", c.C+1), HeadGrad: be.Alloc("head grad", c.C+1)}
-	be.Upload(vm.Head, randn(r, c.C+1, 0.05))
-	va := vm.NewActs(transferB, transferT)
-	opt := model.NewValueAdamW(vm, model.AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, MaxGradNorm: 1})
-	b, dvalues, _ := transferBatch(r, c, false)
-	counted(be, func() {
-		vm.ZeroGrads()
-		if err := vm.Forward(va, b); err != nil {
-			t.Fatal(err)
-		}
-		if err := vm.Backward(va, dvalues); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := opt.Update(vm); err != nil {
-			t.Fatal(err)
-		}
-	})
 }
 
 // sharedRun is what a BF16 run of two training steps (plain, ScoredOnly

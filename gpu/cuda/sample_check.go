@@ -57,6 +57,18 @@ func checkSample(b Device) error {
 	return checkSampleFlat(b, r)
 }
 
+// sampleFlatKinds are the sampling settings of checkSampleFlat (and the
+// first of checkSampleHist's): top-k below and above the rank limit, top-p
+// alone and both.
+var sampleFlatKinds = []gpu.SampleParams{
+	{Temperature: 1, TopK: 50},
+	{Temperature: 1, TopP: 0.95},
+	{Temperature: 1, TopK: 50, TopP: 0.95},
+	{Temperature: 2, TopK: 5000},
+	{Temperature: 1.5, TopK: 3000, TopP: 0.5},
+	{Temperature: 0.8, TopP: 0.3},
+}
+
 // checkSampleFlat: rows whose filtered candidates are too many to rank
 // pairwise (more than SAMPLE_RANK_MAX in kernels/sample.cuh), as a random
 // or a hot model gives: nearly flat rows, a wider spread where top-p cuts
@@ -65,17 +77,9 @@ func checkSample(b Device) error {
 // the rank limit, top-p alone and both.
 func checkSampleFlat(b Device, r *rand.Rand) error {
 	const V = 20000
-	kinds := []gpu.SampleParams{
-		{Temperature: 1, TopK: 50},
-		{Temperature: 1, TopP: 0.95},
-		{Temperature: 1, TopK: 50, TopP: 0.95},
-		{Temperature: 2, TopK: 5000},
-		{Temperature: 1.5, TopK: 3000, TopP: 0.5},
-		{Temperature: 0.8, TopP: 0.3},
-	}
 	var params []gpu.SampleParams
 	var logits []float32
-	for _, p := range kinds {
+	for _, p := range sampleFlatKinds {
 		for v := range 3 {
 			for range 3 {
 				p.U = r.Float64()

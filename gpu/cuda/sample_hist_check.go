@@ -10,24 +10,20 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/rlhost/rlhost/gpu"
 )
 
-// sampleHistKinds are the sampling settings of checkSampleHist: top-k alone
-// below and above the rank limit (1024 candidates), top-p alone, both (the
-// GRPO-like decode's top-k 50, top-p 0.95, and a top-k beyond the rank
-// limit, where top-p and the draw are cut by levels too), and greedy.
-var sampleHistKinds = []gpu.SampleParams{
-	{Temperature: 1, TopK: 50},
-	{Temperature: 1, TopP: 0.95},
-	{Temperature: 1, TopK: 50, TopP: 0.95},
-	{Temperature: 2, TopK: 5000},
-	{Temperature: 1.5, TopK: 3000, TopP: 0.5},
-	{Temperature: 0.8, TopP: 0.3},
+// sampleHistKinds are the sampling settings of checkSampleHist:
+// checkSampleFlat's (top-k alone below and above the rank limit, 1024
+// candidates; top-p alone; both: the GRPO-like decode's top-k 50, top-p
+// 0.95, and a top-k beyond the rank limit, where top-p and the draw are cut
+// by levels too), then top-k 1500 alone and greedy.
+var sampleHistKinds = slices.Concat(sampleFlatKinds, []gpu.SampleParams{
 	{Temperature: 1, TopK: 1500},
 	{Temperature: 0},
-}
+})
 
 // sampleHistShape fills a row of the kind the check needs: 0 nearly flat
 // (many near-equal logits, a random model's row), 1 a wider spread (top-p

@@ -191,27 +191,8 @@ func TestTransferCriticStep(t *testing.T) {
 	syncs := map[int]int64{}
 	for _, L := range []int{1, 2} {
 		be := openEmulator(t)
+		got := criticStep(t, be, L)
 		c := transferConfig(L)
-		r := rand.New(rand.NewPCG(22, uint64(L)))
-		body := model.NewZero(be, c)
-		body.Params.Upload(randn(r, c.NumParams(), 0.05))
-		vm := &model.ValueModel{Body: body, Head: be.Alloc("head", c.C+1), HeadGrad: be.Alloc("head grad", c.C+1)}
-		be.Upload(vm.Head, randn(r, c.C+1, 0.05))
-		va := vm.NewActs(transferB, transferT)
-		opt := model.NewValueAdamW(vm, model.AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, MaxGradNorm: 1})
-		b, dvalues, _ := transferBatch(r, c, false)
-		got := counted(be, func() {
-			vm.ZeroGrads()
-			if err := vm.Forward(va, b); err != nil {
-				t.Fatal(err)
-			}
-			if err := vm.Backward(va, dvalues); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := opt.Update(vm); err != nil {
-				t.Fatal(err)
-			}
-		})
 		// tokens and dvalues up, values down; two squared norms down
 		io := int64(transferB*transferT)*3*4 + 16
 		checkSteps(t, fmt.Sprintf("critic L=%d", L), got, io, int64(c.NumParams())*4, 8)
@@ -221,6 +202,33 @@ func TestTransferCriticStep(t *testing.T) {
 	if syncs[1] != syncs[2] {
 		t.Errorf("critic: %d synchronisations with 1 layer, %d with 2", syncs[1], syncs[2])
 	}
+}
+
+// criticStep runs the critic's step of an L-layer model (forward to
+// values, backward from dvalues, clip, AdamW over decoder and head) twice
+// on be and returns the counts of the second.
+func criticStep(t *testing.T, be *Backend, L int) Counters {
+	c := transferConfig(L)
+	r := rand.New(rand.NewPCG(22, uint64(L)))
+	body := model.NewZero(be, c)
+	body.Params.Upload(randn(r, c.NumParams(), 0.05))
+	vm := &model.ValueModel{Body: body, Head: be.Alloc("head", c.C+1), HeadGrad: be.Alloc("head grad", c.C+1)}
+	be.Upload(vm.Head, randn(r, c.C+1, 0.05))
+	va := vm.NewActs(transferB, transferT)
+	opt := model.NewValueAdamW(vm, model.AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, MaxGradNorm: 1})
+	b, dvalues, _ := transferBatch(r, c, false)
+	return counted(be, func() {
+		vm.ZeroGrads()
+		if err := vm.Forward(va, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := vm.Backward(va, dvalues); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := opt.Update(vm); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // TestTransferPlantedHostStaging: the same step with every op staging its
