@@ -49,16 +49,7 @@ func TestOwnerDeathReclaims(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs the per-instance uid (root) to find the instance's processes")
 	}
-	for _, mode := range []string{"bwrap", "ns", "rlimit"} {
-		t.Run(mode, func(t *testing.T) {
-			if m, err := New(Config{Isolation: mode}); err != nil {
-				t.Skipf("isolation %s does not work here: %v", mode, err)
-			} else {
-				m.Close()
-			}
-			ownerDeath(t, mode)
-		})
-	}
+	eachIsolation(t, ownerDeath)
 }
 
 func ownerDeath(t *testing.T, mode string) {

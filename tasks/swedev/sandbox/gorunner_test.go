@@ -68,53 +68,46 @@ var goRunnerWant = map[string]string{
 // The Go runner in every isolation mode that runs here: results only from the generated
 // test's report, checked against the exit status; the package's failures stay its own.
 func TestRunTestsGo(t *testing.T) {
-	for _, mode := range []string{"bwrap", "ns", "rlimit"} {
-		t.Run(mode, func(t *testing.T) {
-			m, err := New(Config{Isolation: mode})
-			if err != nil {
-				t.Skipf("isolation %s does not work here: %v", mode, err)
+	eachIsolation(t, func(t *testing.T, mode string) {
+		m := newManager(t, Config{Isolation: mode})
+		ctx := context.Background()
+		id := create(t, m, goRunnerRepo)
+		var tests []string
+		for n := range goRunnerWant {
+			tests = append(tests, n)
+		}
+		rep, err := m.RunTests(ctx, id, TestRequest{Language: "go", Tests: tests})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, want := range goRunnerWant {
+			if rep.Results[n] != want {
+				t.Errorf("%s: %s, want %s", n, rep.Results[n], want)
 			}
-			m.Close()
-			m = newManager(t, Config{Isolation: mode})
-			ctx := context.Background()
-			id := create(t, m, goRunnerRepo)
-			var tests []string
-			for n := range goRunnerWant {
-				tests = append(tests, n)
+		}
+		for _, e := range []string{"example.com/r/e: build failed", "example.com/r/f: the test binary did not report",
+			"example.com/r/g: the test binary's report is unreadable or not the runner's (exit status 0)", "not defined in any package's test files: TestMissing",
+			"example.com/r/i: the test binary exited with status 0 after reporting a failed test",
+			"example.com/r/j: the test binary exited with status 1 after reporting every test passed"} {
+			if !strings.Contains(rep.Error, e) {
+				t.Errorf("error %q lacks %q", rep.Error, e)
 			}
-			rep, err := m.RunTests(ctx, id, TestRequest{Language: "go", Tests: tests})
-			if err != nil {
-				t.Fatal(err)
+		}
+		// The tests' output is the command's output: the failure message, the panic, and
+		// the framing f printed (output, not a result).
+		for _, o := range []string{"Abs(-2) is not 2", "panic: boom", "--- PASS: TestF", "no flag from the process package k left"} {
+			if !strings.Contains(rep.Output, o) {
+				t.Errorf("output lacks %q", o)
 			}
-			for n, want := range goRunnerWant {
-				if rep.Results[n] != want {
-					t.Errorf("%s: %s, want %s", n, rep.Results[n], want)
-				}
-			}
-			for _, e := range []string{"example.com/r/e: build failed", "example.com/r/f: the test binary did not report",
-				"example.com/r/g: the test binary's report is unreadable or not the runner's (exit status 0)", "not defined in any package's test files: TestMissing",
-				"example.com/r/i: the test binary exited with status 0 after reporting a failed test",
-				"example.com/r/j: the test binary exited with status 1 after reporting every test passed"} {
-				if !strings.Contains(rep.Error, e) {
-					t.Errorf("error %q lacks %q", rep.Error, e)
-				}
-			}
-			// The tests' output is the command's output: the failure message, the panic, and
-			// the framing f printed (output, not a result).
-			for _, o := range []string{"Abs(-2) is not 2", "panic: boom", "--- PASS: TestF", "no flag from the process package k left"} {
-				if !strings.Contains(rep.Output, o) {
-					t.Errorf("output lacks %q", o)
-				}
-			}
-			if t.Failed() {
-				t.Logf("results %v\nerror %s\noutput:\n%s", rep.Results, rep.Error, rep.Output)
-			}
-			// The generated files are gone, the tree is as it was.
-			if d, err := m.Diff(ctx, id); err != nil || d != "" {
-				t.Errorf("the run changed the tree (%v):\n%s", err, d)
-			}
-		})
-	}
+		}
+		if t.Failed() {
+			t.Logf("results %v\nerror %s\noutput:\n%s", rep.Results, rep.Error, rep.Output)
+		}
+		// The generated files are gone, the tree is as it was.
+		if d, err := m.Diff(ctx, id); err != nil || d != "" {
+			t.Errorf("the run changed the tree (%v):\n%s", err, d)
+		}
+	})
 }
 
 // A package that hangs until the time limit fails its tests; the packages that reported

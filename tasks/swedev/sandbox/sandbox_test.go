@@ -24,6 +24,21 @@ func newManager(t *testing.T, cfg Config) *Manager {
 	return m
 }
 
+// eachIsolation runs f as a subtest for each isolation mode, skipping the
+// modes that do not work here (New fails).
+func eachIsolation(t *testing.T, f func(t *testing.T, mode string)) {
+	for _, mode := range []string{"bwrap", "ns", "rlimit"} {
+		t.Run(mode, func(t *testing.T) {
+			m, err := New(Config{Isolation: mode})
+			if err != nil {
+				t.Skipf("isolation %s does not work here: %v", mode, err)
+			}
+			m.Close()
+			f(t, mode)
+		})
+	}
+}
+
 var pyRepo = map[string]string{
 	"calc.py":            "def add(a, b):\n    return a - b\n\ndef mul(a, b):\n    return a * b\n",
 	"tests/__init__.py":  "",
@@ -188,16 +203,7 @@ func TestFaultsContained(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs fork bombs and floods")
 	}
-	for _, mode := range []string{"bwrap", "ns", "rlimit"} {
-		t.Run(mode, func(t *testing.T) {
-			m, err := New(Config{Isolation: mode})
-			if err != nil {
-				t.Skipf("isolation %s does not work here: %v", mode, err)
-			}
-			m.Close()
-			faultsContained(t, mode)
-		})
-	}
+	eachIsolation(t, faultsContained)
 }
 
 func faultsContained(t *testing.T, mode string) {
