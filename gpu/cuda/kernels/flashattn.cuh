@@ -556,6 +556,21 @@ __device__ void fa_mma_pb(float (&o)[2 * NK][4], const float (&p)[2 * KS][4], co
     }
 }
 
+// fa_mma_frags loads the A fragments of rows r0..r0+15 staged straight at
+// As [row][dim] (row stride ld).
+template <int NK>
+__device__ void fa_mma_frags(unsigned (&a)[NK][4], const unsigned short* As, int ld, int r0) {
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const unsigned short* ar = As + (r0 + g) * ld + 2 * t;
+#pragma unroll
+    for (int kk = 0; kk < NK; kk++) {
+        a[kk][0] = ld_b32(ar + 16 * kk);
+        a[kk][1] = ld_b32(ar + 8 * ld + 16 * kk);
+        a[kk][2] = ld_b32(ar + 16 * kk + 8);
+        a[kk][3] = ld_b32(ar + 8 * ld + 16 * kk + 8);
+    }
+}
+
 // flash_forward_mma: one block per (sequence, tile of FA_MQ queries, head
 // h), the algorithm of flash_forward with warp w's rows q0+16w..q0+16w+15.
 // Lane (g, t) = (lane/4, lane%4) holds, for each 8-column accumulator tile,
@@ -582,14 +597,7 @@ __device__ void flash_forward_mma(float* out, float* lse, const float* q, const 
     fa_stage_bf16(sm, LDK, q, off, q0, FA_MQ, L, h, NH, HD, DIMS);
     __syncthreads();
     unsigned qa[NK][4];
-    const unsigned short* qw = sm + (16 * warp + g) * LDK + 2 * t;
-#pragma unroll
-    for (int kk = 0; kk < NK; kk++) {
-        qa[kk][0] = ld_b32(qw + 16 * kk);
-        qa[kk][1] = ld_b32(qw + 8 * LDK + 16 * kk);
-        qa[kk][2] = ld_b32(qw + 16 * kk + 8);
-        qa[kk][3] = ld_b32(qw + 8 * LDK + 16 * kk + 8);
-    }
+    fa_mma_frags<NK>(qa, sm, LDK, 16 * warp);
     float o[2 * NK][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int n = 0; n < 2 * NK; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
@@ -712,21 +720,6 @@ __device__ void fa_mma_abt(float (&acc)[4][4], const unsigned (&a)[NK][4], const
                 mma_bf16_16816(acc[n], a[kk], b);
             }
         }
-    }
-}
-
-// fa_mma_frags loads the A fragments of rows r0..r0+15 staged straight at
-// As [row][dim] (row stride ld).
-template <int NK>
-__device__ void fa_mma_frags(unsigned (&a)[NK][4], const unsigned short* As, int ld, int r0) {
-    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const unsigned short* ar = As + (r0 + g) * ld + 2 * t;
-#pragma unroll
-    for (int kk = 0; kk < NK; kk++) {
-        a[kk][0] = ld_b32(ar + 16 * kk);
-        a[kk][1] = ld_b32(ar + 8 * ld + 16 * kk);
-        a[kk][2] = ld_b32(ar + 16 * kk + 8);
-        a[kk][3] = ld_b32(ar + 8 * ld + 16 * kk + 8);
     }
 }
 
