@@ -76,7 +76,7 @@ func (b *Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, 
 		pD := a.alloc(int64(N*NH) * 4)
 		b.d.launch("flash_attention_backward_dot", gridFor(N*NH), ptr(pD), ptr(pdo), ptr(a.in(out, N*NH*HD)), i64(N*NH), i64(HD))
 		if b.d.flashMMA() {
-			b.flashBackwardMMA(a, cu, pq, pk, pv, pdo, plse, pD, dq, dk, S, N, maxT, NH, NKV, HD, scale, dv)
+			b.flashBackwardMMA(a, cu, pq, pk, pv, pdo, plse, pD, dq, dk, dv, S, N, maxT, NH, NKV, HD, scale)
 			return
 		}
 		b.d.launch("flash_attention_backward_dkv", flashBlocks(S, maxT, NKV), ptr(a.out(dk, N*NKV*HD)), ptr(a.out(dv, N*NKV*HD)),

@@ -36,8 +36,8 @@ func (b *Backend) flashForwardMMA(a *arena, cu dptr, out, lse, q, k, v []float32
 // default's grids (64 keys, or 64 queries, a block): for HD <= 64 dK and dV
 // in one kernel, above in two (flashattn.cuh: their accumulators and
 // fragments together exceed a thread's registers).
-func (b *Backend) flashBackwardMMA(a *arena, cu, pq, pk, pv, pdo, plse, pD dptr, dq, dk []float32,
-	S, N, maxT, NH, NKV, HD int, scale float32, dv []float32) {
+func (b *Backend) flashBackwardMMA(a *arena, cu, pq, pk, pv, pdo, plse, pD dptr, dq, dk, dv []float32,
+	S, N, maxT, NH, NKV, HD int, scale float32) {
 	pdq, pdk, pdv := a.out(dq, N*NH*HD), a.out(dk, N*NKV*HD), a.out(dv, N*NKV*HD)
 	keys, queries := flashBlocks(S, maxT, NKV), flashBlocks(S, maxT, NH)
 	if HD <= 64 {
