@@ -1,0 +1,191 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"unsafe"
+)
+
+// The null device: a driver and a cuBLAS on which nothing runs, so that
+// the host's own cost of queueing an op (the backend's Go code: staging,
+// tensor and bfloat16-copy lookups, argument slots, the driver wrapper's Go
+// side) can be measured without a GPU (BenchmarkHostCost). Kernels and
+// products do nothing; memory is a reserved range of address space that is
+// never mapped (PROT_NONE), so tensors have distinct device addresses as
+// on a GPU and the host faults if it touches one outside a copy, as it
+// would on a GPU; copies to the device do nothing, copies to the host
+// write zeros. It counts every call it is given: the ops the host queued.
+
+// nullDriver is the null device's driver.
+type nullDriver struct {
+	region []byte           // reserved, PROT_NONE
+	top    int              // [0, top) handed out
+	live   map[dptr]int64   // blocks handed out: size by address
+	freed  map[int64][]dptr // freed blocks by size, reused first
+	fn     map[string]int   // the kernels by name, resolved as cuDriver resolves them
+	ops    nullOps
+}
+
+// nullOps counts the calls the null device was given.
+type nullOps struct {
+	launches, blas, htod, dtoh, dtod, zero, syncs, mallocs int64
+}
+
+// queued is every op the host queued on the stream: launches, cuBLAS
+// calls and copies (device->host copies included; they block).
+func (o nullOps) queued() int64 { return o.launches + o.blas + o.htod + o.dtoh + o.dtod + o.zero }
+
+// nullMemSize is the address space the null device reserves: room for a
+// Qwen2.5-0.5B-shaped training step's tensors (none of it is ever backed).
+const nullMemSize = 1 << 40
+
+func newNullDriver() (*nullDriver, error) {
+	r, err := syscall.Mmap(-1, 0, nullMemSize, syscall.PROT_NONE, syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("reserve the null device's address space: %w", err)
+	}
+	n := &nullDriver{region: r, live: map[dptr]int64{}, freed: map[int64][]dptr{}, fn: map[string]int{}}
+	for i, k := range kernelNames {
+		n.fn[k] = i
+	}
+	return n, nil
+}
+
+func nullUnlock() {}
+
+func (n *nullDriver) lock() (func(), error) { return nullUnlock, nil }
+
+func (n *nullDriver) malloc(bytes int64) (dptr, error) {
+	bytes = max(256, (bytes+255)&^255)
+	n.ops.mallocs++
+	var p dptr
+	if ps := n.freed[bytes]; len(ps) > 0 {
+		p, n.freed[bytes] = ps[len(ps)-1], ps[:len(ps)-1]
+	} else {
+		if n.top+int(bytes) > len(n.region) {
+			return 0, fmt.Errorf("out of memory (%d bytes; the null device has %d)", bytes, len(n.region))
+		}
+		p = dptr(uintptr(unsafe.Pointer(&n.region[n.top])))
+		n.top += int(bytes)
+	}
+	n.live[p] = bytes
+	return p, nil
+}
+
+// free keeps the block for a malloc of its size (the backend frees
+// staging chunks and tensors it gives back; sizes recur).
+func (n *nullDriver) free(p dptr) error {
+	bytes, ok := n.live[p]
+	if !ok {
+		return fmt.Errorf("free of %#x: not a block of the null device", uintptr(p))
+	}
+	delete(n.live, p)
+	n.freed[bytes] = append(n.freed[bytes], p)
+	return nil
+}
+
+func (n *nullDriver) memInfo() (free, total int64, err error) {
+	return int64(nullMemSize - n.top), nullMemSize, nil
+}
+
+func (n *nullDriver) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
+	n.ops.htod++
+	return nil
+}
+
+func (n *nullDriver) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
+	n.ops.dtoh++
+	clear(unsafe.Slice((*byte)(dst), bytes))
+	return nil
+}
+
+func (n *nullDriver) dtod(dst, src dptr, bytes int64) error {
+	n.ops.dtod++
+	return nil
+}
+
+func (n *nullDriver) zero(p dptr, bytes int64) error {
+	n.ops.zero++
+	return nil
+}
+
+// launch does what cuDriver.launch does on the host before it calls the
+// CUDA driver: the kernel's handle by name, a pointer to each argument slot.
+func (n *nullDriver) launch(kernel string, grid int, args []uint64) error {
+	f, ok := n.fn[kernel]
+	if !ok {
+		return fmt.Errorf("no kernel %s in the module", kernel)
+	}
+	params := make([]unsafe.Pointer, len(args))
+	for i := range args {
+		params[i] = unsafe.Pointer(&args[i])
+	}
+	n.ops.launches++
+	nullSink = f + len(params)
+	return nil
+}
+
+// nullSink keeps the compiler from dropping the null launch's work.
+var nullSink int
+
+func (n *nullDriver) sync() error {
+	n.ops.syncs++
+	return nil
+}
+
+func (n *nullDriver) close() error {
+	if n.region == nil {
+		return nil
+	}
+	err := syscall.Munmap(n.region)
+	n.region = nil
+	return err
+}
+
+// nullBlas is the null device's cuBLAS: each call counted, nothing computed.
+type nullBlas struct{ ops *nullOps }
+
+func (b nullBlas) sgemm(transA, transB bool, m, n, k int, alpha float32, A dptr, lda int,
+	B dptr, ldb int, beta float32, C dptr, ldc int) error {
+	b.ops.blas++
+	return nil
+}
+
+func (b nullBlas) sgemmStridedBatched(transA, transB bool, m, n, k int, alpha float32,
+	A dptr, lda, strideA int, B dptr, ldb, strideB int, beta float32,
+	C dptr, ldc, strideC, count int) error {
+	b.ops.blas++
+	return nil
+}
+
+func (b nullBlas) gemmEx(transA, transB bool, m, n, k int, alpha float32,
+	A dptr, at DataType, lda int, B dptr, bt DataType, ldb int, beta float32,
+	C dptr, ct DataType, ldc int, compute ComputeType) error {
+	b.ops.blas++
+	return nil
+}
+
+func (b nullBlas) gemmStridedBatchedEx(transA, transB bool, m, n, k int, alpha float32,
+	A dptr, at DataType, lda, strideA int, B dptr, bt DataType, ldb, strideB int, beta float32,
+	C dptr, ct DataType, ldc, strideC, count int, compute ComputeType) error {
+	b.ops.blas++
+	return nil
+}
+
+func (nullBlas) library() string { return "null (nothing computed)" }
+
+// openNull returns a Backend on a null device; Close releases its address
+// space.
+func openNull(tb testing.TB) (*Backend, *nullDriver) {
+	tb.Helper()
+	drv, err := newNullDriver()
+	if err != nil {
+		tb.Skip(err)
+	}
+	be := &Backend{d: &device{drv: drv, blas: rowMajor{nullBlas{&drv.ops}}, name: "null", cc: [2]int{9, 0}}}
+	tb.Cleanup(func() { be.Close() })
+	return be, drv
+}
