@@ -28,7 +28,8 @@ type cuDriver struct {
 	ctx    cu.CUContext
 	stream cu.Stream
 	mod    cu.Module
-	fn     map[string]cu.Function
+	fn     *kernelTable[cu.Function]
+	params slotPointers // of the launch being queued
 }
 
 func newDevice(ordinal int) (*device, error) {
@@ -42,7 +43,7 @@ func newDevice(ordinal int) (*device, error) {
 	if ordinal < 0 || ordinal >= n {
 		return nil, fmt.Errorf("cuda: device %d does not exist (%d device(s) visible)", ordinal, n)
 	}
-	c := &cuDriver{fn: map[string]cu.Function{}}
+	c := &cuDriver{fn: newKernelTable[cu.Function]()}
 	d := &device{drv: c}
 	if c.dev, err = cu.GetDevice(ordinal); err != nil {
 		return nil, &Error{"get device", err}
@@ -82,7 +83,7 @@ func newDevice(ordinal int) (*device, error) {
 		if err != nil {
 			return nil, &Error{"kernel " + k, err}
 		}
-		c.fn[k] = f
+		c.fn.add(k, f)
 	}
 	cb, err := openCublas(c.stream)
 	if err != nil {
@@ -133,17 +134,14 @@ func (c *cuDriver) zero(p dptr, bytes int64) error {
 func (c *cuDriver) memInfo() (free, total int64, err error) { return cu.MemInfo() }
 
 // launch passes each 8-byte slot by address: gorgonia.org/cu's Launch copies
-// 8 bytes per argument.
+// 8 bytes per argument. The handle and the pointers come without an
+// allocation or a hash of the name (kernelTable, slotPointers).
 func (c *cuDriver) launch(kernel string, grid int, args []uint64) error {
-	f, ok := c.fn[kernel]
+	f, ok := c.fn.get(kernel)
 	if !ok {
 		return fmt.Errorf("no kernel %s in the module", kernel)
 	}
-	params := make([]unsafe.Pointer, len(args))
-	for i := range args {
-		params[i] = unsafe.Pointer(&args[i])
-	}
-	return f.Launch(grid, 1, 1, blockSize, 1, 1, 0, c.stream, params)
+	return f.Launch(grid, 1, 1, blockSize, 1, 1, 0, c.stream, c.params.of(args))
 }
 
 func (c *cuDriver) sync() error { return c.stream.Synchronize() }

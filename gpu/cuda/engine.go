@@ -35,6 +35,61 @@ type driver interface {
 	sync() error                                         // wait for every launch and copy
 }
 
+// kernelTable is a driver's kernels by name, resolved once when the module
+// loads (byName). The ops name their kernel by a string constant at every
+// launch; hot remembers the last kernel seen at each slot of a table
+// indexed by the name's address, so that a constant's launches find their
+// handle with one string comparison that its equal pointer makes O(1),
+// without hashing the name. A name built at run time (another address)
+// that meets another name in its slot fails that comparison and is looked
+// up by name; a slot keeps its name alive, so the bytes at a remembered
+// address never change.
+type kernelTable[F any] struct {
+	byName map[string]F
+	hot    [kernelHot]kernelEntry[F]
+}
+
+type kernelEntry[F any] struct {
+	name string
+	f    F
+}
+
+// kernelHot is the slots of a kernelTable's hot table (a power of 2).
+const kernelHot = 256
+
+func newKernelTable[F any]() *kernelTable[F] { return &kernelTable[F]{byName: map[string]F{}} }
+
+func (t *kernelTable[F]) add(name string, f F) { t.byName[name] = f }
+
+// get returns the kernel called name.
+func (t *kernelTable[F]) get(name string) (F, bool) {
+	h := (uint64(uintptr(unsafe.Pointer(unsafe.StringData(name)))) * 0x9E3779B97F4A7C15) >> 56 // of kernelHot = 1<<8
+	e := &t.hot[h]
+	if e.name == name && name != "" {
+		return e.f, true
+	}
+	f, ok := t.byName[name]
+	if ok {
+		*e = kernelEntry[F]{name, f}
+	}
+	return f, ok
+}
+
+// slotPointers is the pointer to each argument slot that a launch through
+// gorgonia.org/cu passes (its Launch copies 8 bytes from each), in a
+// buffer kept between launches.
+type slotPointers []unsafe.Pointer
+
+// of returns a pointer to each of args' slots, valid until the next call.
+func (s *slotPointers) of(args []uint64) []unsafe.Pointer {
+	p := (*s)[:0]
+	for i := range args {
+		p = append(p, unsafe.Pointer(&args[i]))
+	}
+	*s = p
+	return p
+}
+
 // guard is implemented by a driver whose memory the host may touch only
 // inside an op (the emulator: it faults outside, as device memory would).
 type guard interface {
@@ -107,6 +162,7 @@ type device struct {
 	// profAgg is the times resolved so far (Profile).
 	prof    *profiler
 	profAgg profileAgg
+	slots   []uint64 // the argument slots of the launch being queued (launch)
 }
 
 // run executes one op on the device: the context is made current on a
@@ -196,13 +252,16 @@ func (d *device) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
 }
 
 // launch runs kernel name over grid blocks of blockSize threads. args are
-// the kernel's arguments as 8-byte slots (see arg helpers).
+// the kernel's arguments as 8-byte slots (see arg helpers). They are
+// copied into the device's slot buffer for the driver, so that args itself
+// does not escape: a call queues no allocation.
 func (d *device) launch(name string, grid int, args ...uint64) {
 	if grid <= 0 {
 		return
 	}
 	d.count.Launches++
-	if err := d.drv.launch(name, grid, args); err != nil {
+	d.slots = append(d.slots[:0], args...)
+	if err := d.drv.launch(name, grid, d.slots); err != nil {
 		panic(&Error{"", fmt.Errorf("launch %s: %w", name, err)})
 	}
 }
@@ -222,7 +281,8 @@ func (d *device) colsums(a *arena, kernel string, out dptr, N, C int, args ...ui
 	}
 	chunks := (N + colsumRows - 1) / colsumRows
 	part := a.alloc(int64(chunks) * int64(C) * 4)
-	d.launch(kernel, (C+31)/32*chunks, append([]uint64{ptr(part)}, args...)...)
+	var slots [16]uint64
+	d.launch(kernel, (C+31)/32*chunks, append(append(slots[:0], ptr(part)), args...)...)
 	d.launch("colsum_finish", gridFor(C), ptr(out), ptr(part), i64(chunks), i64(C))
 }
 

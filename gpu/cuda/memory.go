@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -74,7 +75,17 @@ func (b *Backend) ResetCounters() {
 type tensors struct {
 	live []tensor
 	pool map[int64][]dptr
+	// hint[slot of an address] is the index in live of the tensor find
+	// last returned for an operand at an address of that slot: an op's
+	// operands recur (the same weights' views, the same activations at
+	// every step). A hint is checked, never trusted: when live changes
+	// it may point at another tensor or past the end, and then the
+	// search runs.
+	hint [tensorHints]int32
 }
+
+// tensorHints is the slots of tensors.hint (a power of 2).
+const tensorHints = 256
 
 type tensor struct {
 	p     dptr
@@ -91,20 +102,31 @@ func (m *tensors) owned(host unsafe.Pointer, bytes int64) (dptr, bool) {
 }
 
 // find is owned that also returns the tensor (nil when none holds the range).
+// Every operand of every op comes through it: a binary search written out
+// over the tensors in place (no comparison closure, no copy of a tensor per
+// step).
 func (m *tensors) find(host unsafe.Pointer, bytes int64) (dptr, *tensor) {
 	h := dptr(uintptr(host))
-	i, _ := slices.BinarySearchFunc(m.live, h, func(t tensor, h dptr) int {
-		switch {
-		case t.p+dptr(t.bytes) <= h:
-			return -1
-		case t.p > h:
-			return 1
+	slot := (uint64(h) * 0x9E3779B97F4A7C15) >> 56 // of tensorHints = 1<<8
+	if k := int(m.hint[slot]); k < len(m.live) {
+		if t := &m.live[k]; h >= t.p && h+dptr(bytes) <= t.p+dptr(t.bytes) {
+			return h, t
 		}
-		return 0
-	})
+	}
+	// i: the first tensor that does not end at or before h
+	i, j := 0, len(m.live)
+	for i < j {
+		k := int(uint(i+j) >> 1)
+		if t := &m.live[k]; t.p+dptr(t.bytes) <= h {
+			i = k + 1
+		} else {
+			j = k
+		}
+	}
 	if i < len(m.live) {
 		t := &m.live[i]
 		if h >= t.p && h+dptr(bytes) <= t.p+dptr(t.bytes) {
+			m.hint[slot] = int32(i)
 			return h, t
 		}
 	}
@@ -219,8 +241,8 @@ func (b *Backend) Free(x any) {
 // tensor (a later Alloc may hand its memory to another tensor); an address
 // that starts no live tensor is left alone.
 func (d *device) release(p dptr) {
-	i := slices.IndexFunc(d.mem.live, func(t tensor) bool { return t.p == p })
-	if i < 0 {
+	i, ok := slices.BinarySearchFunc(d.mem.live, p, func(t tensor, p dptr) int { return cmp.Compare(t.p, p) })
+	if !ok {
 		return
 	}
 	t := d.mem.live[i]

@@ -21,11 +21,12 @@ import (
 
 // nullDriver is the null device's driver.
 type nullDriver struct {
-	region []byte           // reserved, PROT_NONE
-	top    int              // [0, top) handed out
-	live   map[dptr]int64   // blocks handed out: size by address
-	freed  map[int64][]dptr // freed blocks by size, reused first
-	fn     map[string]int   // the kernels by name, resolved as cuDriver resolves them
+	region []byte            // reserved, PROT_NONE
+	top    int               // [0, top) handed out
+	live   map[dptr]int64    // blocks handed out: size by address
+	freed  map[int64][]dptr  // freed blocks by size, reused first
+	fn     *kernelTable[int] // the kernels, resolved as cuDriver resolves them
+	params slotPointers      // as cuDriver's
 	ops    nullOps
 }
 
@@ -47,9 +48,9 @@ func newNullDriver() (*nullDriver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reserve the null device's address space: %w", err)
 	}
-	n := &nullDriver{region: r, live: map[dptr]int64{}, freed: map[int64][]dptr{}, fn: map[string]int{}}
+	n := &nullDriver{region: r, live: map[dptr]int64{}, freed: map[int64][]dptr{}, fn: newKernelTable[int]()}
 	for i, k := range kernelNames {
-		n.fn[k] = i
+		n.fn.add(k, i)
 	}
 	return n, nil
 }
@@ -115,14 +116,11 @@ func (n *nullDriver) zero(p dptr, bytes int64) error {
 // launch does what cuDriver.launch does on the host before it calls the
 // CUDA driver: the kernel's handle by name, a pointer to each argument slot.
 func (n *nullDriver) launch(kernel string, grid int, args []uint64) error {
-	f, ok := n.fn[kernel]
+	f, ok := n.fn.get(kernel)
 	if !ok {
 		return fmt.Errorf("no kernel %s in the module", kernel)
 	}
-	params := make([]unsafe.Pointer, len(args))
-	for i := range args {
-		params[i] = unsafe.Pointer(&args[i])
-	}
+	params := n.params.of(args)
 	n.ops.launches++
 	nullSink = f + len(params)
 	return nil
