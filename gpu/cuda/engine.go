@@ -37,13 +37,13 @@ type driver interface {
 
 // kernelTable is a driver's kernels by name, resolved once when the module
 // loads (byName). The ops name their kernel by a string constant at every
-// launch; hot remembers the last kernel seen at each slot of a table
-// indexed by the name's address, so that a constant's launches find their
-// handle with one string comparison that its equal pointer makes O(1),
-// without hashing the name. A name built at run time (another address)
-// that meets another name in its slot fails that comparison and is looked
-// up by name; a slot keeps its name alive, so the bytes at a remembered
-// address never change.
+// launch; hot remembers the kernels seen, open-addressed by the address of
+// their name's bytes (up to kernelProbes slots from the first), so that a
+// constant's launches find their handle by comparing strings whose equal
+// pointers make the comparison O(1), without hashing the name. A name
+// built at run time has another address: it is found by name in byName
+// (and remembered if one of its slots is free; the slot keeps the string,
+// so the bytes at a remembered address never change).
 type kernelTable[F any] struct {
 	byName map[string]F
 	hot    [kernelHot]kernelEntry[F]
@@ -54,8 +54,9 @@ type kernelEntry[F any] struct {
 	f    F
 }
 
-// kernelHot is the slots of a kernelTable's hot table (a power of 2).
-const kernelHot = 256
+// kernelHot is the slots of a kernelTable's hot table (a power of 2), and
+// kernelProbes the slots a name may take from its first.
+const kernelHot, kernelProbes = 256, 4
 
 func newKernelTable[F any]() *kernelTable[F] { return &kernelTable[F]{byName: map[string]F{}} }
 
@@ -64,13 +65,20 @@ func (t *kernelTable[F]) add(name string, f F) { t.byName[name] = f }
 // get returns the kernel called name.
 func (t *kernelTable[F]) get(name string) (F, bool) {
 	h := (uint64(uintptr(unsafe.Pointer(unsafe.StringData(name)))) * 0x9E3779B97F4A7C15) >> 56 // of kernelHot = 1<<8
-	e := &t.hot[h]
-	if e.name == name && name != "" {
-		return e.f, true
+	free := -1
+	for i := range uint64(kernelProbes) {
+		e := &t.hot[(h+i)%kernelHot]
+		if e.name == "" {
+			free = int((h + i) % kernelHot)
+			break
+		}
+		if e.name == name {
+			return e.f, true
+		}
 	}
 	f, ok := t.byName[name]
-	if ok {
-		*e = kernelEntry[F]{name, f}
+	if ok && free >= 0 && name != "" {
+		t.hot[free] = kernelEntry[F]{name, f}
 	}
 	return f, ok
 }

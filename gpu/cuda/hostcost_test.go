@@ -27,8 +27,15 @@ var hostCostConfig = model.Config{Family: "qwen2", V: 151936, C: 896, F: 4864, L
 // (one decode of the generator's new tokens, or one training step) and the
 // model forwards it runs.
 type hostCostRun struct {
-	name  string
-	setup func(tb testing.TB, m *model.Model) (step func() error, forwards int)
+	name    string
+	setup   func(tb testing.TB, m *model.Model) (step func() error, forwards int)
+	profile bool // with EnableProfile: an event pair around every op
+}
+
+// profiled is run with the profile on.
+func (r hostCostRun) profiled() hostCostRun {
+	r.name, r.profile = r.name+"-profiled", true
+	return r
 }
 
 // Decode: greedy, prompts of hostCostPrompt tokens, hostCostNew new tokens
@@ -36,7 +43,7 @@ type hostCostRun struct {
 const hostCostPrompt, hostCostNew = 16, 32
 
 func hostCostDecode(B int) hostCostRun {
-	return hostCostRun{fmt.Sprintf("decode-B%d", B), func(tb testing.TB, m *model.Model) (func() error, int) {
+	return hostCostRun{name: fmt.Sprintf("decode-B%d", B), setup: func(tb testing.TB, m *model.Model) (func() error, int) {
 		g, err := m.NewGenerator(B, hostCostPrompt+hostCostNew)
 		if err != nil {
 			tb.Fatal(err)
@@ -64,7 +71,7 @@ func hostCostDecode(B int) hostCostRun {
 // Training: the proof's step, B x T tokens packed (flash attention),
 // forward, backward of a weighted log-prob loss, clip, AdamW.
 func hostCostTrain(B, T int) hostCostRun {
-	return hostCostRun{fmt.Sprintf("train-B%d-T%d", B, T), func(tb testing.TB, m *model.Model) (func() error, int) {
+	return hostCostRun{name: fmt.Sprintf("train-B%d-T%d", B, T), setup: func(tb testing.TB, m *model.Model) (func() error, int) {
 		r := rand.New(rand.NewPCG(4, 4))
 		N := B * T
 		batch := model.Batch{B: 1, T: N, Tokens: make([]int32, N), Targets: make([]int32, N), Lengths: make([]int, B)}
@@ -98,7 +105,20 @@ func hostCostTrain(B, T int) hostCostRun {
 	}}
 }
 
-var hostCostRuns = []hostCostRun{hostCostDecode(1), hostCostDecode(64), hostCostTrain(8, 1024)}
+var hostCostRuns = []hostCostRun{hostCostDecode(1), hostCostDecode(64), hostCostTrain(8, 1024),
+	hostCostDecode(1).profiled(), hostCostTrain(8, 1024).profiled()}
+
+// openHostCost is the null device with the model of a run on it.
+func openHostCost(tb testing.TB, run hostCostRun, c model.Config) (*Backend, *nullDriver, *model.Model) {
+	be, drv := openNull(tb)
+	be.SetPrecision(BF16)
+	if run.profile {
+		if err := be.EnableProfile(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return be, drv, model.NewZero(be, c)
+}
 
 // BenchmarkHostCost runs decode steps at batch 1 and 64 and a training
 // step of the Qwen2.5-0.5B shape in bfloat16 on the null device and
@@ -109,9 +129,7 @@ var hostCostRuns = []hostCostRun{hostCostDecode(1), hostCostDecode(64), hostCost
 func BenchmarkHostCost(b *testing.B) {
 	for _, run := range hostCostRuns {
 		b.Run(run.name, func(b *testing.B) {
-			be, drv := openNull(b)
-			be.SetPrecision(BF16)
-			m := model.NewZero(be, hostCostConfig)
+			_, drv, m := openHostCost(b, run, hostCostConfig)
 			step, forwards := run.setup(b, m)
 			if err := step(); err != nil { // warm-up: the step's buffers and copies
 				b.Fatal(err)
@@ -129,7 +147,7 @@ func BenchmarkHostCost(b *testing.B) {
 			wall := time.Since(start)
 			b.StopTimer()
 			runtime.ReadMemStats(&ms1)
-			ops := drv.ops.queued() - ops0.queued()
+			ops := drv.ops.sub(ops0).queued()
 			steps := int64(b.N * forwards)
 			b.ReportMetric(float64(wall.Nanoseconds())/float64(steps), "ns/forward")
 			b.ReportMetric(float64(ops)/float64(steps), "ops/forward")
@@ -150,24 +168,22 @@ func TestNullDevice(t *testing.T) {
 	c.L = 2
 	for _, run := range hostCostRuns {
 		t.Run(run.name, func(t *testing.T) {
-			be, drv := openNull(t)
-			be.SetPrecision(BF16)
-			m := model.NewZero(be, c)
+			be, drv, m := openHostCost(t, run, c)
 			step, _ := run.setup(t, m)
 			if err := step(); err != nil {
 				t.Fatal(err)
+			}
+			if run.profile { // resolved: the step's ops are all pending in its profile (< 4096)
+				if _, err := be.Profile(); err != nil {
+					t.Fatal(err)
+				}
+				be.ResetProfile()
 			}
 			c0, ops0 := be.Counters(), drv.ops
 			if err := step(); err != nil {
 				t.Fatal(err)
 			}
-			got, want := drv.ops, be.Counters().Sub(c0)
-			got.launches -= ops0.launches
-			got.htod -= ops0.htod
-			got.dtoh -= ops0.dtoh
-			got.dtod -= ops0.dtod
-			got.syncs -= ops0.syncs
-			got.blas -= ops0.blas
+			got, want := drv.ops.sub(ops0), be.Counters().Sub(c0)
 			if got.launches != want.Launches || got.htod != want.Uploads || got.dtoh != want.Downloads ||
 				got.dtod != want.DeviceCopies || got.syncs != want.Syncs {
 				t.Errorf("null device counted %d launches, %d uploads, %d downloads, %d device copies, %d syncs; the backend %d, %d, %d, %d, %d",
@@ -176,6 +192,17 @@ func TestNullDevice(t *testing.T) {
 			}
 			if got.blas == 0 || got.launches == 0 {
 				t.Errorf("%d cuBLAS calls and %d launches in a step", got.blas, got.launches)
+			}
+			if run.profile { // every op of the step is in the profile
+				p, err := be.Profile()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Calls("kernel") != got.launches || p.Calls("cublas") != got.blas ||
+					p.Calls("copy") != got.htod+got.dtoh+got.dtod+got.zero {
+					t.Errorf("profile of a step: %d kernels, %d cuBLAS calls, %d copies; the null device %d, %d, %d",
+						p.Calls("kernel"), p.Calls("cublas"), p.Calls("copy"), got.launches, got.blas, got.htod+got.dtoh+got.dtod+got.zero)
+				}
 			}
 			t.Logf("one step: %d launches, %d cuBLAS calls, %d up, %d down, %d on the device, %d syncs",
 				got.launches, got.blas, got.htod, got.dtoh, got.dtod, got.syncs)

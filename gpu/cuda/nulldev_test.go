@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -33,6 +34,12 @@ type nullDriver struct {
 // nullOps counts the calls the null device was given.
 type nullOps struct {
 	launches, blas, htod, dtoh, dtod, zero, syncs, mallocs int64
+}
+
+// sub is the counts from o0 to o.
+func (o nullOps) sub(o0 nullOps) nullOps {
+	return nullOps{o.launches - o0.launches, o.blas - o0.blas, o.htod - o0.htod, o.dtoh - o0.dtoh, o.dtod - o0.dtod,
+		o.zero - o0.zero, o.syncs - o0.syncs, o.mallocs - o0.mallocs}
 }
 
 // queued is every op the host queued on the stream: launches, cuBLAS
@@ -133,6 +140,25 @@ func (n *nullDriver) sync() error {
 	n.ops.syncs++
 	return nil
 }
+
+// Timing events (EnableProfile): recorded, and every op takes no time.
+type nullEvent struct{ recorded bool }
+
+func (n *nullDriver) newEvent() (event, error) { return &nullEvent{}, nil }
+
+func (n *nullDriver) record(e event) error {
+	e.(*nullEvent).recorded = true
+	return nil
+}
+
+func (n *nullDriver) elapsed(start, end event) (time.Duration, error) {
+	if !start.(*nullEvent).recorded || !end.(*nullEvent).recorded {
+		return 0, fmt.Errorf("elapsed time of an event not recorded")
+	}
+	return 0, nil
+}
+
+func (n *nullDriver) destroyEvent(event) error { return nil }
 
 func (n *nullDriver) close() error {
 	if n.region == nil {

@@ -135,6 +135,8 @@ type profiler struct {
 	all     []eventPair // every pair made, to destroy
 	pending []pendingOp
 	agg     profileAgg
+	// blasNames are the cuBLAS calls' profile keys made so far (blasName)
+	blasNames map[blasOp]string
 }
 
 // begin records the start event of an op.
@@ -329,13 +331,53 @@ func exTypes(at, bt, ct DataType, compute ComputeType) string {
 	return s
 }
 
+// blasOp is what a cuBLAS call's profile key says: the routine ('s'
+// cublasSgemm, 'S' cublasSgemmStridedBatched, 'e' cublasGemmEx, 'E'
+// cublasGemmStridedBatchedEx), the operand and compute types, the
+// transposes, the column-major m x n x k and the batch count.
+type blasOp struct {
+	routine        byte
+	transA, transB bool
+	m, n, k, count int
+	at, bt, ct     DataType
+	compute        ComputeType
+}
+
+// String is the op's profile key, e.g. "cublasGemmEx bf16->f32 NT 896x8192x4864".
+func (o blasOp) String() string {
+	t := transName(o.transA, o.transB)
+	switch o.routine {
+	case 's':
+		return fmt.Sprintf("cublasSgemm f32 %s %dx%dx%d", t, o.m, o.n, o.k)
+	case 'S':
+		return fmt.Sprintf("cublasSgemmStridedBatched f32 %s %dx%dx%d x%d", t, o.m, o.n, o.k, o.count)
+	case 'e':
+		return fmt.Sprintf("cublasGemmEx %s %s %dx%dx%d", exTypes(o.at, o.bt, o.ct, o.compute), t, o.m, o.n, o.k)
+	}
+	return fmt.Sprintf("cublasGemmStridedBatchedEx %s %s %dx%dx%d x%d", exTypes(o.at, o.bt, o.ct, o.compute), t, o.m, o.n, o.k, o.count)
+}
+
+// blasName is o's profile key, formatted once per distinct call and kept:
+// a step repeats a few dozen shapes thousands of times.
+func (p *profiler) blasName(o blasOp) string {
+	name, ok := p.blasNames[o]
+	if !ok {
+		if p.blasNames == nil {
+			p.blasNames = map[blasOp]string{}
+		}
+		name = o.String()
+		p.blasNames[o] = name
+	}
+	return name
+}
+
 func (w profBlas) sgemm(transA, transB bool, m, n, k int, alpha float32, A dptr, lda int,
 	B dptr, ldb int, beta float32, C dptr, ldc int) error {
 	ev, err := w.p.begin()
 	if err != nil {
 		return err
 	}
-	return w.p.end(ev, fmt.Sprintf("cublasSgemm f32 %s %dx%dx%d", transName(transA, transB), m, n, k), "cublas",
+	return w.p.end(ev, w.p.blasName(blasOp{routine: 's', transA: transA, transB: transB, m: m, n: n, k: k}), "cublas",
 		w.colMajorBlas.sgemm(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc))
 }
 
@@ -346,7 +388,7 @@ func (w profBlas) sgemmStridedBatched(transA, transB bool, m, n, k int, alpha fl
 	if err != nil {
 		return err
 	}
-	return w.p.end(ev, fmt.Sprintf("cublasSgemmStridedBatched f32 %s %dx%dx%d x%d", transName(transA, transB), m, n, k, count), "cublas",
+	return w.p.end(ev, w.p.blasName(blasOp{routine: 'S', transA: transA, transB: transB, m: m, n: n, k: k, count: count}), "cublas",
 		w.colMajorBlas.sgemmStridedBatched(transA, transB, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta,
 			C, ldc, strideC, count))
 }
@@ -358,7 +400,8 @@ func (w profBlas) gemmEx(transA, transB bool, m, n, k int, alpha float32,
 	if err != nil {
 		return err
 	}
-	return w.p.end(ev, fmt.Sprintf("cublasGemmEx %s %s %dx%dx%d", exTypes(at, bt, ct, compute), transName(transA, transB), m, n, k), "cublas",
+	return w.p.end(ev, w.p.blasName(blasOp{routine: 'e', transA: transA, transB: transB, m: m, n: n, k: k,
+		at: at, bt: bt, ct: ct, compute: compute}), "cublas",
 		w.colMajorBlas.gemmEx(transA, transB, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, compute))
 }
 
@@ -369,8 +412,8 @@ func (w profBlas) gemmStridedBatchedEx(transA, transB bool, m, n, k int, alpha f
 	if err != nil {
 		return err
 	}
-	return w.p.end(ev, fmt.Sprintf("cublasGemmStridedBatchedEx %s %s %dx%dx%d x%d", exTypes(at, bt, ct, compute),
-		transName(transA, transB), m, n, k, count), "cublas",
+	return w.p.end(ev, w.p.blasName(blasOp{routine: 'E', transA: transA, transB: transB, m: m, n: n, k: k, count: count,
+		at: at, bt: bt, ct: ct, compute: compute}), "cublas",
 		w.colMajorBlas.gemmStridedBatchedEx(transA, transB, m, n, k, alpha, A, at, lda, strideA, B, bt, ldb, strideB, beta,
 			C, ct, ldc, strideC, count, compute))
 }

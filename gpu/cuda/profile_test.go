@@ -143,3 +143,32 @@ func TestExTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestBlasOpNames: the cuBLAS calls' profile keys (docs/gpu.md, "Where
+// the device time goes"; scripts/gpu read them), and one name per distinct
+// call however often it recurs.
+func TestBlasOpNames(t *testing.T) {
+	cases := []struct {
+		op   blasOp
+		want string
+	}{
+		{blasOp{routine: 's', transB: true, m: 4, n: 5, k: 6}, "cublasSgemm f32 NT 4x5x6"},
+		{blasOp{routine: 'S', transA: true, transB: true, m: 1, n: 2, k: 3, count: 4}, "cublasSgemmStridedBatched f32 TT 1x2x3 x4"},
+		{blasOp{routine: 'e', transB: true, m: 896, n: 8192, k: 4864, at: R16BF, bt: R16BF, ct: R32F, compute: Compute32F},
+			"cublasGemmEx bf16->f32 NT 896x8192x4864"},
+		{blasOp{routine: 'e', m: 1, n: 2, k: 3, at: R32F, bt: R32F, ct: R32F, compute: Compute32FTF32}, "cublasGemmEx f32 tf32 NN 1x2x3"},
+		{blasOp{routine: 'E', transA: true, m: 64, n: 1024, k: 1024, count: 112, at: R16BF, bt: R16BF, ct: R32F, compute: Compute32F},
+			"cublasGemmStridedBatchedEx bf16->f32 TN 64x1024x1024 x112"},
+	}
+	var p profiler
+	for round := range 2 {
+		for _, c := range cases {
+			if got := p.blasName(c.op); got != c.want {
+				t.Errorf("round %d: %+v is %q, want %q", round, c.op, got, c.want)
+			}
+		}
+	}
+	if len(p.blasNames) != len(cases) {
+		t.Errorf("%d names kept for %d distinct calls", len(p.blasNames), len(cases))
+	}
+}
