@@ -1,33 +1,47 @@
 package cuda
 
 // Mixed precision (Precision BF16): bfloat16 operands for cuBLAS's tensor
-// cores, made on the device by the f32_to_bf16 kernel (kernels/bf16.cuh).
-// CPU reference: bf16Round (precision.go); the checks are in bf16_check.go.
+// cores, made on the device by the f32_to_bf16 kernel (kernels/bf16.cuh)
+// or written by the kernel that produces the operand, beside its fp32
+// output. CPU reference: bf16Round (precision.go); the checks are in
+// bf16_check.go.
 //
 // A weight tensor (a tensor of the backend passed as a product's weight)
 // gets a resident bfloat16 copy of the whole tensor the first time, made on
 // the device. Every op that writes the tensor (AdamW, Upload, Copy, Zero,
 // Scale, ...: every output operand staged through the arena, and Upload)
 // marks the copy stale, and the next product that reads it converts the
-// tensor again before it runs, on the device: after an optimizer step, one
-// conversion of the parameters per step; during generation, none. Nothing
-// crosses between host and device for it. A weight that is a host slice is
-// staged and rounded for that product alone.
+// tensor again before it runs, on the device. AdamW is the exception that
+// matters: it writes the copy of the parameters it updates in the same
+// kernel (paramsBF16), so a copy that was current before the step is
+// current after it, and a training step converts no parameters; during
+// generation none are converted either. Nothing crosses between host and
+// device for it. A weight that is a host slice is staged and rounded for
+// that product alone.
 //
 // An activation operand (the input of MatmulForward and MatmulBackward)
 // that lies in a tensor of the backend is converted into one shared copy,
 // kept after the op: the next product that reads the same floats (the same
 // address and length) while the copy is valid uses it as it is, so q, k
 // and v convert their common normed input once, gate and up theirs once,
-// and the LM head's backward reuses its forward's. The copy is valid from
-// its conversion until the first of: an op writes its tensor (the same
-// marks as the weights' copies: each output staged with back, when the op
-// starts and again when it ends, and Upload), the tensor is freed (its
-// memory may become another tensor), another operand is converted into
+// and the LM head's backward reuses its forward's. The ops that produce
+// those inputs (RMSNormForward, ResidualRMSNormForward, SwiGLUForward)
+// write the copy of their output in the same kernel instead
+// (outputBF16), and the products that read it convert nothing. The copy
+// is valid from its conversion (or from the end of the op that wrote it)
+// until the first of: an op writes its tensor (the same marks as the
+// weights' copies: each output staged with back, when the op starts and
+// again when it ends, and Upload), the tensor is freed (its memory may
+// become another tensor), another operand is converted or produced into
 // the copy, Close. Host slices, and the output gradients (each read by one
 // product, whose two GEMMs already share it), are rounded into the op's
 // staging arena as before. The copy holds 2 bytes per float of the largest
 // operand converted into it, in a buffer that grows and never shrinks.
+//
+// A copy an op's kernel writes is made valid only when the op ends
+// (arena.endWrites, after the marks of its writes), and only if the op
+// wrote the tensor through that one output: an op that also writes
+// another operand in the same tensor leaves the copy invalid (stale).
 
 import (
 	"fmt"
@@ -41,6 +55,7 @@ type bf16Copy struct {
 	n     int64 // floats of the tensor (its whole allocation)
 	p     dptr  // its copy, n bfloat16s
 	stale bool  // src was written since p was made
+	kept  bool  // an op's kernel (AdamW) kept it current, and no product has read it since
 }
 
 // wrote records that an op writes (part of) the tensor starting at t.
@@ -75,9 +90,110 @@ func (d *device) dropBF16(t dptr) {
 
 // convCounts count the f32_to_bf16 launches the products and the bf16
 // ops queued, the floats they converted (each read as 4 bytes and written
-// as 2), and the products that reused the shared activation copy instead.
+// as 2), the products that used a copy they did not convert (the shared
+// activation copy, converted by an earlier product or written by the op
+// that produced the operand, and a weight copy AdamW kept current: each
+// is one conversion fewer), and the floats of the copies that producing
+// kernels wrote beside their outputs (2 bytes each, no read).
 type convCounts struct {
-	launches, floats, shared int64
+	launches, floats, shared, produced int64
+}
+
+// bytes is the device memory traffic of the conversions and the copies
+// the producers wrote: 6 bytes per float converted, 2 per float produced.
+func (c convCounts) bytes() int64 { return 6*c.floats + 2*c.produced }
+
+// produced is a bfloat16 copy that an op's kernel writes beside its
+// output: the shared activation copy of the n floats at src (in the tensor
+// at tensor), or (weight) the resident copy of the weight tensor at tensor.
+// The op's end makes it valid (producedValid).
+type produced struct {
+	tensor, src dptr
+	n           int
+	weight      bool
+}
+
+// producedValid makes the copy an op's kernel wrote valid, once the op's
+// writes have been marked (arena.endWrites): only if the op wrote its
+// tensor through that one output (writes holds each output staged, so
+// another output in the same tensor, whose bytes the copy does not follow,
+// leaves the copy as the marks left it: invalid, stale).
+func (d *device) producedValid(p produced, writes []dptr) {
+	if n := countOf(writes, p.tensor); n != 1 {
+		return
+	}
+	if !p.weight {
+		d.act.tensor, d.act.src, d.act.n, d.act.valid = p.tensor, p.src, p.n, true
+		d.conv.produced += int64(p.n)
+		return
+	}
+	if i := slices.IndexFunc(d.bf16, func(c bf16Copy) bool { return c.src == p.tensor }); i >= 0 {
+		d.bf16[i].stale, d.bf16[i].kept = false, true
+		d.conv.produced += int64(p.n)
+	}
+}
+
+func countOf(xs []dptr, x dptr) int {
+	n := 0
+	for _, y := range xs {
+		if y == x {
+			n++
+		}
+	}
+	return n
+}
+
+// outputBF16 returns where the op's kernel writes the bfloat16 copy of
+// its output out [n] (at po; the op overwrites all of it): the shared
+// activation copy's buffer, which becomes the valid copy of those floats
+// when the op ends, so that the products that read out next convert
+// nothing. It returns 0 (the kernel writes no copy) outside BF16, for a
+// host slice, while unsharedBF16 is set, and when the buffer cannot grow.
+func (d *device) outputBF16(a *arena, out []float32, po dptr, n int) dptr {
+	if d.prec != BF16 || d.unsharedBF16 || n == 0 || po == 0 {
+		return 0
+	}
+	_, t := d.mem.find(unsafe.Pointer(&out[0]), int64(n)*4)
+	if t == nil {
+		return 0
+	}
+	tensor := t.p
+	d.act.valid = false // the kernel overwrites the buffer
+	if !d.growAct(n) {
+		return 0
+	}
+	a.produced = append(a.produced, produced{tensor: tensor, src: po, n: n})
+	if d.plantBF16 == "prodskip" {
+		return 0 // planted bug: the kernel writes no copy, which is made valid all the same
+	}
+	return d.act.p
+}
+
+// paramsBF16 returns where AdamW writes the bfloat16 copy of the
+// parameters params [n] it updates: their place in the resident copy of
+// their tensor, which the op's end leaves current. Call it before staging
+// params (staging marks the copy stale). It returns 0 (no copy written)
+// when the tensor has no copy (no product has read it as a weight), when
+// the copy is stale already (the next product converts the whole tensor,
+// as before), and while unsharedBF16 is set.
+func (d *device) paramsBF16(a *arena, params []float32, n int) dptr {
+	if d.unsharedBF16 || n == 0 {
+		return 0
+	}
+	pp, t := d.mem.find(unsafe.Pointer(&params[0]), int64(n)*4)
+	if t == nil {
+		return 0
+	}
+	src := t.p
+	i := slices.IndexFunc(d.bf16, func(c bf16Copy) bool { return c.src == src })
+	if i < 0 || d.bf16[i].stale {
+		return 0
+	}
+	a.produced = append(a.produced, produced{tensor: src, src: pp, n: n, weight: true})
+	if d.plantBF16 == "prodskip" {
+		return 0 // planted bug: the kernel writes no copy, which is left current all the same
+	}
+	return d.bf16[i].p + dptr(2*((pp-src)/4))
 }
 
 // convert queues q [n] = bf16(x [n]), counted.
@@ -129,6 +245,19 @@ func (d *device) activationBF16(a *arena, x []float32, px dptr, n int) dptr {
 		return c.p
 	}
 	c.valid = false
+	if !d.growAct(n) { // no room to keep it: this product's own copy, in the arena
+		return d.toBF16(a, px, n)
+	}
+	d.convert(c.p, px, n)
+	c.tensor, c.src, c.n, c.valid = t.p, px, n, true
+	return c.p
+}
+
+// growAct makes the shared activation copy's buffer hold n bfloat16s
+// (growing it, after a synchronisation, if it is smaller); false if the
+// device has no room for it.
+func (d *device) growAct(n int) bool {
+	c := &d.act
 	if bytes := (int64(n)*2 + 255) &^ 255; bytes > c.bytes {
 		if c.p != 0 {
 			// queued products may still read the old buffer
@@ -141,27 +270,32 @@ func (d *device) activationBF16(a *arena, x []float32, px dptr, n int) dptr {
 			c.p, c.bytes = 0, 0
 		}
 		p, err := d.malloc("bfloat16 copy of an activation", bytes)
-		if err != nil { // no room to keep it: this product's own copy, in the arena
-			return d.toBF16(a, px, n)
+		if err != nil {
+			return false
 		}
 		c.p, c.bytes = p, bytes
 	}
-	d.convert(c.p, px, n)
-	c.tensor, c.src, c.n, c.valid = t.p, px, n, true
-	return c.p
+	return true
 }
 
 // verifyShared converts the shared copy's operand again and compares the
 // two bit for bit (checkShared): a difference is a stale copy.
 func (d *device) verifyShared(a *arena) {
 	c := d.act
-	q := a.alloc(int64(c.n) * 2)
-	d.launch("f32_to_bf16", gridFor(c.n), ptr(q), ptr(c.src), i64(c.n))
-	kept, fresh := make([]uint16, c.n), make([]uint16, c.n)
-	if err := d.dtoh(unsafe.Pointer(&kept[0]), c.p, int64(c.n)*2); err != nil {
+	d.verifyCopy(a, c.p, c.src, c.n, "the activation")
+}
+
+// verifyCopy converts the n floats at src again and compares them with
+// the bfloat16 copy kept at p, bit for bit (checkShared); a difference is
+// a stale copy of what.
+func (d *device) verifyCopy(a *arena, p, src dptr, n int, what string) {
+	q := a.alloc(int64(n) * 2)
+	d.launch("f32_to_bf16", gridFor(n), ptr(q), ptr(src), i64(n))
+	kept, fresh := make([]uint16, n), make([]uint16, n)
+	if err := d.dtoh(unsafe.Pointer(&kept[0]), p, int64(n)*2); err != nil {
 		panic(&Error{"", err})
 	}
-	if err := d.dtoh(unsafe.Pointer(&fresh[0]), q, int64(c.n)*2); err != nil {
+	if err := d.dtoh(unsafe.Pointer(&fresh[0]), q, int64(n)*2); err != nil {
 		panic(&Error{"", err})
 	}
 	if i := slices.Compare(kept, fresh); i != 0 {
@@ -169,8 +303,8 @@ func (d *device) verifyShared(a *arena) {
 		for kept[j] == fresh[j] {
 			j++
 		}
-		panic(&Error{"", fmt.Errorf("stale bfloat16 copy of the activation at %#x (%d floats): element %d is %#04x, converted again %#04x",
-			c.src, c.n, j, kept[j], fresh[j])})
+		panic(&Error{"", fmt.Errorf("stale bfloat16 copy of %s at %#x (%d floats): element %d is %#04x, converted again %#04x",
+			what, src, n, j, kept[j], fresh[j])})
 	}
 }
 
@@ -194,9 +328,16 @@ func (d *device) weightBF16(a *arena, w []float32, n int) dptr {
 		i = len(d.bf16) - 1
 	}
 	c := &d.bf16[i]
-	if c.stale {
+	switch {
+	case c.stale:
 		d.convert(c.p, src, int(c.n))
-		c.stale = false
+		c.stale, c.kept = false, false
+	case c.kept: // AdamW wrote it: a conversion fewer
+		d.conv.shared++
+		c.kept = false
+		if d.checkShared {
+			d.verifyCopy(a, c.p, src, int(c.n), "the weight tensor "+name)
+		}
 	}
 	off := dptr(2 * ((pw - src) / 4))
 	if d.plantBF16 == "offset" {

@@ -162,7 +162,10 @@ func matmulPrecisionCheck(b Device, p Precision) error {
 // precision rounds them: the same input read by products in turn (in BF16
 // they share one bfloat16 copy, bf16.go), then after each way the input
 // can change between two products: an op writing it (Scale), a product
-// writing it (as its output), an Upload into it, and its memory freed and
+// writing it (as its output), an Upload into it, the ops that write the
+// copy of their output themselves in BF16 (RMSNormForward,
+// ResidualRMSNormForward, SwiGLUForward; then AdamW on a weight,
+// adamwWeightCheck), and its memory freed and
 // handed to a new tensor (zeros; TestSharedBF16ReusesFreedMemory checks
 // that the emulator hands it the same memory). Each product must see the values the
 // input holds when it runs, never a copy of earlier ones.
@@ -213,12 +216,72 @@ func sharedInputCheck(b Device, round func([]float32) []float32, tol float64) er
 	if err := fwd("after an Upload into it"); err != nil {
 		return err
 	}
+	// the ops that write their output's bfloat16 copy in BF16 (bf16.go):
+	// each product after one must read the copy of what the op wrote
+	norm, rstd := randn(r, C, 1), make([]float32, N)
+	for _, op := range []struct {
+		what  string
+		write func()
+	}{
+		{"RMSNormForward", func() { b.RMSNormForward(x, rstd, randn(r, N*C, 1), norm, N, C, 1e-6) }},
+		{"ResidualRMSNormForward", func() {
+			b.ResidualRMSNormForward(make([]float32, N*C), x, rstd, randn(r, N*C, 1), randn(r, N*C, 1), norm, N, C, 1e-6)
+		}},
+		{"SwiGLUForward", func() { b.SwiGLUForward(x, randn(r, N*C, 2), randn(r, N*C, 1), N*C) }},
+	} {
+		op.write()
+		b.Download(vals, x)
+		if err := fwd("after " + op.what + " wrote it"); err != nil {
+			return err
+		}
+		if err := bwd("a backward after " + op.what + " wrote it"); err != nil {
+			return err
+		}
+	}
+	if err := adamwWeightCheck(b, round, tol); err != nil {
+		return err
+	}
 	// the CUDA backend hands a freed tensor's memory to the next tensor of
 	// its size (gpu/cpu allocates anew: there the step checks a new tensor)
 	b.Free(x)
 	x = b.Alloc("check activations, allocated again", N*C)
 	clear(vals)
 	return fwd("a new tensor in a freed one's memory")
+}
+
+// adamwWeightCheck: a product reads a weight tensor of the backend (in
+// BF16 its resident copy is made), AdamW updates the weights (in BF16 it
+// writes the copy of the updated values itself), and the products that
+// read them next must compute with the updated weights, rounded as the
+// precision rounds them: the first AdamW step, a second one, and then
+// an Upload into the tensor (the copy left stale and converted again).
+func adamwWeightCheck(b Device, round func([]float32) []float32, tol float64) error {
+	r := rand.New(rand.NewPCG(36, 36))
+	const N, C, OC = 13, 32, 24
+	inp, grads := randn(r, N*C, 1), randn(r, OC*C, 1)
+	m, v := make([]float32, OC*C), make([]float32, OC*C)
+	w := b.Alloc("check weights (AdamW)", OC*C)
+	defer b.Free(w)
+	b.Upload(w, randn(r, OC*C, 0.1))
+	vals := make([]float32, OC*C)
+	fwd := func(what string) error {
+		b.Download(vals, w)
+		want, got := make([]float32, N*OC), make([]float32, N*OC)
+		ref.MatmulForward(want, round(inp), round(vals), nil, N, C, OC)
+		b.MatmulForward(got, inp, w, nil, N, C, OC)
+		return compare("weight resident, "+what+": out", got, want, tol)
+	}
+	if err := fwd("first product"); err != nil {
+		return err
+	}
+	for step := 1; step <= 2; step++ {
+		b.AdamW(w, grads, m, v, step, 1e-2, 0.9, 0.999, 1e-8, 0.1)
+		if err := fwd(fmt.Sprintf("after AdamW step %d", step)); err != nil {
+			return err
+		}
+	}
+	b.Upload(w, randn(r, OC*C, 0.1))
+	return fwd("after an Upload into it")
 }
 
 // mixedTolerance bounds how far the log-probs and the loss of the tiny

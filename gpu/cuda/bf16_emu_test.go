@@ -43,9 +43,14 @@ func TestMixedPrecisionEmulator(t *testing.T) {
 // conversion kernel truncating instead of rounding to nearest even
 // (bf16.cuh BF16_BUG_TRUNCATE), the weights' bfloat16 copies never
 // refreshed after a write (an AdamW step, an upload), a weight view's
-// offset in its tensor's copy ignored, and the shared copy of an
+// offset in its tensor's copy ignored, the shared copy of an
 // activation operand kept after its tensor was written (actstale) or
-// freed and its memory given to a new tensor (actfree). Each must make the named checks fail
+// freed and its memory given to a new tensor (actfree), the ops that
+// write their output's copy (the norms, SwiGLU, AdamW) writing none but
+// making it valid all the same (prodskip), the fused residual norm's copy
+// made of its sum instead of its output (rmsnorm.cuh RN_BUG_COPY_RES) and
+// AdamW's copy made of the parameters before the update (optimizer.cuh
+// ADAMW_BUG_STALE_COPY). Each must make the named checks fail
 // (only those run: the emulator is slow, and the checks' passing without a
 // defect is TestKernelsOnEmulator's).
 func TestBF16PlantedBugs(t *testing.T) {
@@ -59,10 +64,16 @@ func TestBF16PlantedBugs(t *testing.T) {
 		fail          []string
 	}{
 		{kernel: "f32_to_bf16/truncate", fail: []string{"ToBF16", "GemmBF16", "GemmStridedBatchedBF16", "MatmulBF16"}},
-		{plant: "stale", fail: []string{"MatmulBF16", "TrainStepBF16"}},
+		// AdamW writes the parameters' copy, so the training step no
+		// longer converts them after a write: an Upload is where this
+		// shows (prodskip and adamw/stale_copy are its training-step cases)
+		{plant: "stale", fail: []string{"MatmulBF16"}},
 		{plant: "offset", fail: []string{"MatmulBF16", "TrainStepBF16"}},
 		{plant: "actstale", fail: []string{"MatmulBF16"}},
 		{plant: "actfree", fail: []string{"MatmulBF16"}},
+		{plant: "prodskip", fail: []string{"MatmulBF16", "TrainStepBF16"}},
+		{kernel: "residual_rmsnorm_forward/copy_res", fail: []string{"MatmulBF16", "TrainStepBF16"}},
+		{kernel: "adamw/stale_copy", fail: []string{"MatmulBF16", "TrainStepBF16"}},
 	} {
 		t.Run(tc.kernel+tc.plant, func(t *testing.T) {
 			if tc.kernel != "" {

@@ -3,11 +3,13 @@ package cuda
 // SwiGLU and the residual add (kernels/elementwise.cuh).
 // CPU reference: gpu/cpu; the checks are in elementwise_check.go.
 
-// SwiGLUForward: out = silu(gate) * up.
+// SwiGLUForward: out = silu(gate) * up; in BF16 the kernel writes out's
+// bfloat16 copy too (the down product's input, bf16.go).
 func (b *Backend) SwiGLUForward(out, gate, up []float32, n int) {
 	b.d.run("SwiGLUForward", func(a *arena) {
 		pg, pu := a.in(gate, n), a.in(up, n)
-		b.d.launch("swiglu_forward", gridFor(n), ptr(a.out(out, n)), ptr(pg), ptr(pu), i64(n))
+		po := a.out(out, n)
+		b.d.launch("swiglu_forward", gridFor(n), ptr(po), ptr(b.d.outputBF16(a, out, po, n)), ptr(pg), ptr(pu), i64(n))
 	})
 }
 

@@ -274,6 +274,9 @@ static const rl_kernel rl_kernels[] = {
     rl_make("residual_rmsnorm_forward/norm_a", residual_rmsnorm_forward_impl<RN_BUG_NORM_A>),
     rl_make("rmsnorm_backward_dinp/overwrite", rmsnorm_backward_dinp_impl<RN_BUG_OVERWRITE>),
     rl_make("rmsnorm_backward_dinp/no_dout2", rmsnorm_backward_dinp_impl<RN_BUG_NO_DOUT2>),
+    rl_make("residual_rmsnorm_forward/copy_res", residual_rmsnorm_forward_impl<RN_BUG_COPY_RES>),
+    // optimizer.cuh ADAMW_BUG_STALE_COPY: the bfloat16 copy of the parameters before the update
+    rl_make("adamw/stale_copy", adamw_impl<ADAMW_BUG_STALE_COPY>),
     K(rope_qk),
     // attention.cuh: flash-decoding (decode_split) and DS_BUG_NO_RESCALE
     K(attention_cached_split), K(attention_cached_combine),

@@ -319,6 +319,9 @@ type arena struct {
 	used   int64 // bytes used in this op (all chunks)
 	staged []staging
 	writes []dptr // the live tensors this op writes (outputs staged with back)
+	// produced are the bfloat16 copies the op's kernels write beside their
+	// outputs (bf16.go), made valid when the op ends
+	produced []produced
 }
 
 type chunk struct {
@@ -352,17 +355,29 @@ func (a *arena) reset(d *device) {
 	a.used = 0
 	a.staged = a.staged[:0]
 	a.writes = a.writes[:0]
+	a.produced = a.produced[:0]
 }
 
-func (a *arena) abort() { a.staged = a.staged[:0] }
+// abort forgets the op's staged operands and the copies its kernels were
+// to write (a failed op leaves them invalid).
+func (a *arena) abort() {
+	a.staged = a.staged[:0]
+	a.produced = a.produced[:0]
+}
 
 // endWrites marks every tensor the op wrote as written (device.wrote): their
-// bfloat16 copies, made before the op's writes or during the op, are stale.
+// bfloat16 copies, made before the op's writes or during the op, are stale;
+// then the copies the op's kernels wrote of their outputs become valid
+// (device.producedValid).
 func (a *arena) endWrites() {
 	for _, t := range a.writes {
 		a.d.wrote(t)
 	}
+	for _, p := range a.produced {
+		a.d.producedValid(p, a.writes)
+	}
 	a.writes = a.writes[:0]
+	a.produced = a.produced[:0]
 }
 
 // alloc returns bytes of device memory, 256-byte aligned, valid until the op ends.

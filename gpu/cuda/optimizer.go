@@ -37,13 +37,16 @@ func (b *Backend) Scale(x []float32, s float32) {
 	})
 }
 
-// AdamW is torch.optim.AdamW's update, on the device.
+// AdamW is torch.optim.AdamW's update, on the device. Where the
+// parameters' tensor has a current bfloat16 copy (bf16.go), the kernel
+// writes the copy of the updated parameters too, so the copy stays current.
 func (b *Backend) AdamW(params, grads, m, v []float32, step int, lr, beta1, beta2, eps, weightDecay float32) {
 	n := len(params)
 	bc1 := float32(1 - math.Pow(float64(beta1), float64(step)))
 	bc2 := float32(1 - math.Pow(float64(beta2), float64(step)))
 	b.d.run("AdamW", func(a *arena) {
+		pb := b.d.paramsBF16(a, params, n) // before params are staged (and their copy marked stale)
 		b.d.launch("adamw", gridFor(n), ptr(a.inout(params, n)), ptr(a.in(grads, n)), ptr(a.inout(m, n)), ptr(a.inout(v, n)),
-			i64(n), f32(lr), f32(beta1), f32(beta2), f32(eps), f32(weightDecay), f32(bc1), f32(bc2))
+			ptr(pb), i64(n), f32(lr), f32(beta1), f32(beta2), f32(eps), f32(weightDecay), f32(bc1), f32(bc2))
 	})
 }

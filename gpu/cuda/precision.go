@@ -21,9 +21,11 @@ const (
 	// BF16: cublasGemmEx with bfloat16 operands (CUDA_R_16BF, rounded to
 	// nearest even by the f32_to_bf16 kernel), fp32 accumulation
 	// (CUBLAS_COMPUTE_32F) and an fp32 output, as llm.c's mixed precision:
-	// the weights through resident bf16 copies refreshed after every write
-	// to them (an AdamW step, an upload), the activations and output
-	// gradients rounded on the device for each product.
+	// the weights through resident bf16 copies (AdamW writes them beside
+	// the parameters; other writes, e.g. an upload, leave them to be
+	// converted again), the activations through one shared copy (written
+	// by the norms and SwiGLU, or converted by the first product that reads
+	// them), the output gradients rounded on the device for each product.
 	BF16
 )
 

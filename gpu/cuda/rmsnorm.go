@@ -3,11 +3,14 @@ package cuda
 // RMSNorm and its fusions with the residual add (kernels/rmsnorm.cuh).
 // CPU reference: gpu/cpu; the checks are in rmsnorm_check.go.
 
-// RMSNormForward: out = inp * rstd * weight, rstd [N].
+// RMSNormForward: out = inp * rstd * weight, rstd [N]. In BF16 the
+// kernel writes out's bfloat16 copy too (the shared activation copy that
+// the products reading out use, bf16.go).
 func (b *Backend) RMSNormForward(out, rstd []float32, inp, weight []float32, N, C int, eps float32) {
 	b.d.run("RMSNormForward", func(a *arena) {
-		b.d.launch("rmsnorm_forward", N, ptr(a.out(out, N*C)), ptr(a.out(rstd, N)), ptr(a.in(inp, N*C)),
-			ptr(a.in(weight, C)), i64(N), i64(C), f32(eps))
+		po := a.out(out, N*C)
+		b.d.launch("rmsnorm_forward", N, ptr(po), ptr(b.d.outputBF16(a, out, po, N*C)), ptr(a.out(rstd, N)),
+			ptr(a.in(inp, N*C)), ptr(a.in(weight, C)), i64(N), i64(C), f32(eps))
 	})
 }
 
@@ -19,12 +22,14 @@ func (b *Backend) RMSNormBackward(dinp, dweight []float32, dout, inp, weight, rs
 }
 
 // ResidualRMSNormForward: res = a + b (res may alias a or b), out =
-// rmsnorm(res) * weight, rstd [N], in one kernel.
+// rmsnorm(res) * weight, rstd [N], in one kernel; in BF16 with out's
+// bfloat16 copy (as RMSNormForward).
 func (b *Backend) ResidualRMSNormForward(res, out, rstd []float32, x, y, weight []float32, N, C int, eps float32) {
 	b.d.run("ResidualRMSNormForward", func(a *arena) {
 		px, py := a.in(x, N*C), a.in(y, N*C) // before res's staging: res may alias them
-		b.d.launch("residual_rmsnorm_forward", N, ptr(a.out(res, N*C)), ptr(a.out(out, N*C)), ptr(a.out(rstd, N)),
-			ptr(px), ptr(py), ptr(a.in(weight, C)), i64(N), i64(C), f32(eps))
+		pr, po := a.out(res, N*C), a.out(out, N*C)
+		b.d.launch("residual_rmsnorm_forward", N, ptr(pr), ptr(po), ptr(b.d.outputBF16(a, out, po, N*C)),
+			ptr(a.out(rstd, N)), ptr(px), ptr(py), ptr(a.in(weight, C)), i64(N), i64(C), f32(eps))
 	})
 }
 

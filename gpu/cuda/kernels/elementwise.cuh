@@ -6,10 +6,14 @@
 // ---------------------------------------------------------------------------
 // SwiGLU and residual, elementwise over n.
 
-__global__ void swiglu_forward(float* out, const float* gate, const float* up, i64 n) {
+// swiglu_forward: out = silu(gate) * up; unless null, outb [n] gets the
+// bfloat16 bits of out (the shared copy of the down product's input, bf16.go).
+__global__ void swiglu_forward(float* out, unsigned short* outb, const float* gate, const float* up, i64 n) {
     GRID_STRIDE(i, n) {
         float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
+        float o = g / (1.0f + expf(-g)) * up[i];
+        out[i] = o;
+        if (outb != nullptr) outb[i] = bf16_bits<0>(o);
     }
 }
 

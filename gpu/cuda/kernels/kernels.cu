@@ -17,10 +17,10 @@
 #include "common.cuh"
 
 extern "C" {
+#include "bf16.cuh"  // first: bf16_bits, for the kernels that write bfloat16 copies of their outputs
 #include "embedding.cuh"
 #include "rmsnorm.cuh"
 #include "matmul.cuh"
-#include "bf16.cuh"
 #include "rope.cuh"
 #include "attention.cuh"
 #include "flashattn.cuh"

@@ -28,16 +28,38 @@ __global__ void scale(float* x, float s, i64 n) {
     GRID_STRIDE(i, n) x[i] *= s;
 }
 
-// adamw: torch.optim.AdamW; bc1, bc2 are the bias corrections 1-beta^step.
-__global__ void adamw(float* params, const float* grads, float* m, float* v, i64 n, float lr, float beta1,
-                      float beta2, float eps, float wd, float bc1, float bc2) {
+// Planted defect, for the emulator's tests only (emu.cc registers the kernel
+// built with it); adamw is built with ADAMW_OK.
+#define ADAMW_OK 0
+#define ADAMW_BUG_STALE_COPY 1  // the bfloat16 copy made of the parameters before the update
+
+extern "C++" {
+
+// adamw_impl: torch.optim.AdamW; bc1, bc2 are the bias corrections
+// 1-beta^step. Unless null, pb [n] gets the bfloat16 bits of the updated
+// parameters (bf16_bits, so the bits f32_to_bf16 makes of them): the
+// resident copy of the tensor they lie in, kept current (bf16.go).
+template <int BUG>
+__device__ void adamw_impl(float* params, const float* grads, float* m, float* v, unsigned short* pb, i64 n, float lr,
+                           float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
     GRID_STRIDE(i, n) {
         float g = grads[i];
         float mi = beta1 * m[i] + (1.0f - beta1) * g;
         float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
         m[i] = mi;
         v[i] = vi;
-        float p = params[i] * (1.0f - lr * wd);
-        params[i] = p - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+        float p0 = params[i];
+        float p = p0 * (1.0f - lr * wd);
+        p = p - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+        params[i] = p;
+        if (pb != nullptr) pb[i] = bf16_bits<0>(BUG == ADAMW_BUG_STALE_COPY ? p0 : p);
     }
+}
+
+}  // extern "C++"
+
+// adamw: adamw_impl as built.
+__global__ void adamw(float* params, const float* grads, float* m, float* v, unsigned short* pb, i64 n, float lr,
+                      float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+    adamw_impl<ADAMW_OK>(params, grads, m, v, pb, n, lr, beta1, beta2, eps, wd, bc1, bc2);
 }

@@ -10,18 +10,28 @@
 #define RN_BUG_NORM_A 1     // the fused forward's rstd from a alone, not a + b
 #define RN_BUG_OVERWRITE 2  // the fused backward overwrites dres instead of adding to it
 #define RN_BUG_NO_DOUT2 3   // the fused backward leaves the second output gradient out of dinp
+#define RN_BUG_COPY_RES 4   // the fused forward's bfloat16 copy made of res, not of out
+
+// The forwards write, unless outb is null, the bfloat16 bits of out
+// (bf16_bits: those f32_to_bf16 makes of it) to outb [N,C]: the shared
+// bfloat16 copy of an activation that products read next (bf16.go).
 
 // ---------------------------------------------------------------------------
 // RMSNorm: one block per row n.
 
-__global__ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, i64 N, i64 C, float eps) {
+__global__ void rmsnorm_forward(float* out, unsigned short* outb, float* rstd, const float* inp, const float* weight,
+                                i64 N, i64 C, float eps) {
     i64 n = blockIdx.x;
     const float* x = inp + n * C;
     float ss = 0.0f;
     for (i64 i = threadIdx.x; i < C; i += BLOCK) ss += x[i] * x[i];
     ss = block_sum(ss);
     float r = rsqrtf(ss / (float)C + eps);
-    for (i64 i = threadIdx.x; i < C; i += BLOCK) out[n * C + i] = x[i] * r * weight[i];
+    for (i64 i = threadIdx.x; i < C; i += BLOCK) {
+        float o = x[i] * r * weight[i];
+        out[n * C + i] = o;
+        if (outb != nullptr) outb[n * C + i] = bf16_bits<0>(o);
+    }
     if (threadIdx.x == 0) rstd[n] = r;
 }
 
@@ -33,8 +43,8 @@ extern "C++" {
 // re-reads only its own elements of res (from cache), so a and b are read
 // once and res is never read back from memory by another pass.
 template <int BUG>
-__device__ void residual_rmsnorm_forward_impl(float* res, float* out, float* rstd, const float* a, const float* b,
-                                              const float* weight, i64 N, i64 C, float eps) {
+__device__ void residual_rmsnorm_forward_impl(float* res, float* out, unsigned short* outb, float* rstd, const float* a,
+                                              const float* b, const float* weight, i64 N, i64 C, float eps) {
     i64 n = blockIdx.x;
     float ss = 0.0f;
     for (i64 i = threadIdx.x; i < C; i += BLOCK) {
@@ -44,7 +54,12 @@ __device__ void residual_rmsnorm_forward_impl(float* res, float* out, float* rst
     }
     ss = block_sum(ss);
     float r = rsqrtf(ss / (float)C + eps);
-    for (i64 i = threadIdx.x; i < C; i += BLOCK) out[n * C + i] = res[n * C + i] * r * weight[i];
+    for (i64 i = threadIdx.x; i < C; i += BLOCK) {
+        float x = res[n * C + i];
+        float o = x * r * weight[i];
+        out[n * C + i] = o;
+        if (outb != nullptr) outb[n * C + i] = bf16_bits<0>(BUG == RN_BUG_COPY_RES ? x : o);
+    }
     if (threadIdx.x == 0) rstd[n] = r;
 }
 
@@ -72,9 +87,9 @@ __device__ void rmsnorm_backward_dinp_impl(float* dinp, const float* dout, const
 
 }  // extern "C++"
 
-__global__ void residual_rmsnorm_forward(float* res, float* out, float* rstd, const float* a, const float* b,
-                                         const float* weight, i64 N, i64 C, float eps) {
-    residual_rmsnorm_forward_impl<RN_OK>(res, out, rstd, a, b, weight, N, C, eps);
+__global__ void residual_rmsnorm_forward(float* res, float* out, unsigned short* outb, float* rstd, const float* a,
+                                         const float* b, const float* weight, i64 N, i64 C, float eps) {
+    residual_rmsnorm_forward_impl<RN_OK>(res, out, outb, rstd, a, b, weight, N, C, eps);
 }
 
 // rmsnorm_backward_dinp: dinp = (add 0) or += (add 1) the input gradient for
