@@ -33,10 +33,16 @@ package cuda
 // weights' copies: each output staged with back, when the op starts and
 // again when it ends, and Upload), the tensor is freed (its memory may
 // become another tensor), another operand is converted or produced into
-// the copy, Close. Host slices, and the output gradients (each read by one
-// product, whose two GEMMs already share it), are rounded into the op's
-// staging arena as before. The copy holds 2 bytes per float of the largest
-// operand converted into it, in a buffer that grows and never shrinks.
+// the copy, Close. Host slices are rounded into the op's staging arena as
+// before. The copy holds 2 bytes per float of the largest operand
+// converted into it, in a buffer that grows and never shrinks.
+//
+// An output gradient (MatmulBackward's dout, read by its two products) is
+// read from a gradient copy where the op that produced it wrote one
+// (gradBF16: LogprobBackward's dlogits, the norms' backward dres,
+// SwiGLUBackward's dgate and dup, the second of those into the second
+// gradient copy), under the same rules as the activation copy; otherwise
+// (dq, dk, dv, a host slice) it is rounded into the op's staging arena.
 //
 // A copy an op's kernel writes is made valid only when the op ends
 // (arena.endWrites, after the marks of its writes), and only if the op
@@ -58,10 +64,16 @@ type bf16Copy struct {
 	kept  bool  // an op's kernel (AdamW) kept it current, and no product has read it since
 }
 
+// shared are the shared copies: the activation copy and the gradient
+// copies.
+func (d *device) shared() [3]*actCopy { return [3]*actCopy{&d.act, &d.grad[0], &d.grad[1]} }
+
 // wrote records that an op writes (part of) the tensor starting at t.
 func (d *device) wrote(t dptr) {
-	if d.act.tensor == t && d.plantBF16 != "actstale" { // planted bug: the activation copy kept
-		d.act.valid = false
+	for _, c := range d.shared() {
+		if c.tensor == t && d.plantBF16 != "actstale" { // planted bug: the shared copies kept
+			c.valid = false
+		}
 	}
 	if d.plantBF16 == "stale" {
 		return // planted bug: copies never refreshed
@@ -74,10 +86,12 @@ func (d *device) wrote(t dptr) {
 }
 
 // dropBF16 frees the copy of the tensor at t (which is being freed), and
-// invalidates the activation copy if it was made from t.
+// invalidates a shared copy made from t.
 func (d *device) dropBF16(t dptr) {
-	if d.act.tensor == t && d.plantBF16 != "actfree" { // planted bug: kept after a free
-		d.act.valid = false
+	for _, c := range d.shared() {
+		if c.tensor == t && d.plantBF16 != "actfree" { // planted bug: kept after a free
+			c.valid = false
+		}
 	}
 	i := slices.IndexFunc(d.bf16, func(c bf16Copy) bool { return c.src == t })
 	if i < 0 {
@@ -104,13 +118,14 @@ type convCounts struct {
 func (c convCounts) bytes() int64 { return 6*c.floats + 2*c.produced }
 
 // produced is a bfloat16 copy that an op's kernel writes beside its
-// output: the shared activation copy of the n floats at src (in the tensor
-// at tensor), or (weight) the resident copy of the weight tensor at tensor.
-// The op's end makes it valid (producedValid).
+// output: a shared copy (into, the activation copy or a gradient copy) of
+// the n floats at src (in the tensor at tensor), or (into nil) the
+// resident copy of the weight tensor at tensor. The op's end makes it
+// valid (producedValid).
 type produced struct {
 	tensor, src dptr
 	n           int
-	weight      bool
+	into        *actCopy
 }
 
 // producedValid makes the copy an op's kernel wrote valid, once the op's
@@ -122,8 +137,8 @@ func (d *device) producedValid(p produced, writes []dptr) {
 	if n := countOf(writes, p.tensor); n != 1 {
 		return
 	}
-	if !p.weight {
-		d.act.tensor, d.act.src, d.act.n, d.act.valid = p.tensor, p.src, p.n, true
+	if c := p.into; c != nil {
+		c.tensor, c.src, c.n, c.valid = p.tensor, p.src, p.n, true
 		d.conv.produced += int64(p.n)
 		return
 	}
@@ -144,12 +159,24 @@ func countOf(xs []dptr, x dptr) int {
 }
 
 // outputBF16 returns where the op's kernel writes the bfloat16 copy of
-// its output out [n] (at po; the op overwrites all of it): the shared
+// its output out [n] (at po; the op writes all of it): the shared
 // activation copy's buffer, which becomes the valid copy of those floats
-// when the op ends, so that the products that read out next convert
-// nothing. It returns 0 (the kernel writes no copy) outside BF16, for a
-// host slice, while unsharedBF16 is set, and when the buffer cannot grow.
+// when the op ends, so that the products that read out next as their
+// input convert nothing. It returns 0 (the kernel writes no copy) outside
+// BF16, for a host slice, while unsharedBF16 is set, and when the buffer
+// cannot grow.
 func (d *device) outputBF16(a *arena, out []float32, po dptr, n int) dptr {
+	return d.produce(a, &d.act, out, po, n)
+}
+
+// gradBF16 is outputBF16 for an output gradient that products read next
+// as their dout (MatmulBackward): the copy goes to gradient copy i (0, or
+// 1 for an op's second such output).
+func (d *device) gradBF16(a *arena, i int, out []float32, po dptr, n int) dptr {
+	return d.produce(a, &d.grad[i], out, po, n)
+}
+
+func (d *device) produce(a *arena, c *actCopy, out []float32, po dptr, n int) dptr {
 	if d.prec != BF16 || d.unsharedBF16 || n == 0 || po == 0 {
 		return 0
 	}
@@ -158,15 +185,15 @@ func (d *device) outputBF16(a *arena, out []float32, po dptr, n int) dptr {
 		return 0
 	}
 	tensor := t.p
-	d.act.valid = false // the kernel overwrites the buffer
-	if !d.growAct(n) {
+	c.valid = false // the kernel overwrites the buffer
+	if !d.grow(c, n) {
 		return 0
 	}
-	a.produced = append(a.produced, produced{tensor: tensor, src: po, n: n})
+	a.produced = append(a.produced, produced{tensor: tensor, src: po, n: n, into: c})
 	if d.plantBF16 == "prodskip" {
 		return 0 // planted bug: the kernel writes no copy, which is made valid all the same
 	}
-	return d.act.p
+	return c.p
 }
 
 // paramsBF16 returns where AdamW writes the bfloat16 copy of the
@@ -189,7 +216,7 @@ func (d *device) paramsBF16(a *arena, params []float32, n int) dptr {
 	if i < 0 || d.bf16[i].stale {
 		return 0
 	}
-	a.produced = append(a.produced, produced{tensor: src, src: pp, n: n, weight: true})
+	a.produced = append(a.produced, produced{tensor: src, src: pp, n: n})
 	if d.plantBF16 == "prodskip" {
 		return 0 // planted bug: the kernel writes no copy, which is left current all the same
 	}
@@ -245,7 +272,7 @@ func (d *device) activationBF16(a *arena, x []float32, px dptr, n int) dptr {
 		return c.p
 	}
 	c.valid = false
-	if !d.growAct(n) { // no room to keep it: this product's own copy, in the arena
+	if !d.grow(c, n) { // no room to keep it: this product's own copy, in the arena
 		return d.toBF16(a, px, n)
 	}
 	d.convert(c.p, px, n)
@@ -253,11 +280,10 @@ func (d *device) activationBF16(a *arena, x []float32, px dptr, n int) dptr {
 	return c.p
 }
 
-// growAct makes the shared activation copy's buffer hold n bfloat16s
-// (growing it, after a synchronisation, if it is smaller); false if the
-// device has no room for it.
-func (d *device) growAct(n int) bool {
-	c := &d.act
+// grow makes the buffer of the shared copy c hold n bfloat16s (growing
+// it, after a synchronisation, if it is smaller); false if the device has
+// no room for it.
+func (d *device) grow(c *actCopy, n int) bool {
 	if bytes := (int64(n)*2 + 255) &^ 255; bytes > c.bytes {
 		if c.p != 0 {
 			// queued products may still read the old buffer
@@ -269,13 +295,39 @@ func (d *device) growAct(n int) bool {
 			}
 			c.p, c.bytes = 0, 0
 		}
-		p, err := d.malloc("bfloat16 copy of an activation", bytes)
+		what := "bfloat16 copy of an activation"
+		if c != &d.act {
+			what = "bfloat16 copy of an output gradient"
+		}
+		p, err := d.malloc(what, bytes)
 		if err != nil {
 			return false
 		}
 		c.p, c.bytes = p, bytes
 	}
 	return true
+}
+
+// gradientBF16 returns the bfloat16 version of the output gradient dout
+// [n], on the device at pd, for MatmulBackward's two products: a gradient
+// copy that the op producing dout wrote (gradBF16), if one holds those
+// floats and is valid, else a conversion into the arena for this op.
+func (d *device) gradientBF16(a *arena, pd dptr, n int) dptr {
+	if n == 0 {
+		return 0
+	}
+	if !d.unsharedBF16 {
+		for i := range d.grad {
+			if c := &d.grad[i]; c.valid && c.src == pd && c.n == n {
+				d.conv.shared++
+				if d.checkShared {
+					d.verifyCopy(a, c.p, c.src, c.n, "the output gradient")
+				}
+				return c.p
+			}
+		}
+	}
+	return d.toBF16(a, pd, n)
 }
 
 // verifyShared converts the shared copy's operand again and compares the

@@ -154,7 +154,68 @@ func matmulPrecisionCheck(b Device, p Precision) error {
 			return err
 		}
 	}
+	if err := gradientCopyCheck(b, round, tol); err != nil {
+		return err
+	}
 	return sharedInputCheck(b, round, tol)
+}
+
+// gradientCopyCheck: MatmulBackward's output gradient a tensor of the
+// backend written by each op that, in BF16, writes the bfloat16 copy of
+// that output itself (RMSNormBackward, ResidualRMSNormBackward adding
+// into it, SwiGLUBackward's two outputs, LogprobBackward; bf16.go), then
+// after Scale wrote it (no copy: the product rounds it itself); both
+// products must read the copy of what the op wrote, against the CPU on
+// operands rounded as the precision rounds them.
+func gradientCopyCheck(b Device, round func([]float32) []float32, tol float64) error {
+	r := rand.New(rand.NewPCG(37, 37))
+	const N, C, OC = 17, 40, 32
+	inp, w := randn(r, N*C, 1), randn(r, OC*C, 0.1)
+	g := b.Alloc("check output gradients", 2*N*OC)
+	defer b.Free(g)
+	g1, g2 := g[:N*OC], g[N*OC:]
+	vals := make([]float32, N*OC)
+	bwd := func(what string, dout []float32) error {
+		b.Download(vals, dout)
+		dw := randn(r, OC*C, 1)
+		di1, di2, dw1, dw2 := make([]float32, N*C), make([]float32, N*C), clone(dw), clone(dw)
+		ref.MatmulBackward(di1, dw1, nil, round(vals), round(inp), round(w), N, C, OC, false)
+		b.MatmulBackward(di2, dw2, nil, dout, inp, w, N, C, OC, false)
+		return compareAll(tol, "output gradient "+what+": dinp", di2, di1, "output gradient "+what+": dweight", dw2, dw1)
+	}
+	rstd := make([]float32, N)
+	for i := range rstd {
+		rstd[i] = 0.5 + r.Float32()
+	}
+	targets := make([]int32, N)
+	for i := range targets {
+		targets[i] = int32(r.IntN(OC))
+	}
+	for _, op := range []struct {
+		what  string
+		write func()
+		dout  []float32
+	}{
+		{"written by RMSNormBackward", func() {
+			b.RMSNormBackward(g1, make([]float32, OC), randn(r, N*OC, 1), randn(r, N*OC, 1), randn(r, OC, 1), rstd, N, OC)
+		}, g1},
+		{"added to by ResidualRMSNormBackward", func() {
+			b.ResidualRMSNormBackward(g1, make([]float32, OC), randn(r, N*OC, 1), randn(r, N*OC, 1), randn(r, N*OC, 1),
+				randn(r, OC, 1), rstd, N, OC)
+		}, g1},
+		{"dgate of SwiGLUBackward", func() { b.SwiGLUBackward(g1, g2, randn(r, N*OC, 1), randn(r, N*OC, 2), randn(r, N*OC, 1), N*OC) }, g1},
+		{"dup of SwiGLUBackward", func() {}, g2},
+		{"written by LogprobBackward", func() {
+			b.LogprobBackward(g2, randn(r, N*OC, 1), randn(r, N, 0.3), randn(r, N, 1), targets, randn(r, N, 1), randn(r, N, 1), N, OC)
+		}, g2},
+		{"after Scale wrote it", func() { b.Scale(g2, -0.5) }, g2},
+	} {
+		op.write()
+		if err := bwd(op.what, op.dout); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sharedInputCheck runs products whose input is a tensor of the backend,

@@ -48,9 +48,10 @@ func TestMixedPrecisionEmulator(t *testing.T) {
 // freed and its memory given to a new tensor (actfree), the ops that
 // write their output's copy (the norms, SwiGLU, AdamW) writing none but
 // making it valid all the same (prodskip), the fused residual norm's copy
-// made of its sum instead of its output (rmsnorm.cuh RN_BUG_COPY_RES) and
-// AdamW's copy made of the parameters before the update (optimizer.cuh
-// ADAMW_BUG_STALE_COPY). Each must make the named checks fail
+// made of its sum instead of its output (rmsnorm.cuh RN_BUG_COPY_RES),
+// the norm backward's copy of the residual stream's gradient made before
+// its add (RN_BUG_COPY_NOADD) and AdamW's copy made of the parameters
+// before the update (optimizer.cuh ADAMW_BUG_STALE_COPY). Each must make the named checks fail
 // (only those run: the emulator is slow, and the checks' passing without a
 // defect is TestKernelsOnEmulator's).
 func TestBF16PlantedBugs(t *testing.T) {
@@ -74,6 +75,7 @@ func TestBF16PlantedBugs(t *testing.T) {
 		{plant: "prodskip", fail: []string{"MatmulBF16", "TrainStepBF16"}},
 		{kernel: "residual_rmsnorm_forward/copy_res", fail: []string{"MatmulBF16", "TrainStepBF16"}},
 		{kernel: "adamw/stale_copy", fail: []string{"MatmulBF16", "TrainStepBF16"}},
+		{kernel: "rmsnorm_backward_dinp/copy_noadd", fail: []string{"MatmulBF16", "TrainStepBF16"}},
 	} {
 		t.Run(tc.kernel+tc.plant, func(t *testing.T) {
 			if tc.kernel != "" {

@@ -13,11 +13,16 @@ func (b *Backend) SwiGLUForward(out, gate, up []float32, n int) {
 	})
 }
 
-// SwiGLUBackward: dgate, dup overwritten.
+// SwiGLUBackward: dgate, dup overwritten; in BF16 the kernel writes
+// their bfloat16 copies too (the gate and up products' output gradients,
+// bf16.go).
 func (b *Backend) SwiGLUBackward(dgate, dup []float32, dout, gate, up []float32, n int) {
-	b.d.run("SwiGLUBackward", func(a *arena) {
+	d := b.d
+	d.run("SwiGLUBackward", func(a *arena) {
 		pd, pg, pu := a.in(dout, n), a.in(gate, n), a.in(up, n)
-		b.d.launch("swiglu_backward", gridFor(n), ptr(a.out(dgate, n)), ptr(a.out(dup, n)), ptr(pd), ptr(pg), ptr(pu), i64(n))
+		pdg, pdu := a.out(dgate, n), a.out(dup, n)
+		d.launch("swiglu_backward", gridFor(n), ptr(pdg), ptr(pdu), ptr(d.gradBF16(a, 0, dgate, pdg, n)),
+			ptr(d.gradBF16(a, 1, dup, pdu, n)), ptr(pd), ptr(pg), ptr(pu), i64(n))
 	})
 }
 

@@ -275,6 +275,7 @@ static const rl_kernel rl_kernels[] = {
     rl_make("rmsnorm_backward_dinp/overwrite", rmsnorm_backward_dinp_impl<RN_BUG_OVERWRITE>),
     rl_make("rmsnorm_backward_dinp/no_dout2", rmsnorm_backward_dinp_impl<RN_BUG_NO_DOUT2>),
     rl_make("residual_rmsnorm_forward/copy_res", residual_rmsnorm_forward_impl<RN_BUG_COPY_RES>),
+    rl_make("rmsnorm_backward_dinp/copy_noadd", rmsnorm_backward_dinp_impl<RN_BUG_COPY_NOADD>),
     // optimizer.cuh ADAMW_BUG_STALE_COPY: the bfloat16 copy of the parameters before the update
     rl_make("adamw/stale_copy", adamw_impl<ADAMW_BUG_STALE_COPY>),
     K(rope_qk),

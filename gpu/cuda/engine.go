@@ -139,7 +139,8 @@ type device struct {
 	prec  Precision  // of MatmulForward and MatmulBackward (SetPrecision)
 	vars  Variants   // kernel variants in use (RLHOST_CUDA_VARIANTS, SetVariants)
 	bf16  []bf16Copy // resident bfloat16 copies of weight tensors (BF16)
-	act   actCopy    // the shared bfloat16 copy of the last activation operand converted (BF16)
+	act   actCopy    // the shared bfloat16 copy of the last activation operand converted or produced (BF16)
+	grad  [2]actCopy // the bfloat16 copies of output gradients their producers wrote (BF16)
 	conv  convCounts // the f32_to_bf16 conversions since the last ResetCounters
 	// unsharedBF16 converts every product's activation operand into the
 	// op's staging arena, as the backend did before the copies were shared

@@ -11,12 +11,15 @@ func (b *Backend) LogprobForward(logp, entropy, lse []float32, logits []float32,
 	})
 }
 
-// LogprobBackward: dlogits [N,V] overwritten (may alias logits).
+// LogprobBackward: dlogits [N,V] overwritten (may alias logits); in BF16
+// the kernel writes its bfloat16 copy too (the LM head's output gradient,
+// bf16.go).
 func (b *Backend) LogprobBackward(dlogits []float32, logits, lse, entropy []float32, targets []int32,
 	dlogp, dentropy []float32, N, V int) {
 	b.d.run("LogprobBackward", func(a *arena) {
 		pz := a.in(logits, N*V)
-		b.d.launch("logprob_backward", N, ptr(a.out(dlogits, N*V)), ptr(pz), ptr(a.in(lse, N)), ptr(a.in(entropy, N)),
-			ptr(a.ints(targets, N)), ptr(a.in(dlogp, N)), ptr(a.in(dentropy, N)), i64(N), i64(V))
+		po := a.out(dlogits, N*V)
+		b.d.launch("logprob_backward", N, ptr(po), ptr(b.d.gradBF16(a, 0, dlogits, po, N*V)), ptr(pz), ptr(a.in(lse, N)),
+			ptr(a.in(entropy, N)), ptr(a.ints(targets, N)), ptr(a.in(dlogp, N)), ptr(a.in(dentropy, N)), i64(N), i64(V))
 	})
 }

@@ -84,15 +84,16 @@ var plantMatmulOverwrite bool
 // the product's beta 1, so in BF16 and TF32 too the sum is fp32); dweight
 // += dout^T inp; dbias += column sums. The products in the backend's
 // precision (in BF16 dout, inp and weight rounded; dinp and dweight fp32;
-// dout once for both products, into the staging arena, inp through the
-// shared activation copy), the bias gradient in fp32 from the fp32 dout.
+// dout once for both products, from the gradient copy its producer wrote
+// or into the staging arena, inp through the shared activation copy), the
+// bias gradient in fp32 from the fp32 dout.
 func (b *Backend) MatmulBackward(dinp, dweight, dbias []float32, dout, inp, weight []float32, N, C, OC int, accumulate bool) {
 	d := b.d
 	d.run("MatmulBackward", func(a *arena) {
 		pd := a.in(dout, N*OC)
 		var pdb dptr
 		if d.prec == BF16 && (dinp != nil || dweight != nil) {
-			pdb = d.toBF16(a, pd, N*OC)
+			pdb = d.gradientBF16(a, pd, N*OC)
 		}
 		if dinp != nil {
 			pw := a.in(weight, OC*C)

@@ -285,13 +285,15 @@ func (b *Backend) Close() error {
 	for _, c := range d.arena.chunks {
 		errs = append(errs, d.drv.free(c.p))
 	}
-	if d.act.p != 0 {
-		errs = append(errs, d.drv.free(d.act.p))
+	for _, c := range d.shared() {
+		if c.p != 0 {
+			errs = append(errs, d.drv.free(c.p))
+		}
 	}
 	if c, ok := d.drv.(interface{ close() error }); ok {
 		errs = append(errs, c.close())
 	}
-	d.mem, d.bf16, d.act, d.arena, d.closed = tensors{}, nil, actCopy{}, arena{}, true
+	d.mem, d.bf16, d.act, d.grad, d.arena, d.closed = tensors{}, nil, actCopy{}, [2]actCopy{}, arena{}, true
 	if err := errors.Join(errs...); err != nil {
 		return &Error{"Close", err}
 	}

@@ -25,7 +25,8 @@ const (
 	// the parameters; other writes, e.g. an upload, leave them to be
 	// converted again), the activations through one shared copy (written
 	// by the norms and SwiGLU, or converted by the first product that reads
-	// them), the output gradients rounded on the device for each product.
+	// them), the output gradients from copies their producers write
+	// (dlogits, dres, dgate, dup) or rounded on the device for the product.
 	BF16
 )
 

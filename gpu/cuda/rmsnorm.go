@@ -42,7 +42,9 @@ func (b *Backend) ResidualRMSNormBackward(dres, dweight []float32, dout, dout2, 
 }
 
 // rmsnormBackward launches the two backward kernels: dweight, then dinp
-// (overwritten, or accumulated when add is set).
+// (overwritten, or accumulated when add is set), in BF16 with dinp's
+// bfloat16 copy (the output gradient of the products before the norm,
+// bf16.go).
 func (b *Backend) rmsnormBackward(a *arena, dinp, dweight, dout, dout2, inp, weight, rstd []float32, N, C int, add bool) {
 	pd, pd2, px, pr := a.in(dout, N*C), a.in(dout2, N*C), a.in(inp, N*C), a.in(rstd, N)
 	var pdinp dptr
@@ -54,6 +56,6 @@ func (b *Backend) rmsnormBackward(a *arena, dinp, dweight, dout, dout2, inp, wei
 	}
 	b.d.colsums(a, "rmsnorm_backward_dweight", a.inout(dweight, C), N, C, ptr(pd), ptr(pd2), ptr(px), ptr(pr),
 		i64(N), i64(C))
-	b.d.launch("rmsnorm_backward_dinp", N, ptr(pdinp), ptr(pd), ptr(pd2), ptr(px), ptr(a.in(weight, C)), ptr(pr),
-		i64(N), i64(C), i64(acc))
+	b.d.launch("rmsnorm_backward_dinp", N, ptr(pdinp), ptr(b.d.gradBF16(a, 0, dinp, pdinp, N*C)), ptr(pd), ptr(pd2), ptr(px),
+		ptr(a.in(weight, C)), ptr(pr), i64(N), i64(C), i64(acc))
 }

@@ -17,13 +17,21 @@ __global__ void swiglu_forward(float* out, unsigned short* outb, const float* ga
     }
 }
 
-__global__ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, i64 n) {
+// swiglu_backward: dgate, dup overwritten; unless null, dgateb and dupb
+// get their bfloat16 bits (the output gradients of the gate and up
+// products, bf16.go).
+__global__ void swiglu_backward(float* dgate, float* dup, unsigned short* dgateb, unsigned short* dupb, const float* dout,
+                                const float* gate, const float* up, i64 n) {
     GRID_STRIDE(i, n) {
         float g = gate[i];
         float s = 1.0f / (1.0f + expf(-g));
         float d = dout[i];
-        dup[i] = d * g * s;
-        dgate[i] = d * up[i] * s * (1.0f + g * (1.0f - s));
+        float du = d * g * s;
+        float dg = d * up[i] * s * (1.0f + g * (1.0f - s));
+        dup[i] = du;
+        dgate[i] = dg;
+        if (dupb != nullptr) dupb[i] = bf16_bits<0>(du);
+        if (dgateb != nullptr) dgateb[i] = bf16_bits<0>(dg);
     }
 }
 

@@ -33,9 +33,12 @@ __global__ void logprob_forward(float* logp, float* entropy, float* lse, const f
 }
 
 // dlogits = dlogp*(onehot - p) - dentropy*p*(log p + H); may alias logits
-// (each element is read once, then written, by the same thread).
-__global__ void logprob_backward(float* dlogits, const float* logits, const float* lse, const float* entropy,
-                                 const int* targets, const float* dlogp, const float* dentropy, i64 N, i64 V) {
+// (each element is read once, then written, by the same thread). Unless
+// null, dlogitsb gets dlogits' bfloat16 bits (the LM head's output
+// gradient, bf16.go).
+__global__ void logprob_backward(float* dlogits, unsigned short* dlogitsb, const float* logits, const float* lse,
+                                 const float* entropy, const int* targets, const float* dlogp, const float* dentropy,
+                                 i64 N, i64 V) {
     i64 n = blockIdx.x;
     float l = lse[n], H = entropy[n], dh = dentropy[n];
     int t = targets[n];
@@ -46,5 +49,6 @@ __global__ void logprob_backward(float* dlogits, const float* logits, const floa
         float g = -dl * p - dh * p * (lp + H);
         if (j == t) g += dl;
         dlogits[n * V + j] = g;
+        if (dlogitsb != nullptr) dlogitsb[n * V + j] = bf16_bits<0>(g);
     }
 }

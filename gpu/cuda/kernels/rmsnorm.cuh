@@ -11,10 +11,13 @@
 #define RN_BUG_OVERWRITE 2  // the fused backward overwrites dres instead of adding to it
 #define RN_BUG_NO_DOUT2 3   // the fused backward leaves the second output gradient out of dinp
 #define RN_BUG_COPY_RES 4   // the fused forward's bfloat16 copy made of res, not of out
+#define RN_BUG_COPY_NOADD 5 // the backward's bfloat16 copy of dinp made before the add (add 1)
 
 // The forwards write, unless outb is null, the bfloat16 bits of out
 // (bf16_bits: those f32_to_bf16 makes of it) to outb [N,C]: the shared
-// bfloat16 copy of an activation that products read next (bf16.go).
+// bfloat16 copy of an activation that products read next (bf16.go); the
+// backward likewise dinp's to dinpb (a gradient copy: the output gradient
+// of the products before the norm).
 
 // ---------------------------------------------------------------------------
 // RMSNorm: one block per row n.
@@ -65,10 +68,12 @@ __device__ void residual_rmsnorm_forward_impl(float* res, float* out, unsigned s
 
 // rmsnorm_backward_dinp_impl: per row n, with d = dout (+ dout2 unless null),
 // g_i = rstd * (w_i*d_i - x_i * rstd^2 * mean_j(w_j*d_j*x_j)); dinp = g
-// (add 0) or dinp += g (add 1: the residual stream's gradient).
+// (add 0) or dinp += g (add 1: the residual stream's gradient); dinpb
+// (unless null) the bfloat16 bits of the dinp written.
 template <int BUG>
-__device__ void rmsnorm_backward_dinp_impl(float* dinp, const float* dout, const float* dout2, const float* inp,
-                                           const float* weight, const float* rstd, i64 N, i64 C, i64 add) {
+__device__ void rmsnorm_backward_dinp_impl(float* dinp, unsigned short* dinpb, const float* dout, const float* dout2,
+                                           const float* inp, const float* weight, const float* rstd, i64 N, i64 C,
+                                           i64 add) {
     i64 n = blockIdx.x;
     const float* x = inp + n * C;
     const float* d = dout + n * C;
@@ -80,8 +85,10 @@ __device__ void rmsnorm_backward_dinp_impl(float* dinp, const float* dout, const
     float c = r * r * dot / (float)C;
     for (i64 i = threadIdx.x; i < C; i += BLOCK) {
         float g = r * (weight[i] * (d2 ? d[i] + d2[i] : d[i]) - x[i] * c);
+        float g0 = g;
         if (add && BUG != RN_BUG_OVERWRITE) g += dinp[n * C + i];
         dinp[n * C + i] = g;
+        if (dinpb != nullptr) dinpb[n * C + i] = bf16_bits<0>(BUG == RN_BUG_COPY_NOADD ? g0 : g);
     }
 }
 
@@ -94,9 +101,9 @@ __global__ void residual_rmsnorm_forward(float* res, float* out, unsigned short*
 
 // rmsnorm_backward_dinp: dinp = (add 0) or += (add 1) the input gradient for
 // the output gradient dout + dout2 (dout2 may be null).
-__global__ void rmsnorm_backward_dinp(float* dinp, const float* dout, const float* dout2, const float* inp,
-                                      const float* weight, const float* rstd, i64 N, i64 C, i64 add) {
-    rmsnorm_backward_dinp_impl<RN_OK>(dinp, dout, dout2, inp, weight, rstd, N, C, add);
+__global__ void rmsnorm_backward_dinp(float* dinp, unsigned short* dinpb, const float* dout, const float* dout2,
+                                      const float* inp, const float* weight, const float* rstd, i64 N, i64 C, i64 add) {
+    rmsnorm_backward_dinp_impl<RN_OK>(dinp, dinpb, dout, dout2, inp, weight, rstd, N, C, add);
 }
 
 // dweight[c] += sum_n (dout+dout2)[n,c]*inp[n,c]*rstd[n] (dout2 may be null),
