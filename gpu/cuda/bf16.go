@@ -134,7 +134,7 @@ type produced struct {
 // another output in the same tensor, whose bytes the copy does not follow,
 // leaves the copy as the marks left it: invalid, stale).
 func (d *device) producedValid(p produced, writes []dptr) {
-	if n := countOf(writes, p.tensor); n != 1 {
+	if n := countOf(writes, p.tensor); n != 1 && d.plantBF16 != "anywrites" { // planted bug: the rule left out
 		return
 	}
 	if c := p.into; c != nil {

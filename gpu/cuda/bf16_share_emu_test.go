@@ -475,3 +475,92 @@ func TestSharedBF16ReusesFreedMemory(t *testing.T) {
 		t.Errorf("a host operand was kept as the shared copy: %+v", be.d.act)
 	}
 }
+
+// TestProducedCopyNeedsItsTensorAlone: a copy a producer's kernel wrote
+// becomes valid only if the op wrote that tensor through that one output
+// (bf16.go, producedValid): ResidualRMSNormForward with res and out views
+// of one tensor leaves the activation copy invalid (the next product
+// converts out), AdamW whose moments lie in the parameters' tensor leaves
+// its copy stale (the next product converts the tensor: the moments'
+// part of the copy is stale), and with each output in a tensor of its own
+// the copies are used; the products are right either way, and every copy
+// used is compared with a fresh conversion (checkShared). With the rule
+// left out (planted "anywrites": an op's copies made valid whatever else
+// it wrote) the shared-tensor case must fail.
+func TestProducedCopyNeedsItsTensorAlone(t *testing.T) {
+	for _, plant := range []string{"", "anywrites"} {
+		for _, together := range []bool{false, true} {
+			problems := producedAloneProblems(t, together, plant)
+			if fail := plant != "" && together; fail != (len(problems) > 0) {
+				t.Errorf("planted %q, outputs in one tensor %v: problems %q", plant, together, problems)
+			} else if fail {
+				t.Logf("planted %q: %q", plant, problems)
+			}
+		}
+	}
+}
+
+func producedAloneProblems(t *testing.T, together bool, plant string) (problems []string) {
+	defer func() {
+		if r := recover(); r != nil {
+			problems = append(problems, fmt.Sprint(r))
+		}
+	}()
+	const N, C, OC = 7, 32, 16
+	r := rand.New(rand.NewPCG(5, 5))
+	w, norm := randn(r, OC*C, 0.1), randn(r, C, 1)
+	be := openEmulator(t)
+	be.SetPrecision(BF16)
+	be.d.checkShared, be.d.plantBF16 = true, plant
+	var res, out []float32
+	if together {
+		x := be.Alloc("res and out", 2*N*C)
+		res, out = x[:N*C], x[N*C:]
+	} else {
+		res, out = be.Alloc("res", N*C), be.Alloc("out", N*C)
+	}
+	be.ResidualRMSNormForward(res, out, make([]float32, N), randn(r, N*C, 1), randn(r, N*C, 1), norm, N, C, 1e-6)
+	if got := be.d.act.valid; got == together {
+		problems = append(problems, fmt.Sprintf("the activation copy valid %v after the norm", got))
+	}
+	before := be.d.conv
+	got, vals := make([]float32, N*OC), make([]float32, N*C)
+	be.MatmulForward(got, out, w, nil, N, C, OC)
+	be.Download(vals, out)
+	want := make([]float32, N*OC)
+	ref.MatmulForward(want, roundedBF16(vals), roundedBF16(w), nil, N, C, OC)
+	if err := compare("product of the norm's output", got, want, 1e-5); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if conv := be.d.conv.launches - before.launches; conv != int64(b2i(together))+1 { // + the host weight
+		problems = append(problems, fmt.Sprintf("the product of the norm's output converted %d operands", conv))
+	}
+
+	// AdamW: the parameters, and the moments in the same tensor or not
+	var params, m, v []float32
+	if together {
+		x := be.Alloc("parameters and moments", 3*OC*C)
+		params, m, v = x[:OC*C], x[OC*C:2*OC*C], x[2*OC*C:]
+	} else {
+		params, m, v = be.Alloc("parameters", OC*C), be.Alloc("m", OC*C), be.Alloc("v", OC*C)
+	}
+	be.Upload(params, w)
+	be.Upload(m, make([]float32, OC*C))
+	be.Upload(v, make([]float32, OC*C))
+	be.MatmulForward(got, out, params, nil, N, C, OC) // makes the copy
+	be.AdamW(params, randn(r, OC*C, 1), m, v, 1, 1e-2, 0.9, 0.999, 1e-8, 0.1)
+	before = be.d.conv
+	be.MatmulForward(got, out, params, nil, N, C, OC)
+	pv := make([]float32, OC*C)
+	be.Download(pv, params)
+	ref.MatmulForward(want, roundedBF16(vals), roundedBF16(pv), nil, N, C, OC)
+	if err := compare("product after AdamW", got, want, 1e-5); err != nil {
+		problems = append(problems, err.Error())
+	}
+	// out's copy is the one the product above used (made by the norm, or
+	// converted by that product)
+	if conv := be.d.conv.launches - before.launches; conv != int64(b2i(together)) {
+		problems = append(problems, fmt.Sprintf("the product after AdamW converted %d operands", conv))
+	}
+	return problems
+}
