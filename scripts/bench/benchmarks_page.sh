@@ -19,10 +19,7 @@ page() {
 	cat <<'HEAD'
 # Benchmarks
 
-The latest figure of each measured speed beside a peer run in the same command, with the machine, its load and
-the command; earlier runs and their analysis are in [bench/history/](bench/history/). `make bench-docs` builds this
-page from docs/bench/AREA.md. "Dev machine": the shared 2-vCPU development machine; at a high load its figures
-are upper bounds, and the ratios within one run are what counts.
+The latest figure of each measured speed beside a peer run in the same command, with the machine, its load and the command; earlier runs and their analysis are in [bench/history/](bench/history/). `make bench-docs` builds this page from docs/bench/AREA.md. "Dev machine": the shared 2-vCPU development machine; at a high load its figures are upper bounds, and the ratios within one run are what counts.
 HEAD
 	local -A listed=()
 	local a f areas=("$@")
