@@ -2,11 +2,16 @@ package cuda
 
 import (
 	"fmt"
+	"sync/atomic"
 )
 
 // Backend is the CUDA implementation of gpu.Backend on one GPU. Its methods
 // may be called from any goroutine; they run one at a time.
-type Backend struct{ d *device }
+type Backend struct {
+	d *device
+	// decodeUnfused switches generation's fused ops off (decode.go).
+	decodeUnfused atomic.Bool
+}
 
 var _ Device = (*Backend)(nil)
 

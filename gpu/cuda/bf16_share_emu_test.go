@@ -176,6 +176,7 @@ func TestSharedBF16Conversions(t *testing.T) {
 			be := openEmulator(t)
 			be.SetPrecision(BF16)
 			be.d.unsharedBF16 = !shared
+			be.SetDecodeFusion(false) // the separate q/k/v and gate/up products (fused: below)
 			_, steps, _ := decodeRun(t, be, lora, nil)
 			if lora {
 				want := sharedConversions["decode LoRA"][b2i(shared)]
@@ -195,6 +196,31 @@ func TestSharedBF16Conversions(t *testing.T) {
 			}
 			check(t, fmt.Sprintf("generation, %d forwards", steps), be.d.conv, launches, floats, produced, reference, shared)
 		}
+		// with the fused decode ops (decode.go) q, k and v are one product,
+		// and so are gate and up: each product converting its own input
+		// converts what the shared copy alone converted (sharedCopies),
+		// and no product uses another's copy; as the backend runs them,
+		// the same as with the separate products (swiglu_rows writes h's
+		// copy as swiglu_forward does), 3 products a layer and the LM
+		// head using a copy they did not convert
+		be = openEmulator(t)
+		be.SetPrecision(BF16)
+		be.d.unsharedBF16 = !shared
+		_, steps, _ := decodeRun(t, be, false, nil)
+		c := transferConfig(2)
+		fusedPath := sharedCopies
+		if shared {
+			fusedPath = producedCopies
+		}
+		launches, floats, produced := decodeConversions(c, 9, 3, fusedPath)
+		reference, _, _ := decodeConversions(c, 9, 3, sharedCopies)
+		for i := int64(1); i < steps; i++ {
+			l, f, p := decodeConversions(c, 3, 3, fusedPath)
+			r, _, _ := decodeConversions(c, 3, 3, sharedCopies)
+			launches, floats, produced, reference = launches+l, floats+f, produced+p, reference+r
+		}
+		check(t, fmt.Sprintf("generation with the fused decode ops, %d forwards", steps), be.d.conv, launches, floats, produced,
+			reference, shared)
 	}
 	// Qwen2.5-0.5B, the proof's training step (8 x 1024 tokens) and a decode token
 	q := qwen05

@@ -81,6 +81,9 @@ var Checks = []Check{
 	{"MatmulTF32", checkMatmulTF32},
 	{"Rope", checkRope},
 	{"RopeQK", checkRopeQK},
+	{"DecodeQKV", checkDecodeQKV},
+	{"SwiGLURows", checkSwiGLURows},
+	{"DecodeProducts", checkDecodeProducts},
 	{"Attention", checkAttention},
 	{"AttentionCached", checkAttentionCached},
 	{"AttentionCachedSplit", checkAttentionCachedSplit},
@@ -103,6 +106,7 @@ var Checks = []Check{
 	{"GenerateSampled", checkGenerateSampled},
 	{"GenerateGroups", checkGenerateGroups},
 	{"GenerateDecodeSplit", checkGenerateDecodeSplit},
+	{"GenerateQwen", checkGenerateQwen},
 }
 
 // ---------------------------------------------------------------------------

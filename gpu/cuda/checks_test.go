@@ -222,14 +222,14 @@ func TestChecksDetectErrors(t *testing.T) {
 		checks  []string // checks that must fail
 	}{
 		{"batched", []string{"SgemmStridedBatched"}},
-		{"swiglu", []string{"SwiGLU", "ResidentTensors", "TrainStep", "TrainStepPacked", "GenerateGroups", "GenerateDecodeSplit"}},
+		{"swiglu", []string{"SwiGLU", "SwiGLURows", "ResidentTensors", "TrainStep", "TrainStepPacked", "GenerateGroups", "GenerateDecodeSplit"}},
 		{"attention-dk", []string{"Attention", "TrainStep", "TrainStepTF32"}},
 		{"adamw-no-decay", []string{"AdamW", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
 		{"rope-backward-forward", []string{"Rope", "RopeQK", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
 		{"bf16-truncate", []string{"ToBF16", "GemmBF16", "GemmStridedBatchedBF16", "MatmulBF16"}},
 		{"matmul-backward-fp32", []string{"MatmulBF16"}},
 		{"matmul-accumulate-overwrite", []string{"Matmul", "MatmulBF16", "MatmulTF32", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
-		{"cached-attention", []string{"AttentionCached", "AttentionCachedSplit", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit"}},
+		{"cached-attention", []string{"AttentionCached", "AttentionCachedSplit", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit", "GenerateQwen"}},
 		{"varlen-lse", []string{"AttentionVarlen"}},
 		{"varlen-dv", []string{"AttentionVarlen", "TrainStepPacked"}},
 		{"sample-no-top-p", []string{"Sample", "SampleHist", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit"}},
@@ -239,6 +239,10 @@ func TestChecksDetectErrors(t *testing.T) {
 		// the model sums the products' input gradients in the products
 		// (MatmulBackward's accumulate) and passes no second gradient
 		{"residual-rmsnorm-no-dout2", []string{"ResidualRMSNorm"}},
+		// generation's fused ops (decode_test.go): the keys and values in
+		// the wrong cache rows, gate and up swapped
+		{"decode-qkv-slot", []string{"DecodeQKV", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit", "GenerateQwen"}},
+		{"swiglu-rows-swap", []string{"SwiGLURows", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit", "GenerateQwen"}},
 	} {
 		t.Run(tc.perturb, func(t *testing.T) {
 			d := &cpuDevice{perturb: tc.perturb}

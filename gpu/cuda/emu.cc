@@ -284,6 +284,11 @@ static const rl_kernel rl_kernels[] = {
     rl_make("attention_cached_combine/no_rescale", attention_cached_combine_impl<DS_BUG_NO_RESCALE>),
     // rope.cuh ROPE_BUG_KSTRIDE
     rl_make("rope_qk/kstride", rope_qk_impl<ROPE_BUG_KSTRIDE>),
+    // decode.cuh: generation's fused decode ops and their DQ_BUG_* / SG_BUG_*
+    K(decode_qkv), K(swiglu_rows),
+    rl_make("decode_qkv/slot", decode_qkv_impl<DQ_BUG_SLOT>),
+    rl_make("decode_qkv/vbias", decode_qkv_impl<DQ_BUG_VBIAS>),
+    rl_make("swiglu_rows/swap", swiglu_rows_impl<SG_BUG_SWAP>),
     // bf16.cuh BF16_BUG_TRUNCATE: the rounding left out
     rl_make("f32_to_bf16/truncate", +[](unsigned short* out, const float* inp, i64 n) {
         f32_to_bf16_impl<BF16_BUG_TRUNCATE>(out, inp, n);

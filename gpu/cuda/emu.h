@@ -43,6 +43,12 @@ T atomicAdd(T* p, T v) {
 
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 
+// CUDA's rounding intrinsics: each one IEEE operation, never contracted
+// (the emulator is built without FMA instructions; fmaf rounds once).
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+
 static inline unsigned int __float_as_uint(float x) {
     unsigned int u;
     memcpy(&u, &x, 4);

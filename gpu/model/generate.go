@@ -63,6 +63,7 @@ type Generator struct {
 	selD             []int32   // [M] rows whose logits are needed
 	rowH             []int32   // host [N] staging of rowD and selD
 	fused            []float32 // [N, sum of widths]: a fused product's output (reduced dtypes)
+	qkv, gu          []float32 // [N,NH*HD+2*NKV*HD], [N,2F]: the backend's fused products (gpu.DecodeFused)
 	lora             loraScratch
 	lowp             *lowpCopy // reduced-precision weights (SetDtype); nil: fp32
 
@@ -193,6 +194,12 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 		}
 		g.cache[s] = append(g.cache[s][:j], t)
 	}
+	// the backend's fused ops (gpu.DecodeFused; none on gpu/cpu), on the
+	// layers whose q/k/v or gate/up products have no LoRA adapters
+	df := gpu.DecodeFusedOps(be)
+	if df != nil {
+		g.qkv, g.gu = g.tensor(&g.qkv, N*(QD+2*KD), "q, k and v"), g.tensor(&g.gu, N*2*c.F, "gate and up")
+	}
 	be.EmbeddingForward(g.x, tokD, p.Embed, N, c.C)
 	be.RMSNormForward(g.ln, g.rstd, g.x, p.Layers[0].LN1, N, c.C, c.Eps)
 	for l := 0; l < c.L; l++ {
@@ -200,36 +207,48 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 		// layer's last op (the residual add fused with this norm)
 		lp := &p.Layers[l]
 		fl := g.fusedLayer(l)
-		if fl != nil { // one product for q, k and v
-			g.fused = grow(g.fused, N*(QD+2*KD))
-			cpu.LowpMatmul(g.fused, g.ln, fl.qkv, fl.bqkv, N)
-			unstack(g.fused, N, [][]float32{g.q, g.k, g.v}, []int{QD, KD, KD})
+		if df != nil && fl == nil && lp.wqkv != nil && m.adapter(l, modQ) == nil && m.adapter(l, modK) == nil &&
+			m.adapter(l, modV) == nil { // one product, then the biases, RoPE and the cache writes in one op
+			be.MatmulForward(g.qkv, g.ln, lp.wqkv, nil, N, c.C, QD+2*KD)
+			df.QKVRopeCacheForward(g.q, g.kc[l], g.vc[l], g.qkv, lp.bqkv, posD, rowD, m.cos, m.sin,
+				N, c.NH, c.NKV, c.HD, m.Rope)
 		} else {
-			be.MatmulForward(g.q, g.ln, lp.WQ, lp.BQ, N, c.C, QD)
-			be.MatmulForward(g.k, g.ln, lp.WK, lp.BK, N, c.C, KD)
-			be.MatmulForward(g.v, g.ln, lp.WV, lp.BV, N, c.C, KD)
+			if fl != nil { // one product for q, k and v
+				g.fused = grow(g.fused, N*(QD+2*KD))
+				cpu.LowpMatmul(g.fused, g.ln, fl.qkv, fl.bqkv, N)
+				unstack(g.fused, N, [][]float32{g.q, g.k, g.v}, []int{QD, KD, KD})
+			} else {
+				be.MatmulForward(g.q, g.ln, lp.WQ, lp.BQ, N, c.C, QD)
+				be.MatmulForward(g.k, g.ln, lp.WK, lp.BK, N, c.C, KD)
+				be.MatmulForward(g.v, g.ln, lp.WV, lp.BV, N, c.C, KD)
+			}
+			m.loraForward(&g.lora, nil, g.q, g.ln, m.adapter(l, modQ), N)
+			m.loraForward(&g.lora, nil, g.k, g.ln, m.adapter(l, modK), N)
+			m.loraForward(&g.lora, nil, g.v, g.ln, m.adapter(l, modV), N)
+			be.RopeQKForward(g.q, g.k, posD, m.cos, m.sin, N, c.NH, c.NKV, c.HD, m.Rope)
+			be.ScatterRows(g.kc[l], g.k, rowD, N, KD)
+			be.ScatterRows(g.vc[l], g.v, rowD, N, KD)
 		}
-		m.loraForward(&g.lora, nil, g.q, g.ln, m.adapter(l, modQ), N)
-		m.loraForward(&g.lora, nil, g.k, g.ln, m.adapter(l, modK), N)
-		m.loraForward(&g.lora, nil, g.v, g.ln, m.adapter(l, modV), N)
-		be.RopeQKForward(g.q, g.k, posD, m.cos, m.sin, N, c.NH, c.NKV, c.HD, m.Rope)
-		be.ScatterRows(g.kc[l], g.k, rowD, N, KD)
-		be.ScatterRows(g.vc[l], g.v, rowD, N, KD)
 		be.AttentionCachedForward(g.atty, g.q, g.kc[l], g.vc[l], slotD, posD, N, c.NH, c.NKV, c.HD, g.MaxT)
 		be.MatmulForward(g.tmp, g.atty, lp.WO, nil, N, QD, c.C)
 		m.loraForward(&g.lora, nil, g.tmp, g.atty, m.adapter(l, modO), N)
 		be.ResidualRMSNormForward(g.x, g.ln, g.rstd, g.x, g.tmp, lp.LN2, N, c.C, c.Eps)
-		if fl != nil { // one product for gate and up
-			g.fused = grow(g.fused, N*2*c.F)
-			cpu.LowpMatmul(g.fused, g.ln, fl.gateUp, nil, N)
-			unstack(g.fused, N, [][]float32{g.gate, g.up}, []int{c.F, c.F})
+		if df != nil && fl == nil && lp.wgu != nil && m.adapter(l, modGate) == nil && m.adapter(l, modUp) == nil {
+			be.MatmulForward(g.gu, g.ln, lp.wgu, nil, N, c.C, 2*c.F) // one product, SwiGLU over its rows
+			df.SwiGLURowsForward(g.gate, g.gu, N, c.F)
 		} else {
-			be.MatmulForward(g.gate, g.ln, lp.WGate, nil, N, c.C, c.F)
-			be.MatmulForward(g.up, g.ln, lp.WUp, nil, N, c.C, c.F)
+			if fl != nil { // one product for gate and up
+				g.fused = grow(g.fused, N*2*c.F)
+				cpu.LowpMatmul(g.fused, g.ln, fl.gateUp, nil, N)
+				unstack(g.fused, N, [][]float32{g.gate, g.up}, []int{c.F, c.F})
+			} else {
+				be.MatmulForward(g.gate, g.ln, lp.WGate, nil, N, c.C, c.F)
+				be.MatmulForward(g.up, g.ln, lp.WUp, nil, N, c.C, c.F)
+			}
+			m.loraForward(&g.lora, nil, g.gate, g.ln, m.adapter(l, modGate), N)
+			m.loraForward(&g.lora, nil, g.up, g.ln, m.adapter(l, modUp), N)
+			be.SwiGLUForward(g.gate, g.gate, g.up, N*c.F)
 		}
-		m.loraForward(&g.lora, nil, g.gate, g.ln, m.adapter(l, modGate), N)
-		m.loraForward(&g.lora, nil, g.up, g.ln, m.adapter(l, modUp), N)
-		be.SwiGLUForward(g.gate, g.gate, g.up, N*c.F)
 		be.MatmulForward(g.tmp, g.gate, lp.WDown, nil, N, c.F, c.C)
 		m.loraForward(&g.lora, nil, g.tmp, g.gate, m.adapter(l, modDown), N)
 		if l+1 < c.L { // with the next layer's ln1

@@ -19,6 +19,13 @@ type LayerParams struct {
 	LN2        []float32 // post_attention_layernorm.weight [C]
 	WGate, WUp []float32 // mlp.gate_proj, mlp.up_proj [F, C]
 	WDown      []float32 // mlp.down_proj [C, F]
+
+	// views of the blocks the generator's fused products read
+	// (gpu.DecodeFused): q_proj, k_proj, v_proj lie in turn in Data, and so
+	// do their biases, gate_proj and up_proj
+	wqkv []float32 // WQ | WK | WV [NH*HD + 2*NKV*HD, C]
+	bqkv []float32 // BQ | BK | BV, nil without bias
+	wgu  []float32 // WGate | WUp [2F, C]
 }
 
 // Params is every parameter of a model in one flat tensor of its backend,
@@ -65,16 +72,20 @@ func NewParams(be gpu.Backend, c Config, what string) *Params {
 		pre := fmt.Sprintf("model.layers.%d.", l)
 		lp := &p.Layers[l]
 		lp.LN1 = take(pre+"input_layernorm.weight", c.C)
+		QKV := (c.NH + 2*c.NKV) * c.HD
+		lp.wqkv = p.Data[off : off+QKV*c.C : off+QKV*c.C]
 		lp.WQ = take(pre+"self_attn.q_proj.weight", c.NH*c.HD, c.C)
 		lp.WK = take(pre+"self_attn.k_proj.weight", c.NKV*c.HD, c.C)
 		lp.WV = take(pre+"self_attn.v_proj.weight", c.NKV*c.HD, c.C)
 		if c.QKVBias {
+			lp.bqkv = p.Data[off : off+QKV : off+QKV]
 			lp.BQ = take(pre+"self_attn.q_proj.bias", c.NH*c.HD)
 			lp.BK = take(pre+"self_attn.k_proj.bias", c.NKV*c.HD)
 			lp.BV = take(pre+"self_attn.v_proj.bias", c.NKV*c.HD)
 		}
 		lp.WO = take(pre+"self_attn.o_proj.weight", c.C, c.NH*c.HD)
 		lp.LN2 = take(pre+"post_attention_layernorm.weight", c.C)
+		lp.wgu = p.Data[off : off+2*c.F*c.C : off+2*c.F*c.C]
 		lp.WGate = take(pre+"mlp.gate_proj.weight", c.F, c.C)
 		lp.WUp = take(pre+"mlp.up_proj.weight", c.F, c.C)
 		lp.WDown = take(pre+"mlp.down_proj.weight", c.C, c.F)

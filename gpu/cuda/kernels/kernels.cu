@@ -28,4 +28,5 @@ extern "C" {
 #include "logprob.cuh"
 #include "optimizer.cuh"
 #include "sample.cuh"
+#include "decode.cuh"
 }  // extern "C"

@@ -31,6 +31,16 @@ __global__ void rope(float* out, const float* inp, const int* pos, const float* 
 #define ROPE_OK 0
 #define ROPE_BUG_KSTRIDE 1  // the key heads addressed with the query heads' row stride
 
+// rope_rotate: (a, b) rotated by the angle of cosine c and sine s, with
+// the roundings spelled out so that every kernel that rotates (rope_qk,
+// decode.cuh's decode_qkv) gets the same bits on any compiler: a*c - b*s
+// from two rounded products, b*c + a*s with a*s fused (what nvcc made of
+// rope_qk's plain expression).
+__device__ void rope_rotate(float a, float b, float c, float s, float* ya, float* yb) {
+    *ya = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+    *yb = __fmaf_rn(a, s, __fmul_rn(b, c));
+}
+
 extern "C++" {
 
 // rope_qk_impl: RoPE of q [N,NH,HD] and k [N,NKV,HD] in place, in one
@@ -51,9 +61,7 @@ __device__ void rope_qk_impl(float* q, float* k, const int* pos, const float* co
         i64 kstride = BUG == ROPE_BUG_KSTRIDE ? NH : NKV;
         float* x = h < NH ? q + (n * NH + h) * HD : k + (n * kstride + h - NH) * HD;
         if (BUG == ROPE_BUG_KSTRIDE && h >= NH && n * kstride + h - NH >= N * NKV) continue;
-        float a = x[ia], b = x[ib];
-        x[ia] = a * c - b * s;
-        x[ib] = b * c + a * s;
+        rope_rotate(x[ia], x[ib], c, s, x + ia, x + ib);
     }
 }
 

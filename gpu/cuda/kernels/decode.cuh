@@ -1,0 +1,88 @@
+// Kernels: generation's fused decode ops (decode.go): the work between a
+// layer's q/k/v product and its attention in one launch, and SwiGLU over
+// the rows of the gate/up product. Each computes what the separate kernels
+// compute, in the same fp32 order (add_bias, rope_qk, scatter_rows;
+// swiglu_forward): the checks (decode_check.go) hold them to those bit for
+// bit and to gpu/cpu's reference.
+// Included by kernels.cu inside its extern "C" block.
+#pragma once
+
+// Planted defects, for the emulator's tests only (emu.cc registers the
+// kernels built with them); the kernels below are built with DQ_OK / SG_OK.
+#define DQ_OK 0
+#define DQ_BUG_SLOT 1   // keys and values written at the token's position in slot 0 (rows[] ignored)
+#define DQ_BUG_VBIAS 2  // the value heads' bias left out
+#define SG_OK 0
+#define SG_BUG_SWAP 1   // gate and up swapped
+
+extern "C++" {
+
+// decode_qkv_impl: qkv [N, QD+2KD] holds each token's q | k | v, the
+// products without their biases (QD = NH*HD, KD = NKV*HD); bias [QD+2KD]
+// or null. q [N,QD] = RoPE(q + bq) at pos[n]; the cache row rows[n] of kc
+// [*, KD] gets RoPE(k + bk), that of vc [*, KD] gets v + bv. One thread per
+// pair of channels (ia, ib) of the N*(NH+2*NKV) heads: head h < NH a query
+// head, then the key heads, then the value heads (added, not rotated).
+// The arithmetic is add_bias's then rope_qk's: a = x + b, then
+// rope.cuh's rope_rotate.
+template <int BUG>
+__device__ void decode_qkv_impl(float* q, float* kc, float* vc, const float* qkv, const float* bias, const int* pos,
+                                const int* rows, const float* cosT, const float* sinT, i64 N, i64 NH, i64 NKV, i64 HD,
+                                i64 pairs) {
+    i64 half = HD / 2, H = NH + 2 * NKV;
+    i64 QD = NH * HD, KD = NKV * HD, ld = QD + 2 * KD;
+    GRID_STRIDE(idx, N * H * half) {
+        i64 i = idx % half;
+        i64 nh = idx / half;  // n*H + h
+        i64 n = nh / H, h = nh % H;
+        i64 ia = pairs ? 2 * i : i;
+        i64 ib = pairs ? 2 * i + 1 : i + half;
+        i64 col = h * HD;  // the head's first column in a qkv row
+        const float* x = qkv + n * ld + col;
+        float a = x[ia], b = x[ib];
+        if (bias != nullptr && !(BUG == DQ_BUG_VBIAS && h >= NH + NKV)) {
+            a += bias[col + ia];
+            b += bias[col + ib];
+        }
+        i64 row = BUG == DQ_BUG_SLOT ? pos[n] : rows[n];
+        if (h >= NH + NKV) {  // a value head
+            float* y = vc + row * KD + (h - NH - NKV) * HD;
+            y[ia] = a;
+            y[ib] = b;
+            continue;
+        }
+        i64 p = pos[n];
+        float c = cosT[p * half + i], s = sinT[p * half + i];
+        float* y = h < NH ? q + n * QD + col : kc + row * KD + (h - NH) * HD;
+        rope_rotate(a, b, c, s, y + ia, y + ib);
+    }
+}
+
+// swiglu_rows_impl: out [N,F] = silu(gate) * up, gu [N,2F] holding each
+// token's gate | up (one product for both); swiglu_forward's arithmetic.
+// Unless null, outb [N*F] gets the bfloat16 bits of out (the shared copy
+// of the down product's input, bf16.go), as swiglu_forward writes them.
+template <int BUG>
+__device__ void swiglu_rows_impl(float* out, unsigned short* outb, const float* gu, i64 N, i64 F) {
+    GRID_STRIDE(idx, N * F) {
+        i64 n = idx / F, f = idx % F;
+        const float* r = gu + n * 2 * F;
+        float g = BUG == SG_BUG_SWAP ? r[F + f] : r[f];
+        float u = BUG == SG_BUG_SWAP ? r[f] : r[F + f];
+        float o = g / (1.0f + expf(-g)) * u;
+        out[idx] = o;
+        if (outb != nullptr) outb[idx] = bf16_bits<0>(o);
+    }
+}
+
+}  // extern "C++"
+
+__global__ void decode_qkv(float* q, float* kc, float* vc, const float* qkv, const float* bias, const int* pos,
+                           const int* rows, const float* cosT, const float* sinT, i64 N, i64 NH, i64 NKV, i64 HD,
+                           i64 pairs) {
+    decode_qkv_impl<DQ_OK>(q, kc, vc, qkv, bias, pos, rows, cosT, sinT, N, NH, NKV, HD, pairs);
+}
+
+__global__ void swiglu_rows(float* out, unsigned short* outb, const float* gu, i64 N, i64 F) {
+    swiglu_rows_impl<SG_OK>(out, outb, gu, N, F);
+}

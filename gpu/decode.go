@@ -1,0 +1,37 @@
+package gpu
+
+// DecodeFused is implemented by a backend with fused ops for generation
+// (gpu/model's Generator): one product for a layer's q, k and v (their
+// weights are one [QD+2KD, C] block of the parameters, q_proj, k_proj and
+// v_proj in turn) followed by one op for the biases, RoPE and the KV-cache
+// writes, and one product for gate and up (one [2F, C] block) followed by
+// SwiGLU over its rows. The generator uses them when the backend has them
+// and DecodeFusion reports true, on the layers without LoRA adapters on
+// those products; otherwise it runs the separate ops. The CUDA backend
+// implements it (fewer launches per decoded token); gpu/cpu does not, so
+// the CPU path is unchanged.
+//
+// Shapes as Backend's; QD = NH*HD, KD = NKV*HD.
+type DecodeFused interface {
+	// DecodeFusion reports whether the generator should use these ops.
+	DecodeFusion() bool
+	// QKVRopeCacheForward: qkv [N, QD+2KD] holds each token's q | k | v
+	// products without their biases, bias [QD+2KD] (or nil) their biases.
+	// q [N, QD] = RoPE(q + bq) at pos[n]; kcache[rows[n], :] = RoPE(k + bk)
+	// and vcache[rows[n], :] = v + bv, kcache and vcache [*, KD]: what
+	// adding each bias, RopeQKForward and two ScatterRows give.
+	QKVRopeCacheForward(q, kcache, vcache, qkv, bias []float32, pos, rows []int32, cos, sin []float32,
+		N, NH, NKV, HD int, layout RopeLayout)
+	// SwiGLURowsForward: out [N, F] = silu(gate) * up, gu [N, 2F] holding
+	// each token's gate | up: SwiGLUForward of the two halves.
+	SwiGLURowsForward(out, gu []float32, N, F int)
+}
+
+// DecodeFusedOps returns be's fused generation ops, or nil when be has none
+// or has them switched off (see DecodeFused).
+func DecodeFusedOps(be Backend) DecodeFused {
+	if f, ok := be.(DecodeFused); ok && f.DecodeFusion() {
+		return f
+	}
+	return nil
+}
