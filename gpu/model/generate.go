@@ -195,10 +195,15 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 		g.cache[s] = append(g.cache[s][:j], t)
 	}
 	// the backend's fused ops (gpu.DecodeFused; none on gpu/cpu), on the
-	// layers whose q/k/v or gate/up products have no LoRA adapters
+	// layers whose q/k/v or gate/up products have no LoRA adapters; gate
+	// and up in one product up to fusedGateUpMaxRows rows
 	df := gpu.DecodeFusedOps(be)
+	fuseGU := df != nil && N <= fusedGateUpMaxRows
 	if df != nil {
-		g.qkv, g.gu = g.tensor(&g.qkv, N*(QD+2*KD), "q, k and v"), g.tensor(&g.gu, N*2*c.F, "gate and up")
+		g.qkv = g.tensor(&g.qkv, N*(QD+2*KD), "q, k and v")
+	}
+	if fuseGU {
+		g.gu = g.tensor(&g.gu, N*2*c.F, "gate and up")
 	}
 	be.EmbeddingForward(g.x, tokD, p.Embed, N, c.C)
 	be.RMSNormForward(g.ln, g.rstd, g.x, p.Layers[0].LN1, N, c.C, c.Eps)
@@ -233,7 +238,7 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 		be.MatmulForward(g.tmp, g.atty, lp.WO, nil, N, QD, c.C)
 		m.loraForward(&g.lora, nil, g.tmp, g.atty, m.adapter(l, modO), N)
 		be.ResidualRMSNormForward(g.x, g.ln, g.rstd, g.x, g.tmp, lp.LN2, N, c.C, c.Eps)
-		if df != nil && fl == nil && lp.wgu != nil && m.adapter(l, modGate) == nil && m.adapter(l, modUp) == nil {
+		if fuseGU && fl == nil && lp.wgu != nil && m.adapter(l, modGate) == nil && m.adapter(l, modUp) == nil {
 			be.MatmulForward(g.gu, g.ln, lp.wgu, nil, N, c.C, 2*c.F) // one product, SwiGLU over its rows
 			df.SwiGLURowsForward(g.gate, g.gu, N, c.F)
 		} else {
@@ -270,6 +275,13 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	be.MatmulForward(logitsD, g.lnsel, p.LMHead, nil, M, c.C, c.V)
 	return logitsD
 }
+
+// fusedGateUpMaxRows bounds the rows of a forward whose gate and up run as
+// one product (gpu.DecodeFused): it pays where a step's launches dominate
+// (decode steps, small prefills), while its [N, 2F] output is a buffer
+// the separate products do not need (40 MB for Qwen2.5-0.5B's F 4864 at
+// this bound); a larger forward (a long prefill) runs them apart.
+var fusedGateUpMaxRows = 1024
 
 // unstack splits the N rows of src, each the concatenation of parts of the
 // given widths, into the parts' own [N, width] buffers.

@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -630,4 +631,115 @@ func sampleToken(logits []float32, sc *SampleConfig, rng *rand.Rand) (int32, flo
 	p := sampleParams(sc, rng, len(logits))
 	cpu.New().SampleTokens(tok[:], lp[:], logits, []gpu.SampleParams{p}, 1, len(logits))
 	return tok[0], lp[0]
+}
+
+// decodeFusedCPU is gpu/cpu with generation's fused ops (gpu.DecodeFused)
+// made of its separate ops, counting the calls, as the CUDA backend
+// offers them.
+type decodeFusedCPU struct {
+	cpu.Backend
+	qkv, gateUp int
+}
+
+func (*decodeFusedCPU) DecodeFusion() bool { return true }
+
+func (d *decodeFusedCPU) QKVRopeCacheForward(q, kcache, vcache, qkv, bias []float32, pos, rows []int32, cos, sin []float32,
+	N, NH, NKV, HD int, layout gpu.RopeLayout) {
+	d.qkv++
+	QD, KD := NH*HD, NKV*HD
+	k, v := make([]float32, N*KD), make([]float32, N*KD)
+	unstack(qkv, N, [][]float32{q, k, v}, []int{QD, KD, KD})
+	if bias != nil {
+		for n := range N {
+			for i := range QD {
+				q[n*QD+i] += bias[i]
+			}
+			for i := range KD {
+				k[n*KD+i] += bias[QD+i]
+				v[n*KD+i] += bias[QD+KD+i]
+			}
+		}
+	}
+	d.RopeQKForward(q, k, pos, cos, sin, N, NH, NKV, HD, layout)
+	d.ScatterRows(kcache, k, rows, N, KD)
+	d.ScatterRows(vcache, v, rows, N, KD)
+}
+
+func (d *decodeFusedCPU) SwiGLURowsForward(out, gu []float32, N, F int) {
+	d.gateUp++
+	gate, up := make([]float32, N*F), make([]float32, N*F)
+	unstack(gu, N, [][]float32{gate, up}, []int{F, F})
+	d.SwiGLUForward(out, gate, up, N*F)
+}
+
+// TestGenerateDecodeFused: on a backend with the fused decode ops the
+// generator runs q/k/v and gate/up as one product each over the views of
+// the parameters (Qwen2-shaped: biases; Llama-shaped: none) and gives the
+// CPU's tokens and log-probs (within 1e-5: the wider product may sum in
+// another order); a forward of more than fusedGateUpMaxRows rows (the
+// prefill, with the bound lowered) runs gate and up apart; layers with
+// LoRA adapters on those products run the separate ops.
+func TestGenerateDecodeFused(t *testing.T) {
+	defer func(n int) { fusedGateUpMaxRows = n }(fusedGateUpMaxRows)
+	for name, c := range map[string]Config{
+		"qwen2": {Family: "qwen2", V: 97, C: 64, F: 160, L: 2, NH: 4, NKV: 2, HD: 16, MaxPos: 64, Eps: 1e-6,
+			RopeTheta: 10000, QKVBias: true, BOS: 1, EOS: 2},
+		"llama": {Family: "llama", V: 97, C: 64, F: 128, L: 2, NH: 4, NKV: 1, HD: 16, MaxPos: 64, Eps: 1e-5,
+			RopeTheta: 10000, Tied: true, BOS: 1, EOS: 2},
+	} {
+		r := rand.New(rand.NewPCG(28, 6))
+		init := make([]float32, c.NumParams())
+		for i := range init {
+			init[i] = float32(r.NormFloat64() * 0.3)
+		}
+		reqs := []Request{
+			{Prompt: []int32{3, 5, 7, 9, 11}, Sample: SampleConfig{MaxTokens: 5, IgnoreEOS: true}},
+			{Prompt: []int32{4, 6, 8}, Sample: SampleConfig{MaxTokens: 5, IgnoreEOS: true, Temperature: 0.9, Seed: 3}},
+		}
+		for _, tc := range []struct {
+			maxRows     int
+			lora        bool
+			qkv, gateUp int // calls per layer
+		}{{1024, false, 5, 5}, {4, false, 5, 4}, {1024, true, 0, 0}} {
+			fusedGateUpMaxRows = tc.maxRows
+			var res [2][]Result
+			var fused *decodeFusedCPU
+			for k := range 2 {
+				var be gpu.Backend = cpu.New()
+				if k == 1 {
+					fused = &decodeFusedCPU{}
+					be = fused
+				}
+				m := NewZero(be, c)
+				m.Params.Upload(init)
+				if tc.lora {
+					if err := m.EnableLoRA(LoRAConfig{Rank: 2, Alpha: 4, Targets: []string{"all-linear"}, Seed: 1}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				g, err := m.NewGenerator(2, 16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res[k], err = g.Generate(reqs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			what := fmt.Sprintf("%s, gate/up fused up to %d rows, LoRA %v", name, tc.maxRows, tc.lora)
+			for i := range reqs {
+				if !slices.Equal(res[1][i].Tokens, res[0][i].Tokens) {
+					t.Errorf("%s: request %d: tokens %v fused, %v on the CPU", what, i, res[1][i].Tokens, res[0][i].Tokens)
+				}
+				for j, lp := range res[1][i].Logprobs {
+					if d := math.Abs(float64(lp - res[0][i].Logprobs[j])); d > 1e-5 {
+						t.Errorf("%s: request %d token %d: log-prob %g fused, %g on the CPU", what, i, j, lp, res[0][i].Logprobs[j])
+					}
+				}
+			}
+			// 5 forwards: the prefill of 8 rows, then 4 decode steps of 2
+			if fused.qkv != tc.qkv*c.L || fused.gateUp != tc.gateUp*c.L {
+				t.Errorf("%s: %d q/k/v and %d gate/up fused ops, want %d and %d", what, fused.qkv, fused.gateUp, tc.qkv*c.L, tc.gateUp*c.L)
+			}
+		}
+	}
 }
