@@ -40,9 +40,10 @@ package cuda
 // An output gradient (MatmulBackward's dout, read by its two products) is
 // read from a gradient copy where the op that produced it wrote one
 // (gradBF16: LogprobBackward's dlogits, the norms' backward dres,
-// SwiGLUBackward's dgate and dup, the second of those into the second
-// gradient copy), under the same rules as the activation copy; otherwise
-// (dq, dk, dv, a host slice) it is rounded into the op's staging arena.
+// SwiGLUBackward's dgate and dup, RopeQKBackward's dq and dk, the second
+// of each pair into the second gradient copy), under the same rules as
+// the activation copy; otherwise (dv, a host slice) it is rounded into
+// the op's staging arena.
 //
 // A copy an op's kernel writes is made valid only when the op ends
 // (arena.endWrites, after the marks of its writes), and only if the op

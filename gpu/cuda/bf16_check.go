@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/rlhost/rlhost/gpu"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
@@ -163,7 +164,8 @@ func matmulPrecisionCheck(b Device, p Precision) error {
 // gradientCopyCheck: MatmulBackward's output gradient a tensor of the
 // backend written by each op that, in BF16, writes the bfloat16 copy of
 // that output itself (RMSNormBackward, ResidualRMSNormBackward adding
-// into it, SwiGLUBackward's two outputs, LogprobBackward; bf16.go), then
+// into it, SwiGLUBackward's two outputs, RopeQKBackward's two, rotating
+// in place, LogprobBackward; bf16.go), then
 // after Scale wrote it (no copy: the product rounds it itself); both
 // products must read the copy of what the op wrote, against the CPU on
 // operands rounded as the precision rounds them.
@@ -171,9 +173,11 @@ func gradientCopyCheck(b Device, round func([]float32) []float32, tol float64) e
 	r := rand.New(rand.NewPCG(37, 37))
 	const N, C, OC = 17, 40, 32
 	inp, w := randn(r, N*C, 1), randn(r, OC*C, 0.1)
-	g := b.Alloc("check output gradients", 2*N*OC)
-	defer b.Free(g)
-	g1, g2 := g[:N*OC], g[N*OC:]
+	// two tensors: an op's copy is made only of a tensor it writes
+	// through that one output
+	g1, g2 := b.Alloc("check output gradients", N*OC), b.Alloc("check output gradients, second", N*OC)
+	defer b.Free(g1)
+	defer b.Free(g2)
 	vals := make([]float32, N*OC)
 	bwd := func(what string, dout []float32) error {
 		b.Download(vals, dout)
@@ -187,10 +191,12 @@ func gradientCopyCheck(b Device, round func([]float32) []float32, tol float64) e
 	for i := range rstd {
 		rstd[i] = 0.5 + r.Float32()
 	}
-	targets := make([]int32, N)
+	targets, pos := make([]int32, N), make([]int32, N)
 	for i := range targets {
-		targets[i] = int32(r.IntN(OC))
+		targets[i], pos[i] = int32(r.IntN(OC)), int32(r.IntN(N))
 	}
+	cos, sin := randn(r, N*8, 1), randn(r, N*8, 1) // N positions x 8 pairs
+
 	for _, op := range []struct {
 		what  string
 		write func()
@@ -205,6 +211,10 @@ func gradientCopyCheck(b Device, round func([]float32) []float32, tol float64) e
 		}, g1},
 		{"dgate of SwiGLUBackward", func() { b.SwiGLUBackward(g1, g2, randn(r, N*OC, 1), randn(r, N*OC, 2), randn(r, N*OC, 1), N*OC) }, g1},
 		{"dup of SwiGLUBackward", func() {}, g2},
+		{"dq of RopeQKBackward", func() {
+			b.RopeQKBackward(g1, g2, pos, cos, sin, N, 2, 2, 16, gpu.RopeHalf) // [N,2,16] each, rotated in place
+		}, g1},
+		{"dk of RopeQKBackward", func() {}, g2},
 		{"written by LogprobBackward", func() {
 			b.LogprobBackward(g2, randn(r, N*OC, 1), randn(r, N, 0.3), randn(r, N, 1), targets, randn(r, N, 1), randn(r, N, 1), N, OC)
 		}, g2},

@@ -284,6 +284,7 @@ static const rl_kernel rl_kernels[] = {
     rl_make("attention_cached_combine/no_rescale", attention_cached_combine_impl<DS_BUG_NO_RESCALE>),
     // rope.cuh ROPE_BUG_KSTRIDE
     rl_make("rope_qk/kstride", rope_qk_impl<ROPE_BUG_KSTRIDE>),
+    rl_make("rope_qk/copy_unrotated", rope_qk_impl<ROPE_BUG_COPY_UNROTATED>),
     // decode.cuh: generation's fused decode ops and their DQ_BUG_* / SG_BUG_*
     K(decode_qkv), K(swiglu_rows),
     rl_make("decode_qkv/slot", decode_qkv_impl<DQ_BUG_SLOT>),

@@ -26,7 +26,8 @@ const (
 	// converted again), the activations through one shared copy (written
 	// by the norms and SwiGLU, or converted by the first product that reads
 	// them), the output gradients from copies their producers write
-	// (dlogits, dres, dgate, dup) or rounded on the device for the product.
+	// (dlogits, dres, dgate, dup, dq, dk) or rounded on the device for the
+	// product.
 	BF16
 )
 

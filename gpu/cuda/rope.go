@@ -34,7 +34,9 @@ func (b *Backend) RopeQKForward(q, k []float32, pos []int32, cos, sin []float32,
 	b.ropeQK("RopeQKForward", q, k, pos, cos, sin, N, NH, NKV, HD, layout, 1)
 }
 
-// RopeQKBackward rotates dq and dk back in place in one launch.
+// RopeQKBackward rotates dq and dk back in place in one launch; in BF16
+// the kernel writes their bfloat16 copies too (the q and k products'
+// output gradients, bf16.go).
 func (b *Backend) RopeQKBackward(dq, dk []float32, pos []int32, cos, sin []float32, N, NH, NKV, HD int, layout gpu.RopeLayout) {
 	b.ropeQK("RopeQKBackward", dq, dk, pos, cos, sin, N, NH, NKV, HD, layout, -1)
 }
@@ -45,8 +47,14 @@ func (b *Backend) ropeQK(op string, q, k []float32, pos []int32, cos, sin []floa
 	if layout == gpu.RopePairs {
 		pairs = 1
 	}
-	b.d.run(op, func(a *arena) {
-		b.d.launch("rope_qk", gridFor(N*(NH+NKV)*half), ptr(a.inout(q, N*NH*HD)), ptr(a.inout(k, N*NKV*HD)),
+	d := b.d
+	d.run(op, func(a *arena) {
+		pq, pk := a.inout(q, N*NH*HD), a.inout(k, N*NKV*HD)
+		var qb, kb dptr
+		if sign < 0 { // the backward: dq and dk are the q and k products' output gradients (bf16.go)
+			qb, kb = d.gradBF16(a, 0, q, pq, N*NH*HD), d.gradBF16(a, 1, k, pk, N*NKV*HD)
+		}
+		d.launch("rope_qk", gridFor(N*(NH+NKV)*half), ptr(pq), ptr(pk), ptr(qb), ptr(kb),
 			ptr(a.ints(pos, N)), ptr(a.in(cos, len(cos))), ptr(a.in(sin, len(sin))), i64(N), i64(NH), i64(NKV), i64(HD),
 			i64(pairs), f32(sign))
 	})
