@@ -7,7 +7,8 @@ package gpu
 // writes, and one product for gate and up (one [2F, C] block) followed by
 // SwiGLU over its rows. The generator uses them when the backend has them
 // and DecodeFusion reports true, on the layers without LoRA adapters on
-// those products; otherwise it runs the separate ops. The CUDA backend
+// those products (with adapters on q, k or v, the products and adapters
+// apart, then RopeCacheForward); otherwise it runs the separate ops. The CUDA backend
 // implements it (fewer launches per decoded token); gpu/cpu does not, so
 // the CPU path is unchanged.
 //
@@ -21,6 +22,13 @@ type DecodeFused interface {
 	// and vcache[rows[n], :] = v + bv, kcache and vcache [*, KD]: what
 	// adding each bias, RopeQKForward and two ScatterRows give.
 	QKVRopeCacheForward(q, kcache, vcache, qkv, bias []float32, pos, rows []int32, cos, sin []float32,
+		N, NH, NKV, HD int, layout RopeLayout)
+	// RopeCacheForward: q [N, QD] rotated in place at pos[n];
+	// kcache[rows[n], :] = RoPE(k) and vcache[rows[n], :] = v, k and v
+	// [N, KD] (k itself unchanged): what RopeQKForward and two ScatterRows
+	// give to q and the caches. For layers whose q, k, v products run
+	// apart (LoRA adapters on them).
+	RopeCacheForward(q, kcache, vcache, k, v []float32, pos, rows []int32, cos, sin []float32,
 		N, NH, NKV, HD int, layout RopeLayout)
 	// SwiGLURowsForward: out [N, F] = silu(gate) * up, gu [N, 2F] holding
 	// each token's gate | up: SwiGLUForward of the two halves.

@@ -71,8 +71,9 @@ var decodeQKVCases = []struct {
 	{14, 1, 64, true, gpu.RopeHalf}, // Qwen2.5-0.5B's group of 7 per key head, doubled
 }
 
-// checkDecodeQKV: QKVRopeCacheForward against what the generator ran
-// before it on the same device: per tensor MatmulForward with its bias
+// checkDecodeQKV: QKVRopeCacheForward, and RopeCacheForward on q, k and v
+// with their biases added, against what the generator ran before them on
+// the same device: per tensor MatmulForward with its bias
 // (in fp32, by the identity, whose product is exact: the bias added to
 // the values as add_bias adds it), RopeQKForward and ScatterRows of k and
 // v into caches of 3 slots of 12 positions that hold other values. q and
@@ -142,6 +143,30 @@ func checkDecodeQKV(b Device) error {
 			return err
 		}
 		if err := compareAll(1e-5, name+"q", qF, qRef, name+"k cache", kcF, kcRef, name+"v cache", vcF, vcRef); err != nil {
+			return err
+		}
+		// RopeCacheForward: q, k and v apart, their biases added (a float32
+		// add, as add_bias's), q rotated in place
+		add := func(x, b []float32, W int) []float32 {
+			y := clone(x)
+			for i := range y {
+				if b != nil {
+					y[i] += b[i%W]
+				}
+			}
+			return y
+		}
+		q2, free7 := residentCopy(b, "check q", add(q, bq, QD))
+		defer free7()
+		k2, free8 := residentCopy(b, "check k", add(k, bk, KD))
+		defer free8()
+		v2, free9 := residentCopy(b, "check v", add(v, bv, KD))
+		defer free9()
+		b.Upload(kc, kc0)
+		b.Upload(vc, vc0)
+		f.RopeCacheForward(q2, kc, vc, k2, v2, posD, rowD, cos, sin, N, c.NH, c.NKV, c.HD, c.layout)
+		if err := compareAll(0, name+"q/rope+cache vs separate", host(b, q2), qSep, name+"k cache/rope+cache vs separate",
+			host(b, kc), kcSep, name+"v cache/rope+cache vs separate", host(b, vc), vcSep); err != nil {
 			return err
 		}
 	}

@@ -38,6 +38,18 @@ func (d *cpuDevice) QKVRopeCacheForward(q, kcache, vcache, qkv, bias []float32, 
 	d.ScatterRows(vcache, v, rows, N, KD)
 }
 
+func (d *cpuDevice) RopeCacheForward(q, kcache, vcache, k, v []float32, pos, rows []int32, cos, sin []float32,
+	N, NH, NKV, HD int, layout gpu.RopeLayout) {
+	KD := NKV * HD
+	k = append([]float32(nil), k[:N*KD]...)
+	d.RopeQKForward(q, k, pos, cos, sin, N, NH, NKV, HD, layout)
+	if d.perturb == "decode-qkv-slot" {
+		rows = pos
+	}
+	d.ScatterRows(kcache, k, rows, N, KD)
+	d.ScatterRows(vcache, v, rows, N, KD)
+}
+
 func (d *cpuDevice) SwiGLURowsForward(out, gu []float32, N, F int) {
 	gate, up := make([]float32, N*F), make([]float32, N*F)
 	for n := range N {

@@ -638,7 +638,7 @@ func sampleToken(logits []float32, sc *SampleConfig, rng *rand.Rand) (int32, flo
 // offers them.
 type decodeFusedCPU struct {
 	cpu.Backend
-	qkv, gateUp int
+	qkv, ropeCache, gateUp int
 }
 
 func (*decodeFusedCPU) DecodeFusion() bool { return true }
@@ -665,6 +665,15 @@ func (d *decodeFusedCPU) QKVRopeCacheForward(q, kcache, vcache, qkv, bias []floa
 	d.ScatterRows(vcache, v, rows, N, KD)
 }
 
+func (d *decodeFusedCPU) RopeCacheForward(q, kcache, vcache, k, v []float32, pos, rows []int32, cos, sin []float32,
+	N, NH, NKV, HD int, layout gpu.RopeLayout) {
+	d.ropeCache++
+	k = slices.Clone(k[:N*NKV*HD])
+	d.RopeQKForward(q, k, pos, cos, sin, N, NH, NKV, HD, layout)
+	d.ScatterRows(kcache, k, rows, N, NKV*HD)
+	d.ScatterRows(vcache, v, rows, N, NKV*HD)
+}
+
 func (d *decodeFusedCPU) SwiGLURowsForward(out, gu []float32, N, F int) {
 	d.gateUp++
 	gate, up := make([]float32, N*F), make([]float32, N*F)
@@ -678,7 +687,8 @@ func (d *decodeFusedCPU) SwiGLURowsForward(out, gu []float32, N, F int) {
 // CPU's tokens and log-probs (within 1e-5: the wider product may sum in
 // another order); a forward of more than fusedGateUpMaxRows rows (the
 // prefill, with the bound lowered) runs gate and up apart; layers with
-// LoRA adapters on those products run the separate ops.
+// LoRA adapters on those products run the products apart, then
+// RopeCacheForward for RoPE and the cache writes.
 func TestGenerateDecodeFused(t *testing.T) {
 	defer func(n int) { fusedGateUpMaxRows = n }(fusedGateUpMaxRows)
 	for name, c := range map[string]Config{
@@ -697,10 +707,10 @@ func TestGenerateDecodeFused(t *testing.T) {
 			{Prompt: []int32{4, 6, 8}, Sample: SampleConfig{MaxTokens: 5, IgnoreEOS: true, Temperature: 0.9, Seed: 3}},
 		}
 		for _, tc := range []struct {
-			maxRows     int
-			lora        bool
-			qkv, gateUp int // calls per layer
-		}{{1024, false, 5, 5}, {4, false, 5, 4}, {1024, true, 0, 0}} {
+			maxRows                int
+			lora                   bool
+			qkv, ropeCache, gateUp int // calls per layer
+		}{{1024, false, 5, 0, 5}, {4, false, 5, 0, 4}, {1024, true, 0, 5, 0}} {
 			fusedGateUpMaxRows = tc.maxRows
 			var res [2][]Result
 			var fused *decodeFusedCPU
@@ -737,8 +747,9 @@ func TestGenerateDecodeFused(t *testing.T) {
 				}
 			}
 			// 5 forwards: the prefill of 8 rows, then 4 decode steps of 2
-			if fused.qkv != tc.qkv*c.L || fused.gateUp != tc.gateUp*c.L {
-				t.Errorf("%s: %d q/k/v and %d gate/up fused ops, want %d and %d", what, fused.qkv, fused.gateUp, tc.qkv*c.L, tc.gateUp*c.L)
+			if fused.qkv != tc.qkv*c.L || fused.ropeCache != tc.ropeCache*c.L || fused.gateUp != tc.gateUp*c.L {
+				t.Errorf("%s: %d q/k/v, %d RoPE + cache and %d gate/up fused ops, want %d, %d and %d", what,
+					fused.qkv, fused.ropeCache, fused.gateUp, tc.qkv*c.L, tc.ropeCache*c.L, tc.gateUp*c.L)
 			}
 		}
 	}

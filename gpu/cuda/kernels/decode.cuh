@@ -1,5 +1,5 @@
 // Kernels: generation's fused decode ops (decode.go): the work between a
-// layer's q/k/v product and its attention in one launch, and SwiGLU over
+// layer's q/k/v products and its attention in one launch, and SwiGLU over
 // the rows of the gate/up product. Each computes what the separate kernels
 // compute, in the same fp32 order (add_bias, rope_qk, scatter_rows;
 // swiglu_forward): the checks (decode_check.go) hold them to those bit for
@@ -17,28 +17,33 @@
 
 extern "C++" {
 
-// decode_qkv_impl: qkv [N, QD+2KD] holds each token's q | k | v, the
-// products without their biases (QD = NH*HD, KD = NKV*HD); bias [QD+2KD]
-// or null. q [N,QD] = RoPE(q + bq) at pos[n]; the cache row rows[n] of kc
+// decode_qkv_impl: q, k and v of each token, without their biases, at
+// qin, kin and vin, rows ldq and ldkv floats apart (one product's [N,
+// QD+2KD] rows q | k | v: kin = qin + QD, vin = kin + KD, ldq = ldkv =
+// QD+2KD; or three tensors [N,QD], [N,KD], [N,KD]), QD = NH*HD, KD =
+// NKV*HD; bias [QD+2KD] (bq | bk | bv) or null. q [N,QD] = RoPE(q + bq)
+// at pos[n] (q may be qin, rotated in place); the cache row rows[n] of kc
 // [*, KD] gets RoPE(k + bk), that of vc [*, KD] gets v + bv. One thread per
 // pair of channels (ia, ib) of the N*(NH+2*NKV) heads: head h < NH a query
 // head, then the key heads, then the value heads (added, not rotated).
-// The arithmetic is add_bias's then rope_qk's: a = x + b, then
-// rope.cuh's rope_rotate.
+// The arithmetic is add_bias's then rope_qk's: a = x + b, then rope.cuh's
+// rope_rotate.
 template <int BUG>
-__device__ void decode_qkv_impl(float* q, float* kc, float* vc, const float* qkv, const float* bias, const int* pos,
-                                const int* rows, const float* cosT, const float* sinT, i64 N, i64 NH, i64 NKV, i64 HD,
-                                i64 pairs) {
+__device__ void decode_qkv_impl(float* q, float* kc, float* vc, const float* qin, const float* kin, const float* vin,
+                                i64 ldq, i64 ldkv, const float* bias, const int* pos, const int* rows,
+                                const float* cosT, const float* sinT, i64 N, i64 NH, i64 NKV, i64 HD, i64 pairs) {
     i64 half = HD / 2, H = NH + 2 * NKV;
-    i64 QD = NH * HD, KD = NKV * HD, ld = QD + 2 * KD;
+    i64 QD = NH * HD, KD = NKV * HD;
     GRID_STRIDE(idx, N * H * half) {
         i64 i = idx % half;
         i64 nh = idx / half;  // n*H + h
         i64 n = nh / H, h = nh % H;
         i64 ia = pairs ? 2 * i : i;
         i64 ib = pairs ? 2 * i + 1 : i + half;
-        i64 col = h * HD;  // the head's first column in a qkv row
-        const float* x = qkv + n * ld + col;
+        i64 col = h * HD;  // the head's first column in q | k | v
+        const float* x = h < NH ? qin + n * ldq + col
+                         : h < NH + NKV ? kin + n * ldkv + (h - NH) * HD
+                                        : vin + n * ldkv + (h - NH - NKV) * HD;
         float a = x[ia], b = x[ib];
         if (bias != nullptr && !(BUG == DQ_BUG_VBIAS && h >= NH + NKV)) {
             a += bias[col + ia];
@@ -77,10 +82,10 @@ __device__ void swiglu_rows_impl(float* out, unsigned short* outb, const float* 
 
 }  // extern "C++"
 
-__global__ void decode_qkv(float* q, float* kc, float* vc, const float* qkv, const float* bias, const int* pos,
-                           const int* rows, const float* cosT, const float* sinT, i64 N, i64 NH, i64 NKV, i64 HD,
-                           i64 pairs) {
-    decode_qkv_impl<DQ_OK>(q, kc, vc, qkv, bias, pos, rows, cosT, sinT, N, NH, NKV, HD, pairs);
+__global__ void decode_qkv(float* q, float* kc, float* vc, const float* qin, const float* kin, const float* vin,
+                           i64 ldq, i64 ldkv, const float* bias, const int* pos, const int* rows, const float* cosT,
+                           const float* sinT, i64 N, i64 NH, i64 NKV, i64 HD, i64 pairs) {
+    decode_qkv_impl<DQ_OK>(q, kc, vc, qin, kin, vin, ldq, ldkv, bias, pos, rows, cosT, sinT, N, NH, NKV, HD, pairs);
 }
 
 __global__ void swiglu_rows(float* out, unsigned short* outb, const float* gu, i64 N, i64 F) {
