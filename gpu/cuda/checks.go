@@ -321,15 +321,21 @@ func checkGenerate(b Device) error {
 		Eps: 1e-5, RopeTheta: 10000, Tied: true, BOS: 1, EOS: 2}
 	r := rand.New(rand.NewPCG(17, 17))
 	init := randn(r, c.NumParams(), 0.3)
-	var reqs []model.Request
-	for i := 0; i < 3; i++ {
-		prompt := make([]int32, 3+4*i)
+	return generateBoth(ref, b, c, init, greedyRequests(r, c.V, 3, 3, 4, 12), 2, "tokens")
+}
+
+// greedyRequests returns n greedy requests of maxTokens new tokens each (EOS
+// ignored), request i's prompt first+step*i tokens below V drawn from r.
+func greedyRequests(r *rand.Rand, V, n, first, step, maxTokens int) []model.Request {
+	reqs := make([]model.Request, 0, n)
+	for i := range n {
+		prompt := make([]int32, first+step*i)
 		for j := range prompt {
-			prompt[j] = int32(r.IntN(c.V))
+			prompt[j] = int32(r.IntN(V))
 		}
-		reqs = append(reqs, model.Request{Prompt: prompt, Sample: model.SampleConfig{MaxTokens: 12, IgnoreEOS: true}})
+		reqs = append(reqs, model.Request{Prompt: prompt, Sample: model.SampleConfig{MaxTokens: maxTokens, IgnoreEOS: true}})
 	}
-	return generateBoth(ref, b, c, init, reqs, 2, "tokens")
+	return reqs
 }
 
 // generateBoth generates reqs with the same weights init on the reference backend and on b

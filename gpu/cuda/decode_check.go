@@ -273,13 +273,5 @@ func checkGenerateQwen(b Device) error {
 		Eps: 1e-6, RopeTheta: 10000, QKVBias: true, BOS: 1, EOS: 2}
 	r := rand.New(rand.NewPCG(28, 4))
 	init := randn(r, c.NumParams(), 0.3)
-	var reqs []model.Request
-	for i := range 3 {
-		prompt := make([]int32, 2+5*i)
-		for j := range prompt {
-			prompt[j] = int32(r.IntN(c.V))
-		}
-		reqs = append(reqs, model.Request{Prompt: prompt, Sample: model.SampleConfig{MaxTokens: 10, IgnoreEOS: true}})
-	}
-	return generateBoth(ref, b, c, init, reqs, 2, "tokens")
+	return generateBoth(ref, b, c, init, greedyRequests(r, c.V, 3, 2, 5, 10), 2, "tokens")
 }

@@ -217,14 +217,6 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 			be.MatmulForward(g.qkv, g.ln, lp.wqkv, nil, N, c.C, QD+2*KD)
 			df.QKVRopeCacheForward(g.q, g.kc[l], g.vc[l], g.qkv, lp.bqkv, posD, rowD, m.cos, m.sin,
 				N, c.NH, c.NKV, c.HD, m.Rope)
-		} else if df != nil && fl == nil { // adapters on q, k or v: the products apart, then RoPE and the cache writes in one op
-			be.MatmulForward(g.q, g.ln, lp.WQ, lp.BQ, N, c.C, QD)
-			be.MatmulForward(g.k, g.ln, lp.WK, lp.BK, N, c.C, KD)
-			be.MatmulForward(g.v, g.ln, lp.WV, lp.BV, N, c.C, KD)
-			m.loraForward(&g.lora, nil, g.q, g.ln, m.adapter(l, modQ), N)
-			m.loraForward(&g.lora, nil, g.k, g.ln, m.adapter(l, modK), N)
-			m.loraForward(&g.lora, nil, g.v, g.ln, m.adapter(l, modV), N)
-			df.RopeCacheForward(g.q, g.kc[l], g.vc[l], g.k, g.v, posD, rowD, m.cos, m.sin, N, c.NH, c.NKV, c.HD, m.Rope)
 		} else {
 			if fl != nil { // one product for q, k and v
 				g.fused = grow(g.fused, N*(QD+2*KD))
@@ -238,9 +230,13 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 			m.loraForward(&g.lora, nil, g.q, g.ln, m.adapter(l, modQ), N)
 			m.loraForward(&g.lora, nil, g.k, g.ln, m.adapter(l, modK), N)
 			m.loraForward(&g.lora, nil, g.v, g.ln, m.adapter(l, modV), N)
-			be.RopeQKForward(g.q, g.k, posD, m.cos, m.sin, N, c.NH, c.NKV, c.HD, m.Rope)
-			be.ScatterRows(g.kc[l], g.k, rowD, N, KD)
-			be.ScatterRows(g.vc[l], g.v, rowD, N, KD)
+			if df != nil && fl == nil { // adapters on q, k or v: RoPE and the cache writes in one op
+				df.RopeCacheForward(g.q, g.kc[l], g.vc[l], g.k, g.v, posD, rowD, m.cos, m.sin, N, c.NH, c.NKV, c.HD, m.Rope)
+			} else {
+				be.RopeQKForward(g.q, g.k, posD, m.cos, m.sin, N, c.NH, c.NKV, c.HD, m.Rope)
+				be.ScatterRows(g.kc[l], g.k, rowD, N, KD)
+				be.ScatterRows(g.vc[l], g.v, rowD, N, KD)
+			}
 		}
 		be.AttentionCachedForward(g.atty, g.q, g.kc[l], g.vc[l], slotD, posD, N, c.NH, c.NKV, c.HD, g.MaxT)
 		be.MatmulForward(g.tmp, g.atty, lp.WO, nil, N, QD, c.C)
