@@ -65,6 +65,12 @@ type bf16Copy struct {
 	kept  bool  // an op's kernel (AdamW) kept it current, and no product has read it since
 }
 
+// bf16Of is the index in d.bf16 of the resident copy of the weight tensor
+// at src, or -1.
+func (d *device) bf16Of(src dptr) int {
+	return slices.IndexFunc(d.bf16, func(c bf16Copy) bool { return c.src == src })
+}
+
 // shared are the shared copies: the activation copy and the gradient
 // copies.
 func (d *device) shared() [3]*actCopy { return [3]*actCopy{&d.act, &d.grad[0], &d.grad[1]} }
@@ -94,7 +100,7 @@ func (d *device) dropBF16(t dptr) {
 			c.valid = false
 		}
 	}
-	i := slices.IndexFunc(d.bf16, func(c bf16Copy) bool { return c.src == t })
+	i := d.bf16Of(t)
 	if i < 0 {
 		return
 	}
@@ -143,7 +149,7 @@ func (d *device) producedValid(p produced, writes []dptr) {
 		d.conv.produced += int64(p.n)
 		return
 	}
-	if i := slices.IndexFunc(d.bf16, func(c bf16Copy) bool { return c.src == p.tensor }); i >= 0 {
+	if i := d.bf16Of(p.tensor); i >= 0 {
 		d.bf16[i].stale, d.bf16[i].kept = false, true
 		d.conv.produced += int64(p.n)
 	}
@@ -213,7 +219,7 @@ func (d *device) paramsBF16(a *arena, params []float32, n int) dptr {
 		return 0
 	}
 	src := t.p
-	i := slices.IndexFunc(d.bf16, func(c bf16Copy) bool { return c.src == src })
+	i := d.bf16Of(src)
 	if i < 0 || d.bf16[i].stale {
 		return 0
 	}
@@ -374,7 +380,7 @@ func (d *device) weightBF16(a *arena, w []float32, n int) dptr {
 		return d.toBF16(a, pw, n)
 	}
 	src, floats, name := t.p, t.bytes/4, t.name // t points into d.mem.live, which alloc may move
-	i := slices.IndexFunc(d.bf16, func(c bf16Copy) bool { return c.src == src })
+	i := d.bf16Of(src)
 	if i < 0 {
 		p := d.alloc("bfloat16 copy of "+name, floats*2)
 		d.bf16 = append(d.bf16, bf16Copy{src: src, n: floats, p: p, stale: true})
