@@ -53,11 +53,17 @@ var attentionCachedCases = []attentionCachedCase{
 }
 
 // checkAttentionCached compares AttentionCachedForward with gpu/cpu on
-// attentionCachedCases. The device's output is a resident tensor poisoned
-// with NaN first, so every element must be written.
-func checkAttentionCached(b Device) error { return attentionCachedCompare(b, attentionCachedCases) }
+// attentionCachedCases and decodeSplitCases, with the kernels selected
+// (by default flash-decoding: the chunks' partial softmaxes, their
+// combination, and the single-chunk path of the cases whose rows fill the
+// grid).
+func checkAttentionCached(b Device) error {
+	return attentionCachedCompare(b, append(slices.Clone(attentionCachedCases), decodeSplitCases...))
+}
 
-// attentionCachedCompare is checkAttentionCached on the given cases.
+// attentionCachedCompare compares AttentionCachedForward with gpu/cpu on
+// the given cases. The device's output is a resident tensor poisoned with
+// NaN first, so every element must be written.
 func attentionCachedCompare(b Device, cases []attentionCachedCase) error {
 	r := rand.New(rand.NewPCG(9, 9))
 	for _, c := range cases {
@@ -82,10 +88,10 @@ func attentionCachedCompare(b Device, cases []attentionCachedCase) error {
 	return nil
 }
 
-// decodeSplitCases are the shapes added for the decode_split variant
-// (flash-decoding, attention.go's decodeChunks): few (token, head) rows
-// over long caches, so that on any GPU of 2 or more multiprocessors (and on
-// the emulator) a row is cut into many chunks; the last position of a
+// decodeSplitCases are the shapes added for flash-decoding (attention.go's
+// decodeChunks): few (token, head) rows over long caches, so that on any
+// GPU of 2 or more multiprocessors (and on the emulator) a row is cut into
+// many chunks; the last position of a
 // sequence inside a chunk and on a chunk's last position, sequences shorter
 // than one chunk (positions 0 to 14) beside long ones in the same launch,
 // GQA groups of 1, 7, 3 and 2, heads of 64, 128, 80, 256 and 32
@@ -115,25 +121,23 @@ func manyTokens(NH, NKV, HD, S, maxT, N int) attentionCachedCase {
 	return c
 }
 
-// checkAttentionCachedSplit is checkAttentionCached, on its cases and
-// decodeSplitCases, with the decode_split variant on for its duration, at
-// the same tolerance: the chunks' partial softmaxes, their combination and
-// the single-chunk path (the cases whose rows fill the grid) against
-// gpu/cpu.
-func checkAttentionCachedSplit(b Device) error {
-	return withDecodeSplit(b, func() error {
-		return attentionCachedCompare(b, append(slices.Clone(attentionCachedCases), decodeSplitCases...))
-	})
+// checkAttentionCachedBlock is checkAttentionCached's attentionCachedCases
+// with the decode_block variant on for its duration, at the same
+// tolerance: attention_cached, one block per (token, head), the default
+// kernel before flash-decoding.
+func checkAttentionCachedBlock(b Device) error {
+	return withDecodeBlock(b, func() error { return attentionCachedCompare(b, attentionCachedCases) })
 }
 
-// checkGenerateDecodeSplit is the generation checks Generate (greedy),
+// checkGenerateDecodeBlock is the generation checks Generate (greedy),
 // GenerateSampled and GenerateGroups (a GRPO rollout with a tool turn:
-// refilled slots, shared prefixes) with the decode_split variant on: every
-// prefill's and decode step's attention through the chunks (caches of 32
-// and 40 positions: chunks of 16, the prompts and responses crossing from
-// one to the next).
-func checkGenerateDecodeSplit(b Device) error {
-	return withDecodeSplit(b, func() error {
+// refilled slots, shared prefixes) with the decode_block variant on: every
+// prefill's and decode step's attention through attention_cached. By
+// default the three run through flash-decoding's chunks (caches of 32 and
+// 40 positions: chunks of 16, the prompts and responses crossing from one
+// to the next).
+func checkGenerateDecodeBlock(b Device) error {
+	return withDecodeBlock(b, func() error {
 		for _, c := range []struct {
 			name string
 			run  func(Device) error
@@ -146,8 +150,8 @@ func checkGenerateDecodeSplit(b Device) error {
 	})
 }
 
-// withDecodeSplit runs f with the decode_split variant on (withVariant),
+// withDecodeBlock runs f with the decode_block variant on (withVariant),
 // and restores the device's variants after it.
-func withDecodeSplit(b Device, f func() error) error {
-	return withVariant(b, func(v *Variants) { v.DecodeSplit = true }, f)
+func withDecodeBlock(b Device, f func() error) error {
+	return withVariant(b, func(v *Variants) { v.DecodeBlock = true }, f)
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // smCounts caches each GPU's multiprocessor count (cuDeviceGetAttribute),
-// read once per device by the decode_split variant (attention.go).
+// read once per device by flash-decoding (attention.go).
 var smCounts sync.Map // cu.Device -> int
 
 // attentionSMs is the GPU's multiprocessor count, 0 if the driver does

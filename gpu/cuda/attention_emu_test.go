@@ -12,12 +12,13 @@ import (
 
 // TestDecodeSplitPlantedBug: with attention.cuh's DS_BUG_NO_RESCALE
 // planted (the combine adds the chunks' outputs and sums without
-// rescaling them by exp(m_c - M)), the decode_split checks fail, naming
-// the output; the default kernel's check, which never launches the
-// combine, still passes.
+// rescaling them by exp(m_c - M)), the checks of flash-decoding, the
+// default, fail (AttentionCached naming the output, and the generation
+// checks); those of the decode_block variant, which never launches the
+// combine, still pass, and leave the variants as they were.
 func TestDecodeSplitPlantedBug(t *testing.T) {
 	be := openEmulator(t)
-	split := Check{"AttentionCachedSplit", checkAttentionCachedSplit}
+	split := Check{"AttentionCached", checkAttentionCached}
 	if err := split.Do(be); err != nil {
 		t.Fatalf("the check fails without a defect: %v", err)
 	}
@@ -25,29 +26,34 @@ func TestDecodeSplitPlantedBug(t *testing.T) {
 	defer delete(emuPlanted, "attention_cached_combine")
 	err := split.Do(be)
 	if err == nil {
-		t.Fatal("AttentionCachedSplit passed with the combine's rescaling left out")
+		t.Fatal("AttentionCached passed with the combine's rescaling left out")
 	}
 	if !strings.Contains(err.Error(), "out[") {
 		t.Errorf("error %q does not name the output", err)
 	}
 	t.Log(err)
-	if err := (Check{"GenerateDecodeSplit", checkGenerateDecodeSplit}).Do(be); err == nil {
-		t.Error("GenerateDecodeSplit passed with the combine's rescaling left out")
-	} else {
-		t.Log(err)
+	for _, c := range []Check{{"Generate", checkGenerate}, {"GenerateSampled", checkGenerateSampled}, {"GenerateGroups", checkGenerateGroups}} {
+		if err := c.Do(be); err == nil {
+			t.Errorf("%s passed with the combine's rescaling left out", c.Name)
+		} else {
+			t.Logf("%s: %v", c.Name, err)
+		}
 	}
-	if be.Variants().DecodeSplit {
-		t.Error("the checks left the decode_split variant on")
-	}
-	if err := (Check{"AttentionCached", checkAttentionCached}).Do(be); err != nil {
-		t.Errorf("the default kernel's check fails with the combine's defect planted: %v", err)
+	for _, c := range []Check{{"AttentionCachedBlock", checkAttentionCachedBlock}, {"GenerateDecodeBlock", checkGenerateDecodeBlock}} {
+		if err := c.Do(be); err != nil {
+			t.Errorf("%s, of the decode_block variant, fails with the combine's defect planted: %v", c.Name, err)
+		}
+		if v := be.Variants(); v != (Variants{}) {
+			t.Errorf("%s left the variants at %v", c.Name, v)
+		}
 	}
 }
 
-// TestDecodeSplitLaunches: with the variant off AttentionCachedForward is
-// the one launch of attention_cached; on, attention_cached_split and, over
-// more than one chunk, attention_cached_combine; nothing moves between host
-// and device but the staged host operands either way.
+// TestDecodeSplitLaunches: by default AttentionCachedForward launches
+// attention_cached_split and, over more than one chunk,
+// attention_cached_combine; with the decode_block variant it is the one
+// launch of attention_cached; nothing moves between host and device but
+// the staged host operands either way.
 func TestDecodeSplitLaunches(t *testing.T) {
 	be := openEmulator(t)
 	c := decodeSplitCases[0] // two tokens of 2 heads over 700 positions: many chunks
@@ -58,7 +64,7 @@ func TestDecodeSplitLaunches(t *testing.T) {
 	be.UploadInt32(slot, c.slot)
 	be.UploadInt32(pos, c.pos)
 	for _, split := range []bool{false, true} {
-		be.SetVariants(Variants{DecodeSplit: split})
+		be.SetVariants(Variants{DecodeBlock: !split})
 		be.AttentionCachedForward(out, q, kc, vc, slot, pos, N, c.NH, c.NKV, c.HD, c.maxT) // the arena grows here
 		be.ResetCounters()
 		be.AttentionCachedForward(out, q, kc, vc, slot, pos, N, c.NH, c.NKV, c.HD, c.maxT)
@@ -68,7 +74,7 @@ func TestDecodeSplitLaunches(t *testing.T) {
 			want = 2
 		}
 		if got.Launches != want || got.HostToDevice+got.DeviceToHost != 0 || got.Syncs != 0 || got.Allocs != 0 {
-			t.Errorf("decode_split=%v: %v; want %d launches, no copy, sync or allocation", split, got, want)
+			t.Errorf("decode_block=%v: %v; want %d launches, no copy, sync or allocation", !split, got, want)
 		}
 	}
 	if L, chunks := decodeChunks(N*c.NH, c.maxT, decodeSMs); chunks < 2 {
@@ -76,13 +82,13 @@ func TestDecodeSplitLaunches(t *testing.T) {
 	}
 }
 
-// TestTransferDecodeSplit: TestTransferDecodeStep and
-// TestTransferGenerateGroups with the decode_split variant on: within the
+// TestTransferDecodeBlock: TestTransferDecodeStep and
+// TestTransferGenerateGroups with the decode_block variant on: within the
 // same bounds, and the same bytes, copies, synchronisations and
-// allocations as with the default kernel, with one launch more a layer per
-// forward (the combine: every forward there has several chunks).
-func TestTransferDecodeSplit(t *testing.T) {
-	on := Variants{DecodeSplit: true}
+// allocations as with flash-decoding, the default, with one launch fewer a
+// layer per forward (the combine: every forward there has several chunks).
+func TestTransferDecodeBlock(t *testing.T) {
+	on := Variants{DecodeBlock: true}
 	c := transferConfig(2)
 	if _, chunks := decodeChunks(c.NH, 32, decodeSMs); chunks < 2 {
 		t.Fatalf("one token of the decode has %d chunk(s): the combine is not exercised", chunks)
@@ -93,10 +99,10 @@ func TestTransferDecodeSplit(t *testing.T) {
 		g.Launches, w.Launches = 0, 0
 		g.SyncWait, w.SyncWait = 0, 0 // a time, not a count
 		if g != w {
-			t.Errorf("%s: %v, with the default kernel %v", what, got, def)
+			t.Errorf("%s: %v, with the default kernels %v", what, got, def)
 		}
-		if want := def.Launches + forwards*int64(layers); got.Launches != want {
-			t.Errorf("%s: %d launches, want %d (%d + one combine a layer in each of %d forwards)", what, got.Launches, want, def.Launches, forwards)
+		if want := def.Launches - forwards*int64(layers); got.Launches != want {
+			t.Errorf("%s: %d launches, want %d (%d less flash-decoding's combine, a layer in each of %d forwards)", what, got.Launches, want, def.Launches, forwards)
 		}
 	}
 	for _, lora := range []bool{false, true} {
@@ -105,12 +111,12 @@ func TestTransferDecodeSplit(t *testing.T) {
 		be := openEmulator(t)
 		be.SetVariants(on)
 		got, steps, io := decodeRun(t, be, lora, nil)
-		checkDecode(t, what+" decode_split", got, steps, io, c.V)
-		same(what+" decode_split", got, def, steps, c.L)
+		checkDecode(t, what+" decode_block", got, steps, io, c.V)
+		same(what+" decode_block", got, def, steps, c.L)
 	}
 	def, _, _ := groupsTransfer(t, true, nil)
 	got, rounds, cg := groupsTransfer(t, true, func(cg *countedGen, _ *model.Generator) { cg.Backend.SetVariants(on) })
 	io, _, _ := groupsIO(rounds)
-	checkDecode(t, "groups + tool turn decode_split", got, cg.forwards, io, groupsConfig.V)
-	same("groups + tool turn decode_split", got, def, cg.forwards, groupsConfig.L)
+	checkDecode(t, "groups + tool turn decode_block", got, cg.forwards, io, groupsConfig.V)
+	same("groups + tool turn decode_block", got, def, cg.forwards, groupsConfig.L)
 }

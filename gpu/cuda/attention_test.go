@@ -40,7 +40,7 @@ func TestDecodeChunks(t *testing.T) {
 	}
 }
 
-// TestDecodeSplitCases: what the check AttentionCachedSplit exercises, on
+// TestDecodeSplitCases: what the check AttentionCached exercises, on
 // the emulator (decodeSMs, as an H100 or H200) and on an A100's 108
 // multiprocessors: several chunks a row, the last position of a long
 // sequence inside a chunk past the first, a sequence shorter than one

@@ -86,7 +86,7 @@ var Checks = []Check{
 	{"DecodeProducts", checkDecodeProducts},
 	{"Attention", checkAttention},
 	{"AttentionCached", checkAttentionCached},
-	{"AttentionCachedSplit", checkAttentionCachedSplit},
+	{"AttentionCachedBlock", checkAttentionCachedBlock},
 	{"AttentionVarlen", checkAttentionVarlen},
 	{"MMAFragments", checkMMAFragments},
 	{"AttentionVarlenMMA", checkAttentionVarlenMMA},
@@ -96,7 +96,7 @@ var Checks = []Check{
 	{"SumSquaresScale", checkSumSquaresScale},
 	{"AdamW", checkAdamW},
 	{"Sample", checkSample},
-	{"SampleHist", checkSampleHist},
+	{"SampleBisect", checkSampleBisect},
 	{"ResidentTensors", checkResident},
 	{"TrainStep", checkTrainStep},
 	{"TrainStepPacked", checkTrainStepPacked},
@@ -105,7 +105,7 @@ var Checks = []Check{
 	{"Generate", checkGenerate},
 	{"GenerateSampled", checkGenerateSampled},
 	{"GenerateGroups", checkGenerateGroups},
-	{"GenerateDecodeSplit", checkGenerateDecodeSplit},
+	{"GenerateDecodeBlock", checkGenerateDecodeBlock},
 	{"GenerateQwen", checkGenerateQwen},
 }
 

@@ -222,18 +222,18 @@ func TestChecksDetectErrors(t *testing.T) {
 		checks  []string // checks that must fail
 	}{
 		{"batched", []string{"SgemmStridedBatched"}},
-		{"swiglu", []string{"SwiGLU", "SwiGLURows", "ResidentTensors", "TrainStep", "TrainStepPacked", "GenerateGroups", "GenerateDecodeSplit"}},
+		{"swiglu", []string{"SwiGLU", "SwiGLURows", "ResidentTensors", "TrainStep", "TrainStepPacked", "GenerateGroups", "GenerateDecodeBlock"}},
 		{"attention-dk", []string{"Attention", "TrainStep", "TrainStepTF32"}},
 		{"adamw-no-decay", []string{"AdamW", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
 		{"rope-backward-forward", []string{"Rope", "RopeQK", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
 		{"bf16-truncate", []string{"ToBF16", "GemmBF16", "GemmStridedBatchedBF16", "MatmulBF16"}},
 		{"matmul-backward-fp32", []string{"MatmulBF16"}},
 		{"matmul-accumulate-overwrite", []string{"Matmul", "MatmulBF16", "MatmulTF32", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
-		{"cached-attention", []string{"AttentionCached", "AttentionCachedSplit", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit", "GenerateQwen"}},
+		{"cached-attention", []string{"AttentionCached", "AttentionCachedBlock", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeBlock", "GenerateQwen"}},
 		{"varlen-lse", []string{"AttentionVarlen"}},
 		{"varlen-dv", []string{"AttentionVarlen", "TrainStepPacked"}},
-		{"sample-no-top-p", []string{"Sample", "SampleHist", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit"}},
-		{"sample-no-top-k", []string{"Sample", "SampleHist", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit"}},
+		{"sample-no-top-p", []string{"Sample", "SampleBisect", "GenerateSampled", "GenerateGroups", "GenerateDecodeBlock"}},
+		{"sample-no-top-k", []string{"Sample", "SampleBisect", "GenerateSampled", "GenerateGroups", "GenerateDecodeBlock"}},
 		{"residual-rmsnorm-res", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked"}},
 		{"residual-rmsnorm-overwrite", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepBF16", "TrainStepTF32"}},
 		// the model sums the products' input gradients in the products
@@ -241,8 +241,8 @@ func TestChecksDetectErrors(t *testing.T) {
 		{"residual-rmsnorm-no-dout2", []string{"ResidualRMSNorm"}},
 		// generation's fused ops (decode_test.go): the keys and values in
 		// the wrong cache rows, gate and up swapped
-		{"decode-qkv-slot", []string{"DecodeQKV", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit", "GenerateQwen"}},
-		{"swiglu-rows-swap", []string{"SwiGLURows", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeSplit", "GenerateQwen"}},
+		{"decode-qkv-slot", []string{"DecodeQKV", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeBlock", "GenerateQwen"}},
+		{"swiglu-rows-swap", []string{"SwiGLURows", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeBlock", "GenerateQwen"}},
 	} {
 		t.Run(tc.perturb, func(t *testing.T) {
 			d := &cpuDevice{perturb: tc.perturb}

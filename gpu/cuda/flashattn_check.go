@@ -73,7 +73,7 @@ type variantDevice interface {
 	SetVariants(Variants)
 }
 
-// withVariant runs f with the variant set turns on in b (a device without
+// withVariant runs f with the variants set selects in b (a device without
 // variants, the CPU reference, runs f as it is), then restores b's.
 func withVariant(b Device, set func(*Variants), f func() error) error {
 	if vd, ok := b.(variantDevice); ok {
@@ -88,18 +88,21 @@ func withVariant(b Device, set func(*Variants), f func() error) error {
 
 // Tolerances of the FlashMMA forward (bf16 products) against the fp32
 // CPU reference, relative to each tensor's largest value, and of the
-// default backward run on its out and lse. Measured on the emulator over
-// flashCases (TestFlashMMAErrors): see docs/gpu.md, "Tensor-core variant".
+// FlashMMA backward run on its out and lse. Measured on the emulator over
+// flashCases (TestFlashMMAErrors): see docs/gpu.md, "Tensor-core
+// attention (flash_mma)".
 const flashMMAFwdTol, flashMMABwdTol = 1e-2, 2e-2
 
-// checkAttentionVarlenMMA is checkAttentionVarlen with Variants.FlashMMA
-// on and bf16 products (the variant applies only then: the attention's
-// products on the bf16 tensor cores) and the tolerances of bf16 operands.
+// checkAttentionVarlenMMA is checkAttentionVarlen with bf16 products and
+// the flash_simt variant off: the FlashMMA kernels, the default in bf16
+// (the attention's products on the bf16 tensor cores), at the tolerances
+// of bf16 operands. checkAttentionVarlen, in fp32, checks the SIMT kernels
+// (the flash_simt variant's in bf16).
 func checkAttentionVarlenMMA(b Device) error {
 	prev := b.Precision()
 	b.SetPrecision(BF16)
 	defer b.SetPrecision(prev)
-	return withVariant(b, func(v *Variants) { v.FlashMMA = true }, func() error {
+	return withVariant(b, func(v *Variants) { v.FlashSIMT = false }, func() error {
 		for i, c := range flashCases {
 			if err := checkAttentionVarlenTol(b, uint64(i), c.lengths, c.NH, c.NKV, c.HD, flashMMAFwdTol, flashMMABwdTol); err != nil {
 				return fmt.Errorf("flash_mma: lengths %v NH %d NKV %d HD %d: %w", c.lengths, c.NH, c.NKV, c.HD, err)

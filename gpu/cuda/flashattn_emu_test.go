@@ -52,17 +52,16 @@ func TestFlashAttentionPlantedBugs(t *testing.T) {
 }
 
 // TestFlashMMAErrors measures the FlashMMA kernels (bf16 tensor-core
-// products) against the fp32 CPU reference over flashCases: the forward,
-// the backward on its out and lse, and the backward alone on the
-// reference's. Each error (the largest |diff| over the tensor's largest
+// products, the default with bf16 products) against the fp32 CPU
+// reference over flashCases: the forward, the backward on its out and
+// lse, and the backward alone on the reference's. Each error (the largest |diff| over the tensor's largest
 // value, as compare has it) must be within the check's tolerance, and the
 // forward's and the backward's above 1e-4, the bf16 rounding that shows
-// the variant's kernels ran (the fp32 kernels are within 1e-5). The
+// the FlashMMA kernels ran (the fp32 kernels are within 1e-5). The
 // figures are logged (-v) and quoted in docs/gpu.md.
 func TestFlashMMAErrors(t *testing.T) {
 	be := openEmulator(t)
-	be.SetVariants(Variants{FlashMMA: true})
-	be.SetPrecision(BF16)
+	be.SetPrecision(BF16) // the default variants: FlashMMA
 	rel := func(got, want []float32) float64 {
 		scale, worst := 1.0, 0.0
 		for i := range want {
@@ -148,7 +147,7 @@ func TestFlashMMAPlantedBugs(t *testing.T) {
 			t.Log(err)
 		})
 	}
-	if be.Variants().FlashMMA {
-		t.Error("the check left FlashMMA on")
+	if v := be.Variants(); v != (Variants{}) {
+		t.Errorf("the check left the variants at %v", v)
 	}
 }

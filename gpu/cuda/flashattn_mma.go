@@ -1,9 +1,10 @@
 package cuda
 
-// The FlashMMA variant (Variants.FlashMMA, RLHOST_CUDA_VARIANTS=flash_mma):
-// the fused attention's products on the bf16 tensor cores
-// (kernels/flashattn.cuh, flash_forward_mma; the product kernels/mma.cuh).
-// The checks are in flashattn_check.go and mma_check.go.
+// The fused attention's products on the bf16 tensor cores
+// (kernels/flashattn.cuh, flash_forward_mma; the product kernels/mma.cuh):
+// the default where the products are bf16 (device.flashMMA); the
+// flash_simt variant (Variants.FlashSIMT) runs flashattn.go's fp32 kernels
+// instead. The checks are in flashattn_check.go and mma_check.go.
 
 import (
 	"fmt"
@@ -11,10 +12,10 @@ import (
 )
 
 // flashMMAQueries is FA_MQ of flashattn.cuh: the queries of a block of the
-// FlashMMA forward (8 warps of 16 rows).
+// tensor-core forward (8 warps of 16 rows).
 const flashMMAQueries = 128
 
-// flashForwardMMA launches the FlashMMA forward inside
+// flashForwardMMA launches the tensor-core forward inside
 // AttentionVarlenForward's op: one block per (sequence, tile of 128
 // queries, head), the kernel built for head dimensions up to 64 when HD
 // fits (two blocks per SM), else the one up to 128.
@@ -31,7 +32,7 @@ func (b *Backend) flashForwardMMA(a *arena, cu dptr, out, lse, q, k, v []float32
 		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
 }
 
-// flashBackwardMMA launches the FlashMMA backward inside
+// flashBackwardMMA launches the tensor-core backward inside
 // AttentionVarlenBackward's op, on its staged operands and D, with the
 // default's grids (64 keys, or 64 queries, a block): for HD <= 64 dK and dV
 // in one kernel, above in two (flashattn.cuh: their accumulators and

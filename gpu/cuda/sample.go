@@ -2,9 +2,10 @@ package cuda
 
 // Sampling on the device (kernels/sample.cuh): one token per row of logits,
 // temperature, top-k, top-p, with each row's uniform draw from the host.
-// With the sample_hist variant (Variants.SampleHist) the kernel is
-// sample_tokens_hist: the same tokens and log-probs, the cuts of rows of
-// many candidates found by radix select instead of bisection.
+// The kernel is sample_tokens_hist, which finds the cuts of rows of many
+// candidates by radix select; with the sample_bisect variant
+// (Variants.SampleBisect) it is sample_tokens, which finds them by
+// bisection: the same tokens and log-probs bit for bit.
 // CPU reference: gpu/cpu/sample.go; the checks are in sample_check.go.
 
 import (
@@ -34,12 +35,12 @@ func (b *Backend) SampleTokens(tokens []int32, logp []float32, logits []float32,
 		pp := a.stage(unsafe.Pointer(&params[0]), int64(M)*int64(unsafe.Sizeof(params[0])), true, false)
 		e, cand, sorted := a.alloc(int64(M*V)*4), a.alloc(int64(M*V)*4), a.alloc(int64(M*V)*4)
 		pt := a.stage(unsafe.Pointer(&tokens[0]), int64(M)*4, false, true)
-		if b.d.vars.SampleHist { // the same tokens, the cuts of flat rows by radix select
-			b.d.launch("sample_tokens_hist", M, ptr(pt), ptr(a.out(logp, M)), ptr(pz), ptr(pp), ptr(e), ptr(cand), ptr(sorted),
+		if b.d.vars.SampleBisect { // the same tokens, the cuts of flat rows by bisection
+			b.d.launch("sample_tokens", M, ptr(pt), ptr(a.out(logp, M)), ptr(pz), ptr(pp), ptr(e), ptr(cand), ptr(sorted),
 				i64(M), i64(V))
 			return
 		}
-		b.d.launch("sample_tokens", M, ptr(pt), ptr(a.out(logp, M)), ptr(pz), ptr(pp), ptr(e), ptr(cand), ptr(sorted),
+		b.d.launch("sample_tokens_hist", M, ptr(pt), ptr(a.out(logp, M)), ptr(pz), ptr(pp), ptr(e), ptr(cand), ptr(sorted),
 			i64(M), i64(V))
 	})
 }

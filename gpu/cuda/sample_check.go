@@ -58,7 +58,7 @@ func checkSample(b Device) error {
 }
 
 // sampleFlatKinds are the sampling settings of checkSampleFlat (and the
-// first of checkSampleHist's): top-k below and above the rank limit, top-p
+// first of checkSampleBisect's): top-k below and above the rank limit, top-p
 // alone and both.
 var sampleFlatKinds = []gpu.SampleParams{
 	{Temperature: 1, TopK: 50},

@@ -10,11 +10,12 @@ import (
 	"github.com/rlhost/rlhost/gpu"
 )
 
-// TestSampleHistEmulator runs the sample_hist variant's check on the
-// emulator (TestKernelsOnEmulator runs it too, among all the checks): the
-// radix-select kernel gives the default kernel's tokens and log-probs.
+// TestSampleHistEmulator runs the check of the two sampling kernels on
+// the emulator (TestKernelsOnEmulator runs it too, among all the checks):
+// the radix-select kernel, the default, gives the bisection's (the
+// sample_bisect variant's) tokens and log-probs.
 func TestSampleHistEmulator(t *testing.T) {
-	if err := (Check{"SampleHist", checkSampleHist}).Do(openEmulator(t)); err != nil {
+	if err := (Check{"SampleBisect", checkSampleBisect}).Do(openEmulator(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -27,13 +28,13 @@ func TestSampleHistEmulator(t *testing.T) {
 func TestSampleHistSkewEmulator(t *testing.T) {
 	emuPlanted["sample_tokens_hist"] = "skew"
 	defer delete(emuPlanted, "sample_tokens_hist")
-	if err := (Check{"SampleHist", checkSampleHist}).Do(openEmulator(t)); err != nil {
+	if err := (Check{"SampleBisect", checkSampleBisect}).Do(openEmulator(t)); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // TestSampleHistPlantedBugs: the check fails with a defect planted in the
-// variant's kernel: the top-k count scan one member late (top-k keeps K+1),
+// radix-select kernel, the default: the top-k count scan one member late (top-k keeps K+1),
 // and the skewed guesses taken without hist_settle's test (wrong top-p cuts
 // and draws).
 func TestSampleHistPlantedBugs(t *testing.T) {
@@ -42,21 +43,21 @@ func TestSampleHistPlantedBugs(t *testing.T) {
 		t.Run(defect, func(t *testing.T) {
 			emuPlanted["sample_tokens_hist"] = defect
 			defer delete(emuPlanted, "sample_tokens_hist")
-			err := (Check{"SampleHist", checkSampleHist}).Do(be)
+			err := (Check{"SampleBisect", checkSampleBisect}).Do(be)
 			if err == nil {
 				t.Fatalf("the check passed with %s planted in sample_tokens_hist", defect)
 			}
 			if !strings.Contains(err.Error(), "sample_hist token") {
-				t.Errorf("error %q is not the comparison with the default kernel", err)
+				t.Errorf("error %q is not the comparison of the two kernels", err)
 			}
 			t.Log(err)
 		})
 	}
 }
 
-// TestTransferSampleHist: SampleTokens with the sample_hist variant on
-// flat rows (3000 candidates each: the radix select runs) moves what the
-// default moves: the same bytes and copies, one launch, one
+// TestTransferSampleHist: SampleTokens on flat rows (3000 candidates
+// each: the radix select runs), by default and with the sample_bisect
+// variant on, moves the same: the same bytes and copies, one launch, one
 // synchronisation and no allocation once the arena has grown; and gives
 // the same tokens.
 func TestTransferSampleHist(t *testing.T) {
@@ -72,8 +73,8 @@ func TestTransferSampleHist(t *testing.T) {
 	}
 	var c [2]Counters
 	var tok [2][]int32
-	for i, on := range []bool{false, true} {
-		be.SetVariants(Variants{SampleHist: on})
+	for i, bisect := range []bool{false, true} {
+		be.SetVariants(Variants{SampleBisect: bisect})
 		tok[i] = make([]int32, M)
 		lp := make([]float32, M)
 		be.SampleTokens(tok[i], lp, z, params, M, V) // the arena grows here
@@ -83,11 +84,11 @@ func TestTransferSampleHist(t *testing.T) {
 		c[i].SyncWait = 0 // a time, not a count
 	}
 	if c[1] != c[0] || c[1].Launches != 1 || c[1].Syncs != 1 || c[1].Allocs != 0 {
-		t.Errorf("sample_hist: %+v; the default kernel %+v (want the same, one launch, one sync, no allocation)", c[1], c[0])
+		t.Errorf("sample_bisect: %+v; the default kernel %+v (want the same, one launch, one sync, no allocation)", c[1], c[0])
 	}
 	for i := range tok[0] {
 		if tok[1][i] != tok[0][i] {
-			t.Errorf("row %d: token %d with sample_hist, %d with the default", i, tok[1][i], tok[0][i])
+			t.Errorf("row %d: token %d with sample_bisect, %d with the default", i, tok[1][i], tok[0][i])
 		}
 	}
 }

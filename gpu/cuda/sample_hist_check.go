@@ -1,10 +1,10 @@
 package cuda
 
-// The check of the sample_hist variant (Variants.SampleHist,
-// kernels/sample.cuh sample_tokens_hist): with it on, SampleTokens must
-// give the CPU reference's tokens, and the default kernel's tokens and
-// log-probabilities bit for bit, so that a run samples the same whichever
-// kernel ran.
+// The check of the two sampling kernels (kernels/sample.cuh): the default
+// sample_tokens_hist (radix select) and sample_tokens (bisection, the
+// sample_bisect variant, Variants.SampleBisect) must give the CPU
+// reference's tokens, and each other's tokens and log-probabilities bit
+// for bit, so that a run samples the same whichever kernel ran.
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 	"github.com/rlhost/rlhost/gpu"
 )
 
-// sampleHistKinds are the sampling settings of checkSampleHist:
+// sampleHistKinds are the sampling settings of checkSampleBisect:
 // checkSampleFlat's (top-k alone below and above the rank limit, 1024
 // candidates; top-p alone; both: the GRPO-like decode's top-k 50, top-p
 // 0.95, and a top-k beyond the rank limit, where top-p and the draw are cut
@@ -56,13 +56,14 @@ func sampleHistShape(r *rand.Rand, row []float32, shape int) {
 
 const sampleHistShapes = 5
 
-// checkSampleHist runs rows of every kind and shape (V 20000, 2 draws
+// checkSampleBisect runs rows of every kind and shape (V 20000, 2 draws
 // each) and four rows of the GRPO-like decode's shape (V 151936, top-k 50,
-// top-p 0.95, nearly flat) through SampleTokens with the variant on: the
-// tokens must be the CPU reference's and, on a device with variants, the
-// tokens and log-probabilities the default kernel's, bit for bit. The
-// variants are restored after.
-func checkSampleHist(b Device) error {
+// top-p 0.95, nearly flat) through SampleTokens with the default kernel
+// and with the sample_bisect variant on: the tokens must be the CPU
+// reference's and, on a device with variants, the two kernels' tokens and
+// log-probabilities the same, bit for bit. The variants are restored
+// after.
+func checkSampleBisect(b Device) error {
 	r := rand.New(rand.NewPCG(27, 27))
 	const V = 20000
 	var params []gpu.SampleParams
@@ -78,7 +79,7 @@ func checkSampleHist(b Device) error {
 			}
 		}
 	}
-	if err := sampleHistAgrees(b, V, params, logits); err != nil {
+	if err := sampleKernelsAgree(b, V, params, logits); err != nil {
 		return err
 	}
 	const big = 151936
@@ -89,39 +90,41 @@ func checkSampleHist(b Device) error {
 		sampleHistShape(r, row, 0)
 		logits = append(logits, row...)
 	}
-	return sampleHistAgrees(b, big, params, logits)
+	return sampleKernelsAgree(b, big, params, logits)
 }
 
-// sampleHistAgrees samples the rows [M,V] with the variant on (on a device
-// with variants): the CPU reference's tokens (sampleAgrees), and the
-// default kernel's tokens and log-probs exactly.
-func sampleHistAgrees(b Device, V int, params []gpu.SampleParams, logits []float32) error {
+// sampleKernelsAgree samples the rows [M,V] with the radix select and (on
+// a device with variants) with the bisection: the radix select's tokens
+// must be the CPU reference's (sampleAgrees), and the bisection's tokens
+// and log-probs the radix select's exactly.
+func sampleKernelsAgree(b Device, V int, params []gpu.SampleParams, logits []float32) error {
 	vd, ok := b.(variantDevice)
 	if !ok {
 		return sampleAgrees(b, V, params, logits)
 	}
 	was := vd.Variants()
 	defer vd.SetVariants(was)
-	off, on := was, was
-	off.SampleHist, on.SampleHist = false, true
+	hist, bisect := was, was
+	hist.SampleBisect, bisect.SampleBisect = false, true
 	M := len(params)
 	z := b.Alloc("check logits", M*V)
 	defer b.Free(z)
 	b.Upload(z, logits)
 	var tok [2][]int32
 	var lp [2][]float32
-	for i, v := range []Variants{off, on} {
+	for i, v := range []Variants{hist, bisect} {
 		vd.SetVariants(v)
 		tok[i], lp[i] = make([]int32, M), make([]float32, M)
 		b.SampleTokens(tok[i], lp[i], z, params, M, V)
 	}
 	for i := range tok[0] {
 		if tok[1][i] != tok[0][i] || math.Float32bits(lp[1][i]) != math.Float32bits(lp[0][i]) {
-			return fmt.Errorf("V=%d row %d (%+v): sample_hist token %d (log-prob %g), default kernel %d (%g); cpu %d",
-				V, i, params[i], tok[1][i], lp[1][i], tok[0][i], lp[0][i], cpuToken(logits[i*V:(i+1)*V], params[i]))
+			return fmt.Errorf("V=%d row %d (%+v): sample_hist token %d (log-prob %g), sample_bisect %d (%g); cpu %d",
+				V, i, params[i], tok[0][i], lp[0][i], tok[1][i], lp[1][i], cpuToken(logits[i*V:(i+1)*V], params[i]))
 		}
 	}
-	return sampleAgrees(b, V, params, logits) // with the variant on
+	vd.SetVariants(hist)
+	return sampleAgrees(b, V, params, logits) // the radix select's tokens (the bisection's are the same)
 }
 
 // cpuToken is the CPU reference's token of one row.

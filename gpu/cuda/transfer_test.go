@@ -147,17 +147,22 @@ func checkSteps(t *testing.T, what string, got Counters, io, paramBytes int64, m
 // after each: on the H200 the one-thread-per-column kernels took 21% of a
 // Qwen2.5-0.5B step): 28 a layer (43 with LoRA). Generation runs the
 // fused decode ops (decode.go) on the layers without adapters on q/k/v and
-// gate/up: 5 launches a layer per forward where the separate ops took 10
-// (Qwen2-shaped, with biases; on the Llama-shaped groups model, without
-// biases, 2 fewer a layer); with adapters on q, k and v, RoPE and the
-// cache writes are one launch where they were 3.
+// gate/up: 6 launches a layer per forward where the separate ops took 11
+// (Qwen2-shaped, with biases, and flash-decoding's attention in two
+// launches, attention_cached_split and its combine: every forward here
+// spans several chunks; on the Llama-shaped groups model, without biases,
+// 2 fewer a layer); with adapters on q, k and v, RoPE and the cache writes
+// are one launch where they were 3. With attention_cached (the
+// decode_block variant, the default before flash-decoding;
+// TestTransferDecodeBlock) a layer takes one launch fewer per forward:
+// "decode" 60 and 196 (4 forwards of 2 layers), "groups" 315 (21 of 2).
 var stepLaunches = map[string]int64{
 	"L=1,scoredOnly=false": 39, "L=2,scoredOnly=false": 67,
 	"L=1,scoredOnly=true": 41, "L=2,scoredOnly=true": 69,
 	"critic L=1": 43, "critic L=2": 71,
 	"LoRA L=1": 53, "LoRA L=2": 96,
-	"decode lora=false": 60, "decode lora=true": 196,
-	"groups + tool turn": 315,
+	"decode lora=false": 68, "decode lora=true": 204,
+	"groups + tool turn": 357,
 }
 
 // checkLaunches fails when a step's launches differ from stepLaunches.

@@ -14,30 +14,50 @@ const VariantsEnv = "RLHOST_CUDA_VARIANTS"
 
 // Variants selects alternatives to the default kernels. Every variant
 // computes what its default computes (the same checks hold, on the emulator
-// and in `rlhost selftest --device cuda`); a variant stays opt-in until a
-// GPU has measured it against the default in the same run
-// (scripts/gpu/proof.sh, PROOF_VARIANTS), and becomes the default only then.
+// and in `rlhost selftest --device cuda`). A new kernel comes as an opt-in
+// variant and becomes the default once a GPU has measured it faster than
+// the default in the same run (scripts/gpu/proof.sh, PROOF_VARIANTS); the
+// kernel it replaces stays selectable as a variant, so that a proof can
+// still time the two against each other. The three variants below are the
+// kernels that were the defaults before an H100 proof (at b593c0c) measured
+// their replacements faster (docs/gpu.md, "Kernel variants").
 type Variants struct {
-	// FlashMMA runs the fused attention kernels' products on the bf16
-	// tensor cores (mma.sync m16n8k16) instead of fp32 CUDA cores.
-	FlashMMA bool
-	// DecodeSplit splits the cached positions of a decode's attention
-	// across blocks and combines their partial softmaxes (flash-decoding).
-	DecodeSplit bool
-	// SampleHist finds the cut of flat rows in sample_tokens with one
-	// histogram pass per 8 bits of the logit keys instead of bisection.
-	SampleHist bool
+	// FlashSIMT runs the fused attention's products on fp32 CUDA cores
+	// where the products are bf16, instead of the bf16 tensor cores
+	// (mma.sync m16n8k16). In fp32 and tf32 the attention runs on the
+	// CUDA cores either way (device.flashMMA).
+	FlashSIMT bool
+	// DecodeBlock runs a decode's attention as attention_cached, one block
+	// per (token, query head) over all of its cached positions, instead of
+	// flash-decoding (attention_cached_split over chunks of the positions,
+	// and a combine of their partial softmaxes).
+	DecodeBlock bool
+	// SampleBisect finds the cuts of flat rows in sample_tokens by
+	// bisection over the logit keys, instead of sample_tokens_hist's radix
+	// select (one histogram pass per 8 bits of the keys).
+	SampleBisect bool
 }
 
 // variantNames maps each name RLHOST_CUDA_VARIANTS accepts to its field.
 var variantNames = map[string]func(*Variants) *bool{
-	"flash_mma":    func(v *Variants) *bool { return &v.FlashMMA },
-	"decode_split": func(v *Variants) *bool { return &v.DecodeSplit },
-	"sample_hist":  func(v *Variants) *bool { return &v.SampleHist },
+	"flash_simt":    func(v *Variants) *bool { return &v.FlashSIMT },
+	"decode_block":  func(v *Variants) *bool { return &v.DecodeBlock },
+	"sample_bisect": func(v *Variants) *bool { return &v.SampleBisect },
+}
+
+// promotedVariants are the names of variants that became the default
+// kernels, with the variant that now selects the kernels they replaced. A
+// name of them is an error: accepted, it would select nothing, and a
+// measurement of it against the default would time the default twice.
+var promotedVariants = map[string]string{
+	"flash_mma":    "flash_simt",
+	"decode_split": "decode_block",
+	"sample_hist":  "sample_bisect",
 }
 
 // ParseVariants reads a comma-separated list of variant names ("all" for
-// every one); an unknown name is an error naming the known ones.
+// every one); an unknown name is an error naming the known ones, and the
+// name of a variant that became the default an error saying so.
 func ParseVariants(s string) (Variants, error) {
 	var v Variants
 	for _, name := range strings.Split(s, ",") {
@@ -50,6 +70,9 @@ func ParseVariants(s string) (Variants, error) {
 			}
 		case variantNames[name] != nil:
 			*variantNames[name](&v) = true
+		case promotedVariants[name] != "":
+			return Variants{}, fmt.Errorf("%s: %q is the default kernel now (drop it; %q selects the kernel it replaced)",
+				VariantsEnv, name, promotedVariants[name])
 		default:
 			return Variants{}, fmt.Errorf("%s: unknown kernel variant %q (known: %s, all)", VariantsEnv, name, strings.Join(knownVariants(), ", "))
 		}

@@ -2,12 +2,19 @@
 
 package cuda
 
-import "testing"
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
 
-// TestChecksWithAllVariants runs every check with every kernel variant on,
-// as `RLHOST_CUDA_VARIANTS=all rlhost selftest --device cuda` does on a GPU
-// (scripts/gpu/proof.sh): the checks written for the default kernels hold
-// with the variants too.
+	"github.com/rlhost/rlhost/gpu"
+)
+
+// TestChecksWithAllVariants runs every check with every kernel variant on
+// (the kernels the defaults replaced), as `RLHOST_CUDA_VARIANTS=all rlhost
+// selftest --device cuda` does on a GPU (scripts/gpu/proof.sh): the checks
+// written for the default kernels hold with the variants too, and a check
+// that switches variants for its duration leaves them as it found them.
 func TestChecksWithAllVariants(t *testing.T) {
 	be := openEmulator(t)
 	all, err := ParseVariants("all")
@@ -24,5 +31,83 @@ func TestChecksWithAllVariants(t *testing.T) {
 				t.Fatalf("the check left the variants at %v", got)
 			}
 		})
+	}
+}
+
+// TestVariantKernels: the kernels each selection launches, from the
+// device's profile: by default the FlashMMA attention with bf16 products
+// (the SIMT kernels in fp32), flash-decoding and the radix-select
+// sampling; with flash_simt, decode_block and sample_bisect the kernels
+// they name, and nothing of the defaults'.
+func TestVariantKernels(t *testing.T) {
+	be := openEmulator(t)
+	if err := be.EnableProfile(); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(3, 3))
+	// the fused attention over two sequences, HD 64 (the Qwen2.5-0.5B heads)
+	lengths := []int{70, 9}
+	const NH, NKV, HD = 2, 1, 64
+	cu, maxT := gpu.CuSeqlens(lengths)
+	S, N := len(lengths), int(cu[len(lengths)])
+	q, k, v := randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1), randn(r, N*NKV*HD, 1)
+	out, lse, dout := make([]float32, len(q)), make([]float32, N*NH), randn(r, len(q), 1)
+	dq, dk, dv := make([]float32, len(q)), make([]float32, len(k)), make([]float32, len(v))
+	attention := func() {
+		be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+	}
+	// a decode's attention over a long cache (many chunks) and flat rows to sample
+	c := decodeSplitCases[0]
+	kc, vc := randn(r, c.S*c.maxT*c.NKV*c.HD, 1), randn(r, c.S*c.maxT*c.NKV*c.HD, 1)
+	cq, cout := randn(r, len(c.pos)*c.NH*c.HD, 1), make([]float32, len(c.pos)*c.NH*c.HD)
+	const M, V = 2, 3000
+	logits := randn(r, M*V, 0.01)
+	params := []gpu.SampleParams{{Temperature: 1, TopK: 50, TopP: 0.95, U: 0.3}, {Temperature: 1, TopP: 0.9, U: 0.7}}
+	tokens := make([]int32, M)
+	decode := func() {
+		be.AttentionCachedForward(cout, cq, kc, vc, c.slot, c.pos, len(c.pos), c.NH, c.NKV, c.HD, c.maxT)
+		be.SampleTokens(tokens, nil, logits, params, M, V)
+	}
+	mma := []string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_mma64", "flash_attention_backward_dq_mma64"}
+	simt := []string{"flash_attention_forward", "flash_attention_backward_dkv", "flash_attention_backward_dq"}
+	split := []string{"attention_cached_split", "attention_cached_combine", "sample_tokens_hist"}
+	for _, tc := range []struct {
+		variants string
+		prec     Precision
+		want     []string // every kernel of the step
+	}{
+		{"", BF16, slices.Concat(mma, split)},
+		{"", FP32, slices.Concat(simt, split)},
+		{"flash_simt", BF16, slices.Concat(simt, split)},
+		{"flash_simt", FP32, slices.Concat(simt, split)},
+		{"decode_block", BF16, slices.Concat(mma, []string{"attention_cached", "sample_tokens_hist"})},
+		{"sample_bisect", BF16, slices.Concat(mma, []string{"attention_cached_split", "attention_cached_combine", "sample_tokens"})},
+		{"all", BF16, slices.Concat(simt, []string{"attention_cached", "sample_tokens"})},
+	} {
+		v, err := ParseVariants(tc.variants)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be.SetVariants(v)
+		be.SetPrecision(tc.prec)
+		be.ResetProfile()
+		attention()
+		decode()
+		p, err := be.Profile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range p.Entries {
+			if e.Kind == "kernel" && e.Op != "flash_attention_backward_dot" {
+				got = append(got, e.Op)
+			}
+		}
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(tc.want))
+		if !slices.Equal(got, want) {
+			t.Errorf("variants %q, %s products: kernels %v, want %v", v, tc.prec, got, want)
+		}
 	}
 }

@@ -12,17 +12,34 @@ func TestParseVariants(t *testing.T) {
 		str  string
 	}{
 		{"", Variants{}, "default"},
-		{"flash_mma", Variants{FlashMMA: true}, "flash_mma"},
-		{" decode_split , sample_hist", Variants{DecodeSplit: true, SampleHist: true}, "decode_split,sample_hist"},
-		{"all", Variants{FlashMMA: true, DecodeSplit: true, SampleHist: true}, "decode_split,flash_mma,sample_hist"},
+		{"flash_simt", Variants{FlashSIMT: true}, "flash_simt"},
+		{" decode_block , sample_bisect", Variants{DecodeBlock: true, SampleBisect: true}, "decode_block,sample_bisect"},
+		{"all", Variants{FlashSIMT: true, DecodeBlock: true, SampleBisect: true}, "decode_block,flash_simt,sample_bisect"},
 	} {
 		got, err := ParseVariants(c.in)
 		if err != nil || got != c.want || got.String() != c.str {
 			t.Errorf("ParseVariants(%q) = %+v %q, %v; want %+v %q", c.in, got, got.String(), err, c.want, c.str)
 		}
 	}
-	_, err := ParseVariants("flash_mma,fast")
-	if err == nil || !strings.Contains(err.Error(), `"fast"`) || !strings.Contains(err.Error(), VariantsEnv) || !strings.Contains(err.Error(), "decode_split") {
+	_, err := ParseVariants("flash_simt,fast")
+	if err == nil || !strings.Contains(err.Error(), `"fast"`) || !strings.Contains(err.Error(), VariantsEnv) ||
+		!strings.Contains(err.Error(), "decode_block, flash_simt, sample_bisect, all") {
 		t.Errorf("unknown variant: %v", err)
+	}
+}
+
+// TestParsePromotedVariants: the names of the variants that became the
+// default kernels are errors that say so and name the variant of the
+// kernel each replaced, alone or in a list, so that a script written
+// before cannot time the default against itself unawares.
+func TestParsePromotedVariants(t *testing.T) {
+	for old, former := range map[string]string{"flash_mma": "flash_simt", "decode_split": "decode_block", "sample_hist": "sample_bisect"} {
+		for _, in := range []string{old, "decode_block, " + old} {
+			v, err := ParseVariants(in)
+			if err == nil || !strings.Contains(err.Error(), `"`+old+`" is the default kernel now`) ||
+				!strings.Contains(err.Error(), `"`+former+`" selects the kernel it replaced`) || !strings.Contains(err.Error(), VariantsEnv) {
+				t.Errorf("ParseVariants(%q) = %v, %v; want the error that %s is the default now and %s the former kernel", in, v, err, old, former)
+			}
+		}
 	}
 }

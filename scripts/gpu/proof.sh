@@ -24,8 +24,10 @@
 # checkpoints pad theirs; bfloat16 products, packed micro-batches); the paths every step took; one table of
 # tokens/s, latency, MFU, peak device memory, host<->device bytes and syncs per step, the host's
 # share of the wall time, the ratio to PyTorch, and the goals of issue 20, met or not (on the default
-# kernels); PROOF_VARIANTS (default "all") also checks and times the opt-in kernel variants
-# (RLHOST_CUDA_VARIANTS) against the default kernels in the same run, in a table of their own.
+# kernels); PROOF_VARIANTS (default "all") also checks and times kernel variants
+# (RLHOST_CUDA_VARIANTS: the kernels the defaults replaced, flash_simt, decode_block and
+# sample_bisect, and any new opt-in one) against the default kernels in the same run, in a
+# table of their own.
 # PROOF_STEP_TIMEOUT=S stops any heavy step after S seconds (reported as failed; the others run).
 # PROOF_PROFILE=1 (the default; 0 turns it off) adds --profile to the rlhost bench: after its timed
 # lines, one more training step and decodes run with the device's profiling on, and the "paths"
@@ -57,8 +59,9 @@ DTYPES=${PROOF_DTYPES:-bfloat16}
 # failed (exit 124), and the later steps still run, so one hung step costs one step's time
 STEP_LIMIT=${PROOF_STEP_TIMEOUT:-0}
 # kernel variants (RLHOST_CUDA_VARIANTS, docs/gpu.md) to check and time beside the default kernels:
-# each space-separated entry is one value of RLHOST_CUDA_VARIANTS ("all", or names joined by
-# commas); the selftest and the bfloat16 bench run once more per entry; empty: none
+# each space-separated entry is one value of RLHOST_CUDA_VARIANTS ("all": every variant together,
+# or names joined by commas; "flash_simt decode_block sample_bisect" times each former default
+# kernel alone); the selftest and the bfloat16 bench run once more per entry; empty: none
 VARIANTS=${PROOF_VARIANTS-all}
 # --profile: per-op device time of one more (untimed) step of each phase
 profile=()

@@ -8,7 +8,7 @@
 // Included by kernels.cu inside its extern "C" block.
 #pragma once
 
-#include "mma.cuh"  // the tensor-core product of the FlashMMA variant
+#include "mma.cuh"  // the tensor-core product of the FlashMMA kernels
 
 // Packed batch: sequence s is the rows cu[s] .. cu[s+1]-1 of q, out, dout,
 // dq [N,NH,HD] and k, v, dk, dv [N,NKV,HD]; lse, D [N,NH]; no sequence is
@@ -446,8 +446,9 @@ __device__ void flash_backward_dq(float* dq, const float* q, const float* k, con
 }
 
 // ---------------------------------------------------------------------------
-// The FlashMMA variant (Variants.FlashMMA): the products on the bf16 tensor
-// cores (mma.cuh), FlashAttention-2's warp layout. Operands are rounded to
+// The FlashMMA kernels, the default with bf16 products (the flash_simt
+// variant, Variants.FlashSIMT, runs the fp32 kernels above): the products
+// on the bf16 tensor cores (mma.cuh), FlashAttention-2's warp layout. Operands are rounded to
 // bfloat16 where they are staged in shared memory (q, k, v) or taken from
 // registers (P); products accumulate in fp32; the online softmax, l, m and
 // the saved log-sum-exp are fp32 and mean what the default kernel's mean,

@@ -1,7 +1,7 @@
 // Kernels: the warp-level bfloat16 tensor-core product, mma.sync m16n8k16
 // with bf16 operands and fp32 accumulators (sm_80 and later), for the
 // kernels that run their products on the tensor cores (flashattn.cuh's
-// FlashMMA variant). On the emulator the product is rl_mma_m16n8k16_bf16
+// FlashMMA kernels). On the emulator the product is rl_mma_m16n8k16_bf16
 // (emu.h). The check of the fragment layouts is checkMMAFragments
 // (mma_check.go): on a GPU it compares the hardware's product with the
 // layouts written out in Go, on the emulator the emulation's.

@@ -140,7 +140,8 @@ __device__ i64 level_last(const unsigned* key, i64 V, unsigned lvl, i64 cut, uns
 }
 
 // ---------------------------------------------------------------------------
-// The sample_hist variant (Variants.SampleHist; sample_tokens_hist): the
+// The default sampling kernel (sample_tokens_hist; the sample_bisect variant,
+// Variants.SampleBisect, runs sample_tokens): the
 // same cuts of a row beyond SAMPLE_RANK_MAX candidates as level_find's
 // bisection (up to 32 block sums over the row per cut), found instead by
 // radix select over the same keys: four passes (hist_step), each a 256-bin
@@ -638,8 +639,8 @@ __global__ void sample_tokens(int* tokens, float* logp, const float* logits, con
 }
 
 // sample_tokens_hist: sample_tokens with the cuts of rows beyond
-// SAMPLE_RANK_MAX candidates found by radix select (the sample_hist variant,
-// Variants.SampleHist; see hist_step). The same arguments and scratch.
+// SAMPLE_RANK_MAX candidates found by radix select (the default; the
+// sample_bisect variant, Variants.SampleBisect, runs sample_tokens; see hist_step). The same arguments and scratch.
 __global__ void sample_tokens_hist(int* tokens, float* logp, const float* logits, const sample_params* params,
                                    float* e_all, int* cand_all, int* sorted_all, i64 M, i64 V) {
     sample_tokens_impl<SH_ON>(tokens, logp, logits, params, e_all, cand_all, sorted_all, M, V);
