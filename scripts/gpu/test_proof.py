@@ -400,10 +400,10 @@ exit 0
 """
 
 
-@pytest.mark.parametrize("knob,shape,profile,variants", [(None, "qwen2.5-0.5b", None, None),
-                                                         ("smollm2-135m", "smollm2-135m", "0", ""),
-                                                         (None, "qwen2.5-0.5b", None, "flash_simt decode_block,sample_bisect")])
-def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants):
+@pytest.mark.parametrize("knob,shape,profile,variants,torch", [(None, "qwen2.5-0.5b", None, None, None),
+                                                               ("smollm2-135m", "smollm2-135m", "0", "", "1"),
+                                                               (None, "qwen2.5-0.5b", None, "flash_simt decode_block,sample_bisect", "0")])
+def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch):
     # proof.sh with stand-ins for python, rlhost and nvidia-smi: the GRPO run's checkpoint is
     # PROOF_GRPO_SHAPE's (default the goal's), made with the bundle's tokenizer files, and the
     # goals table is told that shape
@@ -435,8 +435,15 @@ def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants):
     env.pop("PROOF_VARIANTS", None)
     if variants is not None:
         env["PROOF_VARIANTS"] = variants
+    env.pop("PROOF_TORCH", None)
+    if torch is not None:
+        env["PROOF_TORCH"] = torch
     p = subprocess.run(["bash", str(bundle / "proof.sh"), str(out)], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
+    # the PyTorch peers run unless PROOF_TORCH=0, and machine.txt says when they did not
+    peers = [c for c in log.read_text().splitlines() if c.startswith(f"py {bundle}/proof_torch.py bench ")]
+    assert len(peers) == (0 if torch == "0" else 1), peers
+    assert ("PyTorch peers skipped" in (out / "machine.txt").read_text()) == (torch == "0")
     assert f"3-step GRPO: rlhost train on the arith task, {shape} shape" in p.stdout
     assert f"; GRPO run {shape}" in (out / "machine.txt").read_text()
     calls = log.read_text().splitlines()
