@@ -90,6 +90,7 @@ var Checks = []Check{
 	{"AttentionVarlen", checkAttentionVarlen},
 	{"MMAFragments", checkMMAFragments},
 	{"AttentionVarlenMMA", checkAttentionVarlenMMA},
+	{"AttentionVarlenDKVHeads", checkAttentionVarlenDKVHeads},
 	{"SwiGLU", checkSwiGLU},
 	{"Residual", checkResidual},
 	{"Logprob", checkLogprob},

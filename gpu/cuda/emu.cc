@@ -254,6 +254,12 @@ static const rl_kernel rl_kernels[] = {
     rl_make("flash_attention_backward_dk_mma128/frag", flash_backward_dkv_mma<8, FA_DK, FA_BUG_FRAG>),
     rl_make("flash_attention_backward_dv_mma128/frag", flash_backward_dkv_mma<8, FA_DV, FA_BUG_FRAG>),
     rl_make("flash_attention_backward_dv_mma128/tile", flash_backward_dkv_mma<8, FA_DV, FA_BUG_TILE>),
+    K(flash_attention_backward_dkv_heads_mma64), K(flash_attention_backward_dkv_reduce),
+    rl_make("flash_attention_backward_dkv_heads_mma64/nosync", flash_backward_dkv_heads_mma<4, FA_BUG_NOSYNC>),
+    rl_make("flash_attention_backward_dkv_heads_mma64/tile", flash_backward_dkv_heads_mma<4, FA_BUG_TILE>),
+    rl_make("flash_attention_backward_dkv_heads_mma64/frag", flash_backward_dkv_heads_mma<4, FA_BUG_FRAG>),
+    rl_make("flash_attention_backward_dkv_heads_mma64/head", flash_backward_dkv_heads_mma<4, FA_BUG_HEAD>),
+    rl_make("flash_attention_backward_dkv_reduce/group", flash_dkv_reduce<FA_BUG_GROUP>),
     // mma.cuh MMA_BUG_SWAP: two fragment registers swapped
     rl_make("mma_bf16_probe/swap", mma_probe_impl<MMA_BUG_SWAP>),
     // planted defects (flashattn.cuh FA_BUG_*), launched in their kernel's

@@ -111,3 +111,23 @@ func checkAttentionVarlenMMA(b Device) error {
 		return nil
 	})
 }
+
+// checkAttentionVarlenDKVHeads is checkAttentionVarlenMMA with
+// Variants.FlashDKVHeads on: dK and dV from per-query-head blocks and the
+// reduction over each group (flashattn_mma.go), at the tensor-core
+// tolerances, over flashCases (GQA groups of 2 and 3, MHA and MQA,
+// sequences shorter than a tile, uneven packed lengths; head dimensions
+// above 64 run the default tensor-core kernels).
+func checkAttentionVarlenDKVHeads(b Device) error {
+	prev := b.Precision()
+	b.SetPrecision(BF16)
+	defer b.SetPrecision(prev)
+	return withVariant(b, func(v *Variants) { v.FlashSIMT, v.FlashDKVHeads = false, true }, func() error {
+		for i, c := range flashCases {
+			if err := checkAttentionVarlenTol(b, uint64(i), c.lengths, c.NH, c.NKV, c.HD, flashMMAFwdTol, flashMMABwdTol); err != nil {
+				return fmt.Errorf("flash_dkv_heads: lengths %v NH %d NKV %d HD %d: %w", c.lengths, c.NH, c.NKV, c.HD, err)
+			}
+		}
+		return nil
+	})
+}

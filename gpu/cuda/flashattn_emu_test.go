@@ -151,3 +151,133 @@ func TestFlashMMAPlantedBugs(t *testing.T) {
 		t.Errorf("the check left the variants at %v", v)
 	}
 }
+
+// TestFlashDKVHeadsEmulator runs the flash_dkv_heads variant's check on the
+// emulator: dK and dV from per-query-head blocks and the group reduction,
+// against the CPU reference at the tensor-core tolerances, over flashCases.
+func TestFlashDKVHeadsEmulator(t *testing.T) {
+	be := openEmulator(t)
+	if err := (Check{"AttentionVarlenDKVHeads", checkAttentionVarlenDKVHeads}).Do(be); err != nil {
+		t.Fatal(err)
+	}
+	if v := be.Variants(); v != (Variants{}) {
+		t.Errorf("the check left the variants at %v", v)
+	}
+}
+
+// TestFlashDKVHeadsPlantedBugs plants a defect in one of the
+// flash_dkv_heads kernels at a time (FA_BUG_*: a missing __syncthreads
+// between a query tile's staging and its products, the diagonal tile left
+// out, dS's A fragment with two registers swapped, a block reading the
+// next query head's Q and dO, the reduction leaving out the group's last
+// query head): each must make the variant's check fail, naming the tensor
+// it broke, while the tensor-core check (AttentionVarlenMMA), which does
+// not launch them, passes.
+func TestFlashDKVHeadsPlantedBugs(t *testing.T) {
+	be := openEmulator(t)
+	for _, tc := range []struct {
+		kernel, defect, tensor string
+	}{
+		{"flash_attention_backward_dkv_heads_mma64", "nosync", "dk"},
+		{"flash_attention_backward_dkv_heads_mma64", "tile", "dk"},
+		{"flash_attention_backward_dkv_heads_mma64", "frag", "dk"},
+		{"flash_attention_backward_dkv_heads_mma64", "head", "dk"},
+		{"flash_attention_backward_dkv_reduce", "group", "dk"},
+	} {
+		t.Run(tc.kernel+"/"+tc.defect, func(t *testing.T) {
+			emuPlanted[tc.kernel] = tc.defect
+			defer delete(emuPlanted, tc.kernel)
+			err := (Check{"AttentionVarlenDKVHeads", checkAttentionVarlenDKVHeads}).Do(be)
+			if err == nil {
+				t.Fatalf("the check passed with %s planted in %s", tc.defect, tc.kernel)
+			}
+			if !strings.Contains(err.Error(), tc.tensor) {
+				t.Errorf("error %q does not name %s", err, tc.tensor)
+			}
+			t.Log(err)
+			if err := (Check{"AttentionVarlenMMA", checkAttentionVarlenMMA}).Do(be); err != nil {
+				t.Errorf("the tensor-core check failed with %s planted in %s: %v", tc.defect, tc.kernel, err)
+			}
+		})
+	}
+	if v := be.Variants(); v != (Variants{}) {
+		t.Errorf("the check left the variants at %v", v)
+	}
+}
+
+// TestFlashDKVHeadsMatchesFlashMMA compares the flash_dkv_heads variant's
+// backward with the default tensor-core one (dkv_mma64) on the same inputs
+// over flashCases: both round the same operands (K, V, Q, dO, P, dS) to
+// bf16, so dk and dv differ only in the order of their fp32 sums (per query
+// head, then over the group, against all of a group's products in one
+// accumulator) and dq not at all. The differences are logged (-v) and quoted in docs/gpu.md.
+func TestFlashDKVHeadsMatchesFlashMMA(t *testing.T) {
+	be := openEmulator(t)
+	be.SetPrecision(BF16)
+	rel := func(got, want []float32) float64 {
+		scale, worst := 1.0, 0.0
+		for i := range want {
+			scale = max(scale, math.Abs(float64(want[i])))
+			worst = max(worst, math.Abs(float64(got[i])-float64(want[i])))
+		}
+		return worst / scale
+	}
+	for i, c := range flashCases {
+		r := rand.New(rand.NewPCG(22, uint64(i)))
+		cu, maxT := gpu.CuSeqlens(c.lengths)
+		S, N := len(c.lengths), int(cu[len(c.lengths)])
+		NH, NKV, HD := c.NH, c.NKV, c.HD
+		q, k, v := randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1), randn(r, N*NKV*HD, 1)
+		out, lse := make([]float32, len(q)), make([]float32, N*NH)
+		ref.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		dout := randn(r, len(q), 1)
+		var dq, dk, dv [2][]float32
+		for j, vars := range []Variants{{}, {FlashDKVHeads: true}} {
+			be.SetVariants(vars)
+			dq[j], dk[j], dv[j] = randn(r, len(q), 100), randn(r, len(k), 100), randn(r, len(v), 100)
+			be.AttentionVarlenBackward(dq[j], dk[j], dv[j], dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		}
+		eq, ek, ev := rel(dq[1], dq[0]), rel(dk[1], dk[0]), rel(dv[1], dv[0])
+		t.Logf("lengths %v NH %d NKV %d HD %d: flash_dkv_heads - flash_mma: dq %.2e dk %.2e dv %.2e", c.lengths, NH, NKV, HD, eq, ek, ev)
+		if eq != 0 || ek > 1e-5 || ev > 1e-5 {
+			t.Errorf("case %d: beyond the fp32 order of sums (dq 0, dk and dv 1e-5)", i)
+		}
+	}
+	be.SetVariants(Variants{})
+}
+
+// TestFlashDKVHeadsLaunches: on resident tensors AttentionVarlenBackward
+// in bf16 launches D, dK/dV and dQ on the tensor cores (3 launches) and,
+// with flash_dkv_heads on, the per-query-head dK/dV and the reduction in
+// place of dK/dV (4); its partials come from the op's arena, so nothing
+// moves between host and device, nothing synchronises and nothing is
+// allocated either way once the arena has grown.
+func TestFlashDKVHeadsLaunches(t *testing.T) {
+	be := openEmulator(t)
+	be.SetPrecision(BF16)
+	c := flashCases[4] // 4 sequences, GQA 4/2, HD 64
+	cuHost, maxT := gpu.CuSeqlens(c.lengths)
+	S, N := len(c.lengths), int(cuHost[len(c.lengths)])
+	NH, NKV, HD := c.NH, c.NKV, c.HD
+	cu := be.AllocInt32("cu", S+1)
+	be.UploadInt32(cu, cuHost)
+	alloc := func(name string, n int) []float32 { return be.Alloc(name, n) }
+	q, dout, out, dq := alloc("q", N*NH*HD), alloc("dout", N*NH*HD), alloc("out", N*NH*HD), alloc("dq", N*NH*HD)
+	k, v, dk, dv := alloc("k", N*NKV*HD), alloc("v", N*NKV*HD), alloc("dk", N*NKV*HD), alloc("dv", N*NKV*HD)
+	lse := alloc("lse", N*NH)
+	for _, heads := range []bool{false, true} {
+		be.SetVariants(Variants{FlashDKVHeads: heads})
+		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD) // the arena grows here
+		be.ResetCounters()
+		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		got := be.Counters()
+		want := int64(3)
+		if heads {
+			want = 4
+		}
+		if got.Launches != want || got.HostToDevice+got.DeviceToHost != 0 || got.Syncs != 0 || got.Allocs != 0 {
+			t.Errorf("flash_dkv_heads=%v: %v; want %d launches, no copy, sync or allocation", heads, got, want)
+		}
+	}
+	be.SetVariants(Variants{})
+}

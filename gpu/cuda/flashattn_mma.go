@@ -41,6 +41,13 @@ func (b *Backend) flashBackwardMMA(a *arena, cu, pq, pk, pv, pdo, plse, pD dptr,
 	S, N, maxT, NH, NKV, HD int, scale float32) {
 	pdq, pdk, pdv := a.out(dq, N*NH*HD), a.out(dk, N*NKV*HD), a.out(dv, N*NKV*HD)
 	keys, queries := flashBlocks(S, maxT, NKV), flashBlocks(S, maxT, NH)
+	if HD <= 64 && b.d.vars.FlashDKVHeads {
+		b.flashBackwardDKVHeads(a, cu, pq, pk, pv, pdo, plse, pD, pdk, pdv, S, N, maxT, NH, NKV, HD, scale)
+		b.d.launch("flash_attention_backward_dq_mma64", queries, ptr(pdq),
+			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
+			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+		return
+	}
 	if HD <= 64 {
 		b.d.launch("flash_attention_backward_dkv_mma64", keys, ptr(pdk), ptr(pdv),
 			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
@@ -59,6 +66,22 @@ func (b *Backend) flashBackwardMMA(a *arena, cu, pq, pk, pv, pdo, plse, pD dptr,
 	b.d.launch("flash_attention_backward_dq_mma128", queries, ptr(pdq),
 		ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
 		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+}
+
+// flashBackwardDKVHeads launches dK and dV of the flash_dkv_heads variant
+// (Variants.FlashDKVHeads, HD <= 64): one block per (sequence, tile of 64
+// keys, query head) writing its head's partials to arena scratch [N, NH,
+// HD] for dK and for dV, then flash_attention_backward_dkv_reduce summing
+// each key/value head's group of query heads in order into dk, dv.
+func (b *Backend) flashBackwardDKVHeads(a *arena, cu, pq, pk, pv, pdo, plse, pD, pdk, pdv dptr,
+	S, N, maxT, NH, NKV, HD int, scale float32) {
+	part := int64(N*NH*HD) * 4
+	ppk, ppv := a.alloc(part), a.alloc(part)
+	b.d.launch("flash_attention_backward_dkv_heads_mma64", flashBlocks(S, maxT, NH), ptr(ppk), ptr(ppv),
+		ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
+		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+	b.d.launch("flash_attention_backward_dkv_reduce", gridFor(N*NKV*HD), ptr(pdk), ptr(pdv), ptr(ppk), ptr(ppv),
+		i64(N), i64(NH), i64(NKV), i64(HD))
 }
 
 var _ MMAProber = (*Backend)(nil)

@@ -21,5 +21,6 @@ var kernelNames = []string{
 	"mma_bf16_probe", "flash_attention_forward_mma64", "flash_attention_forward_mma128",
 	"flash_attention_backward_dq_mma64", "flash_attention_backward_dkv_mma64",
 	"flash_attention_backward_dq_mma128", "flash_attention_backward_dk_mma128", "flash_attention_backward_dv_mma128",
+	"flash_attention_backward_dkv_heads_mma64", "flash_attention_backward_dkv_reduce",
 	"decode_qkv", "swiglu_rows",
 }

@@ -18,9 +18,10 @@ const VariantsEnv = "RLHOST_CUDA_VARIANTS"
 // variant and becomes the default once a GPU has measured it faster than
 // the default in the same run (scripts/gpu/proof.sh, PROOF_VARIANTS); the
 // kernel it replaces stays selectable as a variant, so that a proof can
-// still time the two against each other. The three variants below are the
-// kernels that were the defaults before an H100 proof (at b593c0c) measured
-// their replacements faster (docs/gpu.md, "Kernel variants").
+// still time the two against each other. FlashSIMT, DecodeBlock and
+// SampleBisect are the kernels that were the defaults before an H100 proof
+// (at b593c0c) measured their replacements faster; FlashDKVHeads is a new
+// kernel, not yet timed on a GPU (docs/gpu.md, "Kernel variants").
 type Variants struct {
 	// FlashSIMT runs the fused attention's products on fp32 CUDA cores
 	// where the products are bf16, instead of the bf16 tensor cores
@@ -36,13 +37,22 @@ type Variants struct {
 	// bisection over the logit keys, instead of sample_tokens_hist's radix
 	// select (one histogram pass per 8 bits of the keys).
 	SampleBisect bool
+	// FlashDKVHeads computes the tensor-core backward's dK and dV (head
+	// dimensions up to 64) with one block per query head and key tile,
+	// writing per-query-head partials that a second kernel sums over each
+	// key/value head's group (flashattn_mma.go), instead of one block per
+	// key/value head and key tile. It applies where the tensor-core
+	// attention runs (bf16 products, FlashSIMT off); above 64 dimensions
+	// the default kernels run.
+	FlashDKVHeads bool
 }
 
 // variantNames maps each name RLHOST_CUDA_VARIANTS accepts to its field.
 var variantNames = map[string]func(*Variants) *bool{
-	"flash_simt":    func(v *Variants) *bool { return &v.FlashSIMT },
-	"decode_block":  func(v *Variants) *bool { return &v.DecodeBlock },
-	"sample_bisect": func(v *Variants) *bool { return &v.SampleBisect },
+	"flash_simt":      func(v *Variants) *bool { return &v.FlashSIMT },
+	"decode_block":    func(v *Variants) *bool { return &v.DecodeBlock },
+	"sample_bisect":   func(v *Variants) *bool { return &v.SampleBisect },
+	"flash_dkv_heads": func(v *Variants) *bool { return &v.FlashDKVHeads },
 }
 
 // promotedVariants are the names of variants that became the default

@@ -921,6 +921,228 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
     if (DV) fa_mma_store<NK>(dv, red, dva, 1.0f, off, j0, L, kh, NKV, HD);
 }
 
+// ---------------------------------------------------------------------------
+// The flash_dkv_heads variant (Variants.FlashDKVHeads): dK and dV of the
+// FlashMMA backward for HD <= 64 from one block per (sequence, tile of 64
+// keys, QUERY head h) instead of one per key/value head. A block adds up
+// its own head's contribution over the query tiles from its keys' own to
+// the sequence's end and writes it, as fa_mma_store does, to per-query-head
+// partials pdk, pdv [N, NH, HD] (arena scratch); flash_dkv_reduce then sums
+// each key/value head's group of query heads in a fixed order (no atomics)
+// into dk, dv [N, NKV, HD]. The grid has NH/NKV times the default's blocks,
+// each 1/(NH/NKV) of a default block's work, key tiles the slowest index,
+// the first (the heaviest under the causal mask) first.
+//
+// Per query tile Q and dO are staged once, straight ([query][dim] bf16):
+// S^T = K Q^T and dP^T = V dO^T read them as flash_backward_dkv_mma does,
+// and the products over queries, dV += P^T dO and dK += dS^T Q, take their
+// B fragments from the same tiles with ldmatrix.trans (fa_mma_pbt), where
+// the default stages both again transposed. Two such buffers: a thread
+// loads its share of the next query tile from global memory into registers
+// (fa_heads_tile) before its products on the current one and stages it
+// into the other buffer after them, so that the loads are in flight during
+// the products and one __syncthreads a tile separates the buffers' uses
+// (the default has four). K's and V's fragments are read from global
+// memory into registers once (no staging).
+//
+// Budget (sm_90, NK = 4): shared memory 2 x 2 x 64 x 72 bf16 = 36 KB plus
+// lse and D of the two tiles (0.5 KB); registers: K and V fragments 32, dK
+// and dV 64, S and dP 32, the next tile's loads 34 (ptxas: 250, no spills),
+// one block of 8 warps per SM.
+
+#define FA_BUG_GROUP 5  // planted defect: the reduction leaves out the group's last query head
+#define FA_BUG_HEAD 6   // planted defect: a block reads Q and dO of the next query head
+
+// fa_mma_frags_global is fa_mma_frags of rows r0..r0+15 of head hh of src
+// [.., HH, HD] read from global memory and rounded to bf16 (0 past L or HD).
+template <int NK>
+__device__ void fa_mma_frags_global(unsigned (&a)[NK][4], const float* src, i64 off, i64 r0, i64 L, i64 hh, i64 HH,
+                                    i64 HD) {
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int kk = 0; kk < NK; kk++) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            i64 r = r0 + g + 8 * (i & 1), d = 16 * kk + 2 * t + 8 * (i >> 1);
+            float x = 0.0f, y = 0.0f;
+            if (r < L) {
+                const float* p = src + ((off + r) * HH + hh) * HD;
+                if (d < HD) x = p[d];
+                if (d + 1 < HD) y = p[d + 1];
+            }
+            a[kk][i] = bf16x2(x, y);
+        }
+    }
+}
+
+// fa_mma_pbt is fa_mma_pb with B [16KS x 16NK] staged straight at Bs
+// [col][dim] (row stride ld, a multiple of 8), its fragments read with
+// ldmatrix.trans, two 8-wide tiles of dimensions at a time.
+template <int NK, int KS, int BUG>
+__device__ void fa_mma_pbt(float (&o)[2 * NK][4], const float (&p)[2 * KS][4], const unsigned short* Bs, int ld, int kn,
+                           int nd) {
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) {
+        if (16 * kk < kn) {
+            unsigned pa[4] = {bf16x2(p[2 * kk][0], p[2 * kk][1]), bf16x2(p[2 * kk][2], p[2 * kk][3]),
+                              bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]), bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+            if (BUG == FA_BUG_FRAG) {
+                unsigned x = pa[1];
+                pa[1] = pa[2];
+                pa[2] = x;
+            }
+#pragma unroll
+            for (int n = 0; n < 2 * NK; n += 2) {
+                if (n < nd) {
+                    unsigned b[4];
+                    ldsm_x4_t(b, Bs + 16 * kk * ld + 8 * n, ld);
+                    unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+                    mma_bf16_16816(o[n], pa, b0);
+                    mma_bf16_16816(o[n + 1], pa, b1);
+                }
+            }
+        }
+    }
+}
+
+// fa_heads_tile holds a thread's share of a query tile of head h between
+// its loads from global memory (fa_heads_load) and its staging in shared
+// memory (fa_heads_store), so that the loads of the next tile are in flight
+// during the products on the current one: Q and dO rows r = i / (8NK),
+// dimensions 2(i % (8NK)) and +1, for i = threadIdx.x + BLOCK j (as
+// fa_stage_bf16), and lse and D of query threadIdx.x (below FA_TILE).
+template <int NK>
+struct fa_heads_tile {
+    static constexpr int PAIRS = 8 * NK, N = FA_TILE * PAIRS / BLOCK;
+    static_assert(FA_TILE * PAIRS % BLOCK == 0, "whole rounds of pairs");
+    float q[N][2], o[N][2], ls, ds;
+};
+
+template <int NK>
+__device__ void fa_heads_load(fa_heads_tile<NK>& x, const float* q, const float* dout, const float* lse, const float* D,
+                              i64 off, i64 i0, i64 L, i64 h, i64 NH, i64 HD) {
+    constexpr int PAIRS = fa_heads_tile<NK>::PAIRS, N = fa_heads_tile<NK>::N;
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        int i = threadIdx.x + BLOCK * j, r = i / PAIRS, d = 2 * (i % PAIRS);
+        x.q[j][0] = x.q[j][1] = x.o[j][0] = x.o[j][1] = 0.0f;
+        if (i0 + r < L) {
+            i64 e = ((off + i0 + r) * NH + h) * HD + d;
+            if (d < HD) x.q[j][0] = q[e], x.o[j][0] = dout[e];
+            if (d + 1 < HD) x.q[j][1] = q[e + 1], x.o[j][1] = dout[e + 1];
+        }
+    }
+    i64 tq = i0 + threadIdx.x;
+    bool in = threadIdx.x < FA_TILE && tq < L;
+    x.ls = in ? lse[(off + tq) * NH + h] : 0.0f;
+    x.ds = in ? D[(off + tq) * NH + h] : 0.0f;
+}
+
+// fa_heads_store stages x: Q and dO straight at buf and buf + FA_TILE * ld
+// ([query][dim] bf16, 0 past L or HD), lse and D at ls, ds.
+template <int NK>
+__device__ void fa_heads_store(unsigned short* buf, int ld, float* ls, float* ds, const fa_heads_tile<NK>& x) {
+    constexpr int PAIRS = fa_heads_tile<NK>::PAIRS, N = fa_heads_tile<NK>::N;
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        int i = threadIdx.x + BLOCK * j, r = i / PAIRS, d = 2 * (i % PAIRS);
+        st_b32(buf + r * ld + d, bf16x2(x.q[j][0], x.q[j][1]));
+        st_b32(buf + (FA_TILE + r) * ld + d, bf16x2(x.o[j][0], x.o[j][1]));
+    }
+    if (threadIdx.x < FA_TILE) ls[threadIdx.x] = x.ls, ds[threadIdx.x] = x.ds;
+}
+
+// flash_backward_dkv_heads_mma: block (sequence, tile of 64 keys, query
+// head h), warp w the keys 16(w%4).. and the queries 32(w/4).. of each
+// query tile, as flash_backward_dkv_mma; writes head h's partials.
+template <int NK, int BUG>
+__device__ void flash_backward_dkv_heads_mma(float* pdk, float* pdv, const float* q, const float* k, const float* v,
+                                             const float* dout, const float* lse, const float* D, const int* cu, i64 S,
+                                             i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+    constexpr int DIMS = 16 * NK, LDK = DIMS + 8, TN = 2 * FA_TILE * LDK;  // a buffer: Q, dO [query][dim]
+    alignas(16) __shared__ unsigned short sm[2 * TN];
+    static_assert(sizeof(sm) >= FA_TILE * DIMS * sizeof(float), "fa_mma_store's sums fit the buffers");
+    __shared__ float lsq[2][FA_TILE], dsq[2][FA_TILE];  // lse and D of the buffers' query tiles
+    i64 h, tile, off, L;
+    fa_block(cu, S, maxT, NH, false, &h, &tile, &off, &L);
+    i64 j0 = tile * FA_TILE;
+    if (j0 >= L) return;
+    i64 kh = h / (NH / NKV);
+    i64 hq = BUG == FA_BUG_HEAD ? (h + 1) % NH : h;  // the head whose Q and dO are read
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int rg = warp & 3, half = warp >> 2;
+    int nk = (int)((HD + 15) / 16), nd = (int)((HD + 7) / 8);
+    i64 wk0 = j0 + 16 * rg;
+
+    unsigned ka[NK][4], va[NK][4];
+    fa_mma_frags_global(ka, k, off, wk0, L, kh, NKV, HD);
+    fa_mma_frags_global(va, v, off, wk0, L, kh, NKV, HD);
+    float dka[2 * NK][4], dva[2 * NK][4];
+#pragma unroll
+    for (int n = 0; n < 2 * NK; n++) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) dka[n][i] = dva[n][i] = 0.0f;
+    }
+    i64 first = BUG == FA_BUG_TILE ? j0 + FA_TILE : j0;
+    fa_heads_tile<NK> x;
+    fa_heads_load(x, q, dout, lse, D, off, first, L, hq, NH, HD);
+    fa_heads_store(sm, LDK, lsq[0], dsq[0], x);
+    __syncthreads();
+    int b = 0;
+    for (i64 i0 = first; i0 < L; i0 += FA_TILE, b ^= 1) {
+        bool next = i0 + FA_TILE < L;
+        if (next) fa_heads_load(x, q, dout, lse, D, off, i0 + FA_TILE, L, hq, NH, HD);  // in flight meanwhile
+        const unsigned short* Qs = sm + b * TN + 32 * half * LDK;  // the warp's 32 queries
+        const unsigned short* Ds = Qs + FA_TILE * LDK;
+        i64 c0 = i0 + 32 * half;                             // the warp's first query
+        if (wk0 < L && wk0 <= c0 + 31 && c0 < L) {           // some of its pairs are causal (warp-uniform)
+            float p[4][4], ds[4][4];
+            fa_mma_abt(p, ka, Qs, LDK, nk);
+            fa_mma_abt(ds, va, Ds, LDK, nk);
+#pragma unroll
+            for (int n = 0; n < 4; n++) {
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    int qc = 32 * half + 8 * n + 2 * t + i % 2;  // query within the tile
+                    i64 tk = wk0 + g + 8 * (i / 2), tq = i0 + qc;
+                    float pv = tk <= tq && tq < L ? expf(p[n][i] * scale - lsq[b][qc]) : 0.0f;
+                    p[n][i] = pv;
+                    ds[n][i] = pv * (ds[n][i] - dsq[b][qc]);
+                }
+            }
+            int kn = (int)(L - c0 < 32 ? L - c0 : 32);
+            fa_mma_pbt<NK, 2, BUG>(dva, p, Ds, LDK, kn, nd);
+            fa_mma_pbt<NK, 2, BUG>(dka, ds, Qs, LDK, kn, nd);
+        }
+        // the next tile into the other buffer, read last before the previous __syncthreads
+        if (next) fa_heads_store(sm + (b ^ 1) * TN, LDK, lsq[b ^ 1], dsq[b ^ 1], x);
+        if (BUG != FA_BUG_NOSYNC) __syncthreads();
+    }
+    float* red = reinterpret_cast<float*>(sm);
+    fa_mma_store<NK>(pdk, red, dka, scale, off, j0, L, h, NH, HD);
+    fa_mma_store<NK>(pdv, red, dva, 1.0f, off, j0, L, h, NH, HD);
+}
+
+// flash_dkv_reduce: dk, dv [N, NKV, HD] = the sums of the partials pdk,
+// pdv [N, NH, HD] over each key/value head's group of query heads, in head
+// order.
+template <int BUG>
+__device__ void flash_dkv_reduce(float* dk, float* dv, const float* pdk, const float* pdv, i64 N, i64 NH, i64 NKV,
+                                 i64 HD) {
+    i64 group = NH / NKV, heads = BUG == FA_BUG_GROUP ? group - 1 : group;
+    GRID_STRIDE(e, N * NKV * HD) {
+        i64 d = e % HD, r = e / HD;  // r = n * NKV + kh
+        const i64 base = ((r / NKV) * NH + (r % NKV) * group) * HD + d;
+        float sk = 0.0f, sv = 0.0f;
+        for (i64 gi = 0; gi < heads; gi++) {
+            sk += pdk[base + gi * HD];
+            sv += pdv[base + gi * HD];
+        }
+        dk[e] = sk;
+        dv[e] = sv;
+    }
+}
+
 }  // extern "C++"
 
 __global__ void FA_TWO_BLOCKS flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
@@ -998,4 +1220,18 @@ __global__ void flash_attention_backward_dv_mma128(float* dk, float* dv, const f
                                                    const float* dout, const float* lse, const float* D, const int* cu,
                                                    i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
     flash_backward_dkv_mma<8, FA_DV, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+}
+
+// flash_attention_backward_dkv_heads_mma64 and flash_attention_backward_dkv_reduce:
+// dK and dV of the flash_dkv_heads variant for head dimensions up to 64.
+__global__ void flash_attention_backward_dkv_heads_mma64(float* pdk, float* pdv, const float* q, const float* k,
+                                                         const float* v, const float* dout, const float* lse,
+                                                         const float* D, const int* cu, i64 S, i64 maxT, i64 NH,
+                                                         i64 NKV, i64 HD, float scale) {
+    flash_backward_dkv_heads_mma<4, FA_OK>(pdk, pdv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+}
+
+__global__ void flash_attention_backward_dkv_reduce(float* dk, float* dv, const float* pdk, const float* pdv, i64 N,
+                                                    i64 NH, i64 NKV, i64 HD) {
+    flash_dkv_reduce<FA_OK>(dk, dv, pdk, pdv, N, NH, NKV, HD);
 }

@@ -75,6 +75,32 @@ __device__ void st_b32(unsigned short* p, unsigned v) {
 #endif
 }
 
+// ldsm_x4_t: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 (sm_75 and
+// later): the B fragments (above) of two 8-column tiles of B [16 x 16]
+// stored row-major at p, B[k][n] = p[k * ld + n] (rows 16-byte aligned: p
+// and ld a multiple of 8 bf16), i.e. B^T's rows read as columns: r[0],
+// r[1] are b[0], b[1] of columns 0..7, r[2], r[3] of columns 8..15. Lane
+// l gives the address of row l % 16, columns 8(l / 16)..+7 (matrix l / 8);
+// with .trans lane (g, t) receives, of each 8 x 8 matrix, rows 2t and 2t+1
+// of column g, the lower row in the low half. Every lane must call it
+// together; on the emulator each lane reads its elements itself.
+__device__ void ldsm_x4_t(unsigned (&r)[4], const unsigned short* p, int ld) {
+    int lane = threadIdx.x & 31;
+#ifdef __CUDACC__
+    unsigned a = (unsigned)__cvta_generic_to_shared(p + (lane & 15) * ld + 8 * (lane >> 4));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#else
+    if ((uintptr_t)(p + (lane & 15) * ld + 8 * (lane >> 4)) % 16 != 0) __builtin_trap();  // a GPU faults
+    int g = lane >> 2, t = lane & 3;
+    for (int m = 0; m < 4; m++) {
+        const unsigned short* e = p + (8 * (m & 1) + 2 * t) * ld + 8 * (m >> 1) + g;
+        r[m] = (unsigned)e[0] | ((unsigned)e[ld] << 16);
+    }
+#endif
+}
+
 // mma_probe: each warp of each block runs one product on registers given
 // per lane: problem p = blockIdx.x * (BLOCK/32) + warp (of count) reads
 // a[p][lane][0..3], b[p][lane][0..1], c[p][lane][0..3] and writes
