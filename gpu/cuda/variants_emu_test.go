@@ -38,7 +38,9 @@ func TestChecksWithAllVariants(t *testing.T) {
 // device's profile: by default the FlashMMA attention with bf16 products
 // (the SIMT kernels in fp32), flash-decoding and the radix-select
 // sampling; with flash_simt, decode_block and sample_bisect the kernels
-// they name, and nothing of the defaults'.
+// they name, and nothing of the defaults'; with flash_dkv_heads the
+// per-query-head dK/dV and its reduction in place of dkv_mma64 where the
+// tensor-core kernels run, nothing else.
 func TestVariantKernels(t *testing.T) {
 	be := openEmulator(t)
 	if err := be.EnableProfile(); err != nil {
@@ -70,6 +72,8 @@ func TestVariantKernels(t *testing.T) {
 		be.SampleTokens(tokens, nil, logits, params, M, V)
 	}
 	mma := []string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_mma64", "flash_attention_backward_dq_mma64"}
+	heads := []string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_heads_mma64",
+		"flash_attention_backward_dkv_reduce", "flash_attention_backward_dq_mma64"}
 	simt := []string{"flash_attention_forward", "flash_attention_backward_dkv", "flash_attention_backward_dq"}
 	split := []string{"attention_cached_split", "attention_cached_combine", "sample_tokens_hist"}
 	for _, tc := range []struct {
@@ -83,6 +87,9 @@ func TestVariantKernels(t *testing.T) {
 		{"flash_simt", FP32, slices.Concat(simt, split)},
 		{"decode_block", BF16, slices.Concat(mma, []string{"attention_cached", "sample_tokens_hist"})},
 		{"sample_bisect", BF16, slices.Concat(mma, []string{"attention_cached_split", "attention_cached_combine", "sample_tokens"})},
+		{"flash_dkv_heads", BF16, slices.Concat(heads, split)},
+		{"flash_dkv_heads", FP32, slices.Concat(simt, split)},
+		{"flash_dkv_heads,flash_simt", BF16, slices.Concat(simt, split)},
 		{"all", BF16, slices.Concat(simt, []string{"attention_cached", "sample_tokens"})},
 	} {
 		v, err := ParseVariants(tc.variants)
