@@ -3,7 +3,10 @@ package cuda
 // Causal grouped-query attention, for training and against the KV cache (kernels/attention.cuh).
 // CPU reference: gpu/cpu; the checks are in attention_check.go.
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // AttentionForward is causal GQA attention. The probabilities live in device
 // memory; scratch is not used.
@@ -63,21 +66,54 @@ func (b *Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot,
 // decodeChunkMin and decodeChunkMax bound the positions of one chunk of
 // attention_cached_split (DS_CHUNK_MAX in kernels/attention.cuh: its scores
 // sit in shared memory); a chunk is a multiple of decodeChunkStep positions
-// (one per warp of the block). decodeBlocksPerSM is the grid it aims for:
-// two blocks on every multiprocessor.
+// (the key rows a warp takes at once at HD 64), which keeps the grid within
+// a third of its aim. decodeBlocksPerSM is the grid it aims for: two blocks
+// on every multiprocessor.
 const (
-	decodeChunkMin    = 16
+	decodeChunkMin    = 8
 	decodeChunkMax    = 1024
-	decodeChunkStep   = 8
+	decodeChunkStep   = 4
 	decodeBlocksPerSM = 2
 )
+
+// decodeHeadsMax and decodeQMax are attention.cuh's DS_HEADS and DS_QMAX:
+// the most query heads one block of attention_cached_split serves (a warp
+// each for the softmax) and the most floats of their queries (heads x HD,
+// in shared memory).
+const (
+	decodeHeadsMax = 8
+	decodeQMax     = 2048
+)
+
+// decodeGroupHeads is the query heads GB a block of attention_cached_split
+// takes from a KV head's group of G: the whole group where it fits
+// (decodeHeadsMax heads, decodeQMax floats of queries), else the group cut
+// into ceil(G/GB) near-equal parts (17 heads: 6, 6, 5). Its blocks per KV
+// head are ceil(G/GB). It panics for a head of more than decodeQMax
+// dimensions.
+func decodeGroupHeads(G, HD int) (GB int) {
+	most := min(decodeHeadsMax, decodeQMax/max(1, HD))
+	if most < 1 {
+		panic(fmt.Sprintf("cuda: cached attention: a head of %d dimensions, above %d", HD, decodeQMax))
+	}
+	parts := (G + most - 1) / most
+	return (G + parts - 1) / parts
+}
+
+// decodeRows is the blocks of one chunk of attention_cached_split: one
+// per (token, KV head, part of its group of query heads).
+func decodeRows(N, NH, NKV, HD int) int {
+	G := NH / NKV
+	GB := decodeGroupHeads(G, HD)
+	return N * NKV * ((G + GB - 1) / GB)
+}
 
 // decodeSMs is the multiprocessor count assumed where the driver does not
 // report one (the emulator): an H100's or H200's 132.
 const decodeSMs = 132
 
 // decodeChunks chooses the chunks of attention_cached_split for rows
-// (token, query head) pairs over a cache of maxT positions per slot on a
+// blocks a chunk (decodeRows) over a cache of maxT positions per slot on a
 // GPU of sms multiprocessors: enough chunks per row that rows*chunks
 // reaches decodeBlocksPerSM*sms blocks, each of at least decodeChunkMin
 // positions (so a short cache or a full grid gives one chunk) and at most
@@ -109,13 +145,17 @@ func (d *device) attentionSMs() int {
 
 // attentionCachedSplit is AttentionCachedForward by flash-decoding (the
 // default since an H100 proof measured a decode at batch 1 1.34x faster
-// with it, at batch 64 1.10x): attention_cached_split writes each chunk's
+// with it, at batch 64 1.10x, when its blocks took one query head each):
+// attention_cached_split (one block per token, KV head, part of its group
+// of query heads and chunk) writes each chunk's
 // partial softmax to scratch of the op's arena, attention_cached_combine
 // rescales and sums them (not launched with one chunk, where the split
 // kernel writes out itself). Nothing is read on the host.
 func (b *Backend) attentionCachedSplit(a *arena, out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, maxT int, scale float32) {
 	rows := N * NH
-	L, chunks := decodeChunks(rows, maxT, b.d.attentionSMs())
+	GB := decodeGroupHeads(NH/NKV, HD)
+	blocks := decodeRows(N, NH, NKV, HD)
+	L, chunks := decodeChunks(blocks, maxT, b.d.attentionSMs())
 	po, pq := a.out(out, rows*HD), a.in(q, rows*HD)
 	pk, pv := a.in(kcache, len(kcache)), a.in(vcache, len(vcache))
 	pslot, ppos := a.ints(slot, N), a.ints(pos, N)
@@ -123,8 +163,8 @@ func (b *Backend) attentionCachedSplit(a *arena, out, q, kcache, vcache []float3
 	if chunks > 1 {
 		part, ml = a.alloc(int64(rows*chunks*HD)*4), a.alloc(int64(rows*chunks*2)*4)
 	}
-	b.d.launch("attention_cached_split", rows*chunks, ptr(po), ptr(part), ptr(ml), ptr(pq), ptr(pk), ptr(pv),
-		ptr(pslot), ptr(ppos), i64(N), i64(NH), i64(NKV), i64(HD), i64(maxT), i64(L), i64(chunks), f32(scale))
+	b.d.launch("attention_cached_split", blocks*chunks, ptr(po), ptr(part), ptr(ml), ptr(pq), ptr(pk), ptr(pv),
+		ptr(pslot), ptr(ppos), i64(N), i64(NH), i64(NKV), i64(HD), i64(maxT), i64(L), i64(chunks), i64(GB), f32(scale))
 	if chunks > 1 {
 		b.d.launch("attention_cached_combine", rows, ptr(po), ptr(part), ptr(ml), ptr(ppos), i64(NH), i64(HD), i64(L), i64(chunks))
 	}

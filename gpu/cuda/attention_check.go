@@ -89,14 +89,19 @@ func attentionCachedCompare(b Device, cases []attentionCachedCase) error {
 }
 
 // decodeSplitCases are the shapes added for flash-decoding (attention.go's
-// decodeChunks): few (token, head) rows over long caches, so that on any
-// GPU of 2 or more multiprocessors (and on the emulator) a row is cut into
-// many chunks; the last position of a
-// sequence inside a chunk and on a chunk's last position, sequences shorter
-// than one chunk (positions 0 to 14) beside long ones in the same launch,
-// GQA groups of 1, 7, 3 and 2, heads of 64, 128, 80, 256 and 32
-// dimensions; and the single-chunk path: a cache of 16 positions, and 24
-// tokens of 14 heads (336 rows).
+// decodeChunks): few blocks (token, KV
+// head, part of its group) over long caches, so that on any GPU of 2 or
+// more multiprocessors (and on the emulator) a row is cut into many chunks;
+// the last position of a sequence inside a chunk and on a chunk's last
+// position, sequences shorter than one chunk (positions 0 to 14) beside
+// long ones in the same launch, GQA groups of 1, 2, 3, 5, 7, 8 and 14 (one
+// block a KV head, the heads not a multiple of the block's 8 warps), 9 and
+// 17 (cut into blocks of 5+4 and 6+6+5 heads), heads of 32, 64, 80, 128,
+// 256 and 320 dimensions (8 heads of 256: the queries fill the block's
+// shared memory; 320: two passes over a key row); Qwen2.5-0.5B's 14/2
+// heads of 64 at batch 1 and batch 64 over a cache of 640 positions; and
+// the single-chunk path: a cache of 8 positions, and 136 tokens of 14
+// heads (272 blocks).
 // TestDecodeSplitCases checks what decodeChunks makes of them.
 var decodeSplitCases = []attentionCachedCase{
 	{2, 2, 64, 2, 700, []int32{1, 0}, []int32{699, 5}},
@@ -105,19 +110,28 @@ var decodeSplitCases = []attentionCachedCase{
 	{7, 1, 128, 1, 2000, []int32{0}, []int32{1999}},
 	{3, 1, 80, 2, 300, []int32{0, 1, 0}, []int32{0, 287, 129}},
 	{2, 1, 256, 1, 100, []int32{0}, []int32{63}},
-	{4, 2, 32, 3, 16, []int32{2, 0, 1}, []int32{15, 0, 7}},
-	manyTokens(14, 2, 64, 4, 100, 24),
+	{17, 1, 64, 2, 900, []int32{1, 0}, []int32{899, 400}},
+	{9, 1, 256, 1, 200, []int32{0, 0}, []int32{199, 3}},
+	{16, 2, 256, 2, 300, []int32{1, 0}, []int32{299, 150}},
+	{10, 2, 128, 1, 1500, []int32{0}, []int32{1234}},
+	{12, 4, 320, 1, 50, []int32{0, 0}, []int32{49, 10}},
+	{17, 1, 16, 2, 70, []int32{1, 0}, []int32{69, 3}},
+	{14, 2, 64, 1, 640, []int32{0}, []int32{639}},
+	manyTokens(14, 2, 64, 64, 640, 64),
+	{4, 2, 32, 3, 8, []int32{2, 0, 1}, []int32{7, 0, 3}},
+	manyTokens(14, 2, 64, 4, 100, 136),
 }
 
 // manyTokens is a launch of N tokens over S slots of maxT positions (token
-// i in slot i%S at position (37*i) % maxT): with NH 14, a grid of N*NH
-// rows that fills 168 multiprocessors twice over with one chunk a row.
+// i in slot i%S at position (37*i) % maxT, and the last position of the
+// cache for the first).
 func manyTokens(NH, NKV, HD, S, maxT, N int) attentionCachedCase {
 	c := attentionCachedCase{NH: NH, NKV: NKV, HD: HD, S: S, maxT: maxT}
 	for i := range N {
 		c.slot = append(c.slot, int32(i%S))
 		c.pos = append(c.pos, int32((37*i)%maxT))
 	}
+	c.pos[0] = int32(maxT - 1)
 	return c
 }
 
@@ -134,8 +148,8 @@ func checkAttentionCachedBlock(b Device) error {
 // refilled slots, shared prefixes) with the decode_block variant on: every
 // prefill's and decode step's attention through attention_cached. By
 // default the three run through flash-decoding's chunks (caches of 32 and
-// 40 positions: chunks of 16, the prompts and responses crossing from one
-// to the next).
+// 40 positions, a group of 4 query heads on one KV head: chunks of 8, the
+// prompts and responses crossing from one to the next).
 func checkGenerateDecodeBlock(b Device) error {
 	return withDecodeBlock(b, func() error {
 		for _, c := range []struct {

@@ -49,6 +49,44 @@ func TestDecodeSplitPlantedBug(t *testing.T) {
 	}
 }
 
+// TestDecodeSplitSharedQPlantedBug: with attention.cuh's DS_BUG_ONE_Q
+// planted (every query head of a block scored with the block's first
+// head's query: the K rows shared, the queries not told apart), the
+// checks of flash-decoding, the default, fail (AttentionCached naming the
+// output, and the generation checks), and pass again once it is gone.
+func TestDecodeSplitSharedQPlantedBug(t *testing.T) {
+	be := openEmulator(t)
+	split := Check{"AttentionCached", checkAttentionCached}
+	if err := split.Do(be); err != nil {
+		t.Fatalf("the check fails without a defect: %v", err)
+	}
+	emuPlanted["attention_cached_split"] = "one_q"
+	err := split.Do(be)
+	var genErrs []error
+	gens := []Check{{"Generate", checkGenerate}, {"GenerateSampled", checkGenerateSampled}, {"GenerateGroups", checkGenerateGroups}}
+	for _, c := range gens {
+		genErrs = append(genErrs, c.Do(be))
+	}
+	delete(emuPlanted, "attention_cached_split")
+	if err == nil {
+		t.Fatal("AttentionCached passed with every head of a block scored with its first head's query")
+	}
+	if !strings.Contains(err.Error(), "out[") {
+		t.Errorf("error %q does not name the output", err)
+	}
+	t.Log(err)
+	for i, c := range gens {
+		if genErrs[i] == nil {
+			t.Errorf("%s passed with every head of a block scored with its first head's query", c.Name)
+		} else {
+			t.Logf("%s: %v", c.Name, genErrs[i])
+		}
+	}
+	if err := split.Do(be); err != nil {
+		t.Errorf("the check fails once the defect is gone: %v", err)
+	}
+}
+
 // TestDecodeSplitLaunches: by default AttentionCachedForward launches
 // attention_cached_split and, over more than one chunk,
 // attention_cached_combine; with the decode_block variant it is the one
@@ -77,7 +115,7 @@ func TestDecodeSplitLaunches(t *testing.T) {
 			t.Errorf("decode_block=%v: %v; want %d launches, no copy, sync or allocation", !split, got, want)
 		}
 	}
-	if L, chunks := decodeChunks(N*c.NH, c.maxT, decodeSMs); chunks < 2 {
+	if L, chunks := decodeChunks(decodeRows(N, c.NH, c.NKV, c.HD), c.maxT, decodeSMs); chunks < 2 {
 		t.Errorf("the case has %d chunk(s) of %d: the combine is not exercised", chunks, L)
 	}
 }
@@ -90,7 +128,7 @@ func TestDecodeSplitLaunches(t *testing.T) {
 func TestTransferDecodeBlock(t *testing.T) {
 	on := Variants{DecodeBlock: true}
 	c := transferConfig(2)
-	if _, chunks := decodeChunks(c.NH, 32, decodeSMs); chunks < 2 {
+	if _, chunks := decodeChunks(decodeRows(1, c.NH, c.NKV, c.HD), 32, decodeSMs); chunks < 2 {
 		t.Fatalf("one token of the decode has %d chunk(s): the combine is not exercised", chunks)
 	}
 	same := func(what string, got, def Counters, forwards int64, layers int) {

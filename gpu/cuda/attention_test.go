@@ -30,13 +30,40 @@ func TestDecodeChunks(t *testing.T) {
 			}
 		}
 	}
-	// Qwen2.5-0.5B's 14 heads over a cache of 640 positions (prompt 128 +
-	// 512 new tokens) on 132 multiprocessors: batch 1 and batch 64.
-	if L, chunks := decodeChunks(14, 640, 132); L != 40 || chunks != 16 {
-		t.Errorf("batch 1: %d chunks of %d, want 16 of 40", chunks, L)
+	// Qwen2.5-0.5B's 14 query heads on 2 KV heads (one block each: 2 blocks
+	// a chunk a token) over a cache of 640 positions (prompt 128 + 512 new
+	// tokens) on 132 multiprocessors: batch 1 and batch 64 both fill them.
+	if rows := decodeRows(1, 14, 2, 64); rows != 2 {
+		t.Errorf("batch 1: %d blocks a chunk, want 2", rows)
 	}
-	if L, chunks := decodeChunks(64*14, 640, 132); L != 640 || chunks != 1 {
-		t.Errorf("batch 64: %d chunks of %d, want 1 of 640", chunks, L)
+	if L, chunks := decodeChunks(decodeRows(1, 14, 2, 64), 640, 132); L != 8 || chunks != 80 {
+		t.Errorf("batch 1: %d chunks of %d, want 80 of 8", chunks, L)
+	}
+	if L, chunks := decodeChunks(decodeRows(64, 14, 2, 64), 640, 132); L != 216 || chunks != 3 {
+		t.Errorf("batch 64: %d chunks of %d, want 3 of 216", chunks, L)
+	}
+}
+
+// TestDecodeGroupHeads: a block of attention_cached_split takes a whole
+// group of query heads where it fits (8 heads, 2048 floats of queries),
+// else near-equal parts of it; every part within those bounds.
+func TestDecodeGroupHeads(t *testing.T) {
+	for _, c := range []struct{ G, HD, GB int }{
+		{1, 64, 1}, {7, 64, 7}, {8, 256, 8}, {9, 256, 5}, {14, 64, 7}, {16, 128, 8}, {17, 64, 6}, {17, 16, 6},
+		{3, 320, 3}, {7, 320, 4}, {2, 2048, 1}, {64, 64, 8},
+	} {
+		if GB := decodeGroupHeads(c.G, c.HD); GB != c.GB {
+			t.Errorf("G %d HD %d: %d heads a block, want %d", c.G, c.HD, GB, c.GB)
+		}
+	}
+	for G := 1; G <= 40; G++ {
+		for _, HD := range []int{16, 64, 80, 128, 144, 256, 320, 1000, 2048} {
+			GB := decodeGroupHeads(G, HD)
+			parts := (G + GB - 1) / GB
+			if GB < 1 || GB > decodeHeadsMax || GB*HD > decodeQMax || G-(parts-1)*GB < 1 {
+				t.Fatalf("G %d HD %d: %d heads a block", G, HD, GB)
+			}
+		}
 	}
 }
 
@@ -45,17 +72,23 @@ func TestDecodeChunks(t *testing.T) {
 // multiprocessors: several chunks a row, the last position of a long
 // sequence inside a chunk past the first, a sequence shorter than one
 // chunk in the same launch as a long one, one case whose last position
-// ends a chunk, GQA groups, and launches of one chunk.
+// ends a chunk, GQA groups (one whose heads are not a multiple of the
+// block's 8 warps, one cut into blocks of fewer heads), and launches of
+// one chunk.
 func TestDecodeSplitCases(t *testing.T) {
 	for _, sms := range []int{decodeSMs, 108} {
-		var inside, short, ends, gqa, single bool
+		var inside, short, ends, gqa, uneven, cut, single bool
 		for _, c := range decodeSplitCases {
-			L, chunks := decodeChunks(len(c.pos)*c.NH, c.maxT, sms)
+			L, chunks := decodeChunks(decodeRows(len(c.pos), c.NH, c.NKV, c.HD), c.maxT, sms)
 			if chunks == 1 {
 				single = true
 				continue
 			}
-			gqa = gqa || c.NH > c.NKV
+			G := c.NH / c.NKV
+			GB := decodeGroupHeads(G, c.HD)
+			gqa = gqa || G > 1
+			uneven = uneven || (G > 1 && GB == G && G%decodeHeadsMax != 0)
+			cut = cut || GB < G
 			long := false
 			for _, p := range c.pos {
 				P := int(p) + 1
@@ -67,15 +100,16 @@ func TestDecodeSplitCases(t *testing.T) {
 				short = short || (long && int(p)+1 < L)
 			}
 		}
-		if !inside || !short || !ends || !gqa || !single {
-			t.Errorf("%d multiprocessors: a position inside a later chunk %v, a short sequence beside a long one %v, a sequence ending a chunk %v, GQA %v, one chunk %v",
-				sms, inside, short, ends, gqa, single)
+		if !inside || !short || !ends || !gqa || !uneven || !cut || !single {
+			t.Errorf("%d multiprocessors: a position inside a later chunk %v, a short sequence beside a long one %v, a sequence ending a chunk %v, GQA %v (a block's heads not a multiple of its warps %v, a group cut %v), one chunk %v",
+				sms, inside, short, ends, gqa, uneven, cut, single)
 		}
 	}
 }
 
-// TestDecodeChunkMax: decodeChunkMax is the kernel's DS_CHUNK_MAX (the
-// scores of a chunk in shared memory).
+// TestDecodeChunkMax: decodeChunkMax, decodeHeadsMax and decodeQMax are
+// the kernel's DS_CHUNK_MAX, DS_HEADS and DS_QMAX (the bounds of its
+// shared memory).
 func TestDecodeChunkMax(t *testing.T) {
 	src, err := os.ReadFile("kernels/attention.cuh")
 	if err != nil {
@@ -83,5 +117,11 @@ func TestDecodeChunkMax(t *testing.T) {
 	}
 	if !strings.Contains(string(src), "#define DS_CHUNK_MAX 1024 ") || decodeChunkMax != 1024 {
 		t.Errorf("decodeChunkMax %d and attention.cuh's DS_CHUNK_MAX differ", decodeChunkMax)
+	}
+	if !strings.Contains(string(src), "#define DS_HEADS 8 ") || decodeHeadsMax != 8 {
+		t.Errorf("decodeHeadsMax %d and attention.cuh's DS_HEADS differ", decodeHeadsMax)
+	}
+	if !strings.Contains(string(src), "#define DS_QMAX 2048 ") || decodeQMax != 2048 {
+		t.Errorf("decodeQMax %d and attention.cuh's DS_QMAX differ", decodeQMax)
 	}
 }

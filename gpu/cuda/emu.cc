@@ -285,9 +285,10 @@ static const rl_kernel rl_kernels[] = {
     // optimizer.cuh ADAMW_BUG_STALE_COPY: the bfloat16 copy of the parameters before the update
     rl_make("adamw/stale_copy", adamw_impl<ADAMW_BUG_STALE_COPY>),
     K(rope_qk),
-    // attention.cuh: flash-decoding (decode_split) and DS_BUG_NO_RESCALE
+    // attention.cuh: flash-decoding (decode_split), DS_BUG_NO_RESCALE and DS_BUG_ONE_Q
     K(attention_cached_split), K(attention_cached_combine),
     rl_make("attention_cached_combine/no_rescale", attention_cached_combine_impl<DS_BUG_NO_RESCALE>),
+    rl_make("attention_cached_split/one_q", attention_cached_split_impl<DS_BUG_ONE_Q>),
     // rope.cuh ROPE_BUG_KSTRIDE
     rl_make("rope_qk/kstride", rope_qk_impl<ROPE_BUG_KSTRIDE>),
     rl_make("rope_qk/copy_unrotated", rope_qk_impl<ROPE_BUG_COPY_UNROTATED>),

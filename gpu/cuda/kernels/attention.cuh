@@ -143,90 +143,175 @@ __global__ void attention_cached(float* out, float* scores, const float* q, cons
 }
 
 // ---------------------------------------------------------------------------
-// Flash-decoding (the decode_split variant, attention.go): the positions
-// 0..pos[n] of a token are cut into chunks of L positions, one block per
-// (token n, query head h, chunk c), so that a decode of few tokens still
-// fills the GPU. A block computes the softmax of its chunk alone: its
-// maximum score m_c, the sum l_c of exp(s_j - m_c) and the unnormalised
-// output o_c = sum_j exp(s_j - m_c) v_j; attention_cached_combine then
-// rescales each chunk to the common maximum M and normalises:
+// Flash-decoding (attention.go): the positions 0..pos[n] of a token are cut
+// into chunks of L positions, one block per (token n, KV head kh, chunk c)
+// and up to DS_HEADS query heads of kh's group, so that a decode of few
+// tokens still fills the GPU and each K/V row of a chunk is read once for
+// all the query heads it serves. For each of its heads a block computes
+// the softmax of its chunk alone: its maximum score m_c, the sum l_c of
+// exp(s_j - m_c) and the unnormalised output o_c = sum_j exp(s_j - m_c)
+// v_j; attention_cached_combine then rescales each chunk to the common
+// maximum M and normalises:
 //   out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c.
 // With one chunk the block writes out = o_0 / l_0 itself and no combine runs.
 
 #define DS_CHUNK_MAX 1024  // the most positions of one chunk (the scores in shared memory); attention.go
+#define DS_HEADS 8         // the most query heads of one block (one warp each for the softmax); attention.go
+#define DS_QMAX 2048       // the most floats of a block's queries (heads x HD, in shared memory); attention.go
+#define DS_DPL 8           // the dimensions of a key row one lane loads per pass
 
-// attention_cached_split: block b = (n*NH + h)*chunks + c over positions
-// c*L .. min((c+1)*L, pos[n]+1)-1 of slot slot[n] of kcache/vcache
-// [S,maxT,NKV,HD]. A chunk past pos[n] does nothing (the combine reads only
-// the chunks up to pos[n]). part [N*NH*chunks, HD] gets o_c and ml
-// [N*NH*chunks, 2] (m_c, l_c); with chunks == 1, out [N,NH,HD] gets the
-// output. Scores: warp w takes positions w, w+8, ..., its lanes the
-// dimensions of a key row (coalesced), summed by shuffles. Output: thread
-// e takes dimension e % HD over every R-th position of the chunk (R = the
-// BLOCK/HD groups of positions), the groups summed in shared memory.
-__global__ void attention_cached_split(float* out, float* part, float* ml, const float* q, const float* kcache,
-                                       const float* vcache, const int* slot, const int* pos, i64 N, i64 NH, i64 NKV,
-                                       i64 HD, i64 maxT, i64 L, i64 chunks, float scale) {
-    __shared__ float s[DS_CHUNK_MAX];
-    __shared__ float acc[BLOCK];
-    i64 c = blockIdx.x % chunks, r = blockIdx.x / chunks, n = r / NH, h = r % NH;
-    i64 kh = h / (NH / NKV);
+// DS_BLOCKS asks for three blocks of attention_cached_split an SM: at most
+// 80 registers a thread (ptxas gives it 74 on sm_90, no spills; held to
+// 64, for four blocks, it spills). Its shared memory, 41 KB a block,
+// allows five.
+#ifdef __CUDACC__
+#define DS_BLOCKS __launch_bounds__(BLOCK, 3)
+#else
+#define DS_BLOCKS
+#endif
+
+// Planted defects, for the emulator's tests only (emu.cc registers the
+// kernels built with them); attention_cached_split and
+// attention_cached_combine are built with DS_OK.
+#define DS_OK 0
+#define DS_BUG_NO_RESCALE 1  // the combine: the chunks' sums added without rescaling by exp(m_c - M)
+#define DS_BUG_ONE_Q 2       // the split: every head of a block scored with its first head's query
+
+extern "C++" {
+
+// attention_cached_split_impl: a KV head's group of G = NH/NKV query heads
+// is cut into groups of GB heads (attention.go's decodeGroupHeads: GB <=
+// DS_HEADS, GB*HD <= DS_QMAX); block b = ((n*NKV + kh)*nsub + sb)*chunks + c,
+// nsub = ceil(G/GB), takes heads kh*G + sb*GB .. (at most GB of them, inside
+// the group) over positions c*L .. min((c+1)*L, pos[n]+1)-1 of slot slot[n]
+// of kcache/vcache [S,maxT,NKV,HD]. A chunk past pos[n] does nothing (the
+// combine reads only the chunks up to pos[n]). For each head h of the block
+// (row r = n*NH + h), part [N*NH*chunks, HD] gets o_c at r*chunks + c and
+// ml [N*NH*chunks, 2] (m_c, l_c); with chunks == 1, out [N,NH,HD] gets the
+// output.
+// Scores: the block's queries sit in shared memory; LP lanes (the power of
+// two that gives each at most DS_DPL dimensions of HD <= 32*DS_DPL) take a
+// key row, 32/LP rows a warp at a time: each lane loads its dimensions d =
+// t, t+LP, ... of the row once (the LP lanes read it coalesced) and adds
+// them into the GB heads' dot products, summed over the LP lanes by
+// shuffles. Softmax: warp g the chunk of head g. Output: thread e takes
+// dimension e % HD over every R-th position (R = the BLOCK/HD groups of
+// positions), each V element loaded once for the GB heads; the groups are
+// summed in shared memory (the queries' space, free by then).
+template <int BUG>
+__device__ void attention_cached_split_impl(float* out, float* part, float* ml, const float* q, const float* kcache,
+                                            const float* vcache, const int* slot, const int* pos, i64 N, i64 NH,
+                                            i64 NKV, i64 HD, i64 maxT, i64 L, i64 chunks, i64 GB, float scale) {
+    __shared__ float s[DS_HEADS * DS_CHUNK_MAX];  // head g's scores, then exp(s - m), at g*DS_CHUNK_MAX
+    __shared__ float qs[DS_QMAX];                 // the queries [gb, HD]; then the output groups' sums
+    __shared__ float ms[DS_HEADS], ls[DS_HEADS];
+    i64 G = NH / NKV, nsub = (G + GB - 1) / GB;
+    i64 c = blockIdx.x % chunks, rb = blockIdx.x / chunks;
+    i64 sb = rb % nsub, kh = (rb / nsub) % NKV, n = rb / (nsub * NKV);
+    i64 h0 = kh * G + sb * GB;
+    int gb = (int)(G - sb * GB < GB ? G - sb * GB : GB);  // the block's heads h0 .. h0+gb-1
     i64 j0 = c * L, P = (i64)pos[n] + 1;
     if (j0 >= P) return;  // the whole block: no barrier is left waiting
     i64 len = P - j0 < L ? P - j0 : L;
     i64 KD = NKV * HD;
     const float* kc = kcache + ((i64)slot[n] * maxT + j0) * KD + kh * HD;
     const float* vc = vcache + ((i64)slot[n] * maxT + j0) * KD + kh * HD;
-    const float* qh = q + r * HD;
+    const float* qg = q + (n * NH + h0) * HD;
+    // head g's output at dst + g*hs (+ d): out's row, or part's chunk c
+    float* dst = chunks == 1 ? out + (n * NH + h0) * HD : part + ((n * NH + h0) * chunks + c) * HD;
+    i64 hs = chunks == 1 ? HD : chunks * HD;
+    for (i64 e = threadIdx.x; e < gb * HD; e += BLOCK) qs[e] = qg[e];
+    __syncthreads();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float m = -INFINITY;
-    for (i64 j = warp; j < len; j += BLOCK / 32) {  // the same j in every lane of the warp
-        const float* kr = kc + j * KD;
-        float a = 0.0f;
-        for (i64 d = lane; d < HD; d += 32) a += qh[d] * kr[d];
-        for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffff, a, o);
-        a *= scale;
-        if (lane == 0) s[j] = a;
-        m = fmaxf(m, a);
+    int hd = (int)HD, ln = (int)len;  // HD <= DS_QMAX, len <= DS_CHUNK_MAX
+    int LP = 1;
+    while (LP < 32 && LP * DS_DPL < hd) LP <<= 1;
+    int PPW = 32 / LP, sub = lane / LP, t = lane % LP;
+    for (int jb = warp * PPW; jb < ln; jb += (BLOCK / 32) * PPW) {  // the same jb in every lane of the warp
+        int j = jb + sub;
+        bool ok = j < ln;
+        const float* kr = kc + (i64)j * KD;
+        float a[DS_HEADS];
+#pragma unroll
+        for (int g = 0; g < DS_HEADS; g++) a[g] = 0.0f;
+        for (int d0 = t; d0 < hd; d0 += LP * DS_DPL) {  // one pass for HD <= 32*DS_DPL
+            float kv[DS_DPL];
+#pragma unroll
+            for (int i = 0; i < DS_DPL; i++) kv[i] = ok && d0 + i * LP < hd ? kr[d0 + i * LP] : 0.0f;
+#pragma unroll
+            for (int g = 0; g < DS_HEADS; g++) {
+                if (g < gb) {
+                    const float* qr = qs + (BUG == DS_BUG_ONE_Q ? 0 : g) * hd + d0;
+#pragma unroll
+                    for (int i = 0; i < DS_DPL; i++)
+                        if (d0 + i * LP < hd) a[g] += qr[i * LP] * kv[i];
+                }
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < DS_HEADS; g++) {
+            if (g < gb) {
+                float v = a[g];
+                for (int o = LP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+                if (ok && t == 0) s[g * DS_CHUNK_MAX + j] = v * scale;
+            }
+        }
     }
-    m = block_max(m);  // its barriers also publish s[] to the block
-    float sum = 0.0f;
-    for (i64 j = threadIdx.x; j < len; j += BLOCK) {
-        float e = expf(s[j] - m);
-        s[j] = e;
-        sum += e;
+    __syncthreads();
+    if (warp < gb) {  // warp g: the softmax of head g's chunk
+        float* sg = s + warp * DS_CHUNK_MAX;
+        float m = -INFINITY;
+        for (int j = lane; j < ln; j += 32) m = fmaxf(m, sg[j]);
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+        float sum = 0.0f;
+        for (int j = lane; j < ln; j += 32) {
+            float e = expf(sg[j] - m);
+            sg[j] = e;
+            sum += e;
+        }
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, o);
+        if (lane == 0) {
+            ms[warp] = m;
+            ls[warp] = sum;
+        }
     }
-    sum = block_sum(sum);
-    i64 R = HD < BLOCK ? BLOCK / HD : 1;
-    float* dst = chunks == 1 ? out + r * HD : part + (r * chunks + c) * HD;
-    float inv = chunks == 1 ? 1.0f / sum : 1.0f;
-    for (i64 e = threadIdx.x; e < R * HD; e += BLOCK) {
-        i64 d = e % HD, g = e / HD;
-        float o = 0.0f;
-        for (i64 j = g; j < len; j += R) o += s[j] * vc[j * KD + d];
-        if (R == 1) dst[d] = o * inv;
-        else acc[e] = o;
+    __syncthreads();
+    int R = hd < BLOCK ? BLOCK / hd : 1;
+    for (int e = threadIdx.x; e < R * hd; e += BLOCK) {
+        int d = e % hd, grp = e / hd;
+        const float* vd = vc + d;
+        float o[DS_HEADS];
+#pragma unroll
+        for (int g = 0; g < DS_HEADS; g++) o[g] = 0.0f;
+        for (int j = grp; j < ln; j += R) {
+            float v = vd[(i64)j * KD];
+#pragma unroll
+            for (int g = 0; g < DS_HEADS; g++)
+                if (g < gb) o[g] += s[g * DS_CHUNK_MAX + j] * v;
+        }
+#pragma unroll
+        for (int g = 0; g < DS_HEADS; g++) {
+            if (g < gb) {
+                if (R > 1) qs[g * BLOCK + e] = o[g];  // R*HD <= BLOCK, gb*BLOCK <= DS_QMAX
+                else dst[g * hs + d] = chunks == 1 ? o[g] * (1.0f / ls[g]) : o[g];
+            }
+        }
     }
     if (R > 1) {  // the same R in every thread
         __syncthreads();
-        for (i64 d = threadIdx.x; d < HD; d += BLOCK) {
+        for (int e = threadIdx.x; e < gb * hd; e += BLOCK) {
+            int g = e / hd, d = e % hd;
             float o = 0.0f;
-            for (i64 g = 0; g < R; g++) o += acc[g * HD + d];
-            dst[d] = o * inv;
+            for (int k = 0; k < R; k++) o += qs[g * BLOCK + k * hd + d];
+            dst[g * hs + d] = chunks == 1 ? o * (1.0f / ls[g]) : o;
         }
     }
-    if (chunks > 1 && threadIdx.x == 0) {
-        ml[(r * chunks + c) * 2] = m;
-        ml[(r * chunks + c) * 2 + 1] = sum;
+    if (chunks > 1 && threadIdx.x < gb) {  // head g's (m_c, l_c) at ml[(r*chunks + c)*2], r = n*NH + h0 + g
+        float* mg = ml + ((n * NH + h0 + threadIdx.x) * chunks + c) * 2;
+        mg[0] = ms[threadIdx.x];
+        mg[1] = ls[threadIdx.x];
     }
 }
-
-// Planted defect, for the emulator's tests only (emu.cc registers the kernel
-// built with it); attention_cached_combine is built with DS_OK.
-#define DS_OK 0
-#define DS_BUG_NO_RESCALE 1  // the chunks' sums added without rescaling by exp(m_c - M)
-
-extern "C++" {
 
 // attention_cached_combine_impl: one block per (n, h) = r: the chunks
 // 0..pos[n]/L of part and ml (attention_cached_split) combined into out
@@ -251,6 +336,13 @@ __device__ void attention_cached_combine_impl(float* out, const float* part, con
 }
 
 }  // extern "C++"
+
+__global__ void DS_BLOCKS attention_cached_split(float* out, float* part, float* ml, const float* q, const float* kcache,
+                                       const float* vcache, const int* slot, const int* pos, i64 N, i64 NH, i64 NKV,
+                                       i64 HD, i64 maxT, i64 L, i64 chunks, i64 GB, float scale) {
+    attention_cached_split_impl<DS_OK>(out, part, ml, q, kcache, vcache, slot, pos, N, NH, NKV, HD, maxT, L, chunks,
+                                       GB, scale);
+}
 
 __global__ void attention_cached_combine(float* out, const float* part, const float* ml, const int* pos, i64 NH, i64 HD,
                                          i64 L, i64 chunks) {
