@@ -154,17 +154,18 @@ func decodeStepLaunches(t *testing.T, c model.Config, fused bool, p Precision) i
 // step with the fused ops (Qwen2-shaped: q/k/v biases): decode_qkv,
 // flash-decoding's attention_cached_split and attention_cached_combine
 // (the combine where a token's positions span several chunks, as in these
-// decodes of 2 tokens: not at batch 64 on an H100, one chunk a row), the
-// fused residual + RMSNorm after attention, swiglu_rows and the residual +
-// the next layer's RMSNorm; in bf16 also the conversion of the attention
-// output for the o product (the norms and swiglu_rows write their outputs'
-// bfloat16 copies). Separate, they were 11 and 12 (three add_bias,
-// rope_qk, two scatter_rows and swiglu_forward where decode_qkv and
-// swiglu_rows are); the products went from 7 to 4 a layer. Qwen2.5-0.5B
+// decodes of 2 tokens, and below 132 tokens at Qwen2.5-0.5B's 2 KV heads
+// on an H100), the fused residual + RMSNorm after attention, swiglu_rows
+// and the residual + the next layer's RMSNorm; in bf16 also the
+// conversion of the attention output for the o product (the norms and
+// swiglu_rows write their outputs' bfloat16 copies). Separate, they were
+// 11 and 12 (three add_bias, rope_qk, two scatter_rows and swiglu_forward
+// where decode_qkv and swiglu_rows are); the products went from 7 to 4 a
+// layer. Qwen2.5-0.5B
 // (24 layers), one decode step of few tokens: 269 -> 149 launches in fp32,
 // 293 -> 173 in bf16 (TestDecodeLaunchesPerToken logs them; 24 fewer
 // without the combine: 125 and 149 with attention_cached, the decode_block
-// variant, or one chunk a row), and 169 -> 97 products.
+// variant, or one chunk), and 169 -> 97 products.
 var decodeLayerLaunches = map[Precision]int64{FP32: 6, BF16: 7}
 
 // TestDecodeLaunchesPerToken: the fused decode's kernel launches per layer
