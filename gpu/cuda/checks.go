@@ -91,6 +91,7 @@ var Checks = []Check{
 	{"MMAFragments", checkMMAFragments},
 	{"AttentionVarlenMMA", checkAttentionVarlenMMA},
 	{"AttentionVarlenDKVHeads", checkAttentionVarlenDKVHeads},
+	{"AttentionVarlenDQLdsm", checkAttentionVarlenDQLdsm},
 	{"SwiGLU", checkSwiGLU},
 	{"Residual", checkResidual},
 	{"Logprob", checkLogprob},

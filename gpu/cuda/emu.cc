@@ -260,6 +260,10 @@ static const rl_kernel rl_kernels[] = {
     rl_make("flash_attention_backward_dkv_heads_mma64/frag", flash_backward_dkv_heads_mma<4, FA_BUG_FRAG>),
     rl_make("flash_attention_backward_dkv_heads_mma64/head", flash_backward_dkv_heads_mma<4, FA_BUG_HEAD>),
     rl_make("flash_attention_backward_dkv_reduce/group", flash_dkv_reduce<FA_BUG_GROUP>),
+    K(flash_attention_backward_dq_ldsm_mma64),
+    rl_make("flash_attention_backward_dq_ldsm_mma64/nosync", flash_backward_dq_ldsm_mma<4, FA_BUG_NOSYNC>),
+    rl_make("flash_attention_backward_dq_ldsm_mma64/tile", flash_backward_dq_ldsm_mma<4, FA_BUG_TILE>),
+    rl_make("flash_attention_backward_dq_ldsm_mma64/frag", flash_backward_dq_ldsm_mma<4, FA_BUG_FRAG>),
     // mma.cuh MMA_BUG_SWAP: two fragment registers swapped
     rl_make("mma_bf16_probe/swap", mma_probe_impl<MMA_BUG_SWAP>),
     // planted defects (flashattn.cuh FA_BUG_*), launched in their kernel's

@@ -131,3 +131,22 @@ func checkAttentionVarlenDKVHeads(b Device) error {
 		return nil
 	})
 }
+
+// checkAttentionVarlenDQLdsm is checkAttentionVarlenMMA with
+// Variants.FlashDQLdsm on: dQ from double-buffered key tiles read with
+// ldmatrix.trans (flashattn.cuh), at the tensor-core tolerances, over
+// flashCases (head dimensions above 64 run the default tensor-core
+// kernels).
+func checkAttentionVarlenDQLdsm(b Device) error {
+	prev := b.Precision()
+	b.SetPrecision(BF16)
+	defer b.SetPrecision(prev)
+	return withVariant(b, func(v *Variants) { v.FlashSIMT, v.FlashDQLdsm = false, true }, func() error {
+		for i, c := range flashCases {
+			if err := checkAttentionVarlenTol(b, uint64(i), c.lengths, c.NH, c.NKV, c.HD, flashMMAFwdTol, flashMMABwdTol); err != nil {
+				return fmt.Errorf("flash_dq_ldsm: lengths %v NH %d NKV %d HD %d: %w", c.lengths, c.NH, c.NKV, c.HD, err)
+			}
+		}
+		return nil
+	})
+}

@@ -205,13 +205,16 @@ func TestFlashDKVHeadsPlantedBugs(t *testing.T) {
 	}
 }
 
-// TestFlashDKVHeadsMatchesFlashMMA compares the flash_dkv_heads variant's
-// backward with the default tensor-core one (dkv_mma64) on the same inputs
-// over flashCases: both round the same operands (K, V, Q, dO, P, dS) to
-// bf16, so dk and dv differ only in the order of their fp32 sums (per query
-// head, then over the group, against all of a group's products in one
-// accumulator) and dq not at all. The differences are logged (-v) and quoted in docs/gpu.md.
-func TestFlashDKVHeadsMatchesFlashMMA(t *testing.T) {
+// TestFlashBackwardVariantsMatchDefault compares the backward with the
+// flash_dkv_heads and with the flash_dq_ldsm variant with the default
+// tensor-core one on the same inputs over flashCases: flash_dkv_heads and
+// dkv_mma64 round the same operands (K, V, Q, dO, P, dS) to bf16, so dk
+// and dv differ only in the order of their fp32 sums (per query head, then
+// over the group, against all of a group's products in one accumulator)
+// and dq not at all; flash_dq_ldsm's dq, dk and dv equal the
+// default's bit for bit (the same products, summed in the same order). The
+// differences are logged (-v) and quoted in docs/gpu.md.
+func TestFlashBackwardVariantsMatchDefault(t *testing.T) {
 	be := openEmulator(t)
 	be.SetPrecision(BF16)
 	rel := func(got, want []float32) float64 {
@@ -231,16 +234,21 @@ func TestFlashDKVHeadsMatchesFlashMMA(t *testing.T) {
 		out, lse := make([]float32, len(q)), make([]float32, N*NH)
 		ref.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
 		dout := randn(r, len(q), 1)
-		var dq, dk, dv [2][]float32
-		for j, vars := range []Variants{{}, {FlashDKVHeads: true}} {
+		var dq, dk, dv [3][]float32
+		for j, vars := range []Variants{{}, {FlashDKVHeads: true}, {FlashDQLdsm: true}} {
 			be.SetVariants(vars)
 			dq[j], dk[j], dv[j] = randn(r, len(q), 100), randn(r, len(k), 100), randn(r, len(v), 100)
 			be.AttentionVarlenBackward(dq[j], dk[j], dv[j], dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
 		}
 		eq, ek, ev := rel(dq[1], dq[0]), rel(dk[1], dk[0]), rel(dv[1], dv[0])
-		t.Logf("lengths %v NH %d NKV %d HD %d: flash_dkv_heads - flash_mma: dq %.2e dk %.2e dv %.2e", c.lengths, NH, NKV, HD, eq, ek, ev)
+		t.Logf("lengths %v NH %d NKV %d HD %d: flash_dkv_heads - default: dq %.2e dk %.2e dv %.2e", c.lengths, NH, NKV, HD, eq, ek, ev)
 		if eq != 0 || ek > 1e-5 || ev > 1e-5 {
 			t.Errorf("case %d: beyond the fp32 order of sums (dq 0, dk and dv 1e-5)", i)
+		}
+		lq, lk, lv := rel(dq[2], dq[0]), rel(dk[2], dk[0]), rel(dv[2], dv[0])
+		t.Logf("  flash_dq_ldsm - default: dq %.2e dk %.2e dv %.2e", lq, lk, lv)
+		if lq != 0 || lk != 0 || lv != 0 {
+			t.Errorf("case %d: flash_dq_ldsm differs from the default (the same products in the same order)", i)
 		}
 	}
 	be.SetVariants(Variants{})
@@ -280,4 +288,39 @@ func TestFlashDKVHeadsLaunches(t *testing.T) {
 		}
 	}
 	be.SetVariants(Variants{})
+}
+
+// TestFlashDQLdsmEmulator runs the flash_dq_ldsm variant's check on the
+// emulator, and its planted defects (FA_BUG_*: a missing __syncthreads
+// between the key tiles' buffers, the diagonal tile left out, dS's A
+// fragment with two registers swapped), each of which must make the check
+// fail, naming dq, while the tensor-core check, which does not launch the
+// kernel, passes.
+func TestFlashDQLdsmEmulator(t *testing.T) {
+	be := openEmulator(t)
+	check := Check{"AttentionVarlenDQLdsm", checkAttentionVarlenDQLdsm}
+	if err := check.Do(be); err != nil {
+		t.Fatal(err)
+	}
+	for _, defect := range []string{"nosync", "tile", "frag"} {
+		t.Run(defect, func(t *testing.T) {
+			const kernel = "flash_attention_backward_dq_ldsm_mma64"
+			emuPlanted[kernel] = defect
+			defer delete(emuPlanted, kernel)
+			err := check.Do(be)
+			if err == nil {
+				t.Fatalf("the check passed with %s planted in %s", defect, kernel)
+			}
+			if !strings.Contains(err.Error(), "dq") {
+				t.Errorf("error %q does not name dq", err)
+			}
+			t.Log(err)
+			if err := (Check{"AttentionVarlenMMA", checkAttentionVarlenMMA}).Do(be); err != nil {
+				t.Errorf("the tensor-core check failed with %s planted in %s: %v", defect, kernel, err)
+			}
+		})
+	}
+	if v := be.Variants(); v != (Variants{}) {
+		t.Errorf("the check left the variants at %v", v)
+	}
 }

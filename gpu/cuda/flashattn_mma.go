@@ -36,22 +36,26 @@ func (b *Backend) flashForwardMMA(a *arena, cu dptr, out, lse, q, k, v []float32
 // AttentionVarlenBackward's op, on its staged operands and D, with the
 // default's grids (64 keys, or 64 queries, a block): for HD <= 64 dK and dV
 // in one kernel, above in two (flashattn.cuh: their accumulators and
-// fragments together exceed a thread's registers).
+// fragments together exceed a thread's registers). For HD <= 64 the
+// flash_dkv_heads and flash_dq_ldsm variants replace dK/dV and dQ.
 func (b *Backend) flashBackwardMMA(a *arena, cu, pq, pk, pv, pdo, plse, pD dptr, dq, dk, dv []float32,
 	S, N, maxT, NH, NKV, HD int, scale float32) {
 	pdq, pdk, pdv := a.out(dq, N*NH*HD), a.out(dk, N*NKV*HD), a.out(dv, N*NKV*HD)
 	keys, queries := flashBlocks(S, maxT, NKV), flashBlocks(S, maxT, NH)
-	if HD <= 64 && b.d.vars.FlashDKVHeads {
-		b.flashBackwardDKVHeads(a, cu, pq, pk, pv, pdo, plse, pD, pdk, pdv, S, N, maxT, NH, NKV, HD, scale)
-		b.d.launch("flash_attention_backward_dq_mma64", queries, ptr(pdq),
-			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
-			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
-		return
-	}
 	if HD <= 64 {
-		b.d.launch("flash_attention_backward_dkv_mma64", keys, ptr(pdk), ptr(pdv),
-			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
-			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+		if b.d.vars.FlashDKVHeads {
+			b.flashBackwardDKVHeads(a, cu, pq, pk, pv, pdo, plse, pD, pdk, pdv, S, N, maxT, NH, NKV, HD, scale)
+		} else {
+			b.d.launch("flash_attention_backward_dkv_mma64", keys, ptr(pdk), ptr(pdv),
+				ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
+				i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+		}
+		if b.d.vars.FlashDQLdsm { // the same grid and arguments (flashattn.cuh)
+			b.d.launch("flash_attention_backward_dq_ldsm_mma64", queries, ptr(pdq),
+				ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
+				i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+			return
+		}
 		b.d.launch("flash_attention_backward_dq_mma64", queries, ptr(pdq),
 			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
 			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))

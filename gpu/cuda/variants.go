@@ -20,8 +20,9 @@ const VariantsEnv = "RLHOST_CUDA_VARIANTS"
 // kernel it replaces stays selectable as a variant, so that a proof can
 // still time the two against each other. FlashSIMT, DecodeBlock and
 // SampleBisect are the kernels that were the defaults before an H100 proof
-// (at b593c0c) measured their replacements faster; FlashDKVHeads is a new
-// kernel, not yet timed on a GPU (docs/gpu.md, "Kernel variants").
+// (at b593c0c) measured their replacements faster; FlashDKVHeads and
+// FlashDQLdsm are new kernels, not yet timed on a GPU (docs/gpu.md,
+// "Kernel variants").
 type Variants struct {
 	// FlashSIMT runs the fused attention's products on fp32 CUDA cores
 	// where the products are bf16, instead of the bf16 tensor cores
@@ -45,6 +46,12 @@ type Variants struct {
 	// attention runs (bf16 products, FlashSIMT off); above 64 dimensions
 	// the default kernels run.
 	FlashDKVHeads bool
+	// FlashDQLdsm computes the tensor-core backward's dQ (head dimensions
+	// up to 64) with each key tile staged once into one of two buffers and
+	// K's fragments for dQ += dS K read with ldmatrix.trans, one
+	// __syncthreads a tile, instead of K staged again transposed and four.
+	// It applies where the tensor-core attention runs, as FlashDKVHeads.
+	FlashDQLdsm bool
 }
 
 // variantNames maps each name RLHOST_CUDA_VARIANTS accepts to its field.
@@ -53,6 +60,7 @@ var variantNames = map[string]func(*Variants) *bool{
 	"decode_block":    func(v *Variants) *bool { return &v.DecodeBlock },
 	"sample_bisect":   func(v *Variants) *bool { return &v.SampleBisect },
 	"flash_dkv_heads": func(v *Variants) *bool { return &v.FlashDKVHeads },
+	"flash_dq_ldsm":   func(v *Variants) *bool { return &v.FlashDQLdsm },
 }
 
 // promotedVariants are the names of variants that became the default

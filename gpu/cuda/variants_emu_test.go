@@ -39,8 +39,9 @@ func TestChecksWithAllVariants(t *testing.T) {
 // (the SIMT kernels in fp32), flash-decoding and the radix-select
 // sampling; with flash_simt, decode_block and sample_bisect the kernels
 // they name, and nothing of the defaults'; with flash_dkv_heads the
-// per-query-head dK/dV and its reduction in place of dkv_mma64 where the
-// tensor-core kernels run, nothing else.
+// per-query-head dK/dV and its reduction in place of dkv_mma64, with
+// flash_dq_ldsm dq_ldsm_mma64 in place of dq_mma64, where the tensor-core
+// kernels run, nothing else.
 func TestVariantKernels(t *testing.T) {
 	be := openEmulator(t)
 	if err := be.EnableProfile(); err != nil {
@@ -90,6 +91,9 @@ func TestVariantKernels(t *testing.T) {
 		{"flash_dkv_heads", BF16, slices.Concat(heads, split)},
 		{"flash_dkv_heads", FP32, slices.Concat(simt, split)},
 		{"flash_dkv_heads,flash_simt", BF16, slices.Concat(simt, split)},
+		{"flash_dq_ldsm", BF16, slices.Concat([]string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_mma64",
+			"flash_attention_backward_dq_ldsm_mma64"}, split)},
+		{"flash_dq_ldsm,flash_simt", BF16, slices.Concat(simt, split)},
 		{"all", BF16, slices.Concat(simt, []string{"attention_cached", "sample_tokens"})},
 	} {
 		v, err := ParseVariants(tc.variants)

@@ -15,7 +15,9 @@ func TestParseVariants(t *testing.T) {
 		{"flash_simt", Variants{FlashSIMT: true}, "flash_simt"},
 		{" decode_block , sample_bisect", Variants{DecodeBlock: true, SampleBisect: true}, "decode_block,sample_bisect"},
 		{"flash_dkv_heads", Variants{FlashDKVHeads: true}, "flash_dkv_heads"},
-		{"all", Variants{FlashSIMT: true, DecodeBlock: true, SampleBisect: true, FlashDKVHeads: true}, "decode_block,flash_dkv_heads,flash_simt,sample_bisect"},
+		{"flash_dq_ldsm,flash_dkv_heads", Variants{FlashDKVHeads: true, FlashDQLdsm: true}, "flash_dkv_heads,flash_dq_ldsm"},
+		{"all", Variants{FlashSIMT: true, DecodeBlock: true, SampleBisect: true, FlashDKVHeads: true, FlashDQLdsm: true},
+			"decode_block,flash_dkv_heads,flash_dq_ldsm,flash_simt,sample_bisect"},
 	} {
 		got, err := ParseVariants(c.in)
 		if err != nil || got != c.want || got.String() != c.str {
@@ -24,7 +26,7 @@ func TestParseVariants(t *testing.T) {
 	}
 	_, err := ParseVariants("flash_simt,fast")
 	if err == nil || !strings.Contains(err.Error(), `"fast"`) || !strings.Contains(err.Error(), VariantsEnv) ||
-		!strings.Contains(err.Error(), "decode_block, flash_dkv_heads, flash_simt, sample_bisect, all") {
+		!strings.Contains(err.Error(), "decode_block, flash_dkv_heads, flash_dq_ldsm, flash_simt, sample_bisect, all") {
 		t.Errorf("unknown variant: %v", err)
 	}
 }

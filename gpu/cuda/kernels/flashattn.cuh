@@ -1143,6 +1143,82 @@ __device__ void flash_dkv_reduce(float* dk, float* dv, const float* pdk, const f
     }
 }
 
+// flash_backward_dq_ldsm_mma (the flash_dq_ldsm variant,
+// Variants.FlashDQLdsm; HD <= 64): flash_backward_dq_mma with each key
+// tile's K and V staged once, straight ([key][dim] bf16), into one of two
+// buffers: dQ += dS K takes K's B fragments from the straight tile with
+// ldmatrix.trans (fa_mma_pbt) where the default stages K^T again, and a
+// warp stages its share of the next key tile into the other buffer after
+// its products on the current one, so that one __syncthreads a tile
+// separates the buffers' uses (the default has four). Q's and dO's
+// fragments are read from global memory into registers once (no staging).
+// Shared memory 2 x 2 x 64 x 72 bf16 = 36 KB; two blocks per SM.
+template <int NK, int BUG>
+__device__ void flash_backward_dq_ldsm_mma(float* dq, const float* q, const float* k, const float* v,
+                                           const float* dout, const float* lse, const float* D, const int* cu, i64 S,
+                                           i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+    constexpr int DIMS = 16 * NK, LDK = DIMS + 8, TN = 2 * FA_TILE * LDK;  // a buffer: K, V [key][dim]
+    alignas(16) __shared__ unsigned short sm[2 * TN];
+    static_assert(sizeof(sm) >= FA_TILE * DIMS * sizeof(float), "fa_mma_store's sums fit the buffers");
+    i64 h, tile, off, L;
+    fa_block(cu, S, maxT, NH, true, &h, &tile, &off, &L);
+    i64 q0 = tile * FA_TILE;
+    if (q0 >= L) return;
+    i64 kh = h / (NH / NKV);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int rg = warp & 3, half = warp >> 2;  // rows 16rg.., columns 32half.. of each key tile
+    int nk = (int)((HD + 15) / 16), nd = (int)((HD + 7) / 8);
+    i64 wq0 = q0 + 16 * rg;
+
+    unsigned qa[NK][4], da[NK][4];
+    fa_mma_frags_global(qa, q, off, wq0, L, h, NH, HD);
+    fa_mma_frags_global(da, dout, off, wq0, L, h, NH, HD);
+    float lq[2], dq0[2];  // lse and D of rows g, g+8
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        i64 tq = wq0 + g + 8 * r;
+        lq[r] = tq < L ? lse[(off + tq) * NH + h] : 0.0f;
+        dq0[r] = tq < L ? D[(off + tq) * NH + h] : 0.0f;
+    }
+    float acc[2 * NK][4];
+#pragma unroll
+    for (int n = 0; n < 2 * NK; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
+    fa_stage_bf16(sm, LDK, k, off, 0, FA_TILE, L, kh, NKV, HD, DIMS);
+    fa_stage_bf16(sm + FA_TILE * LDK, LDK, v, off, 0, FA_TILE, L, kh, NKV, HD, DIMS);
+    __syncthreads();
+    int b = 0;
+    for (i64 j0 = 0; j0 < kend; j0 += FA_TILE, b ^= 1) {
+        const unsigned short* Ks = sm + b * TN + 32 * half * LDK;  // the warp's 32 keys
+        const unsigned short* Vs = Ks + FA_TILE * LDK;
+        i64 c0 = j0 + 32 * half;  // the warp's first key
+        if (!(c0 > wq0 + 15 || c0 >= L || wq0 >= L)) {  // it sees some of its keys (warp-uniform)
+            float s[4][4], dp[4][4];
+            fa_mma_abt(s, qa, Ks, LDK, nk);
+            fa_mma_abt(dp, da, Vs, LDK, nk);
+#pragma unroll
+            for (int n = 0; n < 4; n++) {
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    int r = i / 2;
+                    i64 tq = wq0 + g + 8 * r, tk = c0 + 8 * n + 2 * t + i % 2;
+                    s[n][i] = tk <= tq && tq < L ? expf(s[n][i] * scale - lq[r]) * (dp[n][i] - dq0[r]) : 0.0f;
+                }
+            }
+            int kn = (int)(L - c0 < 32 ? L - c0 : 32);
+            fa_mma_pbt<NK, 2, BUG>(acc, s, Ks, LDK, kn, nd);
+        }
+        // the next tile into the other buffer, read last before the previous __syncthreads
+        if (j0 + FA_TILE < kend) {
+            unsigned short* nb = sm + (b ^ 1) * TN;
+            fa_stage_bf16(nb, LDK, k, off, j0 + FA_TILE, FA_TILE, L, kh, NKV, HD, DIMS);
+            fa_stage_bf16(nb + FA_TILE * LDK, LDK, v, off, j0 + FA_TILE, FA_TILE, L, kh, NKV, HD, DIMS);
+        }
+        if (BUG != FA_BUG_NOSYNC) __syncthreads();
+    }
+    fa_mma_store<NK>(dq, reinterpret_cast<float*>(sm), acc, scale, off, q0, L, h, NH, HD);
+}
+
 }  // extern "C++"
 
 __global__ void FA_TWO_BLOCKS flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
@@ -1234,4 +1310,14 @@ __global__ void flash_attention_backward_dkv_heads_mma64(float* pdk, float* pdv,
 __global__ void flash_attention_backward_dkv_reduce(float* dk, float* dv, const float* pdk, const float* pdv, i64 N,
                                                     i64 NH, i64 NKV, i64 HD) {
     flash_dkv_reduce<FA_OK>(dk, dv, pdk, pdv, N, NH, NKV, HD);
+}
+
+// flash_attention_backward_dq_ldsm_mma64: dQ of the flash_dq_ldsm variant
+// for head dimensions up to 64 (two blocks per SM).
+__global__ void FA_TWO_BLOCKS flash_attention_backward_dq_ldsm_mma64(float* dq, const float* q, const float* k,
+                                                                     const float* v, const float* dout,
+                                                                     const float* lse, const float* D, const int* cu,
+                                                                     i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD,
+                                                                     float scale) {
+    flash_backward_dq_ldsm_mma<4, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
 }
