@@ -43,3 +43,32 @@ func DecodeFusedOps(be Backend) DecodeFused {
 	}
 	return nil
 }
+
+// DecodeGraph is implemented by a backend that can run the ops of a decode
+// step as one graph (the CUDA backend: a CUDA graph, one launch per step
+// where the ops would queue a few hundred launches and products). The
+// generator (gpu/model) brackets the ops of a step whose rows all decode
+// (no prompt token), from the embedding to the logits, with
+// BeginDecodeGraph and EndDecodeGraph, key naming the step's shape (the
+// generator and the batch); the step's inputs (tokens, positions, cache
+// rows) are uploaded into the generator's tensors before Begin, and the
+// sampling runs after End. Between the two, the ops are called as always
+// and must not read tensors back to the host; the backend decides whether
+// they run one by one or as a graph, and a replay must give what they
+// would have given. gpu/cpu does not implement it, so the CPU path is
+// unchanged.
+type DecodeGraph interface {
+	// DecodeGraphs reports whether the generator should mark its steps.
+	DecodeGraphs() bool
+	BeginDecodeGraph(key uint64)
+	EndDecodeGraph()
+}
+
+// DecodeGraphOps returns be's decode graphs, or nil when be has none or
+// has them switched off (see DecodeGraph).
+func DecodeGraphOps(be Backend) DecodeGraph {
+	if g, ok := be.(DecodeGraph); ok && g.DecodeGraphs() {
+		return g
+	}
+	return nil
+}

@@ -109,6 +109,7 @@ var Checks = []Check{
 	{"GenerateGroups", checkGenerateGroups},
 	{"GenerateDecodeBlock", checkGenerateDecodeBlock},
 	{"GenerateQwen", checkGenerateQwen},
+	{"DecodeGraph", checkDecodeGraph},
 }
 
 // ---------------------------------------------------------------------------

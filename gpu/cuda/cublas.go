@@ -12,6 +12,7 @@ package cuda
 // typedef int (*rl_create_t)(void **);
 // typedef int (*rl_destroy_t)(void *);
 // typedef int (*rl_setstream_t)(void *, void *);
+// typedef int (*rl_setworkspace_t)(void *, void *, size_t);
 // typedef int (*rl_sgemm_t)(void *, int, int, int, int, int, const float *, const float *, int,
 //                           const float *, int, const float *, float *, int);
 // typedef int (*rl_sgemm_sb_t)(void *, int, int, int, int, int, const float *, const float *, int, long long,
@@ -25,6 +26,9 @@ package cuda
 // static int rl_create(void *f, uintptr_t *h) { void *p = 0; int r = ((rl_create_t)f)(&p); *h = (uintptr_t)p; return r; }
 // static int rl_destroy(void *f, uintptr_t h) { return ((rl_destroy_t)f)((void *)h); }
 // static int rl_setstream(void *f, uintptr_t h, uintptr_t s) { return ((rl_setstream_t)f)((void *)h, (void *)s); }
+// static int rl_setworkspace(void *f, uintptr_t h, uintptr_t p, size_t n) {
+//     return ((rl_setworkspace_t)f)((void *)h, (void *)p, n);
+// }
 // static int rl_sgemm(void *f, uintptr_t h, int ta, int tb, int m, int n, int k, float alpha,
 //                     uintptr_t A, int lda, uintptr_t B, int ldb, float beta, uintptr_t C, int ldc) {
 //     return ((rl_sgemm_t)f)((void *)h, ta, tb, m, n, k, &alpha, (const float *)A, lda, (const float *)B, ldb,
@@ -76,6 +80,24 @@ type cublas struct {
 	create, destroy, setStream               unsafe.Pointer
 	fnSgemm, fnSgemmStridedBatched, fnGemmEx unsafe.Pointer
 	fnGemmStridedBatchedEx                   unsafe.Pointer
+}
+
+// cublasWorkspace is the bytes of the workspace the handle gets
+// (cublasSetWorkspace): cuBLAS's own default on Hopper, and a buffer of
+// the backend's, so that no product allocates one while a stream is
+// captured (graph.go).
+const cublasWorkspace = 32 << 20
+
+// setWorkspace gives the handle the workspace [p, p+bytes) (after
+// cublasSetStream, which resets it).
+func (b *cublas) setWorkspace(p dptr, bytes int64) error {
+	cs := C.CString("cublasSetWorkspace_v2")
+	f := C.dlsym(b.lib, cs)
+	C.free(unsafe.Pointer(cs))
+	if f == nil {
+		return fmt.Errorf("%s has no symbol cublasSetWorkspace_v2", b.path)
+	}
+	return status("cublasSetWorkspace", C.rl_setworkspace(f, b.handle, C.uintptr_t(p), C.size_t(bytes)))
 }
 
 func openCublas(stream cu.Stream) (*cublas, error) {

@@ -30,6 +30,10 @@ type cuDriver struct {
 	mod    cu.Module
 	fn     *kernelTable[cu.Function]
 	params slotPointers // of the launch being queued
+	// graphs: cuBLAS has a workspace of the backend's, so that its
+	// products can be captured (cudagraph.go); noGraphs says why not
+	graphs   bool
+	noGraphs string
 }
 
 func newDevice(ordinal int) (*device, error) {
@@ -90,6 +94,14 @@ func newDevice(ordinal int) (*device, error) {
 		return nil, err
 	}
 	d.blas = rowMajor{cb}
+	if ws, err := c.malloc(cublasWorkspace); err != nil {
+		c.noGraphs = fmt.Sprintf("no memory for the cuBLAS workspace: %v", err)
+	} else if err := cb.setWorkspace(ws, cublasWorkspace); err != nil {
+		c.noGraphs = err.Error()
+		c.free(ws)
+	} else {
+		c.graphs = true
+	}
 	return d, nil
 }
 
@@ -173,10 +185,14 @@ func Open(ordinal int) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	graphsOff, err := graphsOffFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	d, err := newDevice(ordinal)
 	if err != nil {
 		return nil, err
 	}
-	d.vars = vars
+	d.vars, d.graphs.off = vars, graphsOff
 	return &Backend{d: d}, nil
 }

@@ -27,8 +27,13 @@ import (
 // for tests (build tag cudaemu): it runs the kernels' own code where there
 // is no GPU, so that everything but the PTX compilation and the hardware is
 // checked against the CPU reference.
+//
+// Decode graphs are on unless RLHOST_CUDA_GRAPHS=0 (any other value: on).
 func OpenEmulator() *Backend {
-	return &Backend{d: &device{drv: emuDriver{&emuMemory{}}, blas: rowMajor{emuBlas{}}, name: "emulator", cc: [2]int{8, 0}}}
+	m := &emuMemory{}
+	d := &device{drv: emuDriver{m}, blas: rowMajor{emuBlas{m}}, name: "emulator", cc: [2]int{8, 0}}
+	d.graphs.off, _ = graphsOffFromEnv()
+	return &Backend{d: d}
 }
 
 // kernelSources are embedded only so that the Go build cache rebuilds the
@@ -74,6 +79,11 @@ type emuMemory struct {
 	live   map[dptr]int // the blocks handed out: size by address
 	depth  int          // nested enter calls
 	closed bool
+	// the stream's capture (emuDriver.beginCapture): the calls queued
+	// while capturing, and the error that invalidated the capture
+	capturing  bool
+	captured   []func() error
+	captureErr error
 }
 
 type emuSpan struct{ at, n int }
@@ -260,12 +270,18 @@ func (e emuDriver) leave() {
 	}
 }
 
-func (emuDriver) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
+func (e emuDriver) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
+	if err := e.m.uncapturable("a copy from the host"); err != nil {
+		return err
+	}
 	copy(unsafe.Slice((*byte)(hostPtr(dst)), bytes), unsafe.Slice((*byte)(src), bytes))
 	return nil
 }
 
-func (emuDriver) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
+func (e emuDriver) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
+	if err := e.m.uncapturable("a copy to the host"); err != nil {
+		return err
+	}
 	copy(unsafe.Slice((*byte)(dst), bytes), unsafe.Slice((*byte)(hostPtr(src)), bytes))
 	return nil
 }
@@ -279,7 +295,10 @@ var emuPlanted = map[string]string{}
 // arrays are one set for every emulated device, as one GPU.
 var emuLaunch sync.Mutex
 
-func (emuDriver) launch(kernel string, grid int, args []uint64) error {
+func (e emuDriver) launch(kernel string, grid int, args []uint64) error {
+	if e.m.capture(func() error { return e.launch(kernel, grid, args) }, &args) {
+		return nil
+	}
 	if p := emuPlanted[kernel]; p != "" {
 		kernel += "/" + p
 	}
@@ -302,7 +321,7 @@ func (emuDriver) launch(kernel string, grid int, args []uint64) error {
 	return nil
 }
 
-func (emuDriver) sync() error { return nil }
+func (e emuDriver) sync() error { return e.m.uncapturable("a synchronisation") }
 
 // emuEvent is a timing event of the emulator: launches and copies run
 // synchronously, so an event recorded after an op passes when it is
@@ -329,12 +348,18 @@ func (emuDriver) destroyEvent(event) error { return nil }
 // memInfo reports the emulator's device as 1 GiB with nothing free beyond what it has.
 func (emuDriver) memInfo() (free, total int64, err error) { return 0, 1 << 30, nil }
 
-func (emuDriver) dtod(dst, src dptr, bytes int64) error {
+func (e emuDriver) dtod(dst, src dptr, bytes int64) error {
+	if e.m.capture(func() error { return e.dtod(dst, src, bytes) }, nil) {
+		return nil
+	}
 	copy(unsafe.Slice((*byte)(hostPtr(dst)), bytes), unsafe.Slice((*byte)(hostPtr(src)), bytes))
 	return nil
 }
 
-func (emuDriver) zero(p dptr, bytes int64) error {
+func (e emuDriver) zero(p dptr, bytes int64) error {
+	if e.m.capture(func() error { return e.zero(p, bytes) }, nil) {
+		return nil
+	}
 	clear(unsafe.Slice((*byte)(hostPtr(p)), bytes))
 	return nil
 }
@@ -343,7 +368,7 @@ func (emuDriver) zero(p dptr, bytes int64) error {
 // sums): C = alpha op(A) op(B) + beta C with element (i,j) of a matrix X at
 // X[i + j*ldx], op(X) = X^T when trans. It shares no code with the row-major
 // mapping (blas.go) or gpu/cpu, so the checks test that mapping.
-type emuBlas struct{}
+type emuBlas struct{ m *emuMemory }
 
 func floats(p dptr, n int) []float32 {
 	if n <= 0 {
@@ -379,8 +404,11 @@ func gemmShapes(fn string, transA, transB bool, m, n, k, lda, ldb, ldc int) (ar,
 	return ar, ac, br, bc, err
 }
 
-func (emuBlas) sgemm(transA, transB bool, m, n, k int, alpha float32, A dptr, lda int,
+func (e emuBlas) sgemm(transA, transB bool, m, n, k int, alpha float32, A dptr, lda int,
 	B dptr, ldb int, beta float32, Cp dptr, ldc int) error {
+	if e.m.capture(func() error { return e.sgemm(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, Cp, ldc) }, nil) {
+		return nil
+	}
 	ar, ac, br, bc, err := gemmShapes("cublasSgemm", transA, transB, m, n, k, lda, ldb, ldc)
 	if err != nil {
 		return err
@@ -416,6 +444,11 @@ func (emuBlas) sgemm(transA, transB bool, m, n, k int, alpha float32, A dptr, ld
 
 func (e emuBlas) sgemmStridedBatched(transA, transB bool, m, n, k int, alpha float32,
 	A dptr, lda, strideA int, B dptr, ldb, strideB int, beta float32, Cp dptr, ldc, strideC, count int) error {
+	if e.m.capture(func() error {
+		return e.sgemmStridedBatched(transA, transB, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, Cp, ldc, strideC, count)
+	}, nil) {
+		return nil
+	}
 	for i := 0; i < count; i++ {
 		if err := e.sgemm(transA, transB, m, n, k, alpha, A+dptr(4*i*strideA), lda, B+dptr(4*i*strideB), ldb,
 			beta, Cp+dptr(4*i*strideC), ldc); err != nil {
@@ -437,6 +470,11 @@ func (e emuBlas) sgemmStridedBatched(transA, transB bool, m, n, k int, alpha flo
 func (e emuBlas) gemmEx(transA, transB bool, m, n, k int, alpha float32,
 	A dptr, at DataType, lda int, B dptr, bt DataType, ldb int, beta float32,
 	Cp dptr, ct DataType, ldc int, compute ComputeType) error {
+	if e.m.capture(func() error {
+		return e.gemmEx(transA, transB, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, Cp, ct, ldc, compute)
+	}, nil) {
+		return nil
+	}
 	switch {
 	case at == R32F && bt == R32F && ct == R32F && compute == Compute32F:
 		return e.sgemm(transA, transB, m, n, k, alpha, A, lda, B, ldb, beta, Cp, ldc)
@@ -487,6 +525,12 @@ func (e emuBlas) gemmEx(transA, transB bool, m, n, k int, alpha float32,
 func (e emuBlas) gemmStridedBatchedEx(transA, transB bool, m, n, k int, alpha float32,
 	A dptr, at DataType, lda, strideA int, B dptr, bt DataType, ldb, strideB int, beta float32,
 	Cp dptr, ct DataType, ldc, strideC, count int, compute ComputeType) error {
+	if e.m.capture(func() error {
+		return e.gemmStridedBatchedEx(transA, transB, m, n, k, alpha, A, at, lda, strideA, B, bt, ldb, strideB, beta,
+			Cp, ct, ldc, strideC, count, compute)
+	}, nil) {
+		return nil
+	}
 	size := func(t DataType) int {
 		if t == R16BF {
 			return 2
@@ -503,3 +547,73 @@ func (e emuBlas) gemmStridedBatchedEx(transA, transB bool, m, n, k int, alpha fl
 }
 
 func (emuBlas) library() string { return "column-major reference products (emulator)" }
+
+// Stream capture (grapher), as cuStreamBeginCapture and cuGraphLaunch do
+// it: while capturing, the launches, device copies, clears and products
+// are recorded with their arguments instead of run; a copy between host
+// and device or a synchronisation fails and invalidates the capture (the
+// CUDA driver refuses them on a capturing stream). An emuGraph is the
+// calls recorded, run in order by each launch.
+type emuGraph struct{ calls []func() error }
+
+// capture records f (a call with its arguments; args, if any, copied
+// first) when the stream is capturing, and reports whether it did.
+func (m *emuMemory) capture(f func() error, args *[]uint64) bool {
+	if m == nil || !m.capturing {
+		return false
+	}
+	if args != nil {
+		*args = slices.Clone(*args)
+	}
+	m.captured = append(m.captured, f)
+	return true
+}
+
+// uncapturable fails what cannot be captured, invalidating the capture.
+func (m *emuMemory) uncapturable(what string) error {
+	if m == nil || !m.capturing {
+		return nil
+	}
+	m.captureErr = fmt.Errorf("%s while the stream is capturing: not permitted (capture invalidated)", what)
+	return m.captureErr
+}
+
+func (e emuDriver) beginCapture() error {
+	if e.m.capturing {
+		return fmt.Errorf("the stream is capturing already")
+	}
+	e.m.capturing, e.m.captured, e.m.captureErr = true, nil, nil
+	return nil
+}
+
+func (e emuDriver) endCapture() (graphExec, error) {
+	if !e.m.capturing {
+		return nil, fmt.Errorf("the stream is not capturing")
+	}
+	g := &emuGraph{calls: e.m.captured}
+	err := e.m.captureErr
+	e.m.capturing, e.m.captured, e.m.captureErr = false, nil, nil
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func (e emuDriver) launchGraph(g graphExec) error {
+	if e.m.capturing {
+		return fmt.Errorf("graph launch while the stream is capturing")
+	}
+	for _, f := range g.(*emuGraph).calls {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (emuDriver) destroyGraph(g graphExec) error {
+	g.(*emuGraph).calls = nil
+	return nil
+}
+
+var _ grapher = emuDriver{}

@@ -172,6 +172,7 @@ type device struct {
 	prof    *profiler
 	profAgg profileAgg
 	slots   []uint64 // the argument slots of the launch being queued (launch)
+	graphs  graphs   // decode graphs (graph.go)
 }
 
 // run executes one op on the device: the context is made current on a

@@ -30,6 +30,13 @@ type hostCostRun struct {
 	name    string
 	setup   func(tb testing.TB, m *model.Model) (step func() error, forwards int)
 	profile bool // with EnableProfile: an event pair around every op
+	graphs  bool // on a null device with stream capture: decode steps replayed as graphs
+}
+
+// withGraphs is run with decode graphs.
+func (r hostCostRun) withGraphs() hostCostRun {
+	r.name, r.graphs = r.name+"-graphs", true
+	return r
 }
 
 // profiled is run with the profile on.
@@ -106,11 +113,12 @@ func hostCostTrain(B, T int) hostCostRun {
 }
 
 var hostCostRuns = []hostCostRun{hostCostDecode(1), hostCostDecode(64), hostCostTrain(8, 1024),
-	hostCostDecode(1).profiled(), hostCostTrain(8, 1024).profiled()}
+	hostCostDecode(1).profiled(), hostCostTrain(8, 1024).profiled(),
+	hostCostDecode(1).withGraphs(), hostCostDecode(64).withGraphs()}
 
 // openHostCost is the null device with the model of a run on it.
 func openHostCost(tb testing.TB, run hostCostRun, c model.Config) (*Backend, *nullDriver, *model.Model) {
-	be, drv := openNull(tb)
+	be, drv := openNullDevice(tb, run.graphs)
 	be.SetPrecision(BF16)
 	if run.profile {
 		if err := be.EnableProfile(); err != nil {
@@ -184,11 +192,15 @@ func TestNullDevice(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, want := drv.ops.sub(ops0), be.Counters().Sub(c0)
-			if got.launches != want.Launches || got.htod != want.Uploads || got.dtoh != want.Downloads ||
-				got.dtod != want.DeviceCopies || got.syncs != want.Syncs {
-				t.Errorf("null device counted %d launches, %d uploads, %d downloads, %d device copies, %d syncs; the backend %d, %d, %d, %d, %d",
-					got.launches, got.htod, got.dtoh, got.dtod, got.syncs,
-					want.Launches, want.Uploads, want.Downloads, want.DeviceCopies, want.Syncs)
+			// a graph's replays run kernels the host did not queue
+			if got.launches != want.Launches-want.GraphKernels || got.htod != want.Uploads || got.dtoh != want.Downloads ||
+				got.dtod != want.DeviceCopies || got.syncs != want.Syncs || got.graphs != want.GraphLaunches {
+				t.Errorf("null device counted %d launches, %d uploads, %d downloads, %d device copies, %d syncs, %d graph launches; the backend %d (less %d in graphs), %d, %d, %d, %d, %d",
+					got.launches, got.htod, got.dtoh, got.dtod, got.syncs, got.graphs,
+					want.Launches, want.GraphKernels, want.Uploads, want.Downloads, want.DeviceCopies, want.Syncs, want.GraphLaunches)
+			}
+			if run.graphs && (want.GraphLaunches == 0 || want.GraphKernels == 0) {
+				t.Errorf("no decode step replayed as a graph: %v", want)
 			}
 			if got.blas == 0 || got.launches == 0 {
 				t.Errorf("%d cuBLAS calls and %d launches in a step", got.blas, got.launches)
@@ -204,8 +216,8 @@ func TestNullDevice(t *testing.T) {
 						p.Calls("kernel"), p.Calls("cublas"), p.Calls("copy"), got.launches, got.blas, got.htod+got.dtoh+got.dtod+got.zero)
 				}
 			}
-			t.Logf("one step: %d launches, %d cuBLAS calls, %d up, %d down, %d on the device, %d syncs",
-				got.launches, got.blas, got.htod, got.dtoh, got.dtod, got.syncs)
+			t.Logf("one step: %d launches, %d cuBLAS calls, %d up, %d down, %d on the device, %d syncs, %d graph launches",
+				got.launches, got.blas, got.htod, got.dtoh, got.dtod, got.syncs, got.graphs)
 		})
 	}
 }

@@ -24,7 +24,12 @@ type Counters struct {
 	Allocs                     int64 // device allocations (cuMemAlloc calls)
 	AllocBytes                 int64
 	Syncs                      int64 // stream synchronisations
-	Launches                   int64 // kernel launches (cuBLAS calls not included)
+	Launches                   int64 // kernel launches (cuBLAS calls not included), those of the graphs too
+	// GraphLaunches are the decode graphs launched (graph.go), and
+	// GraphKernels the kernel launches their replays ran (counted in
+	// Launches too: the host queued Launches - GraphKernels of them
+	// itself, those of a capture included).
+	GraphLaunches, GraphKernels int64
 	// SyncWait is the host's time blocked on the device: in stream
 	// synchronisations and device->host copies. Wall time less SyncWait
 	// bounds from above the time the device sat idle.
@@ -40,6 +45,7 @@ func (c Counters) Sub(c0 Counters) Counters {
 		DeviceToDevice: c.DeviceToDevice - c0.DeviceToDevice, DeviceCopies: c.DeviceCopies - c0.DeviceCopies,
 		Largest: c.Largest, Allocs: c.Allocs - c0.Allocs, AllocBytes: c.AllocBytes - c0.AllocBytes,
 		Syncs: c.Syncs - c0.Syncs, Launches: c.Launches - c0.Launches, SyncWait: c.SyncWait - c0.SyncWait,
+		GraphLaunches: c.GraphLaunches - c0.GraphLaunches, GraphKernels: c.GraphKernels - c0.GraphKernels,
 	}
 }
 
@@ -51,8 +57,9 @@ func (c Counters) HostFrac(wall float64) float64 {
 }
 
 func (c Counters) String() string {
-	return fmt.Sprintf("up %d B in %d copies, down %d B in %d copies, on the device %d B in %d copies, %d allocations (%d B), %d syncs (%v waiting), %d launches",
-		c.HostToDevice, c.Uploads, c.DeviceToHost, c.Downloads, c.DeviceToDevice, c.DeviceCopies, c.Allocs, c.AllocBytes, c.Syncs, c.SyncWait, c.Launches)
+	return fmt.Sprintf("up %d B in %d copies, down %d B in %d copies, on the device %d B in %d copies, %d allocations (%d B), %d syncs (%v waiting), %d launches (%d in %d graphs)",
+		c.HostToDevice, c.Uploads, c.DeviceToHost, c.Downloads, c.DeviceToDevice, c.DeviceCopies, c.Allocs, c.AllocBytes, c.Syncs, c.SyncWait, c.Launches,
+		c.GraphKernels, c.GraphLaunches)
 }
 
 // Counters returns the counts so far.
@@ -277,6 +284,7 @@ func (b *Backend) Close() error {
 	}
 	defer unlock()
 	errs := []error{d.drv.sync()} // queued work may still use the memory
+	d.dropGraphs()
 	for _, t := range d.mem.live {
 		errs = append(errs, d.drv.free(t.p))
 	}

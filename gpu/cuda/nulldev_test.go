@@ -33,18 +33,21 @@ type nullDriver struct {
 
 // nullOps counts the calls the null device was given.
 type nullOps struct {
-	launches, blas, htod, dtoh, dtod, zero, syncs, mallocs int64
+	launches, blas, htod, dtoh, dtod, zero, syncs, mallocs, graphs int64
 }
 
 // sub is the counts from o0 to o.
 func (o nullOps) sub(o0 nullOps) nullOps {
 	return nullOps{o.launches - o0.launches, o.blas - o0.blas, o.htod - o0.htod, o.dtoh - o0.dtoh, o.dtod - o0.dtod,
-		o.zero - o0.zero, o.syncs - o0.syncs, o.mallocs - o0.mallocs}
+		o.zero - o0.zero, o.syncs - o0.syncs, o.mallocs - o0.mallocs, o.graphs - o0.graphs}
 }
 
 // queued is every op the host queued on the stream: launches, cuBLAS
-// calls and copies (device->host copies included; they block).
-func (o nullOps) queued() int64 { return o.launches + o.blas + o.htod + o.dtoh + o.dtod + o.zero }
+// calls, copies (device->host copies included; they block) and graph
+// launches.
+func (o nullOps) queued() int64 {
+	return o.launches + o.blas + o.htod + o.dtoh + o.dtod + o.zero + o.graphs
+}
 
 // nullMemSize is the address space the null device reserves: room for a
 // Qwen2.5-0.5B-shaped training step's tensors (none of it is ever backed).
@@ -201,15 +204,35 @@ func (b nullBlas) gemmStridedBatchedEx(transA, transB bool, m, n, k int, alpha f
 
 func (nullBlas) library() string { return "null (nothing computed)" }
 
+// nullGraphDriver is the null device with stream capture (grapher, for
+// decode graphs): a capture keeps nothing (the calls reach the null
+// driver and are counted, as a capturing stream is given them), a graph
+// launch is counted and runs nothing.
+type nullGraphDriver struct{ *nullDriver }
+
+type nullGraph struct{}
+
+func (nullGraphDriver) beginCapture() error            { return nil }
+func (nullGraphDriver) endCapture() (graphExec, error) { return nullGraph{}, nil }
+func (n nullGraphDriver) launchGraph(graphExec) error  { n.ops.graphs++; return nil }
+func (nullGraphDriver) destroyGraph(graphExec) error   { return nil }
+
 // openNull returns a Backend on a null device; Close releases its address
 // space.
-func openNull(tb testing.TB) (*Backend, *nullDriver) {
+func openNull(tb testing.TB) (*Backend, *nullDriver) { return openNullDevice(tb, false) }
+
+// openNullDevice is openNull, with stream capture if graphs.
+func openNullDevice(tb testing.TB, graphs bool) (*Backend, *nullDriver) {
 	tb.Helper()
 	drv, err := newNullDriver()
 	if err != nil {
 		tb.Skip(err)
 	}
-	be := &Backend{d: &device{drv: drv, blas: rowMajor{nullBlas{&drv.ops}}, name: "null", cc: [2]int{9, 0}}}
+	var d driver = drv
+	if graphs {
+		d = nullGraphDriver{drv}
+	}
+	be := &Backend{d: &device{drv: d, blas: rowMajor{nullBlas{&drv.ops}}, name: "null", cc: [2]int{9, 0}}}
 	tb.Cleanup(func() { be.Close() })
 	return be, drv
 }

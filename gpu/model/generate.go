@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 
 	"github.com/rlhost/rlhost/gpu"
 	"github.com/rlhost/rlhost/gpu/cpu"
@@ -77,7 +78,11 @@ type Generator struct {
 	// computed with the weights of stamp (kept across calls while those do not change).
 	cache [][]int32
 	stamp weightsStamp
+	id    uint64 // names the generator's decode graphs (gpu.DecodeGraph)
 }
+
+// generators numbers the generators (Generator.id).
+var generators atomic.Uint64
 
 // weightsStamp identifies the weights a generator computes with: a change of any part
 // makes the keys and values in its cache stale.
@@ -122,7 +127,7 @@ func (m *Model) NewGenerator(slots, maxT int) (g *Generator, err error) {
 		return nil, fmt.Errorf("model: generator length %d exceeds the model's %d positions", maxT, c.MaxPos)
 	}
 	defer gpu.RecoverMemory(&err)
-	g = &Generator{m: m, Slots: slots, MaxT: maxT, cache: make([][]int32, slots)}
+	g = &Generator{m: m, Slots: slots, MaxT: maxT, cache: make([][]int32, slots), id: generators.Add(1)}
 	for l := 0; l < c.L; l++ {
 		g.kc = append(g.kc, m.be.Alloc(fmt.Sprintf("KV cache: layer %d keys", l), slots*maxT*c.NKV*c.HD))
 		g.vc = append(g.vc, m.be.Alloc(fmt.Sprintf("KV cache: layer %d values", l), slots*maxT*c.NKV*c.HD))
@@ -185,6 +190,16 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	be.UploadInt32(posD, pos)
 	be.UploadInt32(slotD, slot)
 	be.UploadInt32(rowD, g.rowH[:N])
+	M := len(rows)
+	g.sel, g.lnsel = g.tensor(&g.sel, M*c.C, "selected rows"), g.tensor(&g.lnsel, M*c.C, "selected rows, normalised")
+	logitsD := g.tensor(&g.logitsD, M*c.V, "logits")
+	selD := g.tensorInt32(&g.selD, M, "selected rows")
+	decode := M == N // every token's logits: no prompt token but a prompt's last
+	for i, r := range rows {
+		g.rowH[i] = int32(r)
+		decode = decode && r == i
+	}
+	be.UploadInt32(selD, g.rowH[:M])
 
 	g.checkCache()
 	for n, t := range tokens { // the slots' caches will hold these tokens
@@ -204,6 +219,13 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	}
 	if fuseGU {
 		g.gu = g.tensor(&g.gu, N*2*c.F, "gate and up")
+	}
+	// a decode step runs as one graph where the backend has them
+	// (gpu.DecodeGraph; none on gpu/cpu): every input is on the device
+	// already, and nothing comes back before the logits
+	if dg := gpu.DecodeGraphOps(m.be); dg != nil && decode && g.lowp == nil {
+		dg.BeginDecodeGraph(g.id<<32 | uint64(N))
+		defer dg.EndDecodeGraph()
 	}
 	be.EmbeddingForward(g.x, tokD, p.Embed, N, c.C)
 	be.RMSNormForward(g.ln, g.rstd, g.x, p.Layers[0].LN1, N, c.C, c.Eps)
@@ -266,14 +288,6 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 			be.ResidualForward(g.x, g.x, g.tmp, N*c.C)
 		}
 	}
-	M := len(rows)
-	g.sel, g.lnsel = g.tensor(&g.sel, M*c.C, "selected rows"), g.tensor(&g.lnsel, M*c.C, "selected rows, normalised")
-	logitsD := g.tensor(&g.logitsD, M*c.V, "logits")
-	selD := g.tensorInt32(&g.selD, M, "selected rows")
-	for i, r := range rows {
-		g.rowH[i] = int32(r)
-	}
-	be.UploadInt32(selD, g.rowH[:M])
 	be.GatherRows(g.sel, g.x, selD, M, c.C)
 	be.RMSNormForward(g.lnsel, g.rstd, g.sel, p.NormF, M, c.C, c.Eps)
 	be.MatmulForward(logitsD, g.lnsel, p.LMHead, nil, M, c.C, c.V)
