@@ -84,6 +84,9 @@ type emuMemory struct {
 	capturing  bool
 	captured   []func() error
 	captureErr error
+	// refuse names a kernel whose launch a capture refuses (as the CUDA
+	// driver refuses what cannot be captured): tests only
+	refuse string
 }
 
 type emuSpan struct{ at, n int }
@@ -296,6 +299,9 @@ var emuPlanted = map[string]string{}
 var emuLaunch sync.Mutex
 
 func (e emuDriver) launch(kernel string, grid int, args []uint64) error {
+	if e.m.capturing && kernel == e.m.refuse {
+		return e.m.uncapturable("a launch of " + kernel)
+	}
 	if e.m.capture(func() error { return e.launch(kernel, grid, args) }, &args) {
 		return nil
 	}

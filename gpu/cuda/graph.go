@@ -396,6 +396,12 @@ func (r *graphRec) call(c gcall) error {
 	case graphCapture:
 		c.args = slices.Clone(c.args)
 		g.cur.calls = append(g.cur.calls, c)
+		if err := c.exec(g.drv, g.api); err != nil {
+			// the capture refused the call: the region's calls so far, this
+			// one included, run eager instead
+			return r.d.goEager()
+		}
+		return nil
 	case graphVerify:
 		if g.pos < len(g.cur.calls) && (g.plant == "noverify" || g.cur.calls[g.pos].same(&c)) {
 			g.pos++

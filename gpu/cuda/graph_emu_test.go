@@ -314,3 +314,34 @@ func TestDecodeGraphMismatchesEmulator(t *testing.T) {
 		t.Errorf("x = %v, want %v", got, want)
 	}
 }
+
+// TestDecodeGraphRefusedEmulator: when the capture refuses a call (the
+// emulator's capture refusing attention_cached, as a driver refuses what
+// it cannot capture), the region's calls run eager, the key stays eager,
+// and the results are those without graphs.
+func TestDecodeGraphRefusedEmulator(t *testing.T) {
+	s := graphScenario{c: decodeQwenConfig(2), p: BF16, sampled: true}
+	eager, _, _ := s.run(t, false, "")
+	be := openEmulator(t)
+	be.d.drv.(emuDriver).m.refuse = "attention_cached"
+	r := rand.New(rand.NewPCG(29, 3))
+	be.SetPrecision(s.p)
+	m := model.NewZero(be, s.c)
+	m.Params.Upload(randn(r, s.c.NumParams(), 0.3))
+	g, err := m.NewGenerator(2, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Generate(graphRequests(r, s.c, s.sampled))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := be.GraphStats()
+	t.Logf("%+v", st)
+	if d := graphDiff([][]model.Result{res}, eager); d != "" {
+		t.Errorf("with the capture refused %s", d)
+	}
+	if st.Aborts == 0 || st.Captures != 0 || be.Counters().GraphLaunches != 0 {
+		t.Errorf("%+v, %d graph launches: want the captures aborted", st, be.Counters().GraphLaunches)
+	}
+}
