@@ -316,14 +316,14 @@ func TestDecodeGraphMismatchesEmulator(t *testing.T) {
 }
 
 // TestDecodeGraphRefusedEmulator: when the capture refuses a call (the
-// emulator's capture refusing attention_cached, as a driver refuses what
+// emulator's capture refusing attention_cached_split, as a driver refuses what
 // it cannot capture), the region's calls run eager, the key stays eager,
 // and the results are those without graphs.
 func TestDecodeGraphRefusedEmulator(t *testing.T) {
 	s := graphScenario{c: decodeQwenConfig(2), p: BF16, sampled: true}
 	eager, _, _ := s.run(t, false, "")
 	be := openEmulator(t)
-	be.d.drv.(emuDriver).m.refuse = "attention_cached"
+	be.d.drv.(emuDriver).m.refuse = "attention_cached_split"
 	r := rand.New(rand.NewPCG(29, 3))
 	be.SetPrecision(s.p)
 	m := model.NewZero(be, s.c)
