@@ -76,6 +76,11 @@ type benchResult struct {
 	UpBytes   int64 `json:"host_to_device_bytes_per_step,omitempty"`
 	DownBytes int64 `json:"device_to_host_bytes_per_step,omitempty"`
 	Syncs     int64 `json:"syncs_per_step,omitempty"`
+	// cuda: decode graphs launched per step (docs/gpu.md "Decode graphs";
+	// absent with RLHOST_CUDA_GRAPHS=0), and the kernel launches the host
+	// queued itself per step (those the graphs ran not counted)
+	GraphLaunches  float64 `json:"graph_launches_per_step,omitempty"`
+	QueuedLaunches float64 `json:"host_launches_per_step,omitempty"`
 	// cuda: 1 - the host's time blocked on the device / wall time
 	// (Counters.SyncWait): the share in which the host was not waiting on
 	// the device, an upper bound on the device's idle share.
@@ -283,6 +288,8 @@ func (b *bencher) perStep(res *benchResult, c0, c1 cuda.Counters, n int64, wall 
 	}
 	d := c1.Sub(c0)
 	res.UpBytes, res.DownBytes, res.Syncs = d.HostToDevice/n, d.DeviceToHost/n, d.Syncs/n
+	res.GraphLaunches = float64(d.GraphLaunches) / float64(n)
+	res.QueuedLaunches = float64(d.Launches-d.GraphKernels) / float64(n)
 	if wall > 0 {
 		f := d.HostFrac(wall)
 		res.HostFrac = &f
