@@ -1,0 +1,143 @@
+package model
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cpu"
+)
+
+// graphMarker is gpu/cpu with gpu.DecodeGraph (on when on): it records the
+// regions the generator marks, and fails (bad) on an upload, a download or
+// a sampling inside one, a nested or unbalanced region, or a region that
+// is not one decode step of the batch its key names.
+type graphMarker struct {
+	cpu.Backend
+	on       bool
+	open     bool
+	keys     []uint64
+	regions  int // forwards whose ops ran in a region
+	forwards int // SampleTokens calls (one a forward)
+	marked   bool
+	bad      []string
+}
+
+func (g *graphMarker) DecodeGraphs() bool { return g.on }
+
+func (g *graphMarker) BeginDecodeGraph(key uint64) {
+	if g.open {
+		g.bad = append(g.bad, "a region begun inside another")
+	}
+	g.open, g.marked = true, true
+	g.keys = append(g.keys, key)
+}
+
+func (g *graphMarker) EndDecodeGraph() {
+	if !g.open {
+		g.bad = append(g.bad, "a region ended that was not begun")
+	}
+	g.open = false
+}
+
+func (g *graphMarker) inside(what string) {
+	if g.open {
+		g.bad = append(g.bad, what+" inside a region")
+	}
+}
+
+func (g *graphMarker) UploadInt32(dst, src []int32) {
+	g.inside("UploadInt32")
+	g.Backend.UploadInt32(dst, src)
+}
+
+func (g *graphMarker) Upload(dst, src []float32) {
+	g.inside("Upload")
+	g.Backend.Upload(dst, src)
+}
+
+func (g *graphMarker) Download(dst, src []float32) {
+	g.inside("Download")
+	g.Backend.Download(dst, src)
+}
+
+func (g *graphMarker) EmbeddingForward(out []float32, tokens []int32, wte []float32, N, C int) {
+	if g.open && g.keys[len(g.keys)-1]&0xffffffff != uint64(N) {
+		g.bad = append(g.bad, fmt.Sprintf("a region of key %#x embeds %d tokens", g.keys[len(g.keys)-1], N))
+	}
+	g.Backend.EmbeddingForward(out, tokens, wte, N, C)
+}
+
+func (g *graphMarker) SampleTokens(tokens []int32, logp []float32, logits []float32, params []gpu.SampleParams, M, V int) {
+	g.inside("SampleTokens")
+	g.forwards++
+	if g.marked {
+		g.regions++
+		g.marked = false
+	}
+	g.Backend.SampleTokens(tokens, logp, logits, params, M, V)
+}
+
+// TestGenerateDecodeGraphRegions: on a backend with gpu.DecodeGraph the
+// generator marks the decode steps (every row a decode token) and no
+// prefill step, each region one step of the batch its key names, with
+// every input uploaded before it and the sampling after it; two
+// generators' keys differ; the results are those of the same backend with
+// the regions off. (The CUDA backend's replay of a region is tested on the
+// emulator, gpu/cuda/graph_emu_test.go.)
+func TestGenerateDecodeGraphRegions(t *testing.T) {
+	c := Config{Family: "llama", V: 61, C: 32, F: 64, L: 2, NH: 4, NKV: 2, HD: 8, MaxPos: 64, Eps: 1e-5,
+		RopeTheta: 10000, BOS: 1, EOS: 2}
+	r := rand.New(rand.NewPCG(5, 5))
+	init := make([]float32, c.NumParams())
+	for i := range init {
+		init[i] = float32(r.NormFloat64() * 0.3)
+	}
+	var reqs []Request
+	for i, n := range []int{3, 6, 4} {
+		p := make([]int32, n)
+		for j := range p {
+			p[j] = int32(3 + r.IntN(c.V-3))
+		}
+		reqs = append(reqs, Request{Prompt: p, Sample: SampleConfig{MaxTokens: 5 + i, IgnoreEOS: true, Temperature: 0.8, Seed: uint64(i)}})
+	}
+	var res [2][]Result
+	var keys [][]uint64
+	for k, on := range []bool{false, true} {
+		be := &graphMarker{on: on}
+		m := NewZero(be, c)
+		m.Params.Upload(init)
+		for range 2 {
+			g, err := m.NewGenerator(2, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			be.keys = nil
+			if res[k], err = g.Generate(reqs); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, be.keys)
+		}
+		if len(be.bad) > 0 {
+			t.Errorf("regions on=%v: %v", on, be.bad)
+		}
+		// 3 requests over 2 slots: the first step of a generation prefills
+		// two prompts, a later one the third; every other step decodes
+		if want := be.forwards - 2*2; on && be.regions != want {
+			t.Errorf("%d of %d forwards in regions, want %d (all but the 2 prefills of each generation)", be.regions, be.forwards, want)
+		}
+		if !on && (be.regions != 0 || len(be.keys) != 0) {
+			t.Errorf("regions off: %d regions marked", be.regions)
+		}
+	}
+	for i := range res[0] {
+		if !slices.Equal(res[0][i].Tokens, res[1][i].Tokens) || !slices.Equal(res[0][i].Logprobs, res[1][i].Logprobs) {
+			t.Errorf("request %d: %v %v with regions, %v %v without", i, res[1][i].Tokens, res[1][i].Logprobs, res[0][i].Tokens, res[0][i].Logprobs)
+		}
+	}
+	if a, b := keys[2], keys[3]; len(a) == 0 || len(b) == 0 || a[0]>>32 == b[0]>>32 {
+		t.Errorf("two generators' keys %x and %x: the same generator part", a, b)
+	}
+}
