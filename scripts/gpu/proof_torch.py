@@ -320,7 +320,10 @@ GRPO_KEYS = [("timing_s/step", "s"), ("perf/host_frac", "host not waiting on the
              ("perf/device_wait_s", "s waiting"), ("perf/device_syncs", "syncs"), ("perf/host_to_device_bytes", "B up"),
              ("perf/device_to_host_bytes", "B down"), ("rollout/prefill_tokens", "prompt tokens prefilled"),
              ("rollout/prefix_shared_tokens", "shared"),
-             ("perf/update_padding_frac", "update padding (packed micro-batches: AttentionVarlen)")]
+             ("perf/update_padding_frac", "update padding (packed micro-batches: AttentionVarlen)"),
+             # the step's phases (docs/gpu.md, "The GRPO step's host time"): which one holds the host time
+             ("timing_s/gen", "s generating"), ("timing_s/reward", "s reward"),
+             ("timing_s/old_log_prob", "s old log-probs"), ("timing_s/update_actor", "s updating")]
 
 
 def paths(files, grpo_metrics=None):
