@@ -14,7 +14,7 @@ import (
 )
 
 // smolTokenizer loads the default model's tokenizer ($RLHOST_MODEL or models/ at the repo root).
-func smolTokenizer(t *testing.T) *tokenizer.Tokenizer {
+func smolTokenizer(t testing.TB) *tokenizer.Tokenizer {
 	t.Helper()
 	p := os.Getenv("RLHOST_MODEL")
 	if p == "" {
