@@ -25,6 +25,14 @@ const (
 	// when the host is not waiting on it, so this bounds its idle share from
 	// above.
 	HostFrac = "perf/host_frac"
+	// GenDeviceWait and GenHostFrac are DeviceWait and HostFrac over the
+	// rollout alone (timing_s/gen: the generator, the agent loops, the task
+	// plugin's calls), UpdateDeviceWait and UpdateHostFrac over the actor's
+	// update (timing_s/update_actor): where in the step the host time is.
+	GenDeviceWait    = "perf/gen_device_wait_s"
+	GenHostFrac      = "perf/gen_host_frac"
+	UpdateDeviceWait = "perf/update_device_wait_s"
+	UpdateHostFrac   = "perf/update_host_frac"
 )
 
 // deviceMeter measures one step on the CUDA backend; nil on other devices.
@@ -54,5 +62,33 @@ func (m *deviceMeter) addTo(vals map[string]float64, wall time.Duration) {
 	vals[DeviceWait] = d.SyncWait.Seconds()
 	if wall > 0 {
 		vals[HostFrac] = d.HostFrac(wall.Seconds())
+	}
+}
+
+// phase is a part of the step being metered (phaseStart): its counters at
+// the start.
+type phase struct {
+	m  *deviceMeter
+	c0 cuda.Counters
+}
+
+// phaseStart starts metering a part of the step; nothing on a nil meter.
+func (m *deviceMeter) phaseStart() phase {
+	if m == nil {
+		return phase{}
+	}
+	return phase{m: m, c0: m.cb.Counters()}
+}
+
+// addTo puts the part's wait (waitKey) and the host's share of its wall
+// time (fracKey) into vals; nothing when the step has no meter.
+func (p phase) addTo(vals map[string]float64, waitKey, fracKey string, wall time.Duration) {
+	if p.m == nil {
+		return
+	}
+	d := p.m.cb.Counters().Sub(p.c0)
+	vals[waitKey] = d.SyncWait.Seconds()
+	if wall > 0 {
+		vals[fracKey] = d.HostFrac(wall.Seconds())
 	}
 }

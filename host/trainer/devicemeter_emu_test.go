@@ -45,18 +45,27 @@ func TestDeviceMeterCUDA(t *testing.T) {
 
 	start := time.Now()
 	dev := startDeviceMeter(be)
+	vals := map[string]float64{}
+	// two parts of the step metered apart, as the trainer meters the
+	// rollout and the update: the forward (its log-probs come down),
+	// then the backward and AdamW
+	fwd, fwdDev := time.Now(), dev.phaseStart()
 	m.ZeroGrads()
 	if err := m.Forward(a, batch); err != nil {
 		t.Fatal(err)
 	}
+	fwdWall := time.Since(fwd)
+	fwdDev.addTo(vals, GenDeviceWait, GenHostFrac, fwdWall)
+	upd, updDev := time.Now(), dev.phaseStart()
 	if err := m.Backward(a, dlogp, make([]float32, B*T)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := opt.Update(m); err != nil {
 		t.Fatal(err)
 	}
+	updWall := time.Since(upd)
+	updDev.addTo(vals, UpdateDeviceWait, UpdateHostFrac, updWall)
 	wall := time.Since(start)
-	vals := map[string]float64{}
 	dev.addTo(vals, wall)
 	t.Logf("step of %v: %v", wall, vals)
 
@@ -72,6 +81,22 @@ func TestDeviceMeterCUDA(t *testing.T) {
 	f, ok := vals[HostFrac]
 	if want := 1 - w/wall.Seconds(); !ok || f < 0 || f > 1 || f != want {
 		t.Errorf("%s = %v (logged %v); want 1 - wait/wall = %v", HostFrac, f, ok, want)
+	}
+	// each part's wait is within the step's and its part of the wall time,
+	// the forward's includes the log-probs' download, and each part's share
+	// is 1 - its wait / its wall time
+	for _, p := range []struct {
+		wait, frac string
+		wall       time.Duration
+	}{{GenDeviceWait, GenHostFrac, fwdWall}, {UpdateDeviceWait, UpdateHostFrac, updWall}} {
+		pw, ok1 := vals[p.wait]
+		pf, ok2 := vals[p.frac]
+		if !ok1 || !ok2 || pw < 0 || pw > w || pw > p.wall.Seconds() || pf != 1-min(1, pw/p.wall.Seconds()) {
+			t.Errorf("%s = %v (logged %v), %s = %v (logged %v) in a part of %v of a step waiting %v", p.wait, pw, ok1, p.frac, pf, ok2, p.wall, w)
+		}
+	}
+	if vals[GenDeviceWait] <= 0 || vals[GenDeviceWait]+vals[UpdateDeviceWait] > w {
+		t.Errorf("the parts waited %v and %v, the step %v: the forward's download waits", vals[GenDeviceWait], vals[UpdateDeviceWait], w)
 	}
 	// the log-probs came down: at least 4 bytes per scored row
 	if got := vals[DeviceToHostBytes]; got < 4*float64(B*(T-1)) {

@@ -772,7 +772,7 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 	samples := t.samplesFor(exs, fmt.Sprintf("s%d", step), n, step, false)
 
 	// rollout
-	genStart := time.Now()
+	genStart, genDev := time.Now(), dev.phaseStart()
 	var prefilled0, shared0 int
 	if t.policy != nil {
 		prefilled0, shared0 = t.policy.PrefixStats()
@@ -782,7 +782,9 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 	if err != nil {
 		return nil, err
 	}
-	vals[metrics.TimingGen] = time.Since(genStart).Seconds()
+	genWall := time.Since(genStart)
+	vals[metrics.TimingGen] = genWall.Seconds()
+	genDev.addTo(vals, GenDeviceWait, GenHostFrac, genWall)
 	if t.policy != nil {
 		prefilled, shared := t.policy.PrefixStats()
 		vals["rollout/prefill_tokens"] = float64(prefilled - prefilled0)
@@ -926,7 +928,7 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 		return nil, err
 	}
 	if cfg.Trainer.CriticWarmup <= step {
-		upd := time.Now()
+		upd, updDev := time.Now(), dev.phaseStart()
 		um, err := t.update(ctx, b, adv, oldLogp, refLogp, step)
 		if err != nil {
 			return nil, err
@@ -934,7 +936,9 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 		for k, v := range um {
 			vals[k] = v
 		}
-		vals[metrics.TimingUpdateActor] = time.Since(upd).Seconds()
+		updWall := time.Since(upd)
+		vals[metrics.TimingUpdateActor] = updWall.Seconds()
+		updDev.addTo(vals, UpdateDeviceWait, UpdateHostFrac, updWall)
 	}
 
 	// batch statistics

@@ -323,7 +323,9 @@ GRPO_KEYS = [("timing_s/step", "s"), ("perf/host_frac", "host not waiting on the
              ("perf/update_padding_frac", "update padding (packed micro-batches: AttentionVarlen)"),
              # the step's phases (docs/gpu.md, "The GRPO step's host time"): which one holds the host time
              ("timing_s/gen", "s generating"), ("timing_s/reward", "s reward"),
-             ("timing_s/old_log_prob", "s old log-probs"), ("timing_s/update_actor", "s updating")]
+             ("timing_s/old_log_prob", "s old log-probs"), ("timing_s/update_actor", "s updating"),
+             ("perf/gen_host_frac", "host not waiting in the rollout"),
+             ("perf/update_host_frac", "host not waiting in the update")]
 
 
 def paths(files, grpo_metrics=None):

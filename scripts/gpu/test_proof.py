@@ -181,7 +181,7 @@ def test_paths(tmp_path):
     f.write_text("".join(json.dumps(r) + "\n" for r in extra) + json.dumps(row("train", "torch-eager-bf16/H100", 1.0, 8, 1024)) + "\n"
                  + json.dumps(PROFILE_TRAIN) + "\n")
     m = metrics(tmp_path, [{"timing_s/step": 2.5, "perf/host_frac": 0.031, "rollout/prefix_shared_tokens": 300,
-                            "timing_s/gen": 1.9}])
+                            "timing_s/gen": 1.9, "perf/gen_host_frac": 0.25}])
     lines = proof_torch.paths([str(f)], str(m))
     want = [
         "qwen2.5-0.5b train bfloat16 batch 8 products: cublasGemmEx, CUDA_R_16BF operands",
@@ -198,7 +198,8 @@ def test_paths(tmp_path):
         "    1.0%      6.000 ms       3 x    2000.0 us  memcpy HtoD",
         "GRPO step 1: 2.5 s, 0.031 host not waiting on the device, - s waiting, - syncs, - B up, - B down, "
         "- prompt tokens prefilled, 300 shared, - update padding (packed micro-batches: AttentionVarlen), "
-        "1.9 s generating, - s reward, - s old log-probs, - s updating",
+        "1.9 s generating, - s reward, - s old log-probs, - s updating, 0.25 host not waiting in the rollout, "
+        "- host not waiting in the update",
     ]
     assert lines == want
     top2 = proof_torch.profile_lines(dict(PROFILE_TRAIN, shape="qwen2.5-0.5b"), top=2)
