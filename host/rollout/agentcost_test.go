@@ -18,8 +18,8 @@ import (
 // (docs/gpu.md, "The GRPO step's host time"): scripts/gpu/proof.sh's
 // step (the arith task's plugin process, 32 prompts x 8 samples, responses
 // of 256 random tokens, one assistant turn) through RunBatch and the
-// tool_agent loop, with a policy that answers at once, then one Score of
-// the batch as the trainer's reward runs it; the generator's own cost is
+// tool_agent loop, with a policy that answers at once, then the responses
+// decoded and one Score of the batch, as the trainer's reward runs it; the generator's own cost is
 // BenchmarkGRPORollout (gpu/cuda).
 
 // randomPolicy answers every call with MaxTokens ids drawn uniformly from
@@ -76,7 +76,7 @@ func BenchmarkGRPOAgentLoop(b *testing.B) {
 				UID: fmt.Sprint(i), SampleIndex: int64(i), RolloutN: r, PromptIDs: ids})
 		}
 	}
-	var loop, score time.Duration
+	var loop, decode, score time.Duration // the loops, the responses decoded for Score, Score
 	for b.Loop() {
 		t0 := time.Now()
 		res, err := RunBatch(context.Background(), d, samples)
@@ -89,11 +89,13 @@ func BenchmarkGRPOAgentLoop(b *testing.B) {
 			items = append(items, task.ScoreItem{DataSource: o.Sample.Row.DataSource, Solution: tk.Decode(o.ResponseIDs, true),
 				GroundTruth: o.Sample.Row.RewardModel.GroundTruth, ExtraInfo: o.Sample.Row.ExtraInfo})
 		}
+		t2 := time.Now()
 		if _, err := env.Score(context.Background(), items); err != nil {
 			b.Fatal(err)
 		}
-		loop, score = loop+t1.Sub(t0), score+time.Since(t1)
+		loop, decode, score = loop+t1.Sub(t0), decode+t2.Sub(t1), score+time.Since(t2)
 	}
 	b.ReportMetric(loop.Seconds()/float64(b.N), "s-rollout/step")
+	b.ReportMetric(decode.Seconds()/float64(b.N), "s-decode/step")
 	b.ReportMetric(score.Seconds()/float64(b.N), "s-score/step")
 }
