@@ -85,8 +85,9 @@ func BenchmarkGRPOAgentLoop(b *testing.B) {
 		}
 		t1 := time.Now()
 		items := make([]task.ScoreItem, 0, len(samples))
-		for _, o := range res.Kept() {
-			items = append(items, task.ScoreItem{DataSource: o.Sample.Row.DataSource, Solution: tk.Decode(o.ResponseIDs, true),
+		texts := ResponseTexts(tk, res.Kept())
+		for i, o := range res.Kept() {
+			items = append(items, task.ScoreItem{DataSource: o.Sample.Row.DataSource, Solution: texts[i],
 				GroundTruth: o.Sample.Row.RewardModel.GroundTruth, ExtraInfo: o.Sample.Row.ExtraInfo})
 		}
 		t2 := time.Now()

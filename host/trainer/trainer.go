@@ -552,6 +552,13 @@ func (t *Trainer) score(ctx context.Context, outs []*rollout.Output) ([]float64,
 	idx := make([]int, 0, len(outs))
 	scores := make([]float64, len(outs))
 	results := make([]reward.Result, len(outs))
+	var toScore []*rollout.Output // those the task's End did not score
+	for _, o := range outs {
+		if !o.EndResult.HasReward {
+			toScore = append(toScore, o)
+		}
+	}
+	texts := rollout.ResponseTexts(t.tk, toScore) // their solutions, decoded on every core
 	for i, o := range outs {
 		if o.EndResult.HasReward {
 			scores[i] = o.EndResult.Reward
@@ -571,7 +578,7 @@ func (t *Trainer) score(ctx context.Context, outs []*rollout.Output) ([]float64,
 			}
 		}
 		items = append(items, reward.Item{ScoreItem: task.ScoreItem{DataSource: o.Sample.Row.DataSource,
-			Solution: t.tk.Decode(o.ResponseIDs, true), GroundTruth: o.Sample.Row.RewardModel.GroundTruth, ExtraInfo: extra},
+			Solution: texts[len(items)], GroundTruth: o.Sample.Row.RewardModel.GroundTruth, ExtraInfo: extra},
 			ResponseLength: len(o.ResponseIDs)})
 		idx = append(idx, i)
 	}
