@@ -95,58 +95,50 @@ const flashMMAFwdTol, flashMMABwdTol = 1e-2, 2e-2
 
 // checkAttentionVarlenMMA is checkAttentionVarlen with bf16 products and
 // the flash_simt variant off: the FlashMMA kernels, the default in bf16
-// (the attention's products on the bf16 tensor cores), at the tolerances
-// of bf16 operands. checkAttentionVarlen, in fp32, checks the SIMT kernels
-// (the flash_simt variant's in bf16).
+// (the attention's products on the bf16 tensor cores; for HD <= 64 by
+// default the backward's dK/dV per query head with its reduction over each
+// group, and dQ with ldmatrix), at the tolerances of bf16 operands.
+// checkAttentionVarlen, in fp32, checks the SIMT kernels (the flash_simt
+// variant's in bf16); checkAttentionVarlenDKVGroup and
+// checkAttentionVarlenDQStage the tensor-core backward kernels that the
+// flash_dkv_group and flash_dq_stage variants select.
 func checkAttentionVarlenMMA(b Device) error {
+	return attentionVarlenMMACompare(b, "flash_mma", func(v *Variants) { v.FlashSIMT = false })
+}
+
+// attentionVarlenMMACompare compares the fused attention in bf16 with the
+// CPU reference over flashCases at the tensor-core tolerances, with the
+// variants set as set says for its duration; an error starts with name.
+func attentionVarlenMMACompare(b Device, name string, set func(*Variants)) error {
 	prev := b.Precision()
 	b.SetPrecision(BF16)
 	defer b.SetPrecision(prev)
-	return withVariant(b, func(v *Variants) { v.FlashSIMT = false }, func() error {
+	return withVariant(b, set, func() error {
 		for i, c := range flashCases {
 			if err := checkAttentionVarlenTol(b, uint64(i), c.lengths, c.NH, c.NKV, c.HD, flashMMAFwdTol, flashMMABwdTol); err != nil {
-				return fmt.Errorf("flash_mma: lengths %v NH %d NKV %d HD %d: %w", c.lengths, c.NH, c.NKV, c.HD, err)
+				return fmt.Errorf("%s: lengths %v NH %d NKV %d HD %d: %w", name, c.lengths, c.NH, c.NKV, c.HD, err)
 			}
 		}
 		return nil
 	})
 }
 
-// checkAttentionVarlenDKVHeads is checkAttentionVarlenMMA with
-// Variants.FlashDKVHeads on: dK and dV from per-query-head blocks and the
-// reduction over each group (flashattn_mma.go), at the tensor-core
-// tolerances, over flashCases (GQA groups of 2 and 3, MHA and MQA,
-// sequences shorter than a tile, uneven packed lengths; head dimensions
-// above 64 run the default tensor-core kernels).
-func checkAttentionVarlenDKVHeads(b Device) error {
-	prev := b.Precision()
-	b.SetPrecision(BF16)
-	defer b.SetPrecision(prev)
-	return withVariant(b, func(v *Variants) { v.FlashSIMT, v.FlashDKVHeads = false, true }, func() error {
-		for i, c := range flashCases {
-			if err := checkAttentionVarlenTol(b, uint64(i), c.lengths, c.NH, c.NKV, c.HD, flashMMAFwdTol, flashMMABwdTol); err != nil {
-				return fmt.Errorf("flash_dkv_heads: lengths %v NH %d NKV %d HD %d: %w", c.lengths, c.NH, c.NKV, c.HD, err)
-			}
-		}
-		return nil
-	})
+// checkAttentionVarlenDKVGroup is checkAttentionVarlenMMA with
+// Variants.FlashDKVGroup on: dK and dV from one block per key/value head
+// looping over its group (flash_attention_backward_dkv_mma64, the default
+// before the per-query-head kernel), at the tensor-core tolerances, over
+// flashCases (GQA groups of 2 and 3, MHA and MQA, sequences shorter than a
+// tile, uneven packed lengths; head dimensions above 64 run the same
+// kernels either way).
+func checkAttentionVarlenDKVGroup(b Device) error {
+	return attentionVarlenMMACompare(b, "flash_dkv_group", func(v *Variants) { v.FlashSIMT, v.FlashDKVGroup = false, true })
 }
 
-// checkAttentionVarlenDQLdsm is checkAttentionVarlenMMA with
-// Variants.FlashDQLdsm on: dQ from double-buffered key tiles read with
-// ldmatrix.trans (flashattn.cuh), at the tensor-core tolerances, over
-// flashCases (head dimensions above 64 run the default tensor-core
-// kernels).
-func checkAttentionVarlenDQLdsm(b Device) error {
-	prev := b.Precision()
-	b.SetPrecision(BF16)
-	defer b.SetPrecision(prev)
-	return withVariant(b, func(v *Variants) { v.FlashSIMT, v.FlashDQLdsm = false, true }, func() error {
-		for i, c := range flashCases {
-			if err := checkAttentionVarlenTol(b, uint64(i), c.lengths, c.NH, c.NKV, c.HD, flashMMAFwdTol, flashMMABwdTol); err != nil {
-				return fmt.Errorf("flash_dq_ldsm: lengths %v NH %d NKV %d HD %d: %w", c.lengths, c.NH, c.NKV, c.HD, err)
-			}
-		}
-		return nil
-	})
+// checkAttentionVarlenDQStage is checkAttentionVarlenMMA with
+// Variants.FlashDQStage on: dQ with K staged again transposed
+// (flash_attention_backward_dq_mma64, the default before the ldmatrix
+// kernel), at the tensor-core tolerances, over flashCases (head dimensions
+// above 64 run the same kernels either way).
+func checkAttentionVarlenDQStage(b Device) error {
+	return attentionVarlenMMACompare(b, "flash_dq_stage", func(v *Variants) { v.FlashSIMT, v.FlashDQStage = false, true })
 }

@@ -112,7 +112,10 @@ func TestFlashMMAErrors(t *testing.T) {
 // one of its kernels (FA_BUG_*: a missing __syncthreads after a tile's
 // staging, the diagonal tile left out, a log-sum-exp without the row
 // maximum, P's or dS's A fragment with two registers swapped); each must
-// make the check fail, naming the tensor it broke.
+// make the check fail, naming the tensor it broke. The defects of
+// dq_mma64 and dkv_mma64, which the defaults no longer launch, fail the
+// checks of the variants that select them (flash_dq_stage,
+// flash_dkv_group).
 func TestFlashMMAPlantedBugs(t *testing.T) {
 	be := openEmulator(t)
 	for _, tc := range []struct {
@@ -123,10 +126,10 @@ func TestFlashMMAPlantedBugs(t *testing.T) {
 		{"flash_attention_forward_mma64", "lse", "lse"},
 		{"flash_attention_forward_mma64", "frag", "out"},
 		{"flash_attention_forward_mma128", "frag", "out"},
-		{"flash_attention_backward_dq_mma64", "nosync", "dq"},
+		{"flash_attention_backward_dq_mma64", "nosync", "dq"}, // flash_dq_stage
 		{"flash_attention_backward_dq_mma64", "tile", "dq"},
 		{"flash_attention_backward_dq_mma64", "frag", "dq"},
-		{"flash_attention_backward_dkv_mma64", "nosync", "dk"},
+		{"flash_attention_backward_dkv_mma64", "nosync", "dk"}, // flash_dkv_group
 		{"flash_attention_backward_dkv_mma64", "tile", "dk"},
 		{"flash_attention_backward_dkv_mma64", "frag", "dk"},
 		{"flash_attention_backward_dq_mma128", "frag", "dq"},
@@ -137,7 +140,14 @@ func TestFlashMMAPlantedBugs(t *testing.T) {
 		t.Run(tc.kernel+"/"+tc.defect, func(t *testing.T) {
 			emuPlanted[tc.kernel] = tc.defect
 			defer delete(emuPlanted, tc.kernel)
-			err := (Check{"AttentionVarlenMMA", checkAttentionVarlenMMA}).Do(be)
+			check := Check{"AttentionVarlenMMA", checkAttentionVarlenMMA}
+			switch tc.kernel {
+			case "flash_attention_backward_dq_mma64":
+				check = Check{"AttentionVarlenDQStage", checkAttentionVarlenDQStage}
+			case "flash_attention_backward_dkv_mma64":
+				check = Check{"AttentionVarlenDKVGroup", checkAttentionVarlenDKVGroup}
+			}
+			err := check.Do(be)
 			if err == nil {
 				t.Fatalf("the check passed with %s planted in %s", tc.defect, tc.kernel)
 			}
@@ -152,12 +162,13 @@ func TestFlashMMAPlantedBugs(t *testing.T) {
 	}
 }
 
-// TestFlashDKVHeadsEmulator runs the flash_dkv_heads variant's check on the
-// emulator: dK and dV from per-query-head blocks and the group reduction,
-// against the CPU reference at the tensor-core tolerances, over flashCases.
-func TestFlashDKVHeadsEmulator(t *testing.T) {
+// TestFlashDKVGroupEmulator runs the flash_dkv_group variant's check on the
+// emulator: dK and dV from dkv_mma64, one block per key/value head, the
+// default before the per-query-head kernel, against the CPU reference at
+// the tensor-core tolerances, over flashCases.
+func TestFlashDKVGroupEmulator(t *testing.T) {
 	be := openEmulator(t)
-	if err := (Check{"AttentionVarlenDKVHeads", checkAttentionVarlenDKVHeads}).Do(be); err != nil {
+	if err := (Check{"AttentionVarlenDKVGroup", checkAttentionVarlenDKVGroup}).Do(be); err != nil {
 		t.Fatal(err)
 	}
 	if v := be.Variants(); v != (Variants{}) {
@@ -165,14 +176,14 @@ func TestFlashDKVHeadsEmulator(t *testing.T) {
 	}
 }
 
-// TestFlashDKVHeadsPlantedBugs plants a defect in one of the
-// flash_dkv_heads kernels at a time (FA_BUG_*: a missing __syncthreads
-// between a query tile's staging and its products, the diagonal tile left
-// out, dS's A fragment with two registers swapped, a block reading the
-// next query head's Q and dO, the reduction leaving out the group's last
-// query head): each must make the variant's check fail, naming the tensor
-// it broke, while the tensor-core check (AttentionVarlenMMA), which does
-// not launch them, passes.
+// TestFlashDKVHeadsPlantedBugs plants a defect in one of the per-query-head
+// dK/dV kernels, the default for HD <= 64, at a time (FA_BUG_*: a missing
+// __syncthreads between a query tile's staging and its products, the
+// diagonal tile left out, dS's A fragment with two registers swapped, a
+// block reading the next query head's Q and dO, the reduction leaving out
+// the group's last query head): each must make the tensor-core check
+// (AttentionVarlenMMA) fail, naming the tensor it broke, while the check
+// of the flash_dkv_group variant, which does not launch them, passes.
 func TestFlashDKVHeadsPlantedBugs(t *testing.T) {
 	be := openEmulator(t)
 	for _, tc := range []struct {
@@ -187,7 +198,7 @@ func TestFlashDKVHeadsPlantedBugs(t *testing.T) {
 		t.Run(tc.kernel+"/"+tc.defect, func(t *testing.T) {
 			emuPlanted[tc.kernel] = tc.defect
 			defer delete(emuPlanted, tc.kernel)
-			err := (Check{"AttentionVarlenDKVHeads", checkAttentionVarlenDKVHeads}).Do(be)
+			err := (Check{"AttentionVarlenMMA", checkAttentionVarlenMMA}).Do(be)
 			if err == nil {
 				t.Fatalf("the check passed with %s planted in %s", tc.defect, tc.kernel)
 			}
@@ -195,8 +206,8 @@ func TestFlashDKVHeadsPlantedBugs(t *testing.T) {
 				t.Errorf("error %q does not name %s", err, tc.tensor)
 			}
 			t.Log(err)
-			if err := (Check{"AttentionVarlenMMA", checkAttentionVarlenMMA}).Do(be); err != nil {
-				t.Errorf("the tensor-core check failed with %s planted in %s: %v", tc.defect, tc.kernel, err)
+			if err := (Check{"AttentionVarlenDKVGroup", checkAttentionVarlenDKVGroup}).Do(be); err != nil {
+				t.Errorf("the flash_dkv_group check failed with %s planted in %s: %v", tc.defect, tc.kernel, err)
 			}
 		})
 	}
@@ -206,14 +217,15 @@ func TestFlashDKVHeadsPlantedBugs(t *testing.T) {
 }
 
 // TestFlashBackwardVariantsMatchDefault compares the backward with the
-// flash_dkv_heads and with the flash_dq_ldsm variant with the default
-// tensor-core one on the same inputs over flashCases: flash_dkv_heads and
-// dkv_mma64 round the same operands (K, V, Q, dO, P, dS) to bf16, so dk
-// and dv differ only in the order of their fp32 sums (per query head, then
-// over the group, against all of a group's products in one accumulator)
-// and dq not at all; flash_dq_ldsm's dq, dk and dv equal the
-// default's bit for bit (the same products, summed in the same order). The
-// differences are logged (-v) and quoted in docs/gpu.md.
+// flash_dkv_group and with the flash_dq_stage variant with the default
+// tensor-core one on the same inputs over flashCases: dkv_heads_mma64 (the
+// default) and dkv_mma64 (flash_dkv_group) round the same operands (K, V,
+// Q, dO, P, dS) to bf16, so dk and dv differ only in the order of their
+// fp32 sums (per query head, then over the group, against all of a group's
+// products in one accumulator) and dq not at all; dq_ldsm_mma64's (the
+// default) dq, dk and dv equal dq_mma64's (flash_dq_stage) bit for bit
+// (the same products, summed in the same order). The differences are
+// logged (-v) and quoted in docs/gpu.md.
 func TestFlashBackwardVariantsMatchDefault(t *testing.T) {
 	be := openEmulator(t)
 	be.SetPrecision(BF16)
@@ -235,31 +247,32 @@ func TestFlashBackwardVariantsMatchDefault(t *testing.T) {
 		ref.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
 		dout := randn(r, len(q), 1)
 		var dq, dk, dv [3][]float32
-		for j, vars := range []Variants{{}, {FlashDKVHeads: true}, {FlashDQLdsm: true}} {
+		for j, vars := range []Variants{{}, {FlashDKVGroup: true}, {FlashDQStage: true}} {
 			be.SetVariants(vars)
 			dq[j], dk[j], dv[j] = randn(r, len(q), 100), randn(r, len(k), 100), randn(r, len(v), 100)
 			be.AttentionVarlenBackward(dq[j], dk[j], dv[j], dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
 		}
 		eq, ek, ev := rel(dq[1], dq[0]), rel(dk[1], dk[0]), rel(dv[1], dv[0])
-		t.Logf("lengths %v NH %d NKV %d HD %d: flash_dkv_heads - default: dq %.2e dk %.2e dv %.2e", c.lengths, NH, NKV, HD, eq, ek, ev)
+		t.Logf("lengths %v NH %d NKV %d HD %d: flash_dkv_group - default: dq %.2e dk %.2e dv %.2e", c.lengths, NH, NKV, HD, eq, ek, ev)
 		if eq != 0 || ek > 1e-5 || ev > 1e-5 {
 			t.Errorf("case %d: beyond the fp32 order of sums (dq 0, dk and dv 1e-5)", i)
 		}
 		lq, lk, lv := rel(dq[2], dq[0]), rel(dk[2], dk[0]), rel(dv[2], dv[0])
-		t.Logf("  flash_dq_ldsm - default: dq %.2e dk %.2e dv %.2e", lq, lk, lv)
+		t.Logf("  flash_dq_stage - default: dq %.2e dk %.2e dv %.2e", lq, lk, lv)
 		if lq != 0 || lk != 0 || lv != 0 {
-			t.Errorf("case %d: flash_dq_ldsm differs from the default (the same products in the same order)", i)
+			t.Errorf("case %d: flash_dq_stage differs from the default (the same products in the same order)", i)
 		}
 	}
 	be.SetVariants(Variants{})
 }
 
 // TestFlashDKVHeadsLaunches: on resident tensors AttentionVarlenBackward
-// in bf16 launches D, dK/dV and dQ on the tensor cores (3 launches) and,
-// with flash_dkv_heads on, the per-query-head dK/dV and the reduction in
-// place of dK/dV (4); its partials come from the op's arena, so nothing
-// moves between host and device, nothing synchronises and nothing is
-// allocated either way once the arena has grown.
+// in bf16 launches D, the per-query-head dK/dV, its reduction and dQ on the
+// tensor cores (4 launches), and with flash_dkv_group on dkv_mma64 in
+// place of the per-query-head dK/dV and the reduction (3); the partials
+// come from the op's arena, so nothing moves between host and device,
+// nothing synchronises and nothing is allocated either way once the arena
+// has grown.
 func TestFlashDKVHeadsLaunches(t *testing.T) {
 	be := openEmulator(t)
 	be.SetPrecision(BF16)
@@ -274,7 +287,7 @@ func TestFlashDKVHeadsLaunches(t *testing.T) {
 	k, v, dk, dv := alloc("k", N*NKV*HD), alloc("v", N*NKV*HD), alloc("dk", N*NKV*HD), alloc("dv", N*NKV*HD)
 	lse := alloc("lse", N*NH)
 	for _, heads := range []bool{false, true} {
-		be.SetVariants(Variants{FlashDKVHeads: heads})
+		be.SetVariants(Variants{FlashDKVGroup: !heads})
 		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD) // the arena grows here
 		be.ResetCounters()
 		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
@@ -284,22 +297,24 @@ func TestFlashDKVHeadsLaunches(t *testing.T) {
 			want = 4
 		}
 		if got.Launches != want || got.HostToDevice+got.DeviceToHost != 0 || got.Syncs != 0 || got.Allocs != 0 {
-			t.Errorf("flash_dkv_heads=%v: %v; want %d launches, no copy, sync or allocation", heads, got, want)
+			t.Errorf("flash_dkv_group=%v: %v; want %d launches, no copy, sync or allocation", !heads, got, want)
 		}
 	}
 	be.SetVariants(Variants{})
 }
 
-// TestFlashDQLdsmEmulator runs the flash_dq_ldsm variant's check on the
-// emulator, and its planted defects (FA_BUG_*: a missing __syncthreads
-// between the key tiles' buffers, the diagonal tile left out, dS's A
-// fragment with two registers swapped), each of which must make the check
-// fail, naming dq, while the tensor-core check, which does not launch the
-// kernel, passes.
+// TestFlashDQLdsmEmulator runs the flash_dq_stage variant's check on the
+// emulator (dq_mma64, the default before the ldmatrix kernel), and the
+// defects planted in dq_ldsm_mma64, the default for HD <= 64 (FA_BUG_*: a
+// missing __syncthreads between the key tiles' buffers, the diagonal tile
+// left out, dS's A fragment with two registers swapped), each of which
+// must make the tensor-core check (AttentionVarlenMMA) fail, naming dq,
+// while the flash_dq_stage check, which does not launch the kernel,
+// passes.
 func TestFlashDQLdsmEmulator(t *testing.T) {
 	be := openEmulator(t)
-	check := Check{"AttentionVarlenDQLdsm", checkAttentionVarlenDQLdsm}
-	if err := check.Do(be); err != nil {
+	stage := Check{"AttentionVarlenDQStage", checkAttentionVarlenDQStage}
+	if err := stage.Do(be); err != nil {
 		t.Fatal(err)
 	}
 	for _, defect := range []string{"nosync", "tile", "frag"} {
@@ -307,7 +322,7 @@ func TestFlashDQLdsmEmulator(t *testing.T) {
 			const kernel = "flash_attention_backward_dq_ldsm_mma64"
 			emuPlanted[kernel] = defect
 			defer delete(emuPlanted, kernel)
-			err := check.Do(be)
+			err := (Check{"AttentionVarlenMMA", checkAttentionVarlenMMA}).Do(be)
 			if err == nil {
 				t.Fatalf("the check passed with %s planted in %s", defect, kernel)
 			}
@@ -315,8 +330,8 @@ func TestFlashDQLdsmEmulator(t *testing.T) {
 				t.Errorf("error %q does not name dq", err)
 			}
 			t.Log(err)
-			if err := (Check{"AttentionVarlenMMA", checkAttentionVarlenMMA}).Do(be); err != nil {
-				t.Errorf("the tensor-core check failed with %s planted in %s: %v", defect, kernel, err)
+			if err := stage.Do(be); err != nil {
+				t.Errorf("the flash_dq_stage check failed with %s planted in %s: %v", defect, kernel, err)
 			}
 		})
 	}

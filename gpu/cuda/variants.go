@@ -20,8 +20,8 @@ const VariantsEnv = "RLHOST_CUDA_VARIANTS"
 // kernel it replaces stays selectable as a variant, so that a proof can
 // still time the two against each other. FlashSIMT, DecodeBlock and
 // SampleBisect are the kernels that were the defaults before an H100 proof
-// (at b593c0c) measured their replacements faster; FlashDKVHeads and
-// FlashDQLdsm are new kernels, not yet timed on a GPU (docs/gpu.md,
+// (at b593c0c) measured their replacements faster, FlashDKVGroup and
+// FlashDQStage those before an H100 proof at 960b55b did (docs/gpu.md,
 // "Kernel variants").
 type Variants struct {
 	// FlashSIMT runs the fused attention's products on fp32 CUDA cores
@@ -38,20 +38,22 @@ type Variants struct {
 	// bisection over the logit keys, instead of sample_tokens_hist's radix
 	// select (one histogram pass per 8 bits of the keys).
 	SampleBisect bool
-	// FlashDKVHeads computes the tensor-core backward's dK and dV (head
-	// dimensions up to 64) with one block per query head and key tile,
-	// writing per-query-head partials that a second kernel sums over each
-	// key/value head's group (flashattn_mma.go), instead of one block per
-	// key/value head and key tile. It applies where the tensor-core
-	// attention runs (bf16 products, FlashSIMT off); above 64 dimensions
-	// the default kernels run.
-	FlashDKVHeads bool
-	// FlashDQLdsm computes the tensor-core backward's dQ (head dimensions
-	// up to 64) with each key tile staged once into one of two buffers and
-	// K's fragments for dQ += dS K read with ldmatrix.trans, one
-	// __syncthreads a tile, instead of K staged again transposed and four.
-	// It applies where the tensor-core attention runs, as FlashDKVHeads.
-	FlashDQLdsm bool
+	// FlashDKVGroup computes the tensor-core backward's dK and dV (head
+	// dimensions up to 64) with one block per key/value head and key tile
+	// looping over the head's group of query heads
+	// (flash_attention_backward_dkv_mma64), instead of one block per query
+	// head and key tile writing per-query-head partials that a second
+	// kernel sums over each group (flashattn_mma.go). It applies where the
+	// tensor-core attention runs (bf16 products, FlashSIMT off); above 64
+	// dimensions the same kernels run either way.
+	FlashDKVGroup bool
+	// FlashDQStage computes the tensor-core backward's dQ (head dimensions
+	// up to 64) with K staged a second time transposed for dQ += dS K, four
+	// __syncthreads a key tile (flash_attention_backward_dq_mma64), instead
+	// of each key tile staged once into one of two buffers and K's
+	// fragments read with ldmatrix.trans, one __syncthreads a tile. It
+	// applies where the tensor-core attention runs, as FlashDKVGroup.
+	FlashDQStage bool
 }
 
 // variantNames maps each name RLHOST_CUDA_VARIANTS accepts to its field.
@@ -59,8 +61,8 @@ var variantNames = map[string]func(*Variants) *bool{
 	"flash_simt":      func(v *Variants) *bool { return &v.FlashSIMT },
 	"decode_block":    func(v *Variants) *bool { return &v.DecodeBlock },
 	"sample_bisect":   func(v *Variants) *bool { return &v.SampleBisect },
-	"flash_dkv_heads": func(v *Variants) *bool { return &v.FlashDKVHeads },
-	"flash_dq_ldsm":   func(v *Variants) *bool { return &v.FlashDQLdsm },
+	"flash_dkv_group": func(v *Variants) *bool { return &v.FlashDKVGroup },
+	"flash_dq_stage":  func(v *Variants) *bool { return &v.FlashDQStage },
 }
 
 // promotedVariants are the names of variants that became the default
@@ -68,9 +70,11 @@ var variantNames = map[string]func(*Variants) *bool{
 // name of them is an error: accepted, it would select nothing, and a
 // measurement of it against the default would time the default twice.
 var promotedVariants = map[string]string{
-	"flash_mma":    "flash_simt",
-	"decode_split": "decode_block",
-	"sample_hist":  "sample_bisect",
+	"flash_mma":       "flash_simt",
+	"decode_split":    "decode_block",
+	"sample_hist":     "sample_bisect",
+	"flash_dkv_heads": "flash_dkv_group",
+	"flash_dq_ldsm":   "flash_dq_stage",
 }
 
 // ParseVariants reads a comma-separated list of variant names ("all" for

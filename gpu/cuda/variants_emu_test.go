@@ -36,12 +36,13 @@ func TestChecksWithAllVariants(t *testing.T) {
 
 // TestVariantKernels: the kernels each selection launches, from the
 // device's profile: by default the FlashMMA attention with bf16 products
-// (the SIMT kernels in fp32), flash-decoding and the radix-select
-// sampling; with flash_simt, decode_block and sample_bisect the kernels
-// they name, and nothing of the defaults'; with flash_dkv_heads the
-// per-query-head dK/dV and its reduction in place of dkv_mma64, with
-// flash_dq_ldsm dq_ldsm_mma64 in place of dq_mma64, where the tensor-core
-// kernels run, nothing else.
+// (its backward for HD <= 64 the per-query-head dK/dV with its reduction
+// and dQ with ldmatrix; the SIMT kernels in fp32), flash-decoding and the
+// radix-select sampling; with flash_simt, decode_block and sample_bisect
+// the kernels they name, and nothing of the defaults'; with
+// flash_dkv_group dkv_mma64 in place of the per-query-head dK/dV and its
+// reduction, with flash_dq_stage dq_mma64 in place of dq_ldsm_mma64, where
+// the tensor-core kernels run, nothing else.
 func TestVariantKernels(t *testing.T) {
 	be := openEmulator(t)
 	if err := be.EnableProfile(); err != nil {
@@ -72,9 +73,8 @@ func TestVariantKernels(t *testing.T) {
 		be.AttentionCachedForward(cout, cq, kc, vc, c.slot, c.pos, len(c.pos), c.NH, c.NKV, c.HD, c.maxT)
 		be.SampleTokens(tokens, nil, logits, params, M, V)
 	}
-	mma := []string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_mma64", "flash_attention_backward_dq_mma64"}
-	heads := []string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_heads_mma64",
-		"flash_attention_backward_dkv_reduce", "flash_attention_backward_dq_mma64"}
+	mma := []string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_heads_mma64",
+		"flash_attention_backward_dkv_reduce", "flash_attention_backward_dq_ldsm_mma64"}
 	simt := []string{"flash_attention_forward", "flash_attention_backward_dkv", "flash_attention_backward_dq"}
 	split := []string{"attention_cached_split", "attention_cached_combine", "sample_tokens_hist"}
 	for _, tc := range []struct {
@@ -88,12 +88,15 @@ func TestVariantKernels(t *testing.T) {
 		{"flash_simt", FP32, slices.Concat(simt, split)},
 		{"decode_block", BF16, slices.Concat(mma, []string{"attention_cached", "sample_tokens_hist"})},
 		{"sample_bisect", BF16, slices.Concat(mma, []string{"attention_cached_split", "attention_cached_combine", "sample_tokens"})},
-		{"flash_dkv_heads", BF16, slices.Concat(heads, split)},
-		{"flash_dkv_heads", FP32, slices.Concat(simt, split)},
-		{"flash_dkv_heads,flash_simt", BF16, slices.Concat(simt, split)},
-		{"flash_dq_ldsm", BF16, slices.Concat([]string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_mma64",
+		{"flash_dkv_group", BF16, slices.Concat([]string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_mma64",
 			"flash_attention_backward_dq_ldsm_mma64"}, split)},
-		{"flash_dq_ldsm,flash_simt", BF16, slices.Concat(simt, split)},
+		{"flash_dkv_group", FP32, slices.Concat(simt, split)},
+		{"flash_dkv_group,flash_simt", BF16, slices.Concat(simt, split)},
+		{"flash_dq_stage", BF16, slices.Concat([]string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_heads_mma64",
+			"flash_attention_backward_dkv_reduce", "flash_attention_backward_dq_mma64"}, split)},
+		{"flash_dq_stage,flash_simt", BF16, slices.Concat(simt, split)},
+		{"flash_dkv_group,flash_dq_stage", BF16, slices.Concat([]string{"flash_attention_forward_mma64",
+			"flash_attention_backward_dkv_mma64", "flash_attention_backward_dq_mma64"}, split)},
 		{"all", BF16, slices.Concat(simt, []string{"attention_cached", "sample_tokens"})},
 	} {
 		v, err := ParseVariants(tc.variants)

@@ -14,10 +14,10 @@ func TestParseVariants(t *testing.T) {
 		{"", Variants{}, "default"},
 		{"flash_simt", Variants{FlashSIMT: true}, "flash_simt"},
 		{" decode_block , sample_bisect", Variants{DecodeBlock: true, SampleBisect: true}, "decode_block,sample_bisect"},
-		{"flash_dkv_heads", Variants{FlashDKVHeads: true}, "flash_dkv_heads"},
-		{"flash_dq_ldsm,flash_dkv_heads", Variants{FlashDKVHeads: true, FlashDQLdsm: true}, "flash_dkv_heads,flash_dq_ldsm"},
-		{"all", Variants{FlashSIMT: true, DecodeBlock: true, SampleBisect: true, FlashDKVHeads: true, FlashDQLdsm: true},
-			"decode_block,flash_dkv_heads,flash_dq_ldsm,flash_simt,sample_bisect"},
+		{"flash_dkv_group", Variants{FlashDKVGroup: true}, "flash_dkv_group"},
+		{"flash_dq_stage,flash_dkv_group", Variants{FlashDKVGroup: true, FlashDQStage: true}, "flash_dkv_group,flash_dq_stage"},
+		{"all", Variants{FlashSIMT: true, DecodeBlock: true, SampleBisect: true, FlashDKVGroup: true, FlashDQStage: true},
+			"decode_block,flash_dkv_group,flash_dq_stage,flash_simt,sample_bisect"},
 	} {
 		got, err := ParseVariants(c.in)
 		if err != nil || got != c.want || got.String() != c.str {
@@ -26,7 +26,7 @@ func TestParseVariants(t *testing.T) {
 	}
 	_, err := ParseVariants("flash_simt,fast")
 	if err == nil || !strings.Contains(err.Error(), `"fast"`) || !strings.Contains(err.Error(), VariantsEnv) ||
-		!strings.Contains(err.Error(), "decode_block, flash_dkv_heads, flash_dq_ldsm, flash_simt, sample_bisect, all") {
+		!strings.Contains(err.Error(), "decode_block, flash_dkv_group, flash_dq_stage, flash_simt, sample_bisect, all") {
 		t.Errorf("unknown variant: %v", err)
 	}
 }
@@ -36,7 +36,8 @@ func TestParseVariants(t *testing.T) {
 // kernel each replaced, alone or in a list, so that a script written
 // before cannot time the default against itself unawares.
 func TestParsePromotedVariants(t *testing.T) {
-	for old, former := range map[string]string{"flash_mma": "flash_simt", "decode_split": "decode_block", "sample_hist": "sample_bisect"} {
+	for old, former := range map[string]string{"flash_mma": "flash_simt", "decode_split": "decode_block", "sample_hist": "sample_bisect",
+		"flash_dkv_heads": "flash_dkv_group", "flash_dq_ldsm": "flash_dq_stage"} {
 		for _, in := range []string{old, "decode_block, " + old} {
 			v, err := ParseVariants(in)
 			if err == nil || !strings.Contains(err.Error(), `"`+old+`" is the default kernel now`) ||

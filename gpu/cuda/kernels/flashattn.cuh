@@ -922,27 +922,27 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
 }
 
 // ---------------------------------------------------------------------------
-// The flash_dkv_heads variant (Variants.FlashDKVHeads): dK and dV of the
-// FlashMMA backward for HD <= 64 from one block per (sequence, tile of 64
-// keys, QUERY head h) instead of one per key/value head. A block adds up
+// dK and dV of the FlashMMA backward for HD <= 64, the default (the
+// flash_dkv_group variant runs flash_backward_dkv_mma): one block per
+// (sequence, tile of 64 keys, QUERY head h) instead of one per key/value head. A block adds up
 // its own head's contribution over the query tiles from its keys' own to
 // the sequence's end and writes it, as fa_mma_store does, to per-query-head
 // partials pdk, pdv [N, NH, HD] (arena scratch); flash_dkv_reduce then sums
 // each key/value head's group of query heads in a fixed order (no atomics)
-// into dk, dv [N, NKV, HD]. The grid has NH/NKV times the default's blocks,
-// each 1/(NH/NKV) of a default block's work, key tiles the slowest index,
+// into dk, dv [N, NKV, HD]. The grid has NH/NKV times flash_dkv_group's
+// blocks, each 1/(NH/NKV) of one of its blocks' work, key tiles the slowest index,
 // the first (the heaviest under the causal mask) first.
 //
 // Per query tile Q and dO are staged once, straight ([query][dim] bf16):
 // S^T = K Q^T and dP^T = V dO^T read them as flash_backward_dkv_mma does,
 // and the products over queries, dV += P^T dO and dK += dS^T Q, take their
 // B fragments from the same tiles with ldmatrix.trans (fa_mma_pbt), where
-// the default stages both again transposed. Two such buffers: a thread
+// flash_backward_dkv_mma stages both again transposed. Two such buffers: a thread
 // loads its share of the next query tile from global memory into registers
 // (fa_heads_tile) before its products on the current one and stages it
 // into the other buffer after them, so that the loads are in flight during
 // the products and one __syncthreads a tile separates the buffers' uses
-// (the default has four). K's and V's fragments are read from global
+// (flash_backward_dkv_mma has four). K's and V's fragments are read from global
 // memory into registers once (no staging).
 //
 // Budget (sm_90, NK = 4): shared memory 2 x 2 x 64 x 72 bf16 = 36 KB plus
@@ -1143,14 +1143,14 @@ __device__ void flash_dkv_reduce(float* dk, float* dv, const float* pdk, const f
     }
 }
 
-// flash_backward_dq_ldsm_mma (the flash_dq_ldsm variant,
-// Variants.FlashDQLdsm; HD <= 64): flash_backward_dq_mma with each key
+// flash_backward_dq_ldsm_mma (the default for HD <= 64; the flash_dq_stage
+// variant runs flash_backward_dq_mma): flash_backward_dq_mma with each key
 // tile's K and V staged once, straight ([key][dim] bf16), into one of two
 // buffers: dQ += dS K takes K's B fragments from the straight tile with
-// ldmatrix.trans (fa_mma_pbt) where the default stages K^T again, and a
+// ldmatrix.trans (fa_mma_pbt) where flash_backward_dq_mma stages K^T again, and a
 // warp stages its share of the next key tile into the other buffer after
 // its products on the current one, so that one __syncthreads a tile
-// separates the buffers' uses (the default has four). Q's and dO's
+// separates the buffers' uses (flash_backward_dq_mma has four). Q's and dO's
 // fragments are read from global memory into registers once (no staging).
 // Shared memory 2 x 2 x 64 x 72 bf16 = 36 KB; two blocks per SM.
 template <int NK, int BUG>
@@ -1299,7 +1299,7 @@ __global__ void flash_attention_backward_dv_mma128(float* dk, float* dv, const f
 }
 
 // flash_attention_backward_dkv_heads_mma64 and flash_attention_backward_dkv_reduce:
-// dK and dV of the flash_dkv_heads variant for head dimensions up to 64.
+// dK and dV for head dimensions up to 64 (the default; see above).
 __global__ void flash_attention_backward_dkv_heads_mma64(float* pdk, float* pdv, const float* q, const float* k,
                                                          const float* v, const float* dout, const float* lse,
                                                          const float* D, const int* cu, i64 S, i64 maxT, i64 NH,
@@ -1312,8 +1312,8 @@ __global__ void flash_attention_backward_dkv_reduce(float* dk, float* dv, const 
     flash_dkv_reduce<FA_OK>(dk, dv, pdk, pdv, N, NH, NKV, HD);
 }
 
-// flash_attention_backward_dq_ldsm_mma64: dQ of the flash_dq_ldsm variant
-// for head dimensions up to 64 (two blocks per SM).
+// flash_attention_backward_dq_ldsm_mma64: dQ for head dimensions up to 64
+// (the default; two blocks per SM).
 __global__ void FA_TWO_BLOCKS flash_attention_backward_dq_ldsm_mma64(float* dq, const float* q, const float* k,
                                                                      const float* v, const float* dout,
                                                                      const float* lse, const float* D, const int* cu,
