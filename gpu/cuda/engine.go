@@ -55,8 +55,12 @@ type kernelEntry[F any] struct {
 }
 
 // kernelHot is the slots of a kernelTable's hot table (a power of 2), and
-// kernelProbes the slots a name may take from its first.
-const kernelHot, kernelProbes = 256, 4
+// kernelProbes the slots a name may take from its first: 8, so that the
+// ~50 constants, whose slots follow from where the linker puts their
+// bytes, find one unless nine of them land within eight slots (with 4,
+// five names in four adjacent slots left one unremembered in a build;
+// TestKernelTable).
+const kernelHot, kernelProbes = 256, 8
 
 func newKernelTable[F any]() *kernelTable[F] { return &kernelTable[F]{byName: map[string]F{}} }
 
