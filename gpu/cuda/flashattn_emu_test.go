@@ -62,14 +62,6 @@ func TestFlashAttentionPlantedBugs(t *testing.T) {
 func TestFlashMMAErrors(t *testing.T) {
 	be := openEmulator(t)
 	be.SetPrecision(BF16) // the default variants: FlashMMA
-	rel := func(got, want []float32) float64 {
-		scale, worst := 1.0, 0.0
-		for i := range want {
-			scale = max(scale, math.Abs(float64(want[i])))
-			worst = max(worst, math.Abs(float64(got[i])-float64(want[i])))
-		}
-		return worst / scale
-	}
 	for i, c := range flashCases {
 		r := rand.New(rand.NewPCG(21, uint64(i)))
 		cu, maxT := gpu.CuSeqlens(c.lengths)
@@ -86,8 +78,8 @@ func TestFlashMMAErrors(t *testing.T) {
 		dv1, dv2 := make([]float32, len(v)), make([]float32, len(v))
 		ref.AttentionVarlenBackward(dq1, dk1, dv1, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
 		be.AttentionVarlenBackward(dq2, dk2, dv2, dout, o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD)
-		eo, el := rel(o2, o1), rel(l2, l1)
-		eq, ek, ev := rel(dq2, dq1), rel(dk2, dk1), rel(dv2, dv1)
+		eo, el := relErr(o2, o1), relErr(l2, l1)
+		eq, ek, ev := relErr(dq2, dq1), relErr(dk2, dk1), relErr(dv2, dv1)
 		t.Logf("lengths %v NH %d NKV %d HD %d: out %.2e lse %.2e; dq %.2e dk %.2e dv %.2e", c.lengths, NH, NKV, HD, eo, el, eq, ek, ev)
 		if eo > flashMMAFwdTol || el > flashMMAFwdTol || eq > flashMMABwdTol || ek > flashMMABwdTol || ev > flashMMABwdTol {
 			t.Errorf("case %d: beyond the tolerances %g (forward), %g (backward)", i, flashMMAFwdTol, flashMMABwdTol)
@@ -97,7 +89,7 @@ func TestFlashMMAErrors(t *testing.T) {
 		}
 		// the backward alone, on the reference's out and lse
 		be.AttentionVarlenBackward(dq2, dk2, dv2, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
-		bq, bk, bv := rel(dq2, dq1), rel(dk2, dk1), rel(dv2, dv1)
+		bq, bk, bv := relErr(dq2, dq1), relErr(dk2, dk1), relErr(dv2, dv1)
 		t.Logf("  the backward on the reference's out and lse: dq %.2e dk %.2e dv %.2e", bq, bk, bv)
 		if bq > flashMMABwdTol || bk > flashMMABwdTol || bv > flashMMABwdTol {
 			t.Errorf("case %d: the backward alone beyond %g", i, flashMMABwdTol)
@@ -229,14 +221,6 @@ func TestFlashDKVHeadsPlantedBugs(t *testing.T) {
 func TestFlashBackwardVariantsMatchDefault(t *testing.T) {
 	be := openEmulator(t)
 	be.SetPrecision(BF16)
-	rel := func(got, want []float32) float64 {
-		scale, worst := 1.0, 0.0
-		for i := range want {
-			scale = max(scale, math.Abs(float64(want[i])))
-			worst = max(worst, math.Abs(float64(got[i])-float64(want[i])))
-		}
-		return worst / scale
-	}
 	for i, c := range flashCases {
 		r := rand.New(rand.NewPCG(22, uint64(i)))
 		cu, maxT := gpu.CuSeqlens(c.lengths)
@@ -252,12 +236,12 @@ func TestFlashBackwardVariantsMatchDefault(t *testing.T) {
 			dq[j], dk[j], dv[j] = randn(r, len(q), 100), randn(r, len(k), 100), randn(r, len(v), 100)
 			be.AttentionVarlenBackward(dq[j], dk[j], dv[j], dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
 		}
-		eq, ek, ev := rel(dq[1], dq[0]), rel(dk[1], dk[0]), rel(dv[1], dv[0])
+		eq, ek, ev := relErr(dq[1], dq[0]), relErr(dk[1], dk[0]), relErr(dv[1], dv[0])
 		t.Logf("lengths %v NH %d NKV %d HD %d: flash_dkv_group - default: dq %.2e dk %.2e dv %.2e", c.lengths, NH, NKV, HD, eq, ek, ev)
 		if eq != 0 || ek > 1e-5 || ev > 1e-5 {
 			t.Errorf("case %d: beyond the fp32 order of sums (dq 0, dk and dv 1e-5)", i)
 		}
-		lq, lk, lv := rel(dq[2], dq[0]), rel(dk[2], dk[0]), rel(dv[2], dv[0])
+		lq, lk, lv := relErr(dq[2], dq[0]), relErr(dk[2], dk[0]), relErr(dv[2], dv[0])
 		t.Logf("  flash_dq_stage - default: dq %.2e dk %.2e dv %.2e", lq, lk, lv)
 		if lq != 0 || lk != 0 || lv != 0 {
 			t.Errorf("case %d: flash_dq_stage differs from the default (the same products in the same order)", i)
@@ -338,4 +322,15 @@ func TestFlashDQLdsmEmulator(t *testing.T) {
 	if v := be.Variants(); v != (Variants{}) {
 		t.Errorf("the check left the variants at %v", v)
 	}
+}
+
+// relErr is the largest |got - want| over the largest |want| (at least 1),
+// as the checks' compare measures a tensor's error.
+func relErr(got, want []float32) float64 {
+	scale, worst := 1.0, 0.0
+	for i := range want {
+		scale = max(scale, math.Abs(float64(want[i])))
+		worst = max(worst, math.Abs(float64(got[i])-float64(want[i])))
+	}
+	return worst / scale
 }
