@@ -8,11 +8,25 @@
 LLAMACPP_VERSION := 0.3.36
 LLAMACPP_VENV    := $(CACHE)/llamacpp-venv
 LLAMACPP_PY      := $(LLAMACPP_VENV)/bin/python
-LLAMACPP_WHEELS  := $(CACHE)/pip/llamacpp
-# CPU only; no multimodal library, tools, tests or examples (they only add compile time);
-# GGML_NATIVE tunes for the build machine, which is the machine the wheel is cached on.
-LLAMACPP_CMAKE   := -DLLAVA_BUILD=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-                    -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_CURL=OFF -DGGML_OPENMP=OFF
+# CPU only; no multimodal library, tools, tests or examples (they only add compile time).
+# The instruction sets are the build machine's (the machine the wheel is cached on), named
+# one by one from /proc/cpuinfo rather than GGML_NATIVE: -march=native also turns on AMX where
+# the CPU lists amx_tile/amx_int8/amx_bf16, and on virtual machines that list them without
+# letting a process use the tiles the server dies with SIGILL on its first completion
+# (seen 26 Nov: "Fatal Python error: Illegal instruction" in llama_cpp's decode). AVX-512 only
+# where all five of the subsets ggml's GGML_AVX512 compiles for are listed.
+LLAMACPP_CPUFLAGS := $(shell grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2)
+llamacpp_has = $(filter $(1),$(LLAMACPP_CPUFLAGS))
+LLAMACPP_ISA     := $(if $(call llamacpp_has,avx),-DGGML_AVX=ON) $(if $(call llamacpp_has,avx2),-DGGML_AVX2=ON) \
+                    $(if $(call llamacpp_has,fma),-DGGML_FMA=ON) $(if $(call llamacpp_has,f16c),-DGGML_F16C=ON) \
+                    $(if $(and $(call llamacpp_has,avx512f),$(call llamacpp_has,avx512cd),$(call llamacpp_has,avx512vl),$(call llamacpp_has,avx512dq),$(call llamacpp_has,avx512bw)),-DGGML_AVX512=ON \
+                      $(if $(call llamacpp_has,avx512vbmi),-DGGML_AVX512_VBMI=ON) $(if $(call llamacpp_has,avx512_vnni),-DGGML_AVX512_VNNI=ON) \
+                      $(if $(call llamacpp_has,avx512_bf16),-DGGML_AVX512_BF16=ON))
+LLAMACPP_CMAKE   := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF $(strip $(LLAMACPP_ISA)) -DLLAMA_BUILD_TESTS=OFF \
+                    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_CURL=OFF -DGGML_OPENMP=OFF
+# the wheel cache and the virtualenv are keyed by these options: a change rebuilds
+LLAMACPP_KEY     := $(shell printf '%s' '$(LLAMACPP_CMAKE)' | sha256sum | cut -c1-12)
+LLAMACPP_WHEELS  := $(CACHE)/pip/llamacpp-$(LLAMACPP_KEY)
 
 .PHONY: setup-llamacpp llamacpp-goldens bench-llamacpp
 
@@ -21,16 +35,19 @@ BENCH_TARGETS += bench-llamacpp
 
 setup-llamacpp: ## virtualenv $(CACHE)/llamacpp-venv with llama-cpp-python[server] (compiled once, ~10 min on 2 cores)
 	@$(LLAMACPP_PY) -c 'import importlib.metadata as m, sys, llama_cpp, llama_cpp.server.app; \
-		sys.exit(m.version("llama_cpp_python") != "$(LLAMACPP_VERSION)")' 2>/dev/null || { set -e; \
+		sys.exit(m.version("llama_cpp_python") != "$(LLAMACPP_VERSION)")' 2>/dev/null && \
+		[ "$$(cat $(LLAMACPP_VENV)/rlhost-build 2>/dev/null)" = "$(LLAMACPP_KEY)" ] || { set -e; \
 		{ python3 -m venv $(LLAMACPP_VENV) || \
 		  { { apt-get install -y -qq python3-venv || sudo apt-get install -y -qq python3-venv; } && python3 -m venv --clear $(LLAMACPP_VENV); }; }; \
 		mkdir -p $(LLAMACPP_WHEELS); \
 		if ! ls $(LLAMACPP_WHEELS)/llama_cpp_python-$(LLAMACPP_VERSION)-*.whl >/dev/null 2>&1; then \
 			echo "setup-llamacpp: compiling llama-cpp-python $(LLAMACPP_VERSION) (CPU only; once, cached in $(LLAMACPP_WHEELS))"; \
 			CMAKE_ARGS="$(LLAMACPP_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
-				$(LLAMACPP_PY) -m pip wheel -q --no-deps -w $(LLAMACPP_WHEELS) 'llama-cpp-python==$(LLAMACPP_VERSION)'; \
+				$(LLAMACPP_PY) -m pip wheel -q --no-deps --no-cache-dir -w $(LLAMACPP_WHEELS) 'llama-cpp-python==$(LLAMACPP_VERSION)'; \
 		fi; \
+		$(LLAMACPP_PY) -m pip install -q --force-reinstall --no-deps --find-links $(LLAMACPP_WHEELS) 'llama-cpp-python==$(LLAMACPP_VERSION)'; \
 		$(LLAMACPP_PY) -m pip install -q --find-links $(LLAMACPP_WHEELS) 'llama-cpp-python[server]==$(LLAMACPP_VERSION)'; \
+		echo "$(LLAMACPP_KEY)" > $(LLAMACPP_VENV)/rlhost-build; \
 		$(LLAMACPP_PY) -c 'import llama_cpp; print("setup-llamacpp: llama-cpp-python", llama_cpp.__version__, "in $(LLAMACPP_VENV)")'; }
 
 llamacpp-goldens: setup-llamacpp model ## regenerate gpu/model/testdata/llamacpp_greedy.json (llama.cpp on the default GGUF and its F32 copy) and smollm2-q8.json (its Q8_0 logit error) (needs the gguf package)
