@@ -189,10 +189,14 @@ func Open(ordinal int) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	pinnedOff, err := pinnedOffFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	d, err := newDevice(ordinal)
 	if err != nil {
 		return nil, err
 	}
-	d.vars, d.graphs.off = vars, graphsOff
+	d.vars, d.graphs.off, d.pin.off = vars, graphsOff, pinnedOff
 	return &Backend{d: d}, nil
 }

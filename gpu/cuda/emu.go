@@ -28,11 +28,13 @@ import (
 // is no GPU, so that everything but the PTX compilation and the hardware is
 // checked against the CPU reference.
 //
-// Decode graphs are on unless RLHOST_CUDA_GRAPHS=0 (any other value: on).
+// Decode graphs are on unless RLHOST_CUDA_GRAPHS=0, uploads through
+// page-locked memory unless RLHOST_CUDA_PINNED=0 (any other value: on).
 func OpenEmulator() *Backend {
 	m := &emuMemory{}
 	d := &device{drv: emuDriver{m}, blas: rowMajor{emuBlas{m}}, name: "emulator", cc: [2]int{8, 0}}
 	d.graphs.off, _ = graphsOffFromEnv()
+	d.pin.off, _ = pinnedOffFromEnv()
 	return &Backend{d: d}
 }
 
@@ -87,6 +89,18 @@ type emuMemory struct {
 	// refuse names a kernel whose launch a capture refuses (as the CUDA
 	// driver refuses what cannot be captured): tests only
 	refuse string
+	// page-locked host memory handed out (hostAlloc), and the copies from
+	// it queued and not yet run (pinned.go: they run when the stream
+	// reaches them)
+	pinned  [][]byte
+	pending []emuCopy
+}
+
+// emuCopy is a copy from page-locked memory to the device, queued.
+type emuCopy struct {
+	dst   dptr
+	src   unsafe.Pointer
+	bytes int64
 }
 
 type emuSpan struct{ at, n int }
@@ -227,6 +241,11 @@ func (e emuDriver) close() error {
 		return nil
 	}
 	m.closed = true
+	m.pending = nil
+	for _, b := range m.pinned { // not given back by the backend
+		syscall.Munmap(b)
+	}
+	m.pinned = nil
 	if m.region == nil {
 		return nil
 	}
@@ -273,18 +292,84 @@ func (e emuDriver) leave() {
 	}
 }
 
+// htod copies at once from pageable memory (the driver stages its bytes
+// before it returns) and queues a copy from page-locked memory, which
+// reads its bytes when the stream reaches it, as on a GPU.
 func (e emuDriver) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
 	if err := e.m.uncapturable("a copy from the host"); err != nil {
 		return err
 	}
+	if e.m.isPinned(src, bytes) {
+		e.m.pending = append(e.m.pending, emuCopy{dst, src, bytes})
+		return nil
+	}
+	e.m.flush()
 	copy(unsafe.Slice((*byte)(hostPtr(dst)), bytes), unsafe.Slice((*byte)(src), bytes))
 	return nil
+}
+
+// hostAlloc is page-locked memory: anonymous memory of the emulator's own
+// (pinner).
+func (e emuDriver) hostAlloc(bytes int64) (unsafe.Pointer, error) {
+	b, err := syscall.Mmap(-1, 0, int(bytes), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return nil, fmt.Errorf("map %d bytes: %w", bytes, err)
+	}
+	e.m.Lock()
+	e.m.pinned = append(e.m.pinned, b)
+	e.m.Unlock()
+	return unsafe.Pointer(&b[0]), nil
+}
+
+func (e emuDriver) hostFree(p unsafe.Pointer) error {
+	m := e.m
+	m.flush()
+	m.Lock()
+	defer m.Unlock()
+	for i, b := range m.pinned {
+		if unsafe.Pointer(&b[0]) == p {
+			m.pinned = slices.Delete(m.pinned, i, i+1)
+			return syscall.Munmap(b)
+		}
+	}
+	return fmt.Errorf("free of %p: not page-locked memory of the emulator", p)
+}
+
+// isPinned reports whether [p, p+bytes) lies in page-locked memory.
+func (m *emuMemory) isPinned(p unsafe.Pointer, bytes int64) bool {
+	m.Lock()
+	defer m.Unlock()
+	a := uintptr(p)
+	for _, b := range m.pinned {
+		lo := uintptr(unsafe.Pointer(&b[0]))
+		if a >= lo && a+uintptr(bytes) <= lo+uintptr(len(b)) {
+			return true
+		}
+	}
+	return false
+}
+
+// flush runs the queued copies from page-locked memory, in order: the
+// stream reached them (a launch, product, device copy, clear, copy to the
+// host or synchronisation comes next).
+func (m *emuMemory) flush() {
+	if m == nil || len(m.pending) == 0 {
+		return
+	}
+	e := emuDriver{m}
+	e.enter()
+	defer e.leave()
+	for _, c := range m.pending {
+		copy(unsafe.Slice((*byte)(hostPtr(c.dst)), c.bytes), unsafe.Slice((*byte)(c.src), c.bytes))
+	}
+	m.pending = m.pending[:0]
 }
 
 func (e emuDriver) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
 	if err := e.m.uncapturable("a copy to the host"); err != nil {
 		return err
 	}
+	e.m.flush()
 	copy(unsafe.Slice((*byte)(dst), bytes), unsafe.Slice((*byte)(hostPtr(src)), bytes))
 	return nil
 }
@@ -327,7 +412,13 @@ func (e emuDriver) launch(kernel string, grid int, args []uint64) error {
 	return nil
 }
 
-func (e emuDriver) sync() error { return e.m.uncapturable("a synchronisation") }
+func (e emuDriver) sync() error {
+	if err := e.m.uncapturable("a synchronisation"); err != nil {
+		return err
+	}
+	e.m.flush()
+	return nil
+}
 
 // emuEvent is a timing event of the emulator: launches and copies run
 // synchronously, so an event recorded after an op passes when it is
@@ -565,6 +656,7 @@ type emuGraph struct{ calls []func() error }
 // capture records f (a call with its arguments; args, if any, copied
 // first) when the stream is capturing, and reports whether it did.
 func (m *emuMemory) capture(f func() error, args *[]uint64) bool {
+	m.flush() // the copies queued before this call run first
 	if m == nil || !m.capturing {
 		return false
 	}
@@ -588,6 +680,7 @@ func (e emuDriver) beginCapture() error {
 	if e.m.capturing {
 		return fmt.Errorf("the stream is capturing already")
 	}
+	e.m.flush()
 	e.m.capturing, e.m.captured, e.m.captureErr = true, nil, nil
 	return nil
 }

@@ -177,6 +177,7 @@ type device struct {
 	profAgg profileAgg
 	slots   []uint64 // the argument slots of the launch being queued (launch)
 	graphs  graphs   // decode graphs (graph.go)
+	pin     pinned   // the page-locked upload buffer (pinned.go)
 }
 
 // run executes one op on the device: the context is made current on a
@@ -233,17 +234,13 @@ func (d *device) sync() error {
 	start := time.Now()
 	err := d.drv.sync()
 	d.count.SyncWait += time.Since(start)
+	if err == nil {
+		d.pin.synced()
+	}
 	return err
 }
 
-// htod, dtoh, launch: the driver's, counted.
-func (d *device) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
-	d.count.Uploads++
-	d.count.HostToDevice += bytes
-	d.count.Largest = max(d.count.Largest, bytes)
-	return d.drv.htod(dst, src, bytes)
-}
-
+// dtod, dtoh, launch: the driver's, counted (htod: pinned.go).
 // dtod copies within the device (queued), counted apart from the host's copies.
 func (d *device) dtod(dst, src dptr, bytes int64) error {
 	d.count.DeviceCopies++

@@ -34,6 +34,13 @@ type Counters struct {
 	// synchronisations and device->host copies. Wall time less SyncWait
 	// bounds from above the time the device sat idle.
 	SyncWait time.Duration
+	// PinnedUploads are the uploads made through the device's page-locked
+	// buffer (pinned.go; the others went from the caller's memory), and
+	// UploadTime the host's time in host->device copies, the copy into
+	// that buffer included: a copy from pageable memory that waits for the
+	// stream shows here, not in SyncWait.
+	PinnedUploads int64
+	UploadTime    time.Duration
 }
 
 // Sub is the counts from c0 to c: c - c0, field by field, except Largest,
@@ -46,7 +53,15 @@ func (c Counters) Sub(c0 Counters) Counters {
 		Largest: c.Largest, Allocs: c.Allocs - c0.Allocs, AllocBytes: c.AllocBytes - c0.AllocBytes,
 		Syncs: c.Syncs - c0.Syncs, Launches: c.Launches - c0.Launches, SyncWait: c.SyncWait - c0.SyncWait,
 		GraphLaunches: c.GraphLaunches - c0.GraphLaunches, GraphKernels: c.GraphKernels - c0.GraphKernels,
+		PinnedUploads: c.PinnedUploads - c0.PinnedUploads, UploadTime: c.UploadTime - c0.UploadTime,
 	}
+}
+
+// Counts is c without its times (SyncWait, UploadTime): the counts, which
+// two runs of the same work give equal.
+func (c Counters) Counts() Counters {
+	c.SyncWait, c.UploadTime = 0, 0
+	return c
 }
 
 // HostFrac is 1 - SyncWait / wall, at least 0: the share of wall seconds
@@ -57,8 +72,8 @@ func (c Counters) HostFrac(wall float64) float64 {
 }
 
 func (c Counters) String() string {
-	return fmt.Sprintf("up %d B in %d copies, down %d B in %d copies, on the device %d B in %d copies, %d allocations (%d B), %d syncs (%v waiting), %d launches (%d in %d graphs)",
-		c.HostToDevice, c.Uploads, c.DeviceToHost, c.Downloads, c.DeviceToDevice, c.DeviceCopies, c.Allocs, c.AllocBytes, c.Syncs, c.SyncWait, c.Launches,
+	return fmt.Sprintf("up %d B in %d copies (%d through page-locked memory, %v), down %d B in %d copies, on the device %d B in %d copies, %d allocations (%d B), %d syncs (%v waiting), %d launches (%d in %d graphs)",
+		c.HostToDevice, c.Uploads, c.PinnedUploads, c.UploadTime, c.DeviceToHost, c.Downloads, c.DeviceToDevice, c.DeviceCopies, c.Allocs, c.AllocBytes, c.Syncs, c.SyncWait, c.Launches,
 		c.GraphKernels, c.GraphLaunches)
 }
 
@@ -301,10 +316,12 @@ func (b *Backend) Close() error {
 			errs = append(errs, d.drv.free(c.p))
 		}
 	}
+	errs = append(errs, d.pin.release())
 	if c, ok := d.drv.(interface{ close() error }); ok {
 		errs = append(errs, c.close())
 	}
 	d.mem, d.bf16, d.act, d.grad, d.arena, d.closed = tensors{}, nil, actCopy{}, [2]actCopy{}, arena{}, true
+	d.pin = pinned{off: d.pin.off, tried: true, why: "the backend is closed"}
 	if err := errors.Join(errs...); err != nil {
 		return &Error{"Close", err}
 	}

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ type nullDriver struct {
 	fn     *kernelTable[int] // the kernels, resolved as cuDriver resolves them
 	params slotPointers      // as cuDriver's
 	ops    nullOps
+	pinned [][]byte // page-locked memory handed out (ordinary memory here)
 }
 
 // nullOps counts the calls the null device was given.
@@ -100,6 +102,24 @@ func (n *nullDriver) free(p dptr) error {
 
 func (n *nullDriver) memInfo() (free, total int64, err error) {
 	return int64(nullMemSize - n.top), nullMemSize, nil
+}
+
+// hostAlloc and hostFree: the upload buffer (pinner) is ordinary memory,
+// so that the host's copy into it is measured.
+func (n *nullDriver) hostAlloc(bytes int64) (unsafe.Pointer, error) {
+	b := make([]byte, bytes)
+	n.pinned = append(n.pinned, b)
+	return unsafe.Pointer(&b[0]), nil
+}
+
+func (n *nullDriver) hostFree(p unsafe.Pointer) error {
+	for i, b := range n.pinned {
+		if unsafe.Pointer(&b[0]) == p {
+			n.pinned = slices.Delete(n.pinned, i, i+1)
+			return nil
+		}
+	}
+	return fmt.Errorf("free of %p: not the null device's page-locked memory", p)
 }
 
 func (n *nullDriver) htod(dst dptr, src unsafe.Pointer, bytes int64) error {

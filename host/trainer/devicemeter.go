@@ -25,6 +25,11 @@ const (
 	// when the host is not waiting on it, so this bounds its idle share from
 	// above.
 	HostFrac = "perf/host_frac"
+	// UploadTime is the host's time in host->device copies, in seconds (the
+	// copy into the backend's page-locked buffer included; a copy from
+	// pageable memory that waits for the stream shows here, not in
+	// DeviceWait: docs/gpu.md, "Uploads through page-locked memory").
+	UploadTime = "perf/upload_s"
 	// GenDeviceWait and GenHostFrac are DeviceWait and HostFrac over the
 	// rollout alone (timing_s/gen: the generator, the agent loops, the task
 	// plugin's calls), UpdateDeviceWait and UpdateHostFrac over the actor's
@@ -60,6 +65,7 @@ func (m *deviceMeter) addTo(vals map[string]float64, wall time.Duration) {
 	vals[HostToDeviceBytes] = float64(d.HostToDevice)
 	vals[DeviceToHostBytes] = float64(d.DeviceToHost)
 	vals[DeviceWait] = d.SyncWait.Seconds()
+	vals[UploadTime] = d.UploadTime.Seconds()
 	if wall > 0 {
 		vals[HostFrac] = d.HostFrac(wall.Seconds())
 	}

@@ -78,6 +78,9 @@ func TestDeviceMeterCUDA(t *testing.T) {
 	if !ok || w < 0 || w > wall.Seconds() {
 		t.Errorf("%s = %v (logged %v) in a step of %v", DeviceWait, w, ok, wall)
 	}
+	if u, ok := vals[UploadTime]; !ok || u <= 0 || u > wall.Seconds()-w {
+		t.Errorf("%s = %v (logged %v) in a step of %v waiting %v; the step uploads", UploadTime, u, ok, wall, w)
+	}
 	f, ok := vals[HostFrac]
 	if want := 1 - w/wall.Seconds(); !ok || f < 0 || f > 1 || f != want {
 		t.Errorf("%s = %v (logged %v); want 1 - wait/wall = %v", HostFrac, f, ok, want)

@@ -29,6 +29,8 @@
 # sample_bisect, flash_dkv_group and flash_dq_stage, and any new opt-in one) against the default
 # kernels in the same run, in a table of their own.
 # PROOF_TORCH=0 skips the PyTorch peers (rlhost against its own kernel variants only).
+# PROOF_GRPO_AB=1 (the default; 0 skips it) runs the GRPO run a second time with
+# RLHOST_CUDA_PINNED=0 (uploads from pageable memory, as before the page-locked buffer).
 # PROOF_STEP_TIMEOUT=S stops any heavy step after S seconds (reported as failed; the others run).
 # PROOF_PROFILE=1 (the default; 0 turns it off) adds --profile to the rlhost bench: after its timed
 # lines, one more training step and decodes run with the device's profiling on, and the "paths"
@@ -133,8 +135,7 @@ if [ -x "$out/bin/plugins/rlhost-task-arith" ] && [ -s "$here/tokenizer/tokenize
 	{ [ -s "$gck/model.safetensors" ] && [ -s "$gck/tokenizer.json" ]; } ||
 		"$py" "$here/proof_torch.py" make "$gck" "$GRPO_SHAPE" "$here/tokenizer" || fail=1
 	export RLHOST_PLUGIN_PATH="$out/bin/plugins"
-	(cd "$out" && rm -rf data/arith runs/proof-arith &&
-		"$rlhost" preprocess --task arith --input "$here/arith-raw" --output-dir data/arith &&
+	grpo_run() { # name: runs/NAME
 		lim "$rlhost" train -c "$here/arith.yaml" \
 			actor_rollout_ref.model.path="$gck" trainer.device=cuda \
 			actor_rollout_ref.actor.use_dynamic_bsz=true \
@@ -142,8 +143,18 @@ if [ -x "$out/bin/plugins/rlhost-task-arith" ] && [ -s "$here/tokenizer/tokenize
 			actor_rollout_ref.rollout.n="$GRPO_N" data.max_response_length="$GRPO_TOKENS" \
 			actor_rollout_ref.rollout.max_num_seqs=$((GRPO_PROMPTS * GRPO_N)) \
 			trainer.total_training_steps=3 trainer.val_before_train=false \
-			trainer.run_dir=runs/proof-arith trainer.experiment_name=proof-arith) 2>&1 | tee "$out/train.txt"
+			trainer.run_dir="runs/$1" trainer.experiment_name="$1"
+	}
+	(cd "$out" && rm -rf data/arith runs/proof-arith runs/proof-arith-pageable &&
+		"$rlhost" preprocess --task arith --input "$here/arith-raw" --output-dir data/arith &&
+		grpo_run proof-arith) 2>&1 | tee "$out/train.txt"
 	[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+	# the same run with its uploads from pageable memory, as before the page-locked buffer
+	# (docs/gpu.md, "Uploads through page-locked memory"); PROOF_GRPO_AB=0 skips it
+	if [ "${PROOF_GRPO_AB:-1}" = 1 ]; then
+		(cd "$out" && export RLHOST_CUDA_PINNED=0 && grpo_run proof-arith-pageable) > "$out/train-pageable.txt" 2>&1 ||
+			{ tail -5 "$out/train-pageable.txt"; fail=1; }
+	fi
 else
 	echo "skipped: the bundle has no arith plugin or tokenizer (make gpu-proof-bundle puts them there)"
 	fail=1
@@ -156,6 +167,10 @@ grpo_arg=()
 [ -s "$grpo_metrics" ] && grpo_arg=(--grpo "$grpo_metrics" --grpo-shape "$GRPO_SHAPE")
 "$py" "$here/proof_torch.py" paths "${grpo_arg[@]}" "${results[@]}" | tee "$out/paths.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+if [ -s "$out/runs/proof-arith-pageable/metrics.jsonl" ]; then
+	echo "The same GRPO run with RLHOST_CUDA_PINNED=0 (uploads from pageable memory), same call:" | tee -a "$out/paths.txt"
+	"$py" "$here/proof_torch.py" paths --grpo "$out/runs/proof-arith-pageable/metrics.jsonl" | sed 's/^GRPO /GRPO pageable /' | tee -a "$out/paths.txt"
+fi
 
 step "table (also in $out/table.md)"
 [ ${#results[@]} -gt 0 ] && "$py" "$here/proof_torch.py" table "$out/table.md" "${grpo_arg[@]}" "${results[@]}"

@@ -317,7 +317,8 @@ def goals(rows, grpo, grpo_shape=None):
 
 
 GRPO_KEYS = [("timing_s/step", "s"), ("perf/host_frac", "host not waiting on the device"),
-             ("perf/device_wait_s", "s waiting"), ("perf/device_syncs", "syncs"), ("perf/host_to_device_bytes", "B up"),
+             ("perf/device_wait_s", "s waiting"), ("perf/upload_s", "s in uploads"), ("perf/device_syncs", "syncs"),
+             ("perf/host_to_device_bytes", "B up"),
              ("perf/device_to_host_bytes", "B down"), ("rollout/prefill_tokens", "prompt tokens prefilled"),
              ("rollout/prefix_shared_tokens", "shared"),
              ("perf/update_padding_frac", "update padding (packed micro-batches: AttentionVarlen)"),

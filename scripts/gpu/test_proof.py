@@ -180,7 +180,7 @@ def test_paths(tmp_path):
     f = tmp_path / "qwen2.5-0.5b.jsonl"
     f.write_text("".join(json.dumps(r) + "\n" for r in extra) + json.dumps(row("train", "torch-eager-bf16/H100", 1.0, 8, 1024)) + "\n"
                  + json.dumps(PROFILE_TRAIN) + "\n")
-    m = metrics(tmp_path, [{"timing_s/step": 2.5, "perf/host_frac": 0.031, "rollout/prefix_shared_tokens": 300,
+    m = metrics(tmp_path, [{"timing_s/step": 2.5, "perf/host_frac": 0.031, "perf/upload_s": 0.012, "rollout/prefix_shared_tokens": 300,
                             "timing_s/gen": 1.9, "perf/gen_host_frac": 0.25}])
     lines = proof_torch.paths([str(f)], str(m))
     want = [
@@ -196,7 +196,7 @@ def test_paths(tmp_path):
         "   29.0%    174.000 ms     168 x    1035.7 us  cublasGemmEx bf16->f32 NT 896x8192x4864",
         "   10.0%     60.000 ms      24 x    2500.0 us  rope_qk",
         "    1.0%      6.000 ms       3 x    2000.0 us  memcpy HtoD",
-        "GRPO step 1: 2.5 s, 0.031 host not waiting on the device, - s waiting, - syncs, - B up, - B down, "
+        "GRPO step 1: 2.5 s, 0.031 host not waiting on the device, - s waiting, 0.012 s in uploads, - syncs, - B up, - B down, "
         "- prompt tokens prefilled, 300 shared, - update padding (packed micro-batches: AttentionVarlen), "
         "1.9 s generating, - s reward, - s old log-probs, - s updating, 0.25 host not waiting in the rollout, "
         "- host not waiting in the update",
@@ -397,16 +397,20 @@ if [ "$2" = make ]; then mkdir -p "$3" && echo x >"$3/model.safetensors" && {{ [
 exit 0
 """
 STUB_RLHOST = """#!/usr/bin/env bash
-echo "rlhost $*${{RLHOST_CUDA_VARIANTS:+ [variants=$RLHOST_CUDA_VARIANTS]}}" >>{log}
-if [ "$1" = train ]; then mkdir -p runs/proof-arith && echo '{{"step": 1}}' >runs/proof-arith/metrics.jsonl; fi
+echo "rlhost $*${{RLHOST_CUDA_VARIANTS:+ [variants=$RLHOST_CUDA_VARIANTS]}}${{RLHOST_CUDA_PINNED:+ [pinned=$RLHOST_CUDA_PINNED]}}" >>{log}
+if [ "$1" = train ]; then
+    d=runs/proof-arith
+    for a in "$@"; do case $a in trainer.run_dir=*) d=${{a#trainer.run_dir=}};; esac; done
+    mkdir -p "$d" && echo '{{"step": 1}}' >"$d/metrics.jsonl"
+fi
 exit 0
 """
 
 
-@pytest.mark.parametrize("knob,shape,profile,variants,torch", [(None, "qwen2.5-0.5b", None, None, None),
-                                                               ("smollm2-135m", "smollm2-135m", "0", "", "1"),
-                                                               (None, "qwen2.5-0.5b", None, "flash_simt decode_block,sample_bisect", "0")])
-def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch):
+@pytest.mark.parametrize("knob,shape,profile,variants,torch,ab", [(None, "qwen2.5-0.5b", None, None, None, None),
+                                                                  ("smollm2-135m", "smollm2-135m", "0", "", "1", "0"),
+                                                                  (None, "qwen2.5-0.5b", None, "flash_simt decode_block,sample_bisect", "0", "1")])
+def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch, ab):
     # proof.sh with stand-ins for python, rlhost and nvidia-smi: the GRPO run's checkpoint is
     # PROOF_GRPO_SHAPE's (default the goal's), made with the bundle's tokenizer files, and the
     # goals table is told that shape
@@ -441,6 +445,9 @@ def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch):
     env.pop("PROOF_TORCH", None)
     if torch is not None:
         env["PROOF_TORCH"] = torch
+    env.pop("PROOF_GRPO_AB", None)
+    if ab is not None:
+        env["PROOF_GRPO_AB"] = ab
     p = subprocess.run(["bash", str(bundle / "proof.sh"), str(out)], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     # the PyTorch peers run unless PROOF_TORCH=0, and machine.txt says when they did not
@@ -464,7 +471,13 @@ def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch):
     assert selftest == ["rlhost selftest --device cuda"] + [f"rlhost selftest --device cuda [variants={v}]" for v in want], selftest
     assert f"kernel variants {' '.join(want) or 'none'}" in (out / "machine.txt").read_text()
     train = [c for c in calls if c.startswith("rlhost train ")]
-    assert len(train) == 1 and f"actor_rollout_ref.model.path={ck} " in train[0], train
+    assert all(f"actor_rollout_ref.model.path={ck} " in c for c in train), train
+    # PROOF_GRPO_AB (default 1) runs it again with uploads from pageable memory, into its own run folder
+    assert [c.endswith(" [pinned=0]") for c in train] == ([False] if ab == "0" else [False, True]), train
+    assert [" trainer.run_dir=runs/proof-arith-pageable " in c for c in train[1:]] == ([] if ab == "0" else [True]), train
+    pageable = any(c.startswith(f"py {bundle}/proof_torch.py paths --grpo {out}/runs/proof-arith-pageable/metrics.jsonl")
+                   for c in calls)
+    assert pageable == (ab != "0"), calls
     # the run's size: PROOF_GRPO_SIZE="PROMPTS N TOKENS", default 32 prompts x 8 samples x 256 tokens
     prompts, n, toks = (4, 4, 32) if knob else (32, 8, 256)
     for kv in (f"data.train_batch_size={prompts}", f"actor_rollout_ref.actor.ppo_mini_batch_size={prompts}",
