@@ -1,23 +1,40 @@
 package cuda
 
+import "time"
+
 // rowMajor maps the ROW-MAJOR products of gpu.Backend onto column-major
 // cuBLAS: row-major C = op(A) op(B) is, read column-major, C^T = op(B)^T
 // op(A)^T, so the operands and M, N swap places and the leading dimensions
 // are the row strides. Failures panic with an *Error (ops return no errors).
-type rowMajor struct{ api colMajorBlas }
+//
+// enq, when set, gathers the time of each call (Counters.EnqueueTime).
+type rowMajor struct {
+	api colMajorBlas
+	enq *time.Duration
+}
+
+// timed is err after adding the time since t (nanotime) to r.enq.
+func (r rowMajor) timed(t int64, err error) error {
+	if r.enq != nil {
+		*r.enq += time.Duration(nanotime() - t)
+	}
+	return err
+}
 
 // sgemmRM: C [M,N] = alpha op(A) op(B) + beta C, device pointers, row strides lda, ldb, ldc.
 func (r rowMajor) sgemmRM(transA, transB bool, M, N, K int, alpha float32, A dptr, lda int,
 	B dptr, ldb int, beta float32, C dptr, ldc int) {
-	must(r.api.sgemm(transB, transA, N, M, K, alpha, B, ldb, A, lda, beta, C, ldc))
+	t := nanotime()
+	must(r.timed(t, r.api.sgemm(transB, transA, N, M, K, alpha, B, ldb, A, lda, beta, C, ldc)))
 }
 
 // sgemmStridedBatchedRM is sgemmRM over count problems whose operands start
 // strideA, strideB, strideC floats apart.
 func (r rowMajor) sgemmStridedBatchedRM(transA, transB bool, M, N, K int, alpha float32,
 	A dptr, lda, strideA int, B dptr, ldb, strideB int, beta float32, C dptr, ldc, strideC, count int) {
-	must(r.api.sgemmStridedBatched(transB, transA, N, M, K, alpha, B, ldb, strideB, A, lda, strideA,
-		beta, C, ldc, strideC, count))
+	t := nanotime()
+	must(r.timed(t, r.api.sgemmStridedBatched(transB, transA, N, M, K, alpha, B, ldb, strideB, A, lda, strideA,
+		beta, C, ldc, strideC, count)))
 }
 
 // gemmExRM is sgemmRM with operand types (e.g. bf16 inputs, fp32 output)
@@ -25,7 +42,8 @@ func (r rowMajor) sgemmStridedBatchedRM(transA, transB bool, M, N, K int, alpha 
 func (r rowMajor) gemmExRM(transA, transB bool, M, N, K int, alpha float32,
 	A dptr, at DataType, lda int, B dptr, bt DataType, ldb int, beta float32,
 	C dptr, ct DataType, ldc int, compute ComputeType) {
-	must(r.api.gemmEx(transB, transA, N, M, K, alpha, B, bt, ldb, A, at, lda, beta, C, ct, ldc, compute))
+	t := nanotime()
+	must(r.timed(t, r.api.gemmEx(transB, transA, N, M, K, alpha, B, bt, ldb, A, at, lda, beta, C, ct, ldc, compute)))
 }
 
 // gemmStridedBatchedExRM is gemmExRM over count problems whose operands
@@ -33,8 +51,9 @@ func (r rowMajor) gemmExRM(transA, transB bool, M, N, K int, alpha float32,
 func (r rowMajor) gemmStridedBatchedExRM(transA, transB bool, M, N, K int, alpha float32,
 	A dptr, at DataType, lda, strideA int, B dptr, bt DataType, ldb, strideB int, beta float32,
 	C dptr, ct DataType, ldc, strideC, count int, compute ComputeType) {
-	must(r.api.gemmStridedBatchedEx(transB, transA, N, M, K, alpha, B, bt, ldb, strideB, A, at, lda, strideA,
-		beta, C, ct, ldc, strideC, count, compute))
+	t := nanotime()
+	must(r.timed(t, r.api.gemmStridedBatchedEx(transB, transA, N, M, K, alpha, B, bt, ldb, strideB, A, at, lda, strideA,
+		beta, C, ct, ldc, strideC, count, compute)))
 }
 
 func must(err error) {

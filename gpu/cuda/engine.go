@@ -245,7 +245,10 @@ func (d *device) sync() error {
 func (d *device) dtod(dst, src dptr, bytes int64) error {
 	d.count.DeviceCopies++
 	d.count.DeviceToDevice += bytes
-	return d.drv.dtod(dst, src, bytes)
+	t := nanotime()
+	err := d.drv.dtod(dst, src, bytes)
+	d.count.EnqueueTime += time.Duration(nanotime() - t)
+	return err
 }
 
 // dtoh copies to the host after synchronising the stream.
@@ -272,10 +275,20 @@ func (d *device) launch(name string, grid int, args ...uint64) {
 	}
 	d.count.Launches++
 	d.slots = append(d.slots[:0], args...)
-	if err := d.drv.launch(name, grid, d.slots); err != nil {
+	t := nanotime()
+	err := d.drv.launch(name, grid, d.slots)
+	d.count.EnqueueTime += time.Duration(nanotime() - t)
+	if err != nil {
 		panic(&Error{"", fmt.Errorf("launch %s: %w", name, err)})
 	}
 }
+
+// nanotime is the runtime's monotonic clock in nanoseconds: read around
+// every call that queues work (Counters.EnqueueTime), at a few
+// nanoseconds, where time.Now also reads the wall clock.
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
 
 // colsumRows is COLSUM_ROWS of kernels/common.cuh: the rows of a chunk of
 // a two-pass column sum.

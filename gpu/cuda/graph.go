@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/rlhost/rlhost/gpu"
@@ -323,7 +324,10 @@ func (d *device) launchGraph(e *graphEntry, replay bool) error {
 	if replay {
 		d.count.GraphKernels += e.launches
 	}
-	return d.graphs.drv.(grapher).launchGraph(e.exec)
+	t := nanotime()
+	err := d.graphs.drv.(grapher).launchGraph(e.exec)
+	d.count.EnqueueTime += time.Duration(nanotime() - t)
+	return err
 }
 
 // run sends calls to the device's own driver and cuBLAS.

@@ -41,6 +41,12 @@ type Counters struct {
 	// stream shows here, not in SyncWait.
 	PinnedUploads int64
 	UploadTime    time.Duration
+	// EnqueueTime is the host's time in the driver's and cuBLAS's calls
+	// that queue work on the stream: kernel launches, products, device
+	// copies and clears, graph launches (uploads are UploadTime). A call
+	// the driver holds because its queue of pending work is full waits on
+	// the device here, not in SyncWait.
+	EnqueueTime time.Duration
 }
 
 // Sub is the counts from c0 to c: c - c0, field by field, except Largest,
@@ -54,13 +60,14 @@ func (c Counters) Sub(c0 Counters) Counters {
 		Syncs: c.Syncs - c0.Syncs, Launches: c.Launches - c0.Launches, SyncWait: c.SyncWait - c0.SyncWait,
 		GraphLaunches: c.GraphLaunches - c0.GraphLaunches, GraphKernels: c.GraphKernels - c0.GraphKernels,
 		PinnedUploads: c.PinnedUploads - c0.PinnedUploads, UploadTime: c.UploadTime - c0.UploadTime,
+		EnqueueTime: c.EnqueueTime - c0.EnqueueTime,
 	}
 }
 
-// Counts is c without its times (SyncWait, UploadTime): the counts, which
-// two runs of the same work give equal.
+// Counts is c without its times (SyncWait, UploadTime, EnqueueTime): the
+// counts, which two runs of the same work give equal.
 func (c Counters) Counts() Counters {
-	c.SyncWait, c.UploadTime = 0, 0
+	c.SyncWait, c.UploadTime, c.EnqueueTime = 0, 0, 0
 	return c
 }
 
@@ -72,9 +79,9 @@ func (c Counters) HostFrac(wall float64) float64 {
 }
 
 func (c Counters) String() string {
-	return fmt.Sprintf("up %d B in %d copies (%d through page-locked memory, %v), down %d B in %d copies, on the device %d B in %d copies, %d allocations (%d B), %d syncs (%v waiting), %d launches (%d in %d graphs)",
+	return fmt.Sprintf("up %d B in %d copies (%d through page-locked memory, %v), down %d B in %d copies, on the device %d B in %d copies, %d allocations (%d B), %d syncs (%v waiting), %d launches (%d in %d graphs; %v queueing)",
 		c.HostToDevice, c.Uploads, c.PinnedUploads, c.UploadTime, c.DeviceToHost, c.Downloads, c.DeviceToDevice, c.DeviceCopies, c.Allocs, c.AllocBytes, c.Syncs, c.SyncWait, c.Launches,
-		c.GraphKernels, c.GraphLaunches)
+		c.GraphKernels, c.GraphLaunches, c.EnqueueTime)
 }
 
 // Counters returns the counts so far.
@@ -211,7 +218,10 @@ func (d *device) alloc(name string, bytes int64) dptr {
 			}
 		}
 	}
-	if err := d.drv.zero(p, bytes); err != nil {
+	t := nanotime()
+	err := d.drv.zero(p, bytes)
+	d.count.EnqueueTime += time.Duration(nanotime() - t)
+	if err != nil {
 		panic(&Error{"Alloc " + name, err})
 	}
 	d.mem.add(tensor{p: p, bytes: bytes, name: name})
@@ -383,7 +393,11 @@ func (b *Backend) Zero(x []float32) {
 		return
 	}
 	b.d.run("Zero", func(a *arena) {
-		must(b.d.drv.zero(a.inout(x, len(x)), int64(len(x))*4))
+		p := a.inout(x, len(x))
+		t := nanotime()
+		err := b.d.drv.zero(p, int64(len(x))*4)
+		b.d.count.EnqueueTime += time.Duration(nanotime() - t)
+		must(err)
 	})
 }
 

@@ -30,6 +30,13 @@ const (
 	// pageable memory that waits for the stream shows here, not in
 	// DeviceWait: docs/gpu.md, "Uploads through page-locked memory").
 	UploadTime = "perf/upload_s"
+	// EnqueueTime is the host's time in the calls that queue work on the
+	// stream (kernel launches, cuBLAS products, device copies and clears,
+	// graph launches), in seconds: a call the driver holds because its
+	// queue is full waits on the device there, not in DeviceWait.
+	// UpdateEnqueueTime is the same over the actor's update.
+	EnqueueTime       = "perf/enqueue_s"
+	UpdateEnqueueTime = "perf/update_enqueue_s"
 	// GenDeviceWait and GenHostFrac are DeviceWait and HostFrac over the
 	// rollout alone (timing_s/gen: the generator, the agent loops, the task
 	// plugin's calls), UpdateDeviceWait and UpdateHostFrac over the actor's
@@ -66,6 +73,7 @@ func (m *deviceMeter) addTo(vals map[string]float64, wall time.Duration) {
 	vals[DeviceToHostBytes] = float64(d.DeviceToHost)
 	vals[DeviceWait] = d.SyncWait.Seconds()
 	vals[UploadTime] = d.UploadTime.Seconds()
+	vals[EnqueueTime] = d.EnqueueTime.Seconds()
 	if wall > 0 {
 		vals[HostFrac] = d.HostFrac(wall.Seconds())
 	}
@@ -97,4 +105,13 @@ func (p phase) addTo(vals map[string]float64, waitKey, fracKey string, wall time
 	if wall > 0 {
 		vals[fracKey] = d.HostFrac(wall.Seconds())
 	}
+}
+
+// enqueueTo puts the part's time in calls that queue work into vals under
+// key; nothing when the step has no meter.
+func (p phase) enqueueTo(vals map[string]float64, key string) {
+	if p.m == nil {
+		return
+	}
+	vals[key] = p.m.cb.Counters().Sub(p.c0).EnqueueTime.Seconds()
 }

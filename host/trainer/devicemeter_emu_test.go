@@ -65,6 +65,7 @@ func TestDeviceMeterCUDA(t *testing.T) {
 	}
 	updWall := time.Since(upd)
 	updDev.addTo(vals, UpdateDeviceWait, UpdateHostFrac, updWall)
+	updDev.enqueueTo(vals, UpdateEnqueueTime)
 	wall := time.Since(start)
 	dev.addTo(vals, wall)
 	t.Logf("step of %v: %v", wall, vals)
@@ -78,8 +79,14 @@ func TestDeviceMeterCUDA(t *testing.T) {
 	if !ok || w < 0 || w > wall.Seconds() {
 		t.Errorf("%s = %v (logged %v) in a step of %v", DeviceWait, w, ok, wall)
 	}
-	if u, ok := vals[UploadTime]; !ok || u <= 0 || u > wall.Seconds()-w {
-		t.Errorf("%s = %v (logged %v) in a step of %v waiting %v; the step uploads", UploadTime, u, ok, wall, w)
+	// the times in uploads and in calls that queue work: the host's, apart
+	// from its waits; the update's within the step's
+	u, ok1 := vals[UploadTime]
+	q, ok2 := vals[EnqueueTime]
+	uq, ok3 := vals[UpdateEnqueueTime]
+	if !ok1 || !ok2 || !ok3 || u <= 0 || q <= 0 || uq <= 0 || uq > q || u+q > wall.Seconds()-w {
+		t.Errorf("%s = %v, %s = %v, %s = %v (logged %v %v %v) in a step of %v waiting %v; the step uploads and launches",
+			UploadTime, u, EnqueueTime, q, UpdateEnqueueTime, uq, ok1, ok2, ok3, wall, w)
 	}
 	f, ok := vals[HostFrac]
 	if want := 1 - w/wall.Seconds(); !ok || f < 0 || f > 1 || f != want {

@@ -946,6 +946,7 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 		updWall := time.Since(upd)
 		vals[metrics.TimingUpdateActor] = updWall.Seconds()
 		updDev.addTo(vals, UpdateDeviceWait, UpdateHostFrac, updWall)
+		updDev.enqueueTo(vals, UpdateEnqueueTime)
 	}
 
 	// batch statistics

@@ -317,7 +317,8 @@ def goals(rows, grpo, grpo_shape=None):
 
 
 GRPO_KEYS = [("timing_s/step", "s"), ("perf/host_frac", "host not waiting on the device"),
-             ("perf/device_wait_s", "s waiting"), ("perf/upload_s", "s in uploads"), ("perf/device_syncs", "syncs"),
+             ("perf/device_wait_s", "s waiting"), ("perf/upload_s", "s in uploads"),
+             ("perf/enqueue_s", "s queueing (launches, products)"), ("perf/device_syncs", "syncs"),
              ("perf/host_to_device_bytes", "B up"),
              ("perf/device_to_host_bytes", "B down"), ("rollout/prefill_tokens", "prompt tokens prefilled"),
              ("rollout/prefix_shared_tokens", "shared"),
@@ -326,7 +327,8 @@ GRPO_KEYS = [("timing_s/step", "s"), ("perf/host_frac", "host not waiting on the
              ("timing_s/gen", "s generating"), ("timing_s/reward", "s reward"),
              ("timing_s/old_log_prob", "s old log-probs"), ("timing_s/update_actor", "s updating"),
              ("perf/gen_host_frac", "host not waiting in the rollout"),
-             ("perf/update_host_frac", "host not waiting in the update")]
+             ("perf/update_host_frac", "host not waiting in the update"),
+             ("perf/update_enqueue_s", "s queueing in the update")]
 
 
 def paths(files, grpo_metrics=None):
