@@ -245,9 +245,9 @@ func (d *device) sync() error {
 func (d *device) dtod(dst, src dptr, bytes int64) error {
 	d.count.DeviceCopies++
 	d.count.DeviceToDevice += bytes
-	t := nanotime()
+	t := d.enqStart()
 	err := d.drv.dtod(dst, src, bytes)
-	d.count.EnqueueTime += time.Duration(nanotime() - t)
+	d.enqEnd(t)
 	return err
 }
 
@@ -275,9 +275,9 @@ func (d *device) launch(name string, grid int, args ...uint64) {
 	}
 	d.count.Launches++
 	d.slots = append(d.slots[:0], args...)
-	t := nanotime()
+	t := d.enqStart()
 	err := d.drv.launch(name, grid, d.slots)
-	d.count.EnqueueTime += time.Duration(nanotime() - t)
+	d.enqEnd(t)
 	if err != nil {
 		panic(&Error{"", fmt.Errorf("launch %s: %w", name, err)})
 	}
@@ -289,6 +289,22 @@ func (d *device) launch(name string, grid int, args ...uint64) {
 //
 //go:linkname nanotime runtime.nanotime
 func nanotime() int64
+
+// enqStart and enqEnd time a call that queues work (Counters.EnqueueTime),
+// outside decode-graph regions: inside one the recorder takes the calls
+// (a comparison or a capture, no work queued), and enqStart returns 0.
+func (d *device) enqStart() int64 {
+	if d.graphs.mode != graphIdle {
+		return 0
+	}
+	return nanotime()
+}
+
+func (d *device) enqEnd(t int64) {
+	if t != 0 {
+		d.count.EnqueueTime += time.Duration(nanotime() - t)
+	}
+}
 
 // colsumRows is COLSUM_ROWS of kernels/common.cuh: the rows of a chunk of
 // a two-pass column sum.

@@ -172,6 +172,7 @@ type graphs struct {
 	pos   int // graphVerify: the calls matched
 	drv   driver
 	api   colMajorBlas
+	enq   *time.Duration // the products' EnqueueTime outside the region
 	list  []*graphEntry
 	Stats GraphStats
 	// plant names a defect planted in the replay (a planted bug for the
@@ -274,6 +275,7 @@ func (d *device) beginGraph(key uint64) {
 	}
 	rec := &graphRec{d: d}
 	d.drv, d.blas.api = rec, rec
+	g.enq, d.blas.enq = d.blas.enq, nil // the recorder queues nothing (EnqueueTime)
 }
 
 // endGraph ends the region (inside run): a captured graph is instantiated
@@ -284,7 +286,7 @@ func (d *device) endGraph() error {
 	if mode == graphIdle {
 		return nil
 	}
-	d.drv, d.blas.api = g.drv, g.api
+	d.drv, d.blas.api, d.blas.enq = g.drv, g.api, g.enq
 	g.mode, g.cur = graphIdle, nil
 	gr := g.drv.(grapher)
 	switch mode {
@@ -324,7 +326,7 @@ func (d *device) launchGraph(e *graphEntry, replay bool) error {
 	if replay {
 		d.count.GraphKernels += e.launches
 	}
-	t := nanotime()
+	t := nanotime() // endGraph: the region is closed
 	err := d.graphs.drv.(grapher).launchGraph(e.exec)
 	d.count.EnqueueTime += time.Duration(nanotime() - t)
 	return err

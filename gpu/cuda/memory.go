@@ -218,9 +218,9 @@ func (d *device) alloc(name string, bytes int64) dptr {
 			}
 		}
 	}
-	t := nanotime()
+	t := d.enqStart()
 	err := d.drv.zero(p, bytes)
-	d.count.EnqueueTime += time.Duration(nanotime() - t)
+	d.enqEnd(t)
 	if err != nil {
 		panic(&Error{"Alloc " + name, err})
 	}
@@ -394,9 +394,9 @@ func (b *Backend) Zero(x []float32) {
 	}
 	b.d.run("Zero", func(a *arena) {
 		p := a.inout(x, len(x))
-		t := nanotime()
+		t := b.d.enqStart()
 		err := b.d.drv.zero(p, int64(len(x))*4)
-		b.d.count.EnqueueTime += time.Duration(nanotime() - t)
+		b.d.enqEnd(t)
 		must(err)
 	})
 }
