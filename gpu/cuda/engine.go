@@ -178,6 +178,8 @@ type device struct {
 	slots   []uint64 // the argument slots of the launch being queued (launch)
 	graphs  graphs   // decode graphs (graph.go)
 	pin     pinned   // the page-locked upload buffer (pinned.go)
+	// enqTiming times the calls that queue work (SetEnqueueTiming)
+	enqTiming bool
 }
 
 // run executes one op on the device: the context is made current on a
@@ -290,11 +292,12 @@ func (d *device) launch(name string, grid int, args ...uint64) {
 //go:linkname nanotime runtime.nanotime
 func nanotime() int64
 
-// enqStart and enqEnd time a call that queues work (Counters.EnqueueTime),
-// outside decode-graph regions: inside one the recorder takes the calls
-// (a comparison or a capture, no work queued), and enqStart returns 0.
+// enqStart and enqEnd time a call that queues work (Counters.EnqueueTime)
+// while the timing is on (SetEnqueueTiming), outside decode-graph
+// regions: inside one the recorder takes the calls (a comparison or a
+// capture, no work queued). enqStart returns 0 when it does not time.
 func (d *device) enqStart() int64 {
-	if d.graphs.mode != graphIdle {
+	if !d.enqTiming || d.graphs.mode != graphIdle {
 		return 0
 	}
 	return nanotime()

@@ -326,9 +326,9 @@ func (d *device) launchGraph(e *graphEntry, replay bool) error {
 	if replay {
 		d.count.GraphKernels += e.launches
 	}
-	t := nanotime() // endGraph: the region is closed
+	t := d.enqStart() // endGraph: the region is closed
 	err := d.graphs.drv.(grapher).launchGraph(e.exec)
-	d.count.EnqueueTime += time.Duration(nanotime() - t)
+	d.enqEnd(t)
 	return err
 }
 

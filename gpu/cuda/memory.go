@@ -43,9 +43,9 @@ type Counters struct {
 	UploadTime    time.Duration
 	// EnqueueTime is the host's time in the driver's and cuBLAS's calls
 	// that queue work on the stream: kernel launches, products, device
-	// copies and clears, graph launches (uploads are UploadTime). A call
-	// the driver holds because its queue of pending work is full waits on
-	// the device here, not in SyncWait.
+	// copies and clears, graph launches (uploads are UploadTime), while
+	// SetEnqueueTiming is on. A call the driver holds because its queue of
+	// pending work is full waits on the device here, not in SyncWait.
 	EnqueueTime time.Duration
 }
 
@@ -89,6 +89,28 @@ func (b *Backend) Counters() Counters {
 	b.d.mu.Lock()
 	defer b.d.mu.Unlock()
 	return b.d.count
+}
+
+// SetEnqueueTiming turns on or off the timing of the calls that queue
+// work on the stream (Counters.EnqueueTime; off when the device opens,
+// the trainer turns it on for perf/enqueue_s). It reads the clock twice
+// per call: on the dev machine's VM about 50 ns a read, 110-120 ns per
+// queued op in BenchmarkHostCost's eager workloads; nothing inside
+// decode-graph regions, whose calls queue nothing.
+func (b *Backend) SetEnqueueTiming(on bool) {
+	d := b.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.enqTiming = on
+	var enq *time.Duration
+	if on {
+		enq = &d.count.EnqueueTime
+	}
+	if d.graphs.mode != graphIdle {
+		d.graphs.enq = enq // restored when the region ends
+	} else {
+		d.blas.enq = enq
+	}
 }
 
 // ResetCounters sets every count to 0.

@@ -58,6 +58,7 @@ func startDeviceMeter(be gpu.Backend) *deviceMeter {
 	if !ok || cb == nil {
 		return nil
 	}
+	cb.SetEnqueueTiming(true) // perf/enqueue_s
 	return &deviceMeter{cb: cb, c0: cb.Counters()}
 }
 
