@@ -13,9 +13,17 @@ type rowMajor struct {
 	enq *time.Duration
 }
 
-// timed is err after adding the time since t (nanotime) to r.enq.
+// start is the clock (nanotime) before a call when r.enq is set, else 0.
+func (r rowMajor) start() int64 {
+	if r.enq == nil {
+		return 0
+	}
+	return nanotime()
+}
+
+// timed is err after adding the time since t (start) to r.enq.
 func (r rowMajor) timed(t int64, err error) error {
-	if r.enq != nil {
+	if t != 0 {
 		*r.enq += time.Duration(nanotime() - t)
 	}
 	return err
@@ -24,7 +32,7 @@ func (r rowMajor) timed(t int64, err error) error {
 // sgemmRM: C [M,N] = alpha op(A) op(B) + beta C, device pointers, row strides lda, ldb, ldc.
 func (r rowMajor) sgemmRM(transA, transB bool, M, N, K int, alpha float32, A dptr, lda int,
 	B dptr, ldb int, beta float32, C dptr, ldc int) {
-	t := nanotime()
+	t := r.start()
 	must(r.timed(t, r.api.sgemm(transB, transA, N, M, K, alpha, B, ldb, A, lda, beta, C, ldc)))
 }
 
@@ -32,7 +40,7 @@ func (r rowMajor) sgemmRM(transA, transB bool, M, N, K int, alpha float32, A dpt
 // strideA, strideB, strideC floats apart.
 func (r rowMajor) sgemmStridedBatchedRM(transA, transB bool, M, N, K int, alpha float32,
 	A dptr, lda, strideA int, B dptr, ldb, strideB int, beta float32, C dptr, ldc, strideC, count int) {
-	t := nanotime()
+	t := r.start()
 	must(r.timed(t, r.api.sgemmStridedBatched(transB, transA, N, M, K, alpha, B, ldb, strideB, A, lda, strideA,
 		beta, C, ldc, strideC, count)))
 }
@@ -42,7 +50,7 @@ func (r rowMajor) sgemmStridedBatchedRM(transA, transB bool, M, N, K int, alpha 
 func (r rowMajor) gemmExRM(transA, transB bool, M, N, K int, alpha float32,
 	A dptr, at DataType, lda int, B dptr, bt DataType, ldb int, beta float32,
 	C dptr, ct DataType, ldc int, compute ComputeType) {
-	t := nanotime()
+	t := r.start()
 	must(r.timed(t, r.api.gemmEx(transB, transA, N, M, K, alpha, B, bt, ldb, A, at, lda, beta, C, ct, ldc, compute)))
 }
 
@@ -51,7 +59,7 @@ func (r rowMajor) gemmExRM(transA, transB bool, M, N, K int, alpha float32,
 func (r rowMajor) gemmStridedBatchedExRM(transA, transB bool, M, N, K int, alpha float32,
 	A dptr, at DataType, lda, strideA int, B dptr, bt DataType, ldb, strideB int, beta float32,
 	C dptr, ct DataType, ldc, strideC, count int, compute ComputeType) {
-	t := nanotime()
+	t := r.start()
 	must(r.timed(t, r.api.gemmStridedBatchedEx(transB, transA, N, M, K, alpha, B, bt, ldb, strideB, A, at, lda, strideA,
 		beta, C, ct, ldc, strideC, count, compute)))
 }
