@@ -242,8 +242,8 @@ func (d *device) sync() error {
 	return err
 }
 
-// dtod, dtoh, launch: the driver's, counted (htod: pinned.go).
-// dtod copies within the device (queued), counted apart from the host's copies.
+// dtod copies within the device (queued), counted apart from the host's
+// copies (htod, the host's: pinned.go).
 func (d *device) dtod(dst, src dptr, bytes int64) error {
 	d.count.DeviceCopies++
 	d.count.DeviceToDevice += bytes
@@ -285,9 +285,9 @@ func (d *device) launch(name string, grid int, args ...uint64) {
 	}
 }
 
-// nanotime is the runtime's monotonic clock in nanoseconds: read around
-// every call that queues work (Counters.EnqueueTime), at a few
-// nanoseconds, where time.Now also reads the wall clock.
+// nanotime is the runtime's monotonic clock in nanoseconds, read around
+// the calls that queue work (Counters.EnqueueTime): cheaper than
+// time.Now, which reads the wall clock too (49 and 91 ns on the dev VM).
 //
 //go:linkname nanotime runtime.nanotime
 func nanotime() int64
