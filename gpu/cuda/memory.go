@@ -47,6 +47,10 @@ type Counters struct {
 	// SetEnqueueTiming is on. A call the driver holds because its queue of
 	// pending work is full waits on the device here, not in SyncWait.
 	EnqueueTime time.Duration
+	// AllocTime is the host's time in device allocations (cuMemAlloc), which
+	// a GPU's driver may hold: a step that meets a larger batch than any
+	// before allocates its tensors there.
+	AllocTime time.Duration
 }
 
 // Sub is the counts from c0 to c: c - c0, field by field, except Largest,
@@ -60,14 +64,15 @@ func (c Counters) Sub(c0 Counters) Counters {
 		Syncs: c.Syncs - c0.Syncs, Launches: c.Launches - c0.Launches, SyncWait: c.SyncWait - c0.SyncWait,
 		GraphLaunches: c.GraphLaunches - c0.GraphLaunches, GraphKernels: c.GraphKernels - c0.GraphKernels,
 		PinnedUploads: c.PinnedUploads - c0.PinnedUploads, UploadTime: c.UploadTime - c0.UploadTime,
-		EnqueueTime: c.EnqueueTime - c0.EnqueueTime,
+		EnqueueTime: c.EnqueueTime - c0.EnqueueTime, AllocTime: c.AllocTime - c0.AllocTime,
 	}
 }
 
-// Counts is c without its times (SyncWait, UploadTime, EnqueueTime): the
+// Counts is c without its times (SyncWait, UploadTime, EnqueueTime,
+// AllocTime): the
 // counts, which two runs of the same work give equal.
 func (c Counters) Counts() Counters {
-	c.SyncWait, c.UploadTime, c.EnqueueTime = 0, 0, 0
+	c.SyncWait, c.UploadTime, c.EnqueueTime, c.AllocTime = 0, 0, 0, 0
 	return c
 }
 
@@ -79,8 +84,8 @@ func (c Counters) HostFrac(wall float64) float64 {
 }
 
 func (c Counters) String() string {
-	return fmt.Sprintf("up %d B in %d copies (%d through page-locked memory, %v), down %d B in %d copies, on the device %d B in %d copies, %d allocations (%d B), %d syncs (%v waiting), %d launches (%d in %d graphs; %v queueing)",
-		c.HostToDevice, c.Uploads, c.PinnedUploads, c.UploadTime, c.DeviceToHost, c.Downloads, c.DeviceToDevice, c.DeviceCopies, c.Allocs, c.AllocBytes, c.Syncs, c.SyncWait, c.Launches,
+	return fmt.Sprintf("up %d B in %d copies (%d through page-locked memory, %v), down %d B in %d copies, on the device %d B in %d copies, %d allocations (%d B, %v), %d syncs (%v waiting), %d launches (%d in %d graphs; %v queueing)",
+		c.HostToDevice, c.Uploads, c.PinnedUploads, c.UploadTime, c.DeviceToHost, c.Downloads, c.DeviceToDevice, c.DeviceCopies, c.Allocs, c.AllocBytes, c.AllocTime, c.Syncs, c.SyncWait, c.Launches,
 		c.GraphKernels, c.GraphLaunches, c.EnqueueTime)
 }
 
@@ -203,7 +208,9 @@ func (m *tensors) add(t tensor) {
 // malloc allocates device memory, counted; out of memory is a
 // *gpu.MemoryError naming the tensor and what the device has free.
 func (d *device) malloc(name string, bytes int64) (dptr, error) {
+	start := time.Now()
 	p, err := d.drv.malloc(bytes)
+	d.count.AllocTime += time.Since(start)
 	if err != nil {
 		free, total, _ := d.drv.memInfo()
 		return 0, &gpu.MemoryError{Device: d.label(), Tensor: name, Bytes: bytes, Free: free, Total: total, Err: err}

@@ -35,7 +35,12 @@ const (
 	// graph launches), in seconds: a call the driver holds because its
 	// queue is full waits on the device there, not in DeviceWait.
 	// UpdateEnqueueTime is the same over the actor's update.
-	EnqueueTime       = "perf/enqueue_s"
+	EnqueueTime = "perf/enqueue_s"
+	// DeviceAllocs is the step's device allocations (cuMemAlloc) and
+	// AllocTime the host's time in them, in seconds: a step meeting a
+	// larger batch than any before allocates its tensors.
+	DeviceAllocs      = "perf/device_allocs"
+	AllocTime         = "perf/alloc_s"
 	UpdateEnqueueTime = "perf/update_enqueue_s"
 	// GenDeviceWait and GenHostFrac are DeviceWait and HostFrac over the
 	// rollout alone (timing_s/gen: the generator, the agent loops, the task
@@ -75,6 +80,8 @@ func (m *deviceMeter) addTo(vals map[string]float64, wall time.Duration) {
 	vals[DeviceWait] = d.SyncWait.Seconds()
 	vals[UploadTime] = d.UploadTime.Seconds()
 	vals[EnqueueTime] = d.EnqueueTime.Seconds()
+	vals[DeviceAllocs] = float64(d.Allocs)
+	vals[AllocTime] = d.AllocTime.Seconds()
 	if wall > 0 {
 		vals[HostFrac] = d.HostFrac(wall.Seconds())
 	}

@@ -84,9 +84,15 @@ func TestDeviceMeterCUDA(t *testing.T) {
 	u, ok1 := vals[UploadTime]
 	q, ok2 := vals[EnqueueTime]
 	uq, ok3 := vals[UpdateEnqueueTime]
-	if !ok1 || !ok2 || !ok3 || u <= 0 || q <= 0 || uq <= 0 || uq > q || u+q > wall.Seconds()-w {
+	n, ok4 := vals[DeviceAllocs]
+	at, ok5 := vals[AllocTime]
+	if !ok1 || !ok2 || !ok3 || u <= 0 || q <= 0 || uq <= 0 || uq > q || u+q+at > wall.Seconds()-w {
 		t.Errorf("%s = %v, %s = %v, %s = %v (logged %v %v %v) in a step of %v waiting %v; the step uploads and launches",
 			UploadTime, u, EnqueueTime, q, UpdateEnqueueTime, uq, ok1, ok2, ok3, wall, w)
+	}
+	// the first step on a fresh backend allocates (counted and timed)
+	if !ok4 || !ok5 || n <= 0 || at <= 0 {
+		t.Errorf("%s = %v, %s = %v (logged %v %v): the first step allocates", DeviceAllocs, n, AllocTime, at, ok4, ok5)
 	}
 	f, ok := vals[HostFrac]
 	if want := 1 - w/wall.Seconds(); !ok || f < 0 || f > 1 || f != want {

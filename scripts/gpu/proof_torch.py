@@ -318,7 +318,8 @@ def goals(rows, grpo, grpo_shape=None):
 
 GRPO_KEYS = [("timing_s/step", "s"), ("perf/host_frac", "host not waiting on the device"),
              ("perf/device_wait_s", "s waiting"), ("perf/upload_s", "s in uploads"),
-             ("perf/enqueue_s", "s queueing (launches, products)"), ("perf/device_syncs", "syncs"),
+             ("perf/enqueue_s", "s queueing (launches, products)"), ("perf/device_allocs", "allocations"),
+             ("perf/alloc_s", "s allocating"), ("perf/device_syncs", "syncs"),
              ("perf/host_to_device_bytes", "B up"),
              ("perf/device_to_host_bytes", "B down"), ("rollout/prefill_tokens", "prompt tokens prefilled"),
              ("rollout/prefix_shared_tokens", "shared"),
