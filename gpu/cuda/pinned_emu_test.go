@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -135,5 +136,30 @@ func TestPinnedUploadsTrainingStep(t *testing.T) {
 	}
 	if con.PinnedUploads != con.Uploads || coff.PinnedUploads != 0 || con.Syncs != coff.Syncs || con.Uploads != coff.Uploads {
 		t.Errorf("training step: through page-locked memory %v; from the caller's memory %v (want every upload through it, the same uploads and synchronisations)", con, coff)
+	}
+}
+
+// TestPinnedEnv: RLHOST_CUDA_PINNED=0 when the device opens uploads from
+// the caller's memory; unset or 1, through the buffer; anything else is an
+// error naming the variable.
+func TestPinnedEnv(t *testing.T) {
+	for _, c := range []struct {
+		v   string
+		off bool
+	}{{"", false}, {"1", false}, {"0", true}} {
+		t.Setenv(PinnedEnv, c.v)
+		if off, err := pinnedOffFromEnv(); err != nil || off != c.off {
+			t.Errorf("%s=%q: off %v, %v; want off %v", PinnedEnv, c.v, off, err, c.off)
+		}
+		be := OpenEmulator()
+		be.Upload(be.Alloc("x", 4), []float32{1, 2, 3, 4})
+		if on, why := be.PinnedUploads(); on == c.off || be.Counters().PinnedUploads != map[bool]int64{false: 1, true: 0}[c.off] {
+			t.Errorf("%s=%q: PinnedUploads %v (%s), %d through the buffer", PinnedEnv, c.v, on, why, be.Counters().PinnedUploads)
+		}
+		be.Close()
+	}
+	t.Setenv(PinnedEnv, "yes")
+	if _, err := pinnedOffFromEnv(); err == nil || !strings.Contains(err.Error(), PinnedEnv) {
+		t.Errorf("%s=yes: %v, want an error naming the variable", PinnedEnv, err)
 	}
 }
