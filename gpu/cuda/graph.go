@@ -42,15 +42,19 @@ import (
 // GraphsEnv switches decode graphs off when set to 0 (for A/B timings).
 const GraphsEnv = "RLHOST_CUDA_GRAPHS"
 
-// graphsFromEnv reports whether decode graphs start switched off.
-func graphsOffFromEnv() (bool, error) {
-	switch v := os.Getenv(GraphsEnv); v {
+// graphsOffFromEnv reports whether decode graphs start switched off.
+func graphsOffFromEnv() (bool, error) { return offFromEnv(GraphsEnv) }
+
+// offFromEnv reads a switch of the backend from the environment variable
+// name: 0 is off, unset or 1 on, anything else an error naming it.
+func offFromEnv(name string) (bool, error) {
+	switch v := os.Getenv(name); v {
 	case "", "1":
 		return false, nil
 	case "0":
 		return true, nil
 	default:
-		return false, fmt.Errorf("cuda: %s=%q: want 0 (off) or 1 (on)", GraphsEnv, v)
+		return false, fmt.Errorf("cuda: %s=%q: want 0 (off) or 1 (on)", name, v)
 	}
 }
 

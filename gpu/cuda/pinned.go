@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"os"
 	"time"
 	"unsafe"
 )
@@ -49,16 +48,7 @@ const (
 // (A/B timings; Backend.SetPinnedUploads does the same).
 const PinnedEnv = "RLHOST_CUDA_PINNED"
 
-func pinnedOffFromEnv() (bool, error) {
-	switch v := os.Getenv(PinnedEnv); v {
-	case "", "1":
-		return false, nil
-	case "0":
-		return true, nil
-	default:
-		return false, fmt.Errorf("cuda: %s=%q: want 0 (off) or 1 (on)", PinnedEnv, v)
-	}
-}
+func pinnedOffFromEnv() (bool, error) { return offFromEnv(PinnedEnv) }
 
 // pinned is a device's page-locked upload buffer.
 type pinned struct {
