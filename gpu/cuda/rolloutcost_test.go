@@ -22,9 +22,12 @@ import (
 // graph, are captured or run eager are counted.
 
 // grpoRollout is the generation of a GRPO step: prompts groups of n
-// samples sharing a prompt of promptLen tokens, each sampling newTokens.
+// samples sharing a prompt of promptLen tokens, each sampling newTokens,
+// or, varied, a number drawn uniformly between 1 and newTokens (responses
+// that end at different lengths: the batch shrinks through most sizes).
 type grpoRollout struct {
 	prompts, n, promptLen, newTokens int
+	varied                           bool
 }
 
 // grpoRolloutCounts is what a grpoRollout queued.
@@ -66,18 +69,25 @@ func (r grpoRollout) run(tb testing.TB, be *Backend, p *rollout.ModelPolicy, V i
 			prompts[i][j] = 3 + rng.IntN(V-3)
 		}
 	}
+	lens := make([]int, r.prompts*r.n)
+	for i := range lens {
+		lens[i] = r.newTokens
+		if r.varied {
+			lens[i] = 1 + rng.IntN(r.newTokens)
+		}
+	}
 	c0, g0 := be.Counters(), be.GraphStats()
 	start := time.Now()
 	var wg sync.WaitGroup
-	errs := make([]error, r.prompts*r.n)
+	errs := make([]error, len(lens))
 	for i := range errs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			gen, err := p.Generate(context.Background(), prompts[i/r.n],
-				rollout.SamplingParams{MaxTokens: r.newTokens, Temperature: 1, Seed: seed + uint64(i)})
-			if err == nil && len(gen.Tokens) != r.newTokens {
-				err = fmt.Errorf("%d tokens, want %d", len(gen.Tokens), r.newTokens)
+				rollout.SamplingParams{MaxTokens: lens[i], Temperature: 1, Seed: seed + uint64(i)})
+			if err == nil && len(gen.Tokens) != lens[i] {
+				err = fmt.Errorf("%d tokens, want %d", len(gen.Tokens), lens[i])
 			}
 			errs[i] = err
 		}()
@@ -140,8 +150,19 @@ func TestGRPORolloutNullDevice(t *testing.T) {
 // BenchmarkGRPORollout is proofRollout's generation on the null device at
 // the Qwen2.5-0.5B shape: the host's time a step (ns/op), a forward, and
 // how its decode forwards ran. Profile it with -cpuprofile.
-func BenchmarkGRPORollout(b *testing.B) {
+func BenchmarkGRPORollout(b *testing.B) { benchGRPORollout(b, proofRollout) }
+
+// BenchmarkGRPORolloutVaried is BenchmarkGRPORollout with responses of
+// lengths drawn uniformly between 1 and 256 tokens: the batch shrinks
+// through most sizes from 256 to 1, its decode steps padded to a few
+// (docs/gpu.md, "Decode graphs").
+func BenchmarkGRPORolloutVaried(b *testing.B) {
 	r := proofRollout
+	r.varied = true
+	benchGRPORollout(b, r)
+}
+
+func benchGRPORollout(b *testing.B, r grpoRollout) {
 	be, p := openGRPORollout(b, hostCostConfig, r, r.prompts*r.n)
 	r.run(b, be, p, hostCostConfig.V, 1) // warm-up: buffers, copies, the first graphs
 	var tot grpoRolloutCounts

@@ -46,11 +46,19 @@ type Result struct {
 // to MaxT tokens (prompt included). Requests beyond Slots wait; a finished
 // request frees its slot for the next one (continuous batching), and the
 // prompts of newly admitted requests are prefilled in the same forward as
-// the decode tokens of the running ones.
+// the decode tokens of the running ones. On a backend that runs decode
+// steps as graphs (gpu.DecodeGraph) a decode step is padded to a few batch
+// sizes (decodeBucket), the padding rows in a slot of their own.
 type Generator struct {
 	m           *Model
 	Slots, MaxT int
-	kc, vc      [][]float32 // per layer [Slots, MaxT, NKV*HD], tensors of the backend
+	kc, vc      [][]float32 // per layer [Slots(+1), MaxT, NKV*HD], tensors of the backend
+	// padSlot: the cache has one slot more, slot Slots, where the rows that pad a
+	// decode step write (position 0 only), read by those rows alone
+	padSlot bool
+	// a padded decode step's tokens, slots, positions and rows (padDecode)
+	padTok, padSl, padPos []int32
+	padRows               []int
 
 	// step buffers, tensors of the backend grown on demand
 	x, ln, atty, tmp []float32 // [N,C] / [N,NH*HD]
@@ -128,9 +136,20 @@ func (m *Model) NewGenerator(slots, maxT int) (g *Generator, err error) {
 	}
 	defer gpu.RecoverMemory(&err)
 	g = &Generator{m: m, Slots: slots, MaxT: maxT, cache: make([][]int32, slots), id: generators.Add(1)}
+	// the padding's slot, where a backend has decode graphs (on or off: they can be
+	// switched on later) and some batch size of this generator is padded
+	if _, ok := m.be.(gpu.DecodeGraph); ok {
+		for n := 1; n <= slots && !g.padSlot; n++ {
+			g.padSlot = decodeBucket(n, slots) > n
+		}
+	}
+	S := slots
+	if g.padSlot {
+		S++
+	}
 	for l := 0; l < c.L; l++ {
-		g.kc = append(g.kc, m.be.Alloc(fmt.Sprintf("KV cache: layer %d keys", l), slots*maxT*c.NKV*c.HD))
-		g.vc = append(g.vc, m.be.Alloc(fmt.Sprintf("KV cache: layer %d values", l), slots*maxT*c.NKV*c.HD))
+		g.kc = append(g.kc, m.be.Alloc(fmt.Sprintf("KV cache: layer %d keys", l), S*maxT*c.NKV*c.HD))
+		g.vc = append(g.vc, m.be.Alloc(fmt.Sprintf("KV cache: layer %d values", l), S*maxT*c.NKV*c.HD))
 	}
 	return g, nil
 }
@@ -172,6 +191,19 @@ func grow(b []float32, n int) []float32 {
 func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	m := g.m
 	be, c, p := g.backend(), m.Config, m.Params
+	// a decode step (every token's logits: no prompt token but a prompt's
+	// last) runs as one graph where the backend has them (gpu.DecodeGraph;
+	// none on gpu/cpu), padded to its bucket's batch
+	decode := len(rows) == len(tokens)
+	for i, r := range rows {
+		decode = decode && r == i
+	}
+	dg := gpu.DecodeGraphOps(m.be)
+	graph := dg != nil && decode && g.lowp == nil
+	sampled, T := len(rows), len(tokens) // the rows sampled, the tokens the slots' caches keep
+	if graph && g.padSlot {
+		tokens, slot, pos, rows = g.padDecode(tokens, slot, pos, rows)
+	}
 	N := len(tokens)
 	QD, KD := c.NH*c.HD, c.NKV*c.HD
 	g.x, g.ln, g.tmp = g.tensor(&g.x, N*c.C, "x"), g.tensor(&g.ln, N*c.C, "ln"), g.tensor(&g.tmp, N*c.C, "tmp")
@@ -194,15 +226,13 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	g.sel, g.lnsel = g.tensor(&g.sel, M*c.C, "selected rows"), g.tensor(&g.lnsel, M*c.C, "selected rows, normalised")
 	logitsD := g.tensor(&g.logitsD, M*c.V, "logits")
 	selD := g.tensorInt32(&g.selD, M, "selected rows")
-	decode := M == N // every token's logits: no prompt token but a prompt's last
 	for i, r := range rows {
 		g.rowH[i] = int32(r)
-		decode = decode && r == i
 	}
 	be.UploadInt32(selD, g.rowH[:M])
 
 	g.checkCache()
-	for n, t := range tokens { // the slots' caches will hold these tokens
+	for n, t := range tokens[:T] { // the slots' caches will hold these tokens (the padding's: none)
 		s, j := slot[n], int(pos[n])
 		if j > len(g.cache[s]) {
 			panic(fmt.Sprintf("model: generator: slot %d position %d written before position %d", s, j, len(g.cache[s])))
@@ -220,10 +250,9 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	if fuseGU {
 		g.gu = g.tensor(&g.gu, N*2*c.F, "gate and up")
 	}
-	// a decode step runs as one graph where the backend has them
-	// (gpu.DecodeGraph; none on gpu/cpu): every input is on the device
-	// already, and nothing comes back before the logits
-	if dg := gpu.DecodeGraphOps(m.be); dg != nil && decode && g.lowp == nil {
+	// the decode step's graph: every input is on the device already, and
+	// nothing comes back before the logits
+	if graph {
 		dg.BeginDecodeGraph(g.id<<32 | uint64(N))
 		defer dg.EndDecodeGraph()
 	}
@@ -291,7 +320,65 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	be.GatherRows(g.sel, g.x, selD, M, c.C)
 	be.RMSNormForward(g.lnsel, g.rstd, g.sel, p.NormF, M, c.C, c.Eps)
 	be.MatmulForward(logitsD, g.lnsel, p.LMHead, nil, M, c.C, c.V)
+	if M > sampled { // padded: the real rows' logits, the first ones
+		if PlantDecodePadding == "tail" {
+			return logitsD[(M-sampled)*c.V:] // planted bug: the last rows' (the padding's among them)
+		}
+		return logitsD[:sampled*c.V]
+	}
 	return logitsD
+}
+
+// decodeBucket is the batch a decode step of n rows runs as on a backend
+// that replays decode graphs (gpu.DecodeGraph, on), where each batch size
+// is a graph of its own, captured the second time it comes in a row: n
+// itself up to 2, then 4, then the next multiple of 8, at most slots (the
+// generator's capacity). These are vLLM's capture sizes (1, 2, 4, 8, 16,
+// 24, ...): a batch that shrinks as its sequences finish at different
+// lengths goes through at most 3 + ceil(slots/8) sizes (35 for 256
+// slots), each of several steps, instead of up to slots sizes of a step or
+// two each (each run eager, then captured, seldom replayed), for at most 7
+// rows more a step (2 from 3 rows to 4, 1 to 7 above).
+func decodeBucket(n, slots int) int {
+	b := n
+	switch {
+	case n <= 2:
+	case n <= 4:
+		b = 4
+	default:
+		b = (n + 7) / 8 * 8
+	}
+	return max(n, min(b, slots))
+}
+
+// padToken is the token of the rows that pad a decode step (any token of
+// the vocabulary would do: nothing reads their results).
+const padToken = 0
+
+// padDecode pads a decode step of n rows to decodeBucket(n, Slots) rows:
+// the rows added are padToken at position 0 of the padding's slot (slot
+// Slots of the cache, which no request occupies), whose keys and values
+// they write and alone read (every row at position 0 attends to position 0
+// of its own slot), and whose logits come after the real rows' (forward
+// returns only these). Rows are computed independently of each other, so
+// the real rows' results are those of the step unpadded.
+func (g *Generator) padDecode(tokens, slot, pos []int32, rows []int) ([]int32, []int32, []int32, []int) {
+	n := len(tokens)
+	P := decodeBucket(n, g.Slots)
+	if P == n {
+		return tokens, slot, pos, rows
+	}
+	pad := int32(g.Slots)
+	if PlantDecodePadding == "slot0" {
+		pad = 0 // planted bug: the padding writes position 0 of a request's slot
+	}
+	g.padTok, g.padSl = append(g.padTok[:0], tokens...), append(g.padSl[:0], slot...)
+	g.padPos, g.padRows = append(g.padPos[:0], pos...), append(g.padRows[:0], rows...)
+	for i := n; i < P; i++ {
+		g.padTok, g.padSl, g.padPos = append(g.padTok, padToken), append(g.padSl, pad), append(g.padPos, 0)
+		g.padRows = append(g.padRows, i)
+	}
+	return g.padTok, g.padSl, g.padPos, g.padRows
 }
 
 // fusedGateUpMaxRows bounds the rows of a forward whose gate and up run as
