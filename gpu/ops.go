@@ -41,6 +41,28 @@ func PrefersFusedAttention(be Backend) bool {
 	return ok && f.FusedAttentionOnly()
 }
 
+// SwiGLURecompute is implemented by a backend that can ask gpu/model's
+// training step for its former MLP backward: SwiGLUForward to recompute h,
+// the down product's input and weight gradients (and its LoRA adapter's)
+// in one MatmulBackward, then SwiGLUBackward. Otherwise (and where
+// SwiGLURecompute reports false) the step takes the down product's input
+// gradient first, which does not read h, then SwiGLUBackwardH, which
+// writes dgate, dup and h in one pass over gate and up, then the weight
+// gradients that read h: the same formulas, one pass over gate and up a
+// layer fewer. The CUDA backend implements it (the swiglu_recompute
+// kernel variant, so that a GPU can time the two sequences); gpu/cpu does
+// not.
+type SwiGLURecompute interface {
+	SwiGLURecompute() bool
+}
+
+// RecomputesSwiGLU reports whether gpu/model's training step should run
+// the former MLP backward on be (see SwiGLURecompute).
+func RecomputesSwiGLU(be Backend) bool {
+	r, ok := be.(SwiGLURecompute)
+	return ok && r.SwiGLURecompute()
+}
+
 // Backend is the op set of a Llama/Qwen2 training step, forward and backward,
 // plus the optimizer. See the package documentation for the conventions on
 // overwriting and accumulating outputs.
@@ -103,8 +125,9 @@ type Backend interface {
 	// weight [OC,C], bias [OC] or nil.
 	MatmulForward(out, inp, weight, bias []float32, N, C, OC int)
 	// MatmulBackward: dinp = dout weight (overwritten, or with accumulate
-	// dinp += dout weight; skipped if dinp is nil), dweight += dout^T inp,
-	// dbias += column sums of dout (if dbias is not nil). dinp [N,C],
+	// dinp += dout weight; skipped if dinp is nil), dweight += dout^T inp
+	// (skipped if dweight is nil; inp is read only for it), dbias += column
+	// sums of dout (if dbias is not nil). dinp [N,C],
 	// dout [N,OC]. accumulate sums the input gradients of several products
 	// that read the same input (q/k/v, gate/up, a LoRA adapter beside its
 	// base) in the product itself (beta 1), where a separate add would need
@@ -160,6 +183,13 @@ type Backend interface {
 	SwiGLUForward(out, gate, up []float32, n int)
 	// SwiGLUBackward: dgate, dup [n] overwritten.
 	SwiGLUBackward(dgate, dup []float32, dout, gate, up []float32, n int)
+	// SwiGLUBackwardH is SwiGLUBackward that also writes h [n] = silu(gate)
+	// * up, what SwiGLUForward writes (bit for bit), in the same pass over
+	// gate and up: the training step's backward, which does not keep h,
+	// needs it after dout (the down product's weight gradient and its LoRA
+	// adapter's A gradient) and so recomputes it there without a pass of
+	// its own (SwiGLURecompute). h must not alias dout, gate or up.
+	SwiGLUBackwardH(dgate, dup, h []float32, dout, gate, up []float32, n int)
 
 	// ResidualForward: out = a + b, all [n]. out may alias a or b.
 	ResidualForward(out, a, b []float32, n int)

@@ -564,6 +564,26 @@ func (Backend) SwiGLUBackward(dgate, dup []float32, dout, gate, up []float32, n 
 	})
 }
 
+// SwiGLUBackwardH is SwiGLUBackward that also writes h = silu(gate) * up,
+// as SwiGLUForward computes it, in one pass.
+func (Backend) SwiGLUBackwardH(dgate, dup, h []float32, dout, gate, up []float32, n int) {
+	parallelRows(n, 12, func(lo, hi int) {
+		if useKernels {
+			swigluBwdHC(dgate[lo:hi], dup[lo:hi], h[lo:hi], dout[lo:hi], gate[lo:hi], up[lo:hi])
+			return
+		}
+		for i := lo; i < hi; i++ {
+			g, u := gate[i], up[i]
+			e := expf(-g)
+			h[i] = g / (1 + e) * u // SwiGLUForward's Go loop
+			s := 1 / (1 + e)
+			d := dout[i]
+			dup[i] = d * g * s
+			dgate[i] = d * u * s * (1 + g*(1-s))
+		}
+	})
+}
+
 // ResidualForward: out = a + b.
 func (Backend) ResidualForward(out, a, b []float32, n int) {
 	parallelRows(n, 1, func(lo, hi int) {

@@ -125,6 +125,35 @@ AVX2 void rl_swiglu_bwd(float *dgate, float *dup, const float *dout, const float
 	}
 }
 
+// swiglu_bwd_h8 is swiglu_bwd8 and rl_swiglu_fwd's h = g*s*u, from one sigmoid.
+static inline AVX2 void swiglu_bwd_h8(__m256 d, __m256 g, __m256 u, __m256 *dg, __m256 *du, __m256 *h) {
+	const __m256 one = _mm256_set1_ps(1.0f);
+	__m256 s = sigmoid8(g);
+	*h = _mm256_mul_ps(_mm256_mul_ps(g, s), u);
+	*du = _mm256_mul_ps(_mm256_mul_ps(d, g), s);
+	__m256 t = _mm256_add_ps(one, _mm256_mul_ps(g, _mm256_sub_ps(one, s)));
+	*dg = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(d, u), s), t);
+}
+
+AVX2 void rl_swiglu_bwd_h(float *dgate, float *dup, float *h, const float *dout, const float *gate, const float *up, long n) {
+	long i = 0;
+	__m256 dg, du, o;
+	for (; i + 8 <= n; i += 8) {
+		swiglu_bwd_h8(_mm256_loadu_ps(dout + i), _mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i), &dg, &du, &o);
+		_mm256_storeu_ps(dgate + i, dg);
+		_mm256_storeu_ps(dup + i, du);
+		_mm256_storeu_ps(h + i, o);
+	}
+	if (i < n) {
+		__m256i m = tailmask(n - i);
+		swiglu_bwd_h8(_mm256_maskload_ps(dout + i, m), _mm256_maskload_ps(gate + i, m), _mm256_maskload_ps(up + i, m), &dg,
+			&du, &o);
+		_mm256_maskstore_ps(dgate + i, m, dg);
+		_mm256_maskstore_ps(dup + i, m, du);
+		_mm256_maskstore_ps(h + i, m, o);
+	}
+}
+
 // rl_softmax_causal_lse turns rows r0..r1-1 of p [*,T] into the causal softmax:
 // row r holds query t = r%T, whose entries 0..t become probabilities and the
 // rest 0. lse[r] (if lse is not NULL) gets the log-sum-exp of row r's entries

@@ -52,6 +52,15 @@ func swigluBwdC(dgate, dup, dout, gate, up []float32) {
 	C.rl_swiglu_bwd(fptr(dgate), fptr(dup), fptr(dout), fptr(gate), fptr(up), C.long(n))
 }
 
+func swigluBwdHC(dgate, dup, h, dout, gate, up []float32) {
+	n := len(dgate)
+	if n == 0 {
+		return
+	}
+	_, _, _, _, _ = dup[n-1], h[n-1], dout[n-1], gate[n-1], up[n-1]
+	C.rl_swiglu_bwd_h(fptr(dgate), fptr(dup), fptr(h), fptr(dout), fptr(gate), fptr(up), C.long(n))
+}
+
 // softmaxCausalC is softmaxCausal on the rows lo..hi-1 of p [*,T].
 func softmaxCausalC(p []float32, T, lo, hi int) {
 	if lo >= hi {

@@ -4,6 +4,8 @@
 int rl_have_avx2(void);
 void rl_swiglu_fwd(float *out, const float *gate, const float *up, long n);
 void rl_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate, const float *up, long n);
+// rl_swiglu_bwd_h is rl_swiglu_bwd that also writes h = silu(gate)*up, as rl_swiglu_fwd does.
+void rl_swiglu_bwd_h(float *dgate, float *dup, float *h, const float *dout, const float *gate, const float *up, long n);
 void rl_softmax_causal(float *p, long T, long r0, long r1);
 void rl_softmax_causal_lse(float *p, float *lse, long T, long r0, long r1);
 void rl_logprob_fwd(float *logp, float *entropy, float *lse, const float *logits,

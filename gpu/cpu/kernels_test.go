@@ -304,3 +304,42 @@ func TestExpShift(t *testing.T) {
 		}
 	}
 }
+
+// TestSwiGLUBackwardH: the fused op gives SwiGLUBackward's dgate and dup and
+// SwiGLUForward's out as h, bit for bit, on the kernels and on the Go loops
+// (each against the separate ops of the same path), tails and the special
+// values included.
+func TestSwiGLUBackwardH(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 9))
+	paths := map[string]func(func()){"go": withGo}
+	if haveAVX2 {
+		paths["kernels"] = func(f func()) { f() }
+	}
+	for name, run := range paths {
+		for _, n := range []int{0, 1, 5, 8, 9, 15, 16, 17, len(special), 1000, 1 << 16} {
+			gate, up, dout := randSlice(r, n, 12), randSlice(r, n, 2), randSlice(r, n, 1)
+			if n == len(special) {
+				copy(gate, special)
+				copy(up[:n/2], special[n/2:])
+			}
+			h, dg, du := randSlice(r, n, 9), randSlice(r, n, 9), randSlice(r, n, 9) // garbage: overwritten
+			wh, wdg, wdu := make([]float32, n), make([]float32, n), make([]float32, n)
+			run(func() {
+				be.SwiGLUBackwardH(dg, du, h, dout, gate, up, n)
+				be.SwiGLUForward(wh, gate, up, n)
+				be.SwiGLUBackward(wdg, wdu, dout, gate, up, n)
+			})
+			for _, c := range []struct {
+				what      string
+				got, want []float32
+			}{{"h", h, wh}, {"dgate", dg, wdg}, {"dup", du, wdu}} {
+				for i := range c.want {
+					if math.Float32bits(c.got[i]) != math.Float32bits(c.want[i]) {
+						t.Fatalf("%s, n=%d: %s[%d] = %v, the separate ops %v (gate %v, up %v)", name, n, c.what, i, c.got[i], c.want[i],
+							gate[i], up[i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -164,7 +164,8 @@ func matmulPrecisionCheck(b Device, p Precision) error {
 // gradientCopyCheck: MatmulBackward's output gradient a tensor of the
 // backend written by each op that, in BF16, writes the bfloat16 copy of
 // that output itself (RMSNormBackward, ResidualRMSNormBackward adding
-// into it, SwiGLUBackward's two outputs, RopeQKBackward's two, rotating
+// into it, SwiGLUBackward's two outputs and SwiGLUBackwardH's,
+// RopeQKBackward's two, rotating
 // in place, LogprobBackward; bf16.go), then
 // after Scale wrote it (no copy: the product rounds it itself); both
 // products must read the copy of what the op wrote, against the CPU on
@@ -211,6 +212,10 @@ func gradientCopyCheck(b Device, round func([]float32) []float32, tol float64) e
 		}, g1},
 		{"dgate of SwiGLUBackward", func() { b.SwiGLUBackward(g1, g2, randn(r, N*OC, 1), randn(r, N*OC, 2), randn(r, N*OC, 1), N*OC) }, g1},
 		{"dup of SwiGLUBackward", func() {}, g2},
+		{"dgate of SwiGLUBackwardH", func() {
+			b.SwiGLUBackwardH(g1, g2, make([]float32, N*OC), randn(r, N*OC, 1), randn(r, N*OC, 2), randn(r, N*OC, 1), N*OC)
+		}, g1},
+		{"dup of SwiGLUBackwardH", func() {}, g2},
 		{"dq of RopeQKBackward", func() {
 			b.RopeQKBackward(g1, g2, pos, cos, sin, N, 2, 2, 16, gpu.RopeHalf) // [N,2,16] each, rotated in place
 		}, g1},
@@ -235,7 +240,7 @@ func gradientCopyCheck(b Device, round func([]float32) []float32, tol float64) e
 // can change between two products: an op writing it (Scale), a product
 // writing it (as its output), an Upload into it, the ops that write the
 // copy of their output themselves in BF16 (RMSNormForward,
-// ResidualRMSNormForward, SwiGLUForward; then AdamW on a weight,
+// ResidualRMSNormForward, SwiGLUForward, SwiGLUBackwardH's h; then AdamW on a weight,
 // adamwWeightCheck), and its memory freed and
 // handed to a new tensor (zeros; TestSharedBF16ReusesFreedMemory checks
 // that the emulator hands it the same memory). Each product must see the values the
@@ -299,6 +304,9 @@ func sharedInputCheck(b Device, round func([]float32) []float32, tol float64) er
 			b.ResidualRMSNormForward(make([]float32, N*C), x, rstd, randn(r, N*C, 1), randn(r, N*C, 1), norm, N, C, 1e-6)
 		}},
 		{"SwiGLUForward", func() { b.SwiGLUForward(x, randn(r, N*C, 2), randn(r, N*C, 1), N*C) }},
+		{"SwiGLUBackwardH", func() { // its h
+			b.SwiGLUBackwardH(make([]float32, N*C), make([]float32, N*C), x, randn(r, N*C, 1), randn(r, N*C, 2), randn(r, N*C, 1), N*C)
+		}},
 	} {
 		op.write()
 		b.Download(vals, x)

@@ -93,6 +93,7 @@ var Checks = []Check{
 	{"AttentionVarlenDKVGroup", checkAttentionVarlenDKVGroup},
 	{"AttentionVarlenDQStage", checkAttentionVarlenDQStage},
 	{"SwiGLU", checkSwiGLU},
+	{"SwiGLUBackwardH", checkSwiGLUBackwardH},
 	{"Residual", checkResidual},
 	{"Logprob", checkLogprob},
 	{"SumSquaresScale", checkSumSquaresScale},
@@ -104,6 +105,7 @@ var Checks = []Check{
 	{"TrainStepPacked", checkTrainStepPacked},
 	{"TrainStepBF16", checkTrainStepBF16},
 	{"TrainStepTF32", checkTrainStepTF32},
+	{"TrainStepSwiGLURecompute", checkTrainStepSwiGLURecompute},
 	{"Generate", checkGenerate},
 	{"GenerateSampled", checkGenerateSampled},
 	{"GenerateGroups", checkGenerateGroups},
@@ -224,6 +226,19 @@ func checkTrainStep(b Device) error { return trainStepCheck(b, nil) }
 // checkTrainStepPacked is checkTrainStep on a packed batch (model.Batch
 // Lengths: the attention over packed sequences inside the model).
 func checkTrainStepPacked(b Device) error { return trainStepCheck(b, []int{7, 12, 5}) }
+
+// checkTrainStepSwiGLURecompute: checkTrainStep and checkTrainStepBF16
+// with the swiglu_recompute variant on (the MLP backward that recomputes h
+// with swiglu_forward and runs swiglu_backward, gpu.SwiGLURecompute); the
+// variants are restored after it.
+func checkTrainStepSwiGLURecompute(b Device) error {
+	return withVariant(b, func(v *Variants) { v.SwiGLURecompute = true }, func() error {
+		if err := trainStepCheck(b, nil); err != nil {
+			return err
+		}
+		return mixedStepCheck(b, BF16)
+	})
+}
 
 // trainStepCheck runs the step on a 2 x 12 batch, or packed sequences of
 // the given lengths.

@@ -26,6 +26,30 @@ func (b *Backend) SwiGLUBackward(dgate, dup []float32, dout, gate, up []float32,
 	})
 }
 
+// SwiGLUBackwardH: SwiGLUBackward and SwiGLUForward's out (h) in one
+// kernel, one pass over gate and up; in BF16 it writes the bfloat16 copies
+// of dgate and dup (the gradient copies, as SwiGLUBackward) and of h (the
+// activation copy, as SwiGLUForward: the down product's weight gradient
+// and its adapter's A gradient read it next). The gradient copies replace
+// any that the norm's backward wrote of the residual stream's gradient, so
+// that the down product's weight gradient, which reads it after this op,
+// converts it again (C floats a token where the pass saves reading 2F).
+func (b *Backend) SwiGLUBackwardH(dgate, dup, h []float32, dout, gate, up []float32, n int) {
+	d := b.d
+	d.run("SwiGLUBackwardH", func(a *arena) {
+		pd, pg, pu := a.in(dout, n), a.in(gate, n), a.in(up, n)
+		pdg, pdu, ph := a.out(dgate, n), a.out(dup, n), a.out(h, n)
+		d.launch("swiglu_backward_h", gridFor(n), ptr(pdg), ptr(pdu), ptr(ph), ptr(d.gradBF16(a, 0, dgate, pdg, n)),
+			ptr(d.gradBF16(a, 1, dup, pdu, n)), ptr(d.outputBF16(a, h, ph, n)), ptr(pd), ptr(pg), ptr(pu), i64(n))
+	})
+}
+
+// SwiGLURecompute reports whether the swiglu_recompute variant is on:
+// gpu/model's training step then recomputes h with SwiGLUForward before
+// the down product's backward and runs SwiGLUBackward (the sequence before
+// SwiGLUBackwardH; gpu.SwiGLURecompute).
+func (b *Backend) SwiGLURecompute() bool { return b.Variants().SwiGLURecompute }
+
 // ResidualForward: out = a + b.
 func (b *Backend) ResidualForward(out, x, y []float32, n int) {
 	b.d.run("ResidualForward", func(a *arena) {

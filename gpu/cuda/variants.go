@@ -22,7 +22,10 @@ const VariantsEnv = "RLHOST_CUDA_VARIANTS"
 // SampleBisect are the kernels that were the defaults before an H100 proof
 // (at b593c0c) measured their replacements faster, FlashDKVGroup and
 // FlashDQStage those before an H100 proof at 960b55b did (docs/gpu.md,
-// "Kernel variants").
+// "Kernel variants"). SwiGLURecompute is the one former default replaced
+// before a GPU timed its replacement: the replacement runs the same
+// formulas with a pass over [N, F] tensors fewer a layer, so it kept no
+// opt-in stage, and the next proof times the two.
 type Variants struct {
 	// FlashSIMT runs the fused attention's products on fp32 CUDA cores
 	// where the products are bf16, instead of the bf16 tensor cores
@@ -54,15 +57,23 @@ type Variants struct {
 	// fragments read with ldmatrix.trans, one __syncthreads a tile. It
 	// applies where the tensor-core attention runs, as FlashDKVGroup.
 	FlashDQStage bool
+	// SwiGLURecompute runs the training step's MLP backward as it ran
+	// before SwiGLUBackwardH: swiglu_forward recomputes h, then the down
+	// product's input and weight gradients, then swiglu_backward, instead
+	// of the input gradient, then swiglu_backward_h (dgate, dup and h in
+	// one pass over gate and up), then the weight gradients that read h
+	// (gpu.SwiGLURecompute; the same formulas, the same values).
+	SwiGLURecompute bool
 }
 
 // variantNames maps each name RLHOST_CUDA_VARIANTS accepts to its field.
 var variantNames = map[string]func(*Variants) *bool{
-	"flash_simt":      func(v *Variants) *bool { return &v.FlashSIMT },
-	"decode_block":    func(v *Variants) *bool { return &v.DecodeBlock },
-	"sample_bisect":   func(v *Variants) *bool { return &v.SampleBisect },
-	"flash_dkv_group": func(v *Variants) *bool { return &v.FlashDKVGroup },
-	"flash_dq_stage":  func(v *Variants) *bool { return &v.FlashDQStage },
+	"flash_simt":       func(v *Variants) *bool { return &v.FlashSIMT },
+	"decode_block":     func(v *Variants) *bool { return &v.DecodeBlock },
+	"sample_bisect":    func(v *Variants) *bool { return &v.SampleBisect },
+	"flash_dkv_group":  func(v *Variants) *bool { return &v.FlashDKVGroup },
+	"flash_dq_stage":   func(v *Variants) *bool { return &v.FlashDQStage },
+	"swiglu_recompute": func(v *Variants) *bool { return &v.SwiGLURecompute },
 }
 
 // promotedVariants are the names of variants that became the default

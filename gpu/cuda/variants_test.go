@@ -16,8 +16,9 @@ func TestParseVariants(t *testing.T) {
 		{" decode_block , sample_bisect", Variants{DecodeBlock: true, SampleBisect: true}, "decode_block,sample_bisect"},
 		{"flash_dkv_group", Variants{FlashDKVGroup: true}, "flash_dkv_group"},
 		{"flash_dq_stage,flash_dkv_group", Variants{FlashDKVGroup: true, FlashDQStage: true}, "flash_dkv_group,flash_dq_stage"},
-		{"all", Variants{FlashSIMT: true, DecodeBlock: true, SampleBisect: true, FlashDKVGroup: true, FlashDQStage: true},
-			"decode_block,flash_dkv_group,flash_dq_stage,flash_simt,sample_bisect"},
+		{"swiglu_recompute", Variants{SwiGLURecompute: true}, "swiglu_recompute"},
+		{"all", Variants{FlashSIMT: true, DecodeBlock: true, SampleBisect: true, FlashDKVGroup: true, FlashDQStage: true,
+			SwiGLURecompute: true}, "decode_block,flash_dkv_group,flash_dq_stage,flash_simt,sample_bisect,swiglu_recompute"},
 	} {
 		got, err := ParseVariants(c.in)
 		if err != nil || got != c.want || got.String() != c.str {
@@ -26,7 +27,7 @@ func TestParseVariants(t *testing.T) {
 	}
 	_, err := ParseVariants("flash_simt,fast")
 	if err == nil || !strings.Contains(err.Error(), `"fast"`) || !strings.Contains(err.Error(), VariantsEnv) ||
-		!strings.Contains(err.Error(), "decode_block, flash_dkv_group, flash_dq_stage, flash_simt, sample_bisect, all") {
+		!strings.Contains(err.Error(), "decode_block, flash_dkv_group, flash_dq_stage, flash_simt, sample_bisect, swiglu_recompute, all") {
 		t.Errorf("unknown variant: %v", err)
 	}
 }

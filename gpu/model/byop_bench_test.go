@@ -88,6 +88,10 @@ func (b *timedBackend) SwiGLUBackward(dgate, dup, dout, gate, up []float32, n in
 	defer b.add("SwiGLUBackward", time.Now())
 	b.Backend.SwiGLUBackward(dgate, dup, dout, gate, up, n)
 }
+func (b *timedBackend) SwiGLUBackwardH(dgate, dup, h, dout, gate, up []float32, n int) {
+	defer b.add("SwiGLUBackwardH", time.Now())
+	b.Backend.SwiGLUBackwardH(dgate, dup, h, dout, gate, up, n)
+}
 func (b *timedBackend) ResidualForward(out, a, c []float32, n int) {
 	defer b.add("ResidualForward", time.Now())
 	b.Backend.ResidualForward(out, a, c, n)

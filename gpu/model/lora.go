@@ -329,6 +329,34 @@ func (m *Model) loraBackward(s *loraScratch, dinp, dout, inp, u []float32, ad *l
 	be.MatmulBackward(dinp, ad.DA, nil, du, inp, ad.A, N, ad.In, r, true) // dA += du^T inp; dinp += du A
 }
 
+// loraBackwardInput is loraBackward without dA += du^T inp, the one part
+// that reads the layer's input: it accumulates dB, adds the LoRA path's
+// input gradient to dinp and returns du [N,R] (in the scratch, valid until
+// the next adapter's backward) for loraBackwardA, once inp is at hand. The
+// training step's down projection needs it: its input h is recomputed
+// after its input gradient (SwiGLUBackwardH). nil without an adapter.
+func (m *Model) loraBackwardInput(s *loraScratch, dinp, dout, u []float32, ad *loraAdapter, N int) []float32 {
+	if ad == nil {
+		return nil
+	}
+	be, r, sc := m.be, m.lora.Config.Rank, m.lora.Scale
+	s.be = be
+	du := s.tensor(&s.du, N*r, "du")
+	be.MatmulBackward(du, ad.DB, nil, dout, u, ad.B, N, r, ad.Out, false) // dB += dout^T u; du = dout B
+	be.Scale(du, sc)
+	be.MatmulBackward(dinp, nil, nil, du, nil, ad.A, N, ad.In, r, true) // dinp += du A
+	return du
+}
+
+// loraBackwardA is the rest of loraBackward after loraBackwardInput (du
+// its result): dA += du^T inp.
+func (m *Model) loraBackwardA(du, inp []float32, ad *loraAdapter, N int) {
+	if ad == nil {
+		return
+	}
+	m.be.MatmulBackward(nil, ad.DA, nil, du, inp, ad.A, N, ad.In, m.lora.Config.Rank, false)
+}
+
 // SetAdaptersActive turns the adapters off (false) or back on (true) for
 // Forward and generation: with them off the model computes its frozen base,
 // which is the reference policy of a LoRA run, so no second copy of the base

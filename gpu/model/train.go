@@ -459,15 +459,31 @@ func (m *Model) backwardBody(a *Acts, g *Params, frozen bool) {
 	B, T := a.B, a.T
 	N := B * T
 	QD, KD := c.NH*c.HD, c.NKV*c.HD
+	// the MLP's backward: the former sequence where the backend asks for it
+	// (gpu.SwiGLURecompute), else one pass fewer over gate and up a layer
+	recompute := gpu.RecomputesSwiGLU(be)
 	be.RMSNormBackward(a.dres, g.NormF, a.dln, a.xf, p.NormF, a.rstdf, N, c.C)
 	// a.dres is now the gradient of the residual stream after the last layer.
 	for l := c.L - 1; l >= 0; l-- {
 		la, lp, lg := &a.layers[l], &p.Layers[l], &g.Layers[l]
 		// out = r2 + down(h): dres flows to r2 unchanged, and into the MLP.
-		be.SwiGLUForward(a.h, la.gate, la.up, N*c.F) // recompute h
-		be.MatmulBackward(a.dh, lg.WDown, nil, a.dres, a.h, lp.WDown, N, c.F, c.C, false)
-		m.loraBackward(&a.lora, a.dh, a.dres, a.h, a.loraU[l][modDown], m.adapter(l, modDown), N)
-		be.SwiGLUBackward(a.dgate, a.dup, a.dh, la.gate, la.up, N*c.F)
+		if recompute {
+			be.SwiGLUForward(a.h, la.gate, la.up, N*c.F) // recompute h
+			be.MatmulBackward(a.dh, lg.WDown, nil, a.dres, a.h, lp.WDown, N, c.F, c.C, false)
+			m.loraBackward(&a.lora, a.dh, a.dres, a.h, a.loraU[l][modDown], m.adapter(l, modDown), N)
+			be.SwiGLUBackward(a.dgate, a.dup, a.dh, la.gate, la.up, N*c.F)
+		} else {
+			// dh, which does not read h, then h recomputed in the pass
+			// that takes dgate and dup, then the gradients that read h
+			ad := m.adapter(l, modDown)
+			be.MatmulBackward(a.dh, nil, nil, a.dres, nil, lp.WDown, N, c.F, c.C, false)
+			du := m.loraBackwardInput(&a.lora, a.dh, a.dres, a.loraU[l][modDown], ad, N)
+			be.SwiGLUBackwardH(a.dgate, a.dup, a.h, a.dh, la.gate, la.up, N*c.F)
+			if lg.WDown != nil {
+				be.MatmulBackward(nil, lg.WDown, nil, a.dres, a.h, lp.WDown, N, c.F, c.C, false)
+			}
+			m.loraBackwardA(du, a.h, ad, N)
+		}
 		be.RMSNormForward(a.ln, la.rstd2, la.r2, lp.LN2, N, c.C, c.Eps) // recompute ln2
 		// d ln2 = the gate and up products' input gradients, summed in a.dln
 		// by the products themselves (accumulate), the adapters' too
