@@ -25,9 +25,9 @@ package cuda
 // address and length) while the copy is valid uses it as it is, so q, k
 // and v convert their common normed input once, gate and up theirs once,
 // and the LM head's backward reuses its forward's. The ops that produce
-// those inputs (RMSNormForward, ResidualRMSNormForward, SwiGLUForward)
-// write the copy of their output in the same kernel instead
-// (outputBF16), and the products that read it convert nothing. The copy
+// those inputs (RMSNormForward, ResidualRMSNormForward, SwiGLUForward,
+// SwiGLUBackwardH's h) write the copy of their output in the same kernel
+// instead (outputBF16), and the products that read it convert nothing. The copy
 // is valid from its conversion (or from the end of the op that wrote it)
 // until the first of: an op writes its tensor (the same marks as the
 // weights' copies: each output staged with back, when the op starts and
@@ -40,8 +40,9 @@ package cuda
 // An output gradient (MatmulBackward's dout, read by its two products) is
 // read from a gradient copy where the op that produced it wrote one
 // (gradBF16: LogprobBackward's dlogits, the norms' backward dres,
-// SwiGLUBackward's dgate and dup, RopeQKBackward's dq and dk, the second
-// of each pair into the second gradient copy), under the same rules as
+// SwiGLUBackward's and SwiGLUBackwardH's dgate and dup, RopeQKBackward's
+// dq and dk, the second of each pair into the second gradient copy),
+// under the same rules as
 // the activation copy; otherwise (dv, a host slice) it is rounded into
 // the op's staging arena.
 //
