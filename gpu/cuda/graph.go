@@ -77,9 +77,13 @@ type grapher interface {
 
 var _ gpu.DecodeGraph = (*Backend)(nil)
 
-// graphMaxEntries is the graphs kept (one per key, the oldest dropped),
-// and graphMaxFails the mismatches in a row after which a key stays eager.
-const graphMaxEntries, graphMaxFails = 8, 3
+// graphMaxEntries is the graphs kept (one per key, the oldest dropped):
+// more than the decode batch sizes a generator pads to (1, 2, 4 and the
+// multiples of 8: 35 for 256 slots, gpu/model's decodeBucket), so that a
+// GRPO step's shrinking batch replays its buckets' graphs from the second
+// step on instead of capturing them again. graphMaxFails is the
+// mismatches in a row after which a key stays eager.
+const graphMaxEntries, graphMaxFails = 64, 3
 
 type graphMode uint8
 
