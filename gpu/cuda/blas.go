@@ -1,30 +1,28 @@
 package cuda
 
-import "time"
-
 // rowMajor maps the ROW-MAJOR products of gpu.Backend onto column-major
 // cuBLAS: row-major C = op(A) op(B) is, read column-major, C^T = op(B)^T
 // op(A)^T, so the operands and M, N swap places and the leading dimensions
 // are the row strides. Failures panic with an *Error (ops return no errors).
 //
-// enq, when set, gathers the time of each call (Counters.EnqueueTime).
+// d, when set, times each call as its launches (Counters.EnqueueTime).
 type rowMajor struct {
 	api colMajorBlas
-	enq *time.Duration
+	d   *device
 }
 
-// start is the clock (nanotime) before a call when r.enq is set, else 0.
+// start is d.enqStart: the clock before a call, 0 when it is not timed.
 func (r rowMajor) start() int64 {
-	if r.enq == nil {
+	if r.d == nil {
 		return 0
 	}
-	return nanotime()
+	return r.d.enqStart()
 }
 
-// timed is err after adding the time since t (start) to r.enq.
+// timed is err after d.enqEnd(t).
 func (r rowMajor) timed(t int64, err error) error {
-	if t != 0 {
-		*r.enq += time.Duration(nanotime() - t)
+	if r.d != nil {
+		r.d.enqEnd(t)
 	}
 	return err
 }

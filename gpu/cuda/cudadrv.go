@@ -93,7 +93,7 @@ func newDevice(ordinal int) (*device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.blas = rowMajor{api: cb}
+	d.blas = rowMajor{api: cb, d: d}
 	if ws, err := c.malloc(cublasWorkspace); err != nil {
 		c.noGraphs = fmt.Sprintf("no memory for the cuBLAS workspace: %v", err)
 	} else if err := cb.setWorkspace(ws, cublasWorkspace); err != nil {

@@ -33,6 +33,7 @@ import (
 func OpenEmulator() *Backend {
 	m := &emuMemory{}
 	d := &device{drv: emuDriver{m}, blas: rowMajor{api: emuBlas{m}}, name: "emulator", cc: [2]int{8, 0}}
+	d.blas.d = d
 	d.graphs.off, _ = graphsOffFromEnv()
 	d.pin.off, _ = pinnedOffFromEnv()
 	return &Backend{d: d}

@@ -33,7 +33,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"time"
 	"unsafe"
 
 	"github.com/rlhost/rlhost/gpu"
@@ -180,7 +179,6 @@ type graphs struct {
 	pos   int // graphVerify: the calls matched
 	drv   driver
 	api   colMajorBlas
-	enq   *time.Duration // the products' EnqueueTime outside the region
 	list  []*graphEntry
 	Stats GraphStats
 	// plant names a defect planted in the replay (a planted bug for the
@@ -283,7 +281,6 @@ func (d *device) beginGraph(key uint64) {
 	}
 	rec := &graphRec{d: d}
 	d.drv, d.blas.api = rec, rec
-	g.enq, d.blas.enq = d.blas.enq, nil // the recorder queues nothing (EnqueueTime)
 }
 
 // endGraph ends the region (inside run): a captured graph is instantiated
@@ -294,7 +291,7 @@ func (d *device) endGraph() error {
 	if mode == graphIdle {
 		return nil
 	}
-	d.drv, d.blas.api, d.blas.enq = g.drv, g.api, g.enq
+	d.drv, d.blas.api = g.drv, g.api
 	g.mode, g.cur = graphIdle, nil
 	gr := g.drv.(grapher)
 	switch mode {

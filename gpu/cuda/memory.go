@@ -107,15 +107,6 @@ func (b *Backend) SetEnqueueTiming(on bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.enqTiming = on
-	var enq *time.Duration
-	if on {
-		enq = &d.count.EnqueueTime
-	}
-	if d.graphs.mode != graphIdle {
-		d.graphs.enq = enq // restored when the region ends
-	} else {
-		d.blas.enq = enq
-	}
 }
 
 // ResetCounters sets every count to 0.

@@ -253,6 +253,7 @@ func openNullDevice(tb testing.TB, graphs bool) (*Backend, *nullDriver) {
 		d = nullGraphDriver{drv}
 	}
 	be := &Backend{d: &device{drv: d, blas: rowMajor{api: nullBlas{&drv.ops}}, name: "null", cc: [2]int{9, 0}}}
+	be.d.blas.d = be.d
 	tb.Cleanup(func() { be.Close() })
 	return be, drv
 }

@@ -64,28 +64,22 @@ type pinned struct {
 	reuse bool
 }
 
-// basePinner is the driver under the profiler's and the graph recorder's
-// wrappers, if it can allocate page-locked memory.
-func basePinner(dr driver) pinner {
-	for {
-		switch w := dr.(type) {
-		case pinner:
-			return w
-		case profDriver:
-			dr = w.driver
-		case *graphRec:
-			dr = w.g().drv
-		default:
-			return nil
-		}
+// pinner is the device's own driver (baseDriver, under the profiler's
+// wrapper too) if it can allocate page-locked memory.
+func (d *device) pinner() pinner {
+	dr := d.baseDriver()
+	if w, ok := dr.(profDriver); ok {
+		dr = w.driver
 	}
+	p, _ := dr.(pinner)
+	return p
 }
 
 // htod copies bytes at src to dst on the stream, counted; src may be
 // reused when it returns. See "Uploads through page-locked memory".
 func (d *device) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
-	start := time.Now()
-	defer func() { d.count.UploadTime += time.Since(start) }()
+	start := nanotime()
+	defer func() { d.count.UploadTime += time.Duration(nanotime() - start) }()
 	d.count.Uploads++
 	d.count.HostToDevice += bytes
 	d.count.Largest = max(d.count.Largest, bytes)
@@ -95,7 +89,7 @@ func (d *device) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
 	}
 	if !p.tried {
 		p.tried = true
-		if p.from = basePinner(d.drv); p.from == nil {
+		if p.from = d.pinner(); p.from == nil {
 			p.why = "the driver has no page-locked memory"
 		} else if buf, err := p.from.hostAlloc(pinnedSize); err != nil {
 			p.why = fmt.Sprintf("allocate %d bytes of page-locked memory: %v", pinnedSize, err)
