@@ -321,12 +321,19 @@ func (m *Model) loraBackward(s *loraScratch, dinp, dout, inp, u []float32, ad *l
 	if ad == nil {
 		return
 	}
-	be, r, sc := m.be, m.lora.Config.Rank, m.lora.Scale
+	du := m.loraDU(s, dout, u, ad, N)
+	m.be.MatmulBackward(dinp, ad.DA, nil, du, inp, ad.A, N, ad.In, m.lora.Config.Rank, true) // dA += du^T inp; dinp += du A
+}
+
+// loraDU accumulates dB += dout^T u and returns du = scale * dout B [N,R]
+// (in the scratch, valid until the next adapter's backward).
+func (m *Model) loraDU(s *loraScratch, dout, u []float32, ad *loraAdapter, N int) []float32 {
+	be, r := m.be, m.lora.Config.Rank
 	s.be = be
 	du := s.tensor(&s.du, N*r, "du")
 	be.MatmulBackward(du, ad.DB, nil, dout, u, ad.B, N, r, ad.Out, false) // dB += dout^T u; du = dout B
-	be.Scale(du, sc)
-	be.MatmulBackward(dinp, ad.DA, nil, du, inp, ad.A, N, ad.In, r, true) // dA += du^T inp; dinp += du A
+	be.Scale(du, m.lora.Scale)
+	return du
 }
 
 // loraBackwardInput is loraBackward without dA += du^T inp, the one part
@@ -339,12 +346,8 @@ func (m *Model) loraBackwardInput(s *loraScratch, dinp, dout, u []float32, ad *l
 	if ad == nil {
 		return nil
 	}
-	be, r, sc := m.be, m.lora.Config.Rank, m.lora.Scale
-	s.be = be
-	du := s.tensor(&s.du, N*r, "du")
-	be.MatmulBackward(du, ad.DB, nil, dout, u, ad.B, N, r, ad.Out, false) // dB += dout^T u; du = dout B
-	be.Scale(du, sc)
-	be.MatmulBackward(dinp, nil, nil, du, nil, ad.A, N, ad.In, r, true) // dinp += du A
+	du := m.loraDU(s, dout, u, ad, N)
+	m.be.MatmulBackward(dinp, nil, nil, du, nil, ad.A, N, ad.In, m.lora.Config.Rank, true) // dinp += du A
 	return du
 }
 
