@@ -169,6 +169,12 @@ func (c *cuDriver) elapsed(start, end event) (time.Duration, error) {
 	return time.Duration(ms * 1e6), err
 }
 
+// The queue's events (queue.go): without timing, waited for with
+// cuEventSynchronize.
+func (c *cuDriver) newSyncEvent() (event, error) { return cu.MakeEvent(cu.DisableTiming) }
+
+func (c *cuDriver) waitEvent(e event) error { return e.(cu.Event).Synchronize() }
+
 func (c *cuDriver) destroyEvent(e event) error {
 	ev := e.(cu.Event)
 	return cu.DestroyEvent(&ev)
@@ -193,10 +199,14 @@ func Open(ordinal int) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	depth, err := queueDepthFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	d, err := newDevice(ordinal)
 	if err != nil {
 		return nil, err
 	}
-	d.vars, d.graphs.off, d.pin.off = vars, graphsOff, pinnedOff
+	d.vars, d.graphs.off, d.pin.off, d.queue.depth = vars, graphsOff, pinnedOff, depth
 	return &Backend{d: d}, nil
 }

@@ -36,6 +36,9 @@ func OpenEmulator() *Backend {
 	d.blas.d = d
 	d.graphs.off, _ = graphsOffFromEnv()
 	d.pin.off, _ = pinnedOffFromEnv()
+	if n, err := queueDepthFromEnv(); err == nil {
+		d.queue.depth = n
+	}
 	return &Backend{d: d}
 }
 
@@ -442,6 +445,17 @@ func (emuDriver) elapsed(start, end event) (time.Duration, error) {
 }
 
 func (emuDriver) destroyEvent(event) error { return nil }
+
+// The queue's events (queue.go): the stream has run everything queued
+// when an event is recorded, so a wait returns at once.
+func (emuDriver) newSyncEvent() (event, error) { return &emuEvent{}, nil }
+
+func (emuDriver) waitEvent(e event) error {
+	if e.(*emuEvent).at.IsZero() {
+		return fmt.Errorf("wait for an event never recorded")
+	}
+	return nil
+}
 
 // memInfo reports the emulator's device as 1 GiB with nothing free beyond what it has.
 func (emuDriver) memInfo() (free, total int64, err error) { return 0, 1 << 30, nil }

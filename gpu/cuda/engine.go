@@ -175,9 +175,10 @@ type device struct {
 	// profAgg is the times resolved so far (Profile).
 	prof    *profiler
 	profAgg profileAgg
-	slots   []uint64 // the argument slots of the launch being queued (launch)
-	graphs  graphs   // decode graphs (graph.go)
-	pin     pinned   // the page-locked upload buffer (pinned.go)
+	slots   []uint64   // the argument slots of the launch being queued (launch)
+	graphs  graphs     // decode graphs (graph.go)
+	pin     pinned     // the page-locked upload buffer (pinned.go)
+	queue   queueLimit // the bound on the ops queued ahead of the stream (queue.go)
 	// enqTiming times the calls that queue work (SetEnqueueTiming)
 	enqTiming bool
 }
@@ -238,6 +239,7 @@ func (d *device) sync() error {
 	d.count.SyncWait += time.Since(start)
 	if err == nil {
 		d.pin.synced()
+		d.queue.synced()
 	}
 	return err
 }
@@ -296,17 +298,21 @@ func nanotime() int64
 // while the timing is on (SetEnqueueTiming), outside decode-graph
 // regions: inside one the recorder takes the calls (a comparison or a
 // capture, no work queued). enqStart returns 0 when it does not time.
+// enqStart also makes room for the call in the queue (queue.go).
 func (d *device) enqStart() int64 {
+	d.queueRoom()
 	if !d.enqTiming || d.graphs.mode != graphIdle {
 		return 0
 	}
 	return nanotime()
 }
 
+// enqEnd also counts the call as one op queued (queue.go).
 func (d *device) enqEnd(t int64) {
 	if t != 0 {
 		d.count.EnqueueTime += time.Duration(nanotime() - t)
 	}
+	d.queued()
 }
 
 // colsumRows is COLSUM_ROWS of kernels/common.cuh: the rows of a chunk of

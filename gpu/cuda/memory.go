@@ -31,9 +31,14 @@ type Counters struct {
 	// itself, those of a capture included).
 	GraphLaunches, GraphKernels int64
 	// SyncWait is the host's time blocked on the device: in stream
-	// synchronisations and device->host copies. Wall time less SyncWait
-	// bounds from above the time the device sat idle.
+	// synchronisations, device->host copies and the waits that keep the
+	// host at most QueueDepth ops ahead of the stream (QueueWaits,
+	// queue.go). Wall time less SyncWait bounds from above the time the
+	// device sat idle.
 	SyncWait time.Duration
+	// QueueWaits are the waits for an event of the stream that keep the
+	// host at most QueueDepth ops ahead of it (queue.go); not in Syncs.
+	QueueWaits int64
 	// PinnedUploads are the uploads made through the device's page-locked
 	// buffer (pinned.go; the others went from the caller's memory), and
 	// UploadTime the host's time in host->device copies, the copy into
@@ -61,7 +66,7 @@ func (c Counters) Sub(c0 Counters) Counters {
 		Uploads: c.Uploads - c0.Uploads, Downloads: c.Downloads - c0.Downloads,
 		DeviceToDevice: c.DeviceToDevice - c0.DeviceToDevice, DeviceCopies: c.DeviceCopies - c0.DeviceCopies,
 		Largest: c.Largest, Allocs: c.Allocs - c0.Allocs, AllocBytes: c.AllocBytes - c0.AllocBytes,
-		Syncs: c.Syncs - c0.Syncs, Launches: c.Launches - c0.Launches, SyncWait: c.SyncWait - c0.SyncWait,
+		Syncs: c.Syncs - c0.Syncs, QueueWaits: c.QueueWaits - c0.QueueWaits, Launches: c.Launches - c0.Launches, SyncWait: c.SyncWait - c0.SyncWait,
 		GraphLaunches: c.GraphLaunches - c0.GraphLaunches, GraphKernels: c.GraphKernels - c0.GraphKernels,
 		PinnedUploads: c.PinnedUploads - c0.PinnedUploads, UploadTime: c.UploadTime - c0.UploadTime,
 		EnqueueTime: c.EnqueueTime - c0.EnqueueTime, AllocTime: c.AllocTime - c0.AllocTime,
@@ -84,8 +89,8 @@ func (c Counters) HostFrac(wall float64) float64 {
 }
 
 func (c Counters) String() string {
-	return fmt.Sprintf("up %d B in %d copies (%d through page-locked memory, %v), down %d B in %d copies, on the device %d B in %d copies, %d allocations (%d B, %v), %d syncs (%v waiting), %d launches (%d in %d graphs; %v queueing)",
-		c.HostToDevice, c.Uploads, c.PinnedUploads, c.UploadTime, c.DeviceToHost, c.Downloads, c.DeviceToDevice, c.DeviceCopies, c.Allocs, c.AllocBytes, c.AllocTime, c.Syncs, c.SyncWait, c.Launches,
+	return fmt.Sprintf("up %d B in %d copies (%d through page-locked memory, %v), down %d B in %d copies, on the device %d B in %d copies, %d allocations (%d B, %v), %d syncs and %d queue waits (%v waiting), %d launches (%d in %d graphs; %v queueing)",
+		c.HostToDevice, c.Uploads, c.PinnedUploads, c.UploadTime, c.DeviceToHost, c.Downloads, c.DeviceToDevice, c.DeviceCopies, c.Allocs, c.AllocBytes, c.AllocTime, c.Syncs, c.QueueWaits, c.SyncWait, c.Launches,
 		c.GraphKernels, c.GraphLaunches, c.EnqueueTime)
 }
 
@@ -347,6 +352,7 @@ func (b *Backend) Close() error {
 		}
 	}
 	errs = append(errs, d.pin.release())
+	errs = append(errs, d.queue.release())
 	if c, ok := d.drv.(interface{ close() error }); ok {
 		errs = append(errs, c.close())
 	}

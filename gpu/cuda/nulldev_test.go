@@ -35,14 +35,23 @@ type nullDriver struct {
 
 // nullOps counts the calls the null device was given.
 type nullOps struct {
-	launches, blas, htod, dtoh, dtod, zero, syncs, mallocs, graphs int64
+	launches, blas, htod, dtoh, dtod, zero, syncs, mallocs, graphs, waits int64
+	// passed is the ops the host knows the stream has run: those queued
+	// before its last synchronisation or the last event it waited for;
+	// maxAhead the most ops it had queued beyond them (queue.go's bound).
+	passed, maxAhead int64
 }
 
-// sub is the counts from o0 to o.
+// sub is the counts from o0 to o (passed and maxAhead: o's).
 func (o nullOps) sub(o0 nullOps) nullOps {
-	return nullOps{o.launches - o0.launches, o.blas - o0.blas, o.htod - o0.htod, o.dtoh - o0.dtoh, o.dtod - o0.dtod,
-		o.zero - o0.zero, o.syncs - o0.syncs, o.mallocs - o0.mallocs, o.graphs - o0.graphs}
+	return nullOps{launches: o.launches - o0.launches, blas: o.blas - o0.blas, htod: o.htod - o0.htod,
+		dtoh: o.dtoh - o0.dtoh, dtod: o.dtod - o0.dtod, zero: o.zero - o0.zero, syncs: o.syncs - o0.syncs,
+		mallocs: o.mallocs - o0.mallocs, graphs: o.graphs - o0.graphs, waits: o.waits - o0.waits,
+		passed: o.passed, maxAhead: o.maxAhead}
 }
+
+// queue notes one more op queued (after its count).
+func (o *nullOps) queue() { o.maxAhead = max(o.maxAhead, o.queued()-o.passed) }
 
 // queued is every op the host queued on the stream: launches, cuBLAS
 // calls, copies (device->host copies included; they block) and graph
@@ -124,22 +133,26 @@ func (n *nullDriver) hostFree(p unsafe.Pointer) error {
 
 func (n *nullDriver) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
 	n.ops.htod++
+	n.ops.queue()
 	return nil
 }
 
 func (n *nullDriver) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
 	n.ops.dtoh++
+	n.ops.passed = n.ops.queued() // it waits for the stream
 	clear(unsafe.Slice((*byte)(dst), bytes))
 	return nil
 }
 
 func (n *nullDriver) dtod(dst, src dptr, bytes int64) error {
 	n.ops.dtod++
+	n.ops.queue()
 	return nil
 }
 
 func (n *nullDriver) zero(p dptr, bytes int64) error {
 	n.ops.zero++
+	n.ops.queue()
 	return nil
 }
 
@@ -152,6 +165,7 @@ func (n *nullDriver) launch(kernel string, grid int, args []uint64) error {
 	}
 	params := n.params.of(args)
 	n.ops.launches++
+	n.ops.queue()
 	nullSink = f + len(params)
 	return nil
 }
@@ -161,16 +175,22 @@ var nullSink int
 
 func (n *nullDriver) sync() error {
 	n.ops.syncs++
+	n.ops.passed = n.ops.queued()
 	return nil
 }
 
-// Timing events (EnableProfile): recorded, and every op takes no time.
-type nullEvent struct{ recorded bool }
+// Timing events (EnableProfile): recorded, and every op takes no time; at
+// is the ops queued when one was recorded (the queue's events).
+type nullEvent struct {
+	recorded bool
+	at       int64
+}
 
 func (n *nullDriver) newEvent() (event, error) { return &nullEvent{}, nil }
 
 func (n *nullDriver) record(e event) error {
 	e.(*nullEvent).recorded = true
+	e.(*nullEvent).at = n.ops.queued()
 	return nil
 }
 
@@ -182,6 +202,18 @@ func (n *nullDriver) elapsed(start, end event) (time.Duration, error) {
 }
 
 func (n *nullDriver) destroyEvent(event) error { return nil }
+
+// The queue's events (queue.go): recorded, and passed at once.
+func (n *nullDriver) newSyncEvent() (event, error) { return &nullEvent{}, nil }
+
+func (n *nullDriver) waitEvent(e event) error {
+	if !e.(*nullEvent).recorded {
+		return fmt.Errorf("wait for an event never recorded")
+	}
+	n.ops.waits++
+	n.ops.passed = max(n.ops.passed, e.(*nullEvent).at)
+	return nil
+}
 
 func (n *nullDriver) close() error {
 	if n.region == nil {
@@ -198,6 +230,7 @@ type nullBlas struct{ ops *nullOps }
 func (b nullBlas) sgemm(transA, transB bool, m, n, k int, alpha float32, A dptr, lda int,
 	B dptr, ldb int, beta float32, C dptr, ldc int) error {
 	b.ops.blas++
+	b.ops.queue()
 	return nil
 }
 
@@ -205,6 +238,7 @@ func (b nullBlas) sgemmStridedBatched(transA, transB bool, m, n, k int, alpha fl
 	A dptr, lda, strideA int, B dptr, ldb, strideB int, beta float32,
 	C dptr, ldc, strideC, count int) error {
 	b.ops.blas++
+	b.ops.queue()
 	return nil
 }
 
@@ -212,6 +246,7 @@ func (b nullBlas) gemmEx(transA, transB bool, m, n, k int, alpha float32,
 	A dptr, at DataType, lda int, B dptr, bt DataType, ldb int, beta float32,
 	C dptr, ct DataType, ldc int, compute ComputeType) error {
 	b.ops.blas++
+	b.ops.queue()
 	return nil
 }
 
@@ -219,6 +254,7 @@ func (b nullBlas) gemmStridedBatchedEx(transA, transB bool, m, n, k int, alpha f
 	A dptr, at DataType, lda, strideA int, B dptr, bt DataType, ldb, strideB int, beta float32,
 	C dptr, ct DataType, ldc, strideC, count int, compute ComputeType) error {
 	b.ops.blas++
+	b.ops.queue()
 	return nil
 }
 
@@ -234,7 +270,7 @@ type nullGraph struct{}
 
 func (nullGraphDriver) beginCapture() error            { return nil }
 func (nullGraphDriver) endCapture() (graphExec, error) { return nullGraph{}, nil }
-func (n nullGraphDriver) launchGraph(graphExec) error  { n.ops.graphs++; return nil }
+func (n nullGraphDriver) launchGraph(graphExec) error  { n.ops.graphs++; n.ops.queue(); return nil }
 func (nullGraphDriver) destroyGraph(graphExec) error   { return nil }
 
 // openNull returns a Backend on a null device; Close releases its address
@@ -254,6 +290,11 @@ func openNullDevice(tb testing.TB, graphs bool) (*Backend, *nullDriver) {
 	}
 	be := &Backend{d: &device{drv: d, blas: rowMajor{api: nullBlas{&drv.ops}}, name: "null", cc: [2]int{9, 0}}}
 	be.d.blas.d = be.d
+	depth, err := queueDepthFromEnv() // QueueDepthEnv=0: BenchmarkHostCost without the bound
+	if err != nil {
+		tb.Fatal(err)
+	}
+	be.d.queue.depth = depth
 	tb.Cleanup(func() { be.Close() })
 	return be, drv
 }

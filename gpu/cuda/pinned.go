@@ -78,8 +78,12 @@ func (d *device) pinner() pinner {
 // htod copies bytes at src to dst on the stream, counted; src may be
 // reused when it returns. See "Uploads through page-locked memory".
 func (d *device) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
+	d.queueRoom()
 	start := nanotime()
-	defer func() { d.count.UploadTime += time.Duration(nanotime() - start) }()
+	defer func() {
+		d.count.UploadTime += time.Duration(nanotime() - start)
+		d.queued()
+	}()
 	d.count.Uploads++
 	d.count.HostToDevice += bytes
 	d.count.Largest = max(d.count.Largest, bytes)

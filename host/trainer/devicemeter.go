@@ -17,8 +17,13 @@ const (
 	HostToDeviceBytes = "perf/host_to_device_bytes"
 	DeviceToHostBytes = "perf/device_to_host_bytes"
 	// DeviceWait is the host's time blocked on the device, in seconds: in
-	// synchronisations and device->host copies.
+	// synchronisations, device->host copies and the waits that keep the
+	// host a bounded number of ops ahead of the stream (QueueWaits).
 	DeviceWait = "perf/device_wait_s"
+	// QueueWaits is the step's waits for the stream that keep the host at
+	// most cuda.QueueDepth ops ahead of it (docs/gpu.md, "A bounded
+	// queue"), where the driver would otherwise hold it inside a launch.
+	QueueWaits = "perf/queue_waits"
 	// HostFrac is 1 - DeviceWait / timing_s/step: the share of the step's wall
 	// time in which the host was not waiting on the device (host code between
 	// kernels, the reward, the task plugins). The device can be idle only
@@ -78,6 +83,7 @@ func (m *deviceMeter) addTo(vals map[string]float64, wall time.Duration) {
 	vals[HostToDeviceBytes] = float64(d.HostToDevice)
 	vals[DeviceToHostBytes] = float64(d.DeviceToHost)
 	vals[DeviceWait] = d.SyncWait.Seconds()
+	vals[QueueWaits] = float64(d.QueueWaits)
 	vals[UploadTime] = d.UploadTime.Seconds()
 	vals[EnqueueTime] = d.EnqueueTime.Seconds()
 	vals[DeviceAllocs] = float64(d.Allocs)

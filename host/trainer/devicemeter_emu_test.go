@@ -19,6 +19,7 @@ import (
 func TestDeviceMeterCUDA(t *testing.T) {
 	be := cuda.OpenEmulator()
 	defer be.Close()
+	be.SetQueueDepth(8) // the tiny step queues more than 8 ops between two synchronisations
 	ck, err := weights.Load("../../gpu/model/testdata/tiny-llama")
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +75,9 @@ func TestDeviceMeterCUDA(t *testing.T) {
 		if vals[k] <= 0 {
 			t.Errorf("%s = %v; a training step synchronises and copies both ways", k, vals[k])
 		}
+	}
+	if qw, ok := vals[QueueWaits]; !ok || qw <= 0 {
+		t.Errorf("%s = %v (logged %v); the step queues more than 8 ops between two synchronisations", QueueWaits, qw, ok)
 	}
 	w, ok := vals[DeviceWait]
 	if !ok || w < 0 || w > wall.Seconds() {

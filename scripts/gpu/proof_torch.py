@@ -317,7 +317,7 @@ def goals(rows, grpo, grpo_shape=None):
 
 
 GRPO_KEYS = [("timing_s/step", "s"), ("perf/host_frac", "host not waiting on the device"),
-             ("perf/device_wait_s", "s waiting"), ("perf/upload_s", "s in uploads"),
+             ("perf/device_wait_s", "s waiting"), ("perf/queue_waits", "queue waits"), ("perf/upload_s", "s in uploads"),
              ("perf/enqueue_s", "s queueing (launches, products)"), ("perf/device_allocs", "allocations"),
              ("perf/alloc_s", "s allocating"), ("perf/device_syncs", "syncs"),
              ("perf/host_to_device_bytes", "B up"),

@@ -196,7 +196,7 @@ def test_paths(tmp_path):
         "   29.0%    174.000 ms     168 x    1035.7 us  cublasGemmEx bf16->f32 NT 896x8192x4864",
         "   10.0%     60.000 ms      24 x    2500.0 us  rope_qk",
         "    1.0%      6.000 ms       3 x    2000.0 us  memcpy HtoD",
-        "GRPO step 1: 2.5 s, 0.031 host not waiting on the device, - s waiting, 0.012 s in uploads, - s queueing (launches, products), "
+        "GRPO step 1: 2.5 s, 0.031 host not waiting on the device, - s waiting, - queue waits, 0.012 s in uploads, - s queueing (launches, products), "
         "- allocations, - s allocating, - syncs, - B up, - B down, "
         "- prompt tokens prefilled, 300 shared, - update padding (packed micro-batches: AttentionVarlen), "
         "1.9 s generating, - s reward, - s old log-probs, - s updating, 0.25 host not waiting in the rollout, "
