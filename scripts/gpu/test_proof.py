@@ -398,7 +398,7 @@ if [ "$2" = make ]; then mkdir -p "$3" && echo x >"$3/model.safetensors" && {{ [
 exit 0
 """
 STUB_RLHOST = """#!/usr/bin/env bash
-echo "rlhost $*${{RLHOST_CUDA_VARIANTS:+ [variants=$RLHOST_CUDA_VARIANTS]}}${{RLHOST_CUDA_PINNED:+ [pinned=$RLHOST_CUDA_PINNED]}}" >>{log}
+echo "rlhost $*${{RLHOST_CUDA_VARIANTS:+ [variants=$RLHOST_CUDA_VARIANTS]}}${{RLHOST_CUDA_PINNED:+ [pinned=$RLHOST_CUDA_PINNED]}}${{RLHOST_CUDA_QUEUE_DEPTH:+ [queue=$RLHOST_CUDA_QUEUE_DEPTH]}}" >>{log}
 if [ "$1" = train ]; then
     d=runs/proof-arith
     for a in "$@"; do case $a in trainer.run_dir=*) d=${{a#trainer.run_dir=}};; esac; done
@@ -473,12 +473,15 @@ def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch, ab):
     assert f"kernel variants {' '.join(want) or 'none'}" in (out / "machine.txt").read_text()
     train = [c for c in calls if c.startswith("rlhost train ")]
     assert all(f"actor_rollout_ref.model.path={ck} " in c for c in train), train
-    # PROOF_GRPO_AB (default 1) runs it again with uploads from pageable memory, into its own run folder
-    assert [c.endswith(" [pinned=0]") for c in train] == ([False] if ab == "0" else [False, True]), train
-    assert [" trainer.run_dir=runs/proof-arith-pageable " in c for c in train[1:]] == ([] if ab == "0" else [True]), train
-    pageable = any(c.startswith(f"py {bundle}/proof_torch.py paths --grpo {out}/runs/proof-arith-pageable/metrics.jsonl")
-                   for c in calls)
-    assert pageable == (ab != "0"), calls
+    # the default run, then (PROOF_GRPO_AB, default 1) with uploads from pageable memory and with no
+    # bound on the queue, each into its own run folder, and their step lines printed
+    tails = [c.rsplit("proof-arith", 1)[1] for c in train]
+    want_tails = [""] if ab == "0" else ["", "-pageable [pinned=0]", "-unbounded [queue=0]"]
+    assert tails == want_tails, train
+    for run in ("pageable", "unbounded"):
+        printed = any(c.startswith(f"py {bundle}/proof_torch.py paths --grpo {out}/runs/proof-arith-{run}/metrics.jsonl")
+                      for c in calls)
+        assert printed == (ab != "0"), (run, calls)
     # the run's size: PROOF_GRPO_SIZE="PROMPTS N TOKENS", default 32 prompts x 8 samples x 256 tokens
     prompts, n, toks = (4, 4, 32) if knob else (32, 8, 256)
     for kv in (f"data.train_batch_size={prompts}", f"actor_rollout_ref.actor.ppo_mini_batch_size={prompts}",
