@@ -96,6 +96,7 @@ var Checks = []Check{
 	{"SwiGLUBackwardH", checkSwiGLUBackwardH},
 	{"Residual", checkResidual},
 	{"Logprob", checkLogprob},
+	{"LogprobTwoPass", checkLogprobTwoPass},
 	{"SumSquaresScale", checkSumSquaresScale},
 	{"AdamW", checkAdamW},
 	{"Sample", checkSample},

@@ -232,7 +232,7 @@ static const rl_kernel rl_kernels[] = {
     K(embedding_forward), K(embedding_backward), K(rmsnorm_forward), K(rmsnorm_backward_dinp),
     K(rmsnorm_backward_dweight), K(add_bias), K(bias_backward), K(colsum_finish), K(rope), K(attention_probs), K(attention_out),
     K(attention_dscores), K(attention_dq), K(attention_dkv), K(attention_cached), K(swiglu_forward),
-    K(swiglu_backward), K(swiglu_backward_h), K(residual_forward), K(residual_backward), K(logprob_forward), K(logprob_backward),
+    K(swiglu_backward), K(swiglu_backward_h), K(residual_forward), K(residual_backward), K(logprob_forward), K(logprob_forward_twopass), K(logprob_backward),
     K(sum_squares), K(sum_f64), K(scale), K(adamw), K(gather_rows), K(scatter_rows),
     K(flash_attention_forward), K(flash_attention_backward_dot), K(flash_attention_backward_dkv),
     K(flash_attention_backward_dq), K(mma_bf16_probe), K(flash_attention_forward_mma64),
@@ -304,6 +304,9 @@ static const rl_kernel rl_kernels[] = {
     // elementwise.cuh SB_BUG_*: the fused SwiGLU backward's h without up, h's copy made of gate
     rl_make("swiglu_backward_h/no_up", swiglu_backward_h_impl<SB_BUG_NO_UP>),
     rl_make("swiglu_backward_h/copy", swiglu_backward_h_impl<SB_BUG_COPY>),
+    // logprob.cuh LP_BUG_*: sez rescaled without its shift, thread 0's sums merged unshifted
+    rl_make("logprob_forward/sez", logprob_forward_impl<LP_BUG_SEZ>),
+    rl_make("logprob_forward/merge", logprob_forward_impl<LP_BUG_MERGE>),
     // bf16.cuh BF16_BUG_TRUNCATE: the rounding left out
     rl_make("f32_to_bf16/truncate", +[](unsigned short* out, const float* inp, i64 n) {
         f32_to_bf16_impl<BF16_BUG_TRUNCATE>(out, inp, n);

@@ -2,7 +2,12 @@ package cuda
 
 // Checks of the logprob family against the CPU reference gpu/cpu (logprob.go).
 
-import "math/rand/v2"
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
 
 func checkLogprob(b Device) error {
 	r := rand.New(rand.NewPCG(12, 12))
@@ -25,4 +30,186 @@ func checkLogprob(b Device) error {
 	ref.LogprobBackward(d1, d1, l1, h1, targets, dlogp, dent, N, V)
 	b.LogprobBackward(d2, d2, l1, h1, targets, dlogp, dent, N, V)
 	return compare("dlogits", d2, d1, 1e-5)
+}
+
+// logprobRow is one row of checkLogprobTwoPass: its logits and target,
+// and what it is.
+type logprobRow struct {
+	kind   string
+	z      []float32
+	target int32
+}
+
+// logprobRows are the rows of checkLogprobTwoPass, by V: at Qwen2.5's V
+// (151936) a language model's spread, a flat row, a very peaked one,
+// logits over +-1e4 and around 1e4, the max the last element (and the
+// target), the max the first, rows rising and falling throughout (a new
+// running max at every chunk of every thread, or never after the first);
+// targets -1 among them. Then widths that leave threads idle (1, 3, 255),
+// a width not a multiple of 4 (1001: the rows start at every 16-byte
+// alignment) and one of a full step of unrolled loads and single ones
+// (5127), of a few rows each.
+func logprobRows(r *rand.Rand) map[int][]logprobRow {
+	const V = 151936
+	rows := map[int][]logprobRow{}
+	fill := func(n int, f func(j int) float32) []float32 {
+		z := make([]float32, n)
+		for j := range z {
+			z[j] = f(j)
+		}
+		return z
+	}
+	normal := func(n int, s float64) []float32 { return randn(r, n, s) }
+	peak := normal(V, 1)
+	ip := r.IntN(V)
+	peak[ip] = 40
+	last := normal(V, 2)
+	last[V-1] = 20
+	first := normal(V, 2)
+	first[0] = 20
+	rows[V] = []logprobRow{
+		{"spread (std 4)", normal(V, 4), int32(r.IntN(V))},
+		{"flat", fill(V, func(int) float32 { return 0.37 }), 0},
+		{"peaked", peak, int32(ip)},
+		{"uniform +-1e4", fill(V, func(int) float32 { return float32(2e4*r.Float64() - 1e4) }), int32(r.IntN(V))},
+		{"around 1e4", fill(V, func(int) float32 { return float32(1e4 + 2*r.NormFloat64()) }), -1},
+		{"max last", last, V - 1},
+		{"max first", first, -1},
+		{"rising", fill(V, func(j int) float32 { return float32(j) * 1e-4 }), V - 1},
+		{"falling", fill(V, func(j int) float32 { return -float32(j) * 1e-4 }), 0},
+	}
+	for _, n := range []int{1, 3, 255, 1001, 5127} {
+		for i := range 5 {
+			z := normal(n, 3)
+			if i == 4 {
+				for j := range z {
+					z[j] = 1e4 - z[j]
+				}
+			}
+			t := int32(r.IntN(n))
+			if i == 1 {
+				t = -1
+			}
+			rows[n] = append(rows[n], logprobRow{fmt.Sprintf("std 3 #%d", i), z, t})
+		}
+	}
+	return rows
+}
+
+// logprobOut is one row's log-prob, entropy and lse from the CPU
+// reference, the default kernel (one pass) and the logprob_twopass variant.
+type logprobOut struct {
+	V        int
+	row      logprobRow
+	cpu, one [3]float32
+	two      [3]float32
+}
+
+var logprobOutNames = [3]string{"logp", "entropy", "lse"}
+
+// logprobOuts runs logprobRows through the CPU reference, LogprobForward
+// and (on a device with variants) LogprobForward with logprob_twopass on;
+// the rows of each V in one call, and the first V's rows once more from a
+// device tensor one float past its start (every row 4 bytes off a 16-byte
+// boundary).
+func logprobOuts(b Device) ([]logprobOut, error) {
+	r := rand.New(rand.NewPCG(31, 31))
+	rows := logprobRows(r)
+	var widths []int
+	for V := range rows {
+		widths = append(widths, V)
+	}
+	slices.Sort(widths)
+	var outs []logprobOut
+	run := func(V int, rs []logprobRow, offset bool) error {
+		N := len(rs)
+		logits, targets := make([]float32, 0, N*V), make([]int32, N)
+		for i, row := range rs {
+			logits = append(logits, row.z...)
+			targets[i] = row.target
+		}
+		var cpuOut [3][]float32
+		for q := range cpuOut {
+			cpuOut[q] = make([]float32, N)
+		}
+		ref.LogprobForward(cpuOut[0], cpuOut[1], cpuOut[2], logits, targets, N, V)
+		in := logits
+		if offset {
+			t := b.Alloc("check logits", N*V+1)
+			defer b.Free(t)
+			b.Upload(t[1:], logits)
+			in = t[1:]
+		}
+		var dev [2][3][]float32
+		for k, two := range []bool{false, true} {
+			for q := range dev[k] {
+				dev[k][q] = make([]float32, N)
+			}
+			if err := withVariant(b, func(v *Variants) { v.LogprobTwoPass = two }, func() error {
+				b.LogprobForward(dev[k][0], dev[k][1], dev[k][2], in, targets, N, V)
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		for i, row := range rs {
+			o := logprobOut{V: V, row: row}
+			if offset {
+				o.row.kind += ", 4 bytes off"
+			}
+			for q := range 3 {
+				o.cpu[q], o.one[q], o.two[q] = cpuOut[q][i], dev[0][q][i], dev[1][q][i]
+			}
+			outs = append(outs, o)
+		}
+		return nil
+	}
+	for _, V := range widths {
+		if err := run(V, rows[V], false); err != nil {
+			return nil, err
+		}
+	}
+	big := widths[len(widths)-1]
+	if err := run(big, rows[big], true); err != nil {
+		return nil, err
+	}
+	return outs, nil
+}
+
+// Tolerances of checkLogprobTwoPass, relative to max(1, |value|): each
+// kernel against the CPU reference (checkLogprob's), and the one-pass
+// kernel against the two-pass one. Measured on the emulator
+// (TestLogprobTwoPassDiffs; docs/gpu.md, "The log-softmax forward in one
+// pass"): at most 1.2e-7 each, one float rounding of the results.
+const logprobTol, logprobKernelTol = 1e-5, 2e-6
+
+// checkLogprobTwoPass: the one-pass kernel (the default) and the two-pass
+// one (the logprob_twopass variant) on the rows of logprobRows, each
+// against the CPU reference and against each other, row by row. The
+// variants are restored after.
+func checkLogprobTwoPass(b Device) error {
+	outs, err := logprobOuts(b)
+	if err != nil {
+		return err
+	}
+	for _, o := range outs {
+		for q, name := range logprobOutNames {
+			for _, c := range []struct {
+				what      string
+				got, want float32
+				tol       float64
+			}{
+				{"one-pass", o.one[q], o.cpu[q], logprobTol},
+				{"two-pass", o.two[q], o.cpu[q], logprobTol},
+				{"one-pass against two-pass", o.one[q], o.two[q], logprobKernelTol},
+			} {
+				d := math.Abs(float64(c.got) - float64(c.want))
+				if lim := c.tol * max(1, math.Abs(float64(c.want))); !(d <= lim) {
+					return fmt.Errorf("V=%d row %q (target %d): %s %s %g, %g (|diff| %.3g > %.3g); cpu %g",
+						o.V, o.row.kind, o.row.target, c.what, name, c.got, c.want, d, lim, o.cpu[q])
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -22,10 +22,11 @@ const VariantsEnv = "RLHOST_CUDA_VARIANTS"
 // SampleBisect are the kernels that were the defaults before an H100 proof
 // (at b593c0c) measured their replacements faster, FlashDKVGroup and
 // FlashDQStage those before an H100 proof at 960b55b did (docs/gpu.md,
-// "Kernel variants"). SwiGLURecompute is the one former default replaced
-// before a GPU timed its replacement: the replacement runs the same
-// formulas with a pass over [N, F] tensors fewer a layer, so it kept no
-// opt-in stage, and the next proof times the two.
+// "Kernel variants"). SwiGLURecompute and LogprobTwoPass are the former
+// defaults replaced before a GPU timed their replacements: the one runs
+// the same formulas with a pass over [N, F] tensors fewer a layer, the
+// other reads the logits once where the former read them twice, so they
+// kept no opt-in stage, and the next proof times each pair.
 type Variants struct {
 	// FlashSIMT runs the fused attention's products on fp32 CUDA cores
 	// where the products are bf16, instead of the bf16 tensor cores
@@ -64,6 +65,12 @@ type Variants struct {
 	// one pass over gate and up), then the weight gradients that read h
 	// (gpu.SwiGLURecompute; the same formulas, the same values).
 	SwiGLURecompute bool
+	// LogprobTwoPass runs the log-softmax forward as
+	// logprob_forward_twopass, which reads each row of logits twice (its
+	// max, then the sums of exp(z-max) and exp(z-max)*(z-max)), instead of
+	// logprob_forward, which reads it once, each thread keeping a running
+	// max and rescaling its sums when it grows (kernels/logprob.cuh).
+	LogprobTwoPass bool
 }
 
 // variantNames maps each name RLHOST_CUDA_VARIANTS accepts to its field.
@@ -74,6 +81,7 @@ var variantNames = map[string]func(*Variants) *bool{
 	"flash_dkv_group":  func(v *Variants) *bool { return &v.FlashDKVGroup },
 	"flash_dq_stage":   func(v *Variants) *bool { return &v.FlashDQStage },
 	"swiglu_recompute": func(v *Variants) *bool { return &v.SwiGLURecompute },
+	"logprob_twopass":  func(v *Variants) *bool { return &v.LogprobTwoPass },
 }
 
 // promotedVariants are the names of variants that became the default

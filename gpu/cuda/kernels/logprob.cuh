@@ -4,10 +4,156 @@
 #pragma once
 
 // ---------------------------------------------------------------------------
-// log-softmax: one block per row n of logits [N,V]; sums in double as the CPU does.
+// log-softmax forward: one block per row n of logits [N,V]; sums in double
+// as the CPU does. Per row: m = max z, se = sum exp(z-m), sez = sum
+// exp(z-m)*(z-m); lse = m + log se, entropy = log se - sez/se, logp =
+// z[target] - lse (0 where the target is -1).
+
+// logprob_forward reads the row once (the default; docs/gpu.md, "The
+// log-softmax forward in one pass"). Each thread keeps a running state
+// (m, se, sez) of its elements, se and sez relative to its own running max
+// m; when a chunk of its elements holds a larger max m' the state moves to
+// it (lp_shift), then the chunk's elements are added. The block then moves
+// every thread's state to the row's max M (block_max) and sums the states
+// in double (block_sumd: a fixed order, so the result is deterministic for
+// a given row and address). Loads: the row's first elements up to a 16-byte
+// boundary (0 to 3, one a thread), then float4s, LP_UNROLL a thread in
+// flight a step, then single float4s, then the last 0 to 3 elements: any V
+// and any row address (V*4 need not be a multiple of 16). One expf per
+// element, as the second pass of the two-pass kernel; lp_shift's exp (in
+// double) only where a thread's max grows, at most once a chunk.
+#define LP_UNROLL 4  // float4 loads a thread issues together (64 bytes in flight)
+
+// Planted defects, for the emulator's tests only (emu.cc registers the
+// kernels built with them); logprob_forward is built with LP_OK.
+#define LP_OK 0
+#define LP_BUG_SEZ 1    // a thread's move to a larger max rescales sez without its shift: sez' = r*sez
+#define LP_BUG_MERGE 2  // the merge adds thread 0's sums as they are, ignoring that its max is not the row's
+
+extern "C++" {
+
+// lp4 is four floats loaded as one 16-byte access.
+struct alignas(16) lp4 {
+    float x, y, z, w;
+};
+__device__ lp4 lp_ld4(const float* p) {
+#ifdef __CUDACC__
+    return *reinterpret_cast<const lp4*>(p);
+#else
+    if ((uintptr_t)p % 16 != 0) __builtin_trap();  // a GPU faults on a misaligned vector access
+    lp4 r;
+    memcpy(&r, p, sizeof r);
+    return r;
+#endif
+}
+
+// lp_state: over the elements a thread has added, m their max (-inf
+// before the first), se = sum exp(z-m) and sez = sum exp(z-m)*(z-m).
+struct lp_state {
+    float m;
+    double se, sez;
+};
+
+// lp_shift moves s to the reference m >= s.m. With dm = m - s.m and
+// r = exp(-dm), every term exp(z-s.m) becomes exp(z-m) = r*exp(z-s.m) and
+// z-s.m becomes (z-s.m) - dm, so
+//   se'  = r*se
+//   sez' = sum r*exp(z-s.m)*((z-s.m) - dm) = r*(sez - dm*se).
+// Every term of sez and of -dm*se is <= 0: no cancellation. An empty state
+// (s.m = -inf, se = sez = 0) only takes m.
+template <int BUG>
+__device__ void lp_shift(lp_state& s, float m) {
+    if (s.m != -INFINITY) {
+        double dm = (double)m - (double)s.m;
+        double r = exp(-dm);
+        s.sez = BUG == LP_BUG_SEZ ? r * s.sez : r * (s.sez - dm * s.se);
+        s.se *= r;
+    }
+    s.m = m;
+}
+
+// lp_chunk adds K elements: the state moves to their max if it is larger,
+// then each adds exp(z-m) and exp(z-m)*(z-m) (z-m in float, as the
+// two-pass kernel and the CPU take it).
+template <int BUG, int K>
+__device__ void lp_chunk(lp_state& s, const float (&v)[K]) {
+    float cm = v[0];
+#pragma unroll
+    for (int k = 1; k < K; k++) cm = fmaxf(cm, v[k]);
+    if (cm > s.m) lp_shift<BUG>(s, cm);
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        float d = v[k] - s.m;
+        double e = (double)expf(d);
+        s.se += e;
+        s.sez += e * (double)d;
+    }
+}
+
+template <int BUG>
+__device__ void logprob_forward_impl(float* logp, float* entropy, float* lse, const float* logits, const int* targets,
+                                     i64 N, i64 V) {
+    i64 n = blockIdx.x;
+    const float* z = logits + n * V;
+    int t = threadIdx.x;
+    // the row: h elements to the first 16-byte boundary, nv float4s, the rest
+    i64 h = (i64)((16 - ((unsigned long long)z & 15)) & 15) / 4;
+    if (h > V) h = V;
+    i64 nv = (V - h) / 4;
+    const float* body = z + h;
+    lp_state s = {-INFINITY, 0.0, 0.0};
+    if (t < h) {
+        float v[1] = {z[t]};
+        lp_chunk<BUG>(s, v);
+    }
+    i64 j = t;
+    for (; j + (LP_UNROLL - 1) * BLOCK < nv; j += LP_UNROLL * BLOCK) {
+        float v[4 * LP_UNROLL];
+#pragma unroll
+        for (int u = 0; u < LP_UNROLL; u++) {
+            lp4 q = lp_ld4(body + 4 * (j + u * BLOCK));
+            v[4 * u] = q.x;
+            v[4 * u + 1] = q.y;
+            v[4 * u + 2] = q.z;
+            v[4 * u + 3] = q.w;
+        }
+        lp_chunk<BUG>(s, v);
+    }
+    for (; j < nv; j += BLOCK) {
+        lp4 q = lp_ld4(body + 4 * j);
+        float v[4] = {q.x, q.y, q.z, q.w};
+        lp_chunk<BUG>(s, v);
+    }
+    if (h + 4 * nv + t < V) {
+        float v[1] = {z[h + 4 * nv + t]};
+        lp_chunk<BUG>(s, v);
+    }
+    // the merge: every state moved to the row's max M, then summed
+    float M = block_max(s.m);
+    if (!(BUG == LP_BUG_MERGE && t == 0)) lp_shift<LP_OK>(s, M);
+    double se = block_sumd(s.se);
+    double sez = block_sumd(s.sez);
+    if (t == 0) {
+        double l = log(se);
+        float L = M + (float)l;
+        lse[n] = L;
+        entropy[n] = (float)(l - sez / se);
+        int tg = targets[n];
+        logp[n] = tg >= 0 ? z[tg] - L : 0.0f;
+    }
+}
+
+}  // extern "C++"
 
 __global__ void logprob_forward(float* logp, float* entropy, float* lse, const float* logits, const int* targets,
                                 i64 N, i64 V) {
+    logprob_forward_impl<LP_OK>(logp, entropy, lse, logits, targets, N, V);
+}
+
+// logprob_forward_twopass (variant logprob_twopass; the default before
+// logprob_forward) reads the row twice: the max, then se and sez.
+__global__ void logprob_forward_twopass(float* logp, float* entropy, float* lse, const float* logits,
+                                        const int* targets, i64 N, i64 V) {
     i64 n = blockIdx.x;
     const float* z = logits + n * V;
     float m = -INFINITY;
