@@ -92,6 +92,7 @@ var Checks = []Check{
 	{"AttentionVarlenMMA", checkAttentionVarlenMMA},
 	{"AttentionVarlenDKVGroup", checkAttentionVarlenDKVGroup},
 	{"AttentionVarlenDQStage", checkAttentionVarlenDQStage},
+	{"AttentionVarlenFwdLdsm", checkAttentionVarlenFwdLdsm},
 	{"SwiGLU", checkSwiGLU},
 	{"SwiGLUBackwardH", checkSwiGLUBackwardH},
 	{"Residual", checkResidual},

@@ -264,6 +264,14 @@ static const rl_kernel rl_kernels[] = {
     rl_make("flash_attention_backward_dq_ldsm_mma64/nosync", flash_backward_dq_ldsm_mma<4, FA_BUG_NOSYNC>),
     rl_make("flash_attention_backward_dq_ldsm_mma64/tile", flash_backward_dq_ldsm_mma<4, FA_BUG_TILE>),
     rl_make("flash_attention_backward_dq_ldsm_mma64/frag", flash_backward_dq_ldsm_mma<4, FA_BUG_FRAG>),
+    K(flash_attention_forward_ldsm_mma64),
+    rl_make("flash_attention_forward_ldsm_mma64/expf", flash_forward_ldsm_mma<4, FA_OK, false>),
+    rl_make("flash_attention_forward_ldsm_mma64/nosync", flash_forward_ldsm_mma<4, FA_BUG_NOSYNC, true>),
+    rl_make("flash_attention_forward_ldsm_mma64/tile", flash_forward_ldsm_mma<4, FA_BUG_TILE, true>),
+    rl_make("flash_attention_forward_ldsm_mma64/lse", flash_forward_ldsm_mma<4, FA_BUG_LSE, true>),
+    rl_make("flash_attention_forward_ldsm_mma64/frag", flash_forward_ldsm_mma<4, FA_BUG_FRAG, true>),
+    rl_make("flash_attention_forward_ldsm_mma64/vfrag", flash_forward_ldsm_mma<4, FA_BUG_VFRAG, true>),
+    rl_make("flash_attention_forward_ldsm_mma64/kfrag", flash_forward_ldsm_mma<4, FA_BUG_KFRAG, true>),
     // mma.cuh MMA_BUG_SWAP: two fragment registers swapped
     rl_make("mma_bf16_probe/swap", mma_probe_impl<MMA_BUG_SWAP>),
     // planted defects (flashattn.cuh FA_BUG_*), launched in their kernel's

@@ -142,3 +142,12 @@ func checkAttentionVarlenDKVGroup(b Device) error {
 func checkAttentionVarlenDQStage(b Device) error {
 	return attentionVarlenMMACompare(b, "flash_dq_stage", func(v *Variants) { v.FlashSIMT, v.FlashDQStage = false, true })
 }
+
+// checkAttentionVarlenFwdLdsm is checkAttentionVarlenMMA with
+// Variants.FlashFwdLdsm on: the forward with ldmatrix and double-buffered
+// key tiles (flash_attention_forward_ldsm_mma64, an opt-in variant), and
+// the backward run on its out and lse, at the tensor-core tolerances, over
+// flashCases (head dimensions above 64 run the same kernels either way).
+func checkAttentionVarlenFwdLdsm(b Device) error {
+	return attentionVarlenMMACompare(b, "flash_fwd_ldsm", func(v *Variants) { v.FlashSIMT, v.FlashFwdLdsm = false, true })
+}

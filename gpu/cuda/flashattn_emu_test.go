@@ -324,6 +324,55 @@ func TestFlashDQLdsmEmulator(t *testing.T) {
 	}
 }
 
+// TestFlashFwdLdsmLaunches: on resident tensors AttentionVarlenForward in
+// bf16 launches one kernel, forward_mma64 by default and forward_ldsm_mma64
+// with flash_fwd_ldsm, and nothing moves between host and device, nothing
+// synchronises and nothing is allocated either way.
+func TestFlashFwdLdsmLaunches(t *testing.T) {
+	be := openEmulator(t)
+	if err := be.EnableProfile(); err != nil {
+		t.Fatal(err)
+	}
+	be.SetPrecision(BF16)
+	c := flashCases[4] // 4 sequences, GQA 4/2, HD 64
+	cuHost, maxT := gpu.CuSeqlens(c.lengths)
+	S, N := len(c.lengths), int(cuHost[len(c.lengths)])
+	NH, NKV, HD := c.NH, c.NKV, c.HD
+	cu := be.AllocInt32("cu", S+1)
+	be.UploadInt32(cu, cuHost)
+	alloc := func(name string, n int) []float32 { return be.Alloc(name, n) }
+	q, out, k, v, lse := alloc("q", N*NH*HD), alloc("out", N*NH*HD), alloc("k", N*NKV*HD), alloc("v", N*NKV*HD), alloc("lse", N*NH)
+	for _, ldsm := range []bool{false, true} {
+		be.SetVariants(Variants{FlashFwdLdsm: ldsm})
+		be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD) // the arena grows here
+		be.ResetCounters()
+		be.ResetProfile()
+		be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		got := be.Counters()
+		if got.Launches != 1 || got.HostToDevice+got.DeviceToHost != 0 || got.Syncs != 0 || got.Allocs != 0 {
+			t.Errorf("flash_fwd_ldsm=%v: %v; want 1 launch, no copy, sync or allocation", ldsm, got)
+		}
+		p, err := be.Profile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "flash_attention_forward_mma64"
+		if ldsm {
+			want = "flash_attention_forward_ldsm_mma64"
+		}
+		var kernels []string
+		for _, e := range p.Entries {
+			if e.Kind == "kernel" {
+				kernels = append(kernels, e.Op)
+			}
+		}
+		if len(kernels) != 1 || kernels[0] != want {
+			t.Errorf("flash_fwd_ldsm=%v: kernels %v, want %s", ldsm, kernels, want)
+		}
+	}
+	be.SetVariants(Variants{})
+}
+
 // relErr is the largest |got - want| over the largest |want| (at least 1),
 // as the checks' compare measures a tensor's error.
 func relErr(got, want []float32) float64 {
@@ -333,4 +382,134 @@ func relErr(got, want []float32) float64 {
 		worst = max(worst, math.Abs(float64(got[i])-float64(want[i])))
 	}
 	return worst / scale
+}
+
+// TestFlashFwdLdsmEmulator runs the flash_fwd_ldsm variant's check on the
+// emulator (the forward with ldmatrix and double-buffered key tiles,
+// flash_attention_forward_ldsm_mma64, and the default backward on its out
+// and lse) and compares the kernel with the default forward
+// (flash_attention_forward_mma64) over flashCases: built with expf (the
+// emulator's "expf" build) its out and lse must equal the default's bit for
+// bit (the same products in the same order, the same softmax), so that
+// the staging, the fragments and the double buffering are proven exact;
+// the kernel itself (a base-2 softmax, fa_ex2) must stay within
+// fwdLdsmTol of the default (the differences and both kernels' errors
+// against the CPU reference are logged, -v, and quoted in docs/gpu.md).
+// Then it plants defects in the kernel (FA_BUG_*: a missing __syncthreads
+// between the key tiles' buffers, the diagonal tiles left out, a
+// log-sum-exp without the row maximum, P's A fragment, V's B fragment
+// (ldmatrix.trans) or K's B fragment (ldmatrix) with two registers
+// swapped), each of which must make the variant's check fail, naming the
+// tensor it broke, while the default's check (AttentionVarlenMMA), which
+// does not launch the kernel, passes.
+func TestFlashFwdLdsmEmulator(t *testing.T) {
+	be := openEmulator(t)
+	ldsm := Check{"AttentionVarlenFwdLdsm", checkAttentionVarlenFwdLdsm}
+	if err := ldsm.Do(be); err != nil {
+		t.Fatal(err)
+	}
+	const kernel = "flash_attention_forward_ldsm_mma64"
+	const fwdLdsmTol = 5e-4
+	prec := be.Precision()
+	be.SetPrecision(BF16)
+	for i, c := range flashCases {
+		r := rand.New(rand.NewPCG(23, uint64(i)))
+		cu, maxT := gpu.CuSeqlens(c.lengths)
+		S, N := len(c.lengths), int(cu[len(c.lengths)])
+		NH, NKV, HD := c.NH, c.NKV, c.HD
+		q, k, v := randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1), randn(r, N*NKV*HD, 1)
+		refOut, refLse := make([]float32, len(q)), make([]float32, N*NH)
+		ref.AttentionVarlenForward(refOut, refLse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		// the default, the kernel built with expf, the kernel
+		var out, lse [3][]float32
+		for j, build := range []string{"", "expf", ""} {
+			be.SetVariants(Variants{FlashFwdLdsm: j > 0})
+			if build != "" {
+				emuPlanted[kernel] = build
+			}
+			out[j], lse[j] = randn(r, len(q), 100), randn(r, N*NH, 100)
+			be.AttentionVarlenForward(out[j], lse[j], q, k, v, cu, S, N, maxT, NH, NKV, HD)
+			delete(emuPlanted, kernel)
+		}
+		if HD > 64 { // the same kernel (_mma128) either way
+			continue
+		}
+		for _, p := range [][3][]float32{out, lse} {
+			for e := range p[0] {
+				if math.Float32bits(p[0][e]) != math.Float32bits(p[1][e]) {
+					t.Fatalf("case %d (lengths %v NH %d NKV %d HD %d): element %d: flash_fwd_ldsm with expf %g, the default %g",
+						i, c.lengths, NH, NKV, HD, e, p[1][e], p[0][e])
+				}
+			}
+		}
+		do, dl := relErr(out[2], out[0]), relErr(lse[2], lse[0])
+		t.Logf("lengths %v NH %d NKV %d HD %d: flash_fwd_ldsm - default: out %.2e lse %.2e; against the CPU: out %.2e lse %.2e (default %.2e %.2e)",
+			c.lengths, NH, NKV, HD, do, dl, relErr(out[2], refOut), relErr(lse[2], refLse), relErr(out[0], refOut), relErr(lse[0], refLse))
+		if do > fwdLdsmTol || dl > fwdLdsmTol {
+			t.Errorf("case %d: flash_fwd_ldsm beyond %g of the default", i, fwdLdsmTol)
+		}
+	}
+	be.SetVariants(Variants{})
+	be.SetPrecision(prec)
+	for _, tc := range []struct{ defect, tensor string }{
+		{"nosync", "out"}, {"tile", "out"}, {"lse", "lse"}, {"frag", "out"}, {"vfrag", "out"}, {"kfrag", "out"},
+	} {
+		t.Run(tc.defect, func(t *testing.T) {
+			emuPlanted[kernel] = tc.defect
+			defer delete(emuPlanted, kernel)
+			err := ldsm.Do(be)
+			if err == nil {
+				t.Fatalf("the check passed with %s planted in %s", tc.defect, kernel)
+			}
+			if !strings.Contains(err.Error(), tc.tensor) {
+				t.Errorf("error %q does not name %s", err, tc.tensor)
+			}
+			t.Log(err)
+			if err := (Check{"AttentionVarlenMMA", checkAttentionVarlenMMA}).Do(be); err != nil {
+				t.Errorf("the default's check failed with %s planted in %s: %v", tc.defect, kernel, err)
+			}
+		})
+	}
+	if v := be.Variants(); v != (Variants{}) {
+		t.Errorf("the check left the variants at %v", v)
+	}
+}
+
+// TestFlashFwdLdsmUnalignedViews: forward_ldsm_mma64 loads two floats of K
+// and V at a time only where every pair is 8-byte aligned; views of
+// resident tensors that start one element in (4-byte aligned) give the
+// same out and lse, bit for bit, as the same values staged from the host
+// (256-byte aligned). On the emulator a misaligned 8-byte load traps, as
+// it faults on a GPU.
+func TestFlashFwdLdsmUnalignedViews(t *testing.T) {
+	be := openEmulator(t)
+	be.SetPrecision(BF16)
+	be.SetVariants(Variants{FlashFwdLdsm: true})
+	defer be.SetVariants(Variants{})
+	c := flashCases[4] // 4 sequences, GQA 4/2, HD 64
+	r := rand.New(rand.NewPCG(24, 4))
+	cu, maxT := gpu.CuSeqlens(c.lengths)
+	S, N := len(c.lengths), int(cu[len(c.lengths)])
+	NH, NKV, HD := c.NH, c.NKV, c.HD
+	q, k, v := randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1), randn(r, N*NKV*HD, 1)
+	out, lse := make([]float32, len(q)), make([]float32, N*NH)
+	be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+	view := func(name string, x []float32) []float32 {
+		d := be.Alloc(name, len(x)+1)
+		be.Upload(d[1:], x)
+		return d[1:]
+	}
+	qd, kd, vd := view("q", q), view("k", k), view("v", v)
+	od, ld := view("out", out), view("lse", lse)
+	be.AttentionVarlenForward(od, ld, qd, kd, vd, cu, S, N, maxT, NH, NKV, HD)
+	out2, lse2 := make([]float32, len(out)), make([]float32, len(lse))
+	be.Download(out2, od)
+	be.Download(lse2, ld)
+	for _, p := range [][2][]float32{{out, out2}, {lse, lse2}} {
+		for e := range p[0] {
+			if math.Float32bits(p[0][e]) != math.Float32bits(p[1][e]) {
+				t.Fatalf("element %d: %g from the views, %g from the host", e, p[1][e], p[0][e])
+			}
+		}
+	}
 }

@@ -22,6 +22,6 @@ var kernelNames = []string{
 	"flash_attention_backward_dq_mma64", "flash_attention_backward_dkv_mma64",
 	"flash_attention_backward_dq_mma128", "flash_attention_backward_dk_mma128", "flash_attention_backward_dv_mma128",
 	"flash_attention_backward_dkv_heads_mma64", "flash_attention_backward_dkv_reduce",
-	"flash_attention_backward_dq_ldsm_mma64",
+	"flash_attention_backward_dq_ldsm_mma64", "flash_attention_forward_ldsm_mma64",
 	"decode_qkv", "swiglu_rows",
 }

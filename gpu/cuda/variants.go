@@ -27,6 +27,8 @@ const VariantsEnv = "RLHOST_CUDA_VARIANTS"
 // the same formulas with a pass over [N, F] tensors fewer a layer, the
 // other reads the logits once where the former read them twice, so they
 // kept no opt-in stage, and the next proof times each pair.
+// FlashFwdLdsm is a new kernel, opt-in until a GPU has timed it against
+// the default.
 type Variants struct {
 	// FlashSIMT runs the fused attention's products on fp32 CUDA cores
 	// where the products are bf16, instead of the bf16 tensor cores
@@ -71,6 +73,18 @@ type Variants struct {
 	// logprob_forward, which reads it once, each thread keeping a running
 	// max and rescaling its sums when it grows (kernels/logprob.cuh).
 	LogprobTwoPass bool
+	// FlashFwdLdsm runs the tensor-core forward (head dimensions up to 64)
+	// as flash_attention_forward_ldsm_mma64: each key tile's K and V staged
+	// once, straight, into one of two buffers, K's fragments read with
+	// ldmatrix and V's with ldmatrix.trans, the next tile's loads in flight
+	// during the products, one __syncthreads a tile, and the softmax in
+	// base 2 (ex2.approx); instead of flash_attention_forward_mma64, which
+	// stages V again transposed, with two __syncthreads a tile and expf.
+	// The same products in the same order (built with expf, on the
+	// emulator, out and lse are the default's bits). It applies where the
+	// tensor-core attention runs, as FlashDKVGroup. An opt-in variant: not
+	// yet timed on a GPU.
+	FlashFwdLdsm bool
 }
 
 // variantNames maps each name RLHOST_CUDA_VARIANTS accepts to its field.
@@ -82,6 +96,7 @@ var variantNames = map[string]func(*Variants) *bool{
 	"flash_dq_stage":   func(v *Variants) *bool { return &v.FlashDQStage },
 	"swiglu_recompute": func(v *Variants) *bool { return &v.SwiGLURecompute },
 	"logprob_twopass":  func(v *Variants) *bool { return &v.LogprobTwoPass },
+	"flash_fwd_ldsm":   func(v *Variants) *bool { return &v.FlashFwdLdsm },
 }
 
 // promotedVariants are the names of variants that became the default

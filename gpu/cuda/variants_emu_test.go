@@ -41,8 +41,9 @@ func TestChecksWithAllVariants(t *testing.T) {
 // radix-select sampling; with flash_simt, decode_block and sample_bisect
 // the kernels they name, and nothing of the defaults'; with
 // flash_dkv_group dkv_mma64 in place of the per-query-head dK/dV and its
-// reduction, with flash_dq_stage dq_mma64 in place of dq_ldsm_mma64, where
-// the tensor-core kernels run, nothing else.
+// reduction, with flash_dq_stage dq_mma64 in place of dq_ldsm_mma64, with
+// flash_fwd_ldsm forward_ldsm_mma64 in place of forward_mma64, where the
+// tensor-core kernels run, nothing else.
 func TestVariantKernels(t *testing.T) {
 	be := openEmulator(t)
 	if err := be.EnableProfile(); err != nil {
@@ -97,6 +98,14 @@ func TestVariantKernels(t *testing.T) {
 		{"flash_dq_stage,flash_simt", BF16, slices.Concat(simt, split)},
 		{"flash_dkv_group,flash_dq_stage", BF16, slices.Concat([]string{"flash_attention_forward_mma64",
 			"flash_attention_backward_dkv_mma64", "flash_attention_backward_dq_mma64"}, split)},
+		{"flash_fwd_ldsm", BF16, slices.Concat([]string{"flash_attention_forward_ldsm_mma64",
+			"flash_attention_backward_dkv_heads_mma64", "flash_attention_backward_dkv_reduce",
+			"flash_attention_backward_dq_ldsm_mma64"}, split)},
+		{"flash_fwd_ldsm", FP32, slices.Concat(simt, split)},
+		{"flash_fwd_ldsm,flash_simt", BF16, slices.Concat(simt, split)},
+		{"flash_fwd_ldsm,flash_dq_stage", BF16, slices.Concat([]string{"flash_attention_forward_ldsm_mma64",
+			"flash_attention_backward_dkv_heads_mma64", "flash_attention_backward_dkv_reduce",
+			"flash_attention_backward_dq_mma64"}, split)},
 		{"all", BF16, slices.Concat(simt, []string{"attention_cached", "sample_tokens"})},
 	} {
 		v, err := ParseVariants(tc.variants)
