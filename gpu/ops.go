@@ -63,6 +63,18 @@ func RecomputesSwiGLU(be Backend) bool {
 	return ok && r.SwiGLURecompute()
 }
 
+// ClippedAdamW is implemented by a backend that clips the gradients'
+// global norm inside AdamW's pass over them: ClipAdamW leaves params, m
+// and v (and anything the backend keeps of them) as ClipGradNorm(grads,
+// maxNorm) then AdamW would, bit for bit, and returns the norm before
+// clipping; grads are left unscaled. gpu/model's AdamW.Update uses it
+// where the backend has it (the CUDA backend: no pass over the gradients
+// to scale them, no synchronisation between the norm and the update);
+// gpu/cpu does not.
+type ClippedAdamW interface {
+	ClipAdamW(params, grads, m, v []float32, step int, lr, beta1, beta2, eps, weightDecay, maxNorm float32) float64
+}
+
 // Backend is the op set of a Llama/Qwen2 training step, forward and backward,
 // plus the optimizer. See the package documentation for the conventions on
 // overwriting and accumulating outputs.

@@ -100,6 +100,7 @@ var Checks = []Check{
 	{"LogprobTwoPass", checkLogprobTwoPass},
 	{"SumSquaresScale", checkSumSquaresScale},
 	{"AdamW", checkAdamW},
+	{"ClipAdamW", checkClipAdamW},
 	{"Sample", checkSample},
 	{"SampleBisect", checkSampleBisect},
 	{"ResidentTensors", checkResident},

@@ -233,7 +233,7 @@ static const rl_kernel rl_kernels[] = {
     K(rmsnorm_backward_dweight), K(add_bias), K(bias_backward), K(colsum_finish), K(rope), K(attention_probs), K(attention_out),
     K(attention_dscores), K(attention_dq), K(attention_dkv), K(attention_cached), K(swiglu_forward),
     K(swiglu_backward), K(swiglu_backward_h), K(residual_forward), K(residual_backward), K(logprob_forward), K(logprob_forward_twopass), K(logprob_backward),
-    K(sum_squares), K(sum_f64), K(scale), K(adamw), K(gather_rows), K(scatter_rows),
+    K(sum_squares), K(sum_f64), K(scale), K(clip_coef), K(adamw), K(gather_rows), K(scatter_rows),
     K(flash_attention_forward), K(flash_attention_backward_dot), K(flash_attention_backward_dkv),
     K(flash_attention_backward_dq), K(mma_bf16_probe), K(flash_attention_forward_mma64),
     K(flash_attention_forward_mma128),
@@ -296,6 +296,8 @@ static const rl_kernel rl_kernels[] = {
     rl_make("rmsnorm_backward_dinp/copy_noadd", rmsnorm_backward_dinp_impl<RN_BUG_COPY_NOADD>),
     // optimizer.cuh ADAMW_BUG_STALE_COPY: the bfloat16 copy of the parameters before the update
     rl_make("adamw/stale_copy", adamw_impl<ADAMW_BUG_STALE_COPY>),
+    // ADAMW_BUG_NOCLIP: the clipping factor ignored (ClipAdamW)
+    rl_make("adamw/noclip", adamw_impl<ADAMW_BUG_NOCLIP>),
     K(rope_qk),
     // attention.cuh: flash-decoding (decode_split), DS_BUG_NO_RESCALE and DS_BUG_ONE_Q
     K(attention_cached_split), K(attention_cached_combine),

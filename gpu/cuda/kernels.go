@@ -16,7 +16,7 @@ var kernelNames = []string{
 	"attention_cached_split", "attention_cached_combine",
 	"flash_attention_forward", "flash_attention_backward_dot", "flash_attention_backward_dkv", "flash_attention_backward_dq",
 	"swiglu_forward", "swiglu_backward", "swiglu_backward_h", "residual_forward", "residual_backward",
-	"logprob_forward", "logprob_forward_twopass", "logprob_backward", "sum_squares", "sum_f64", "scale", "adamw",
+	"logprob_forward", "logprob_forward_twopass", "logprob_backward", "sum_squares", "sum_f64", "scale", "clip_coef", "adamw",
 	"gather_rows", "scatter_rows", "sample_tokens", "sample_tokens_hist",
 	"mma_bf16_probe", "flash_attention_forward_mma64", "flash_attention_forward_mma128",
 	"flash_attention_backward_dq_mma64", "flash_attention_backward_dkv_mma64",

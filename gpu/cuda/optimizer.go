@@ -6,6 +6,8 @@ package cuda
 import (
 	"math"
 	"unsafe"
+
+	"github.com/rlhost/rlhost/gpu"
 )
 
 // sumSquaresBlocks is the grid of sum_squares; sum_f64 adds its partials
@@ -47,6 +49,40 @@ func (b *Backend) AdamW(params, grads, m, v []float32, step int, lr, beta1, beta
 	b.d.run("AdamW", func(a *arena) {
 		pb := b.d.paramsBF16(a, params, n) // before params are staged (and their copy marked stale)
 		b.d.launch("adamw", gridFor(n), ptr(a.inout(params, n)), ptr(a.in(grads, n)), ptr(a.inout(m, n)), ptr(a.inout(v, n)),
-			ptr(pb), i64(n), f32(lr), f32(beta1), f32(beta2), f32(eps), f32(weightDecay), f32(bc1), f32(bc2))
+			ptr(pb), ptr(0), i64(n), f32(lr), f32(beta1), f32(beta2), f32(eps), f32(weightDecay), f32(bc1), f32(bc2))
 	})
+}
+
+// ClipAdamW is gpu.ClipGradNorm(grads, maxNorm) then AdamW in one op
+// (gpu.ClippedAdamW): the squares' sum stays on the device, where
+// clip_coef makes ClipGradNorm's factor of it, and adamw scales each
+// gradient by it as it reads it, instead of a pass of `scale` over the
+// gradients between a synchronisation for the norm and the update. The
+// parameters, moments and bfloat16 copies are ClipGradNorm's and AdamW's
+// bit for bit; grads are left unscaled. The norm before clipping comes
+// down after the update is queued (the op's one synchronisation). With the
+// clip_scale variant (or maxNorm <= 0) it runs ClipGradNorm and AdamW.
+func (b *Backend) ClipAdamW(params, grads, m, v []float32, step int, lr, beta1, beta2, eps, weightDecay, maxNorm float32) float64 {
+	n := len(params)
+	if b.d.vars.ClipScale || maxNorm <= 0 || n == 0 {
+		norm := gpu.ClipGradNorm(b, grads, maxNorm)
+		b.AdamW(params, grads, m, v, step, lr, beta1, beta2, eps, weightDecay)
+		return norm
+	}
+	bc1 := float32(1 - math.Pow(float64(beta1), float64(step)))
+	bc2 := float32(1 - math.Pow(float64(beta2), float64(step)))
+	grid := min(sumSquaresBlocks, (n+blockSize-1)/blockSize)
+	var s [1]float64
+	b.d.run("ClipAdamW", func(a *arena) {
+		pb := b.d.paramsBF16(a, params, n) // before params are staged (and their copy marked stale)
+		pg := a.in(grads, n)
+		pp, coef := a.alloc(int64(grid)*8), a.alloc(4)
+		sum := a.stage(unsafe.Pointer(&s[0]), 8, false, true)
+		b.d.launch("sum_squares", grid, ptr(pp), ptr(pg), i64(n))
+		b.d.launch("sum_f64", 1, ptr(sum), ptr(pp), i64(grid))
+		b.d.launch("clip_coef", 1, ptr(coef), ptr(sum), f32(maxNorm))
+		b.d.launch("adamw", gridFor(n), ptr(a.inout(params, n)), ptr(pg), ptr(a.inout(m, n)), ptr(a.inout(v, n)),
+			ptr(pb), ptr(coef), i64(n), f32(lr), f32(beta1), f32(beta2), f32(eps), f32(weightDecay), f32(bc1), f32(bc2))
+	})
+	return math.Sqrt(s[0])
 }

@@ -85,6 +85,11 @@ type Variants struct {
 	// tensor-core attention runs, as FlashDKVGroup. An opt-in variant: not
 	// yet timed on a GPU.
 	FlashFwdLdsm bool
+	// ClipScale runs ClipAdamW as gpu.ClipGradNorm (the norm down, then
+	// `scale` over the gradients when it clips) followed by AdamW, instead
+	// of the norm's factor made on the device (clip_coef) and applied by
+	// adamw as it reads each gradient (the same values).
+	ClipScale bool
 }
 
 // variantNames maps each name RLHOST_CUDA_VARIANTS accepts to its field.
@@ -97,6 +102,7 @@ var variantNames = map[string]func(*Variants) *bool{
 	"swiglu_recompute": func(v *Variants) *bool { return &v.SwiGLURecompute },
 	"logprob_twopass":  func(v *Variants) *bool { return &v.LogprobTwoPass },
 	"flash_fwd_ldsm":   func(v *Variants) *bool { return &v.FlashFwdLdsm },
+	"clip_scale":       func(v *Variants) *bool { return &v.ClipScale },
 }
 
 // promotedVariants are the names of variants that became the default

@@ -40,11 +40,15 @@ func (o *AdamW) Update(m *Model) (float64, error) {
 	if len(o.m) != len(params) {
 		return 0, fmt.Errorf("model: optimizer state has %d values, the model's trainable parameters %d", len(o.m), len(params))
 	}
-	be := m.be
-	norm := gpu.ClipGradNorm(be, grads, o.Config.MaxGradNorm)
+	be, c := m.be, o.Config
 	o.Step++
-	c := o.Config
-	be.AdamW(params, grads, o.m, o.v, o.Step, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay)
+	var norm float64
+	if ca, ok := be.(gpu.ClippedAdamW); ok { // the clipping inside the update's pass (the same values; grads unscaled)
+		norm = ca.ClipAdamW(params, grads, o.m, o.v, o.Step, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay, c.MaxGradNorm)
+	} else {
+		norm = gpu.ClipGradNorm(be, grads, c.MaxGradNorm)
+		be.AdamW(params, grads, o.m, o.v, o.Step, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay)
+	}
 	if m.lora == nil { // the base weights moved: generator copies are refreshed (lowp.go)
 		m.Params.Changed()
 	} else {

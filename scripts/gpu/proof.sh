@@ -26,7 +26,7 @@
 # share of the wall time, the ratio to PyTorch, and the goals of issue 20, met or not (on the default
 # kernels); PROOF_VARIANTS (default "all") also checks and times kernel variants
 # (RLHOST_CUDA_VARIANTS: the kernels the defaults replaced, flash_simt, decode_block,
-# sample_bisect, flash_dkv_group, flash_dq_stage and swiglu_recompute, and any new opt-in one) against the default
+# sample_bisect, flash_dkv_group, flash_dq_stage, swiglu_recompute, logprob_twopass and clip_scale, and any new opt-in one) against the default
 # kernels in the same run, in a table of their own.
 # PROOF_TORCH=0 skips the PyTorch peers (rlhost against its own kernel variants only).
 # PROOF_GRPO_AB=1 (the default; 0 skips it) runs the GRPO run twice more: with

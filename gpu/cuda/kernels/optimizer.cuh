@@ -28,22 +28,40 @@ __global__ void scale(float* x, float s, i64 n) {
     GRID_STRIDE(i, n) x[i] *= s;
 }
 
+// clip_coef: coef[0] = the factor gpu.ClipGradNorm scales the gradients by
+// when their squares sum to sum[0]: maxNorm / (sqrt(sum) + 1e-6) in
+// double, rounded to float, where that is below 1; 1 otherwise (the same
+// operations in the same order as the Go code, so the same float).
+__global__ void clip_coef(float* coef, const double* sum, float maxNorm) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        double norm = sqrt(sum[0]);
+        double c = (double)maxNorm / (norm + 1e-6);
+        coef[0] = c < 1.0 ? (float)c : 1.0f;
+    }
+}
+
 // Planted defect, for the emulator's tests only (emu.cc registers the kernel
 // built with it); adamw is built with ADAMW_OK.
 #define ADAMW_OK 0
 #define ADAMW_BUG_STALE_COPY 1  // the bfloat16 copy made of the parameters before the update
+#define ADAMW_BUG_NOCLIP 2      // the clipping factor coef ignored
 
 extern "C++" {
 
 // adamw_impl: torch.optim.AdamW; bc1, bc2 are the bias corrections
 // 1-beta^step. Unless null, pb [n] gets the bfloat16 bits of the updated
 // parameters (bf16_bits, so the bits f32_to_bf16 makes of them): the
-// resident copy of the tensor they lie in, kept current (bf16.go).
+// resident copy of the tensor they lie in, kept current (bf16.go). Unless
+// null, coef[0] (clip_coef) scales each gradient as it is read, as `scale`
+// would have scaled it in place (grads itself is left as it is).
 template <int BUG>
-__device__ void adamw_impl(float* params, const float* grads, float* m, float* v, unsigned short* pb, i64 n, float lr,
-                           float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+__device__ void adamw_impl(float* params, const float* grads, float* m, float* v, unsigned short* pb, const float* coef,
+                           i64 n, float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+    bool clip = coef != nullptr && BUG != ADAMW_BUG_NOCLIP;
+    float s = clip ? coef[0] : 1.0f;
     GRID_STRIDE(i, n) {
         float g = grads[i];
+        if (clip) g *= s;
         float mi = beta1 * m[i] + (1.0f - beta1) * g;
         float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
         m[i] = mi;
@@ -59,7 +77,7 @@ __device__ void adamw_impl(float* params, const float* grads, float* m, float* v
 }  // extern "C++"
 
 // adamw: adamw_impl as built.
-__global__ void adamw(float* params, const float* grads, float* m, float* v, unsigned short* pb, i64 n, float lr,
-                      float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
-    adamw_impl<ADAMW_OK>(params, grads, m, v, pb, n, lr, beta1, beta2, eps, wd, bc1, bc2);
+__global__ void adamw(float* params, const float* grads, float* m, float* v, unsigned short* pb, const float* coef, i64 n,
+                      float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+    adamw_impl<ADAMW_OK>(params, grads, m, v, pb, coef, n, lr, beta1, beta2, eps, wd, bc1, bc2);
 }
