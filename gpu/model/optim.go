@@ -31,7 +31,8 @@ func NewAdamW(m *Model, cfg AdamWConfig) *AdamW {
 
 // Update clips the gradients of m.Trainable to the configured global norm
 // and applies one AdamW step to those parameters. It returns the gradient
-// norm before clipping.
+// norm before clipping. On a backend with gpu.ClippedAdamW the clipping is
+// applied as the update reads the gradients, which are left unscaled.
 func (o *AdamW) Update(m *Model) (float64, error) {
 	params, grads := m.Trainable()
 	if grads == nil {
