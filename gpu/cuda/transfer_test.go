@@ -148,7 +148,10 @@ func checkSteps(t *testing.T, what string, got Counters, io, paramBytes int64, m
 // Qwen2.5-0.5B step): 28 a layer (43 with LoRA). The MLP backward's
 // SwiGLUBackwardH (dgate, dup and h in one pass) takes one launch fewer a
 // layer than swiglu_forward recomputing h and swiglu_backward (the
-// swiglu_recompute variant): 27 (42). Generation runs the
+// swiglu_recompute variant): 27 (42). The policy's update clips inside
+// AdamW (ClipAdamW): clip_coef is one launch a step more where the norm is
+// below the bound, as here (where it clips, `scale` is one fewer); the
+// critic's update (value.go) keeps ClipGradNorm. Generation runs the
 // fused decode ops (decode.go) on the layers without adapters on q/k/v and
 // gate/up: 6 launches a layer per forward where the separate ops took 11
 // (Qwen2-shaped, with biases, and flash-decoding's attention in two
@@ -160,10 +163,10 @@ func checkSteps(t *testing.T, what string, got Counters, io, paramBytes int64, m
 // TestTransferDecodeBlock) a layer takes one launch fewer per forward:
 // "decode" 60 and 196 (4 forwards of 2 layers), "groups" 315 (21 of 2).
 var stepLaunches = map[string]int64{
-	"L=1,scoredOnly=false": 38, "L=2,scoredOnly=false": 65,
-	"L=1,scoredOnly=true": 40, "L=2,scoredOnly=true": 67,
+	"L=1,scoredOnly=false": 39, "L=2,scoredOnly=false": 66,
+	"L=1,scoredOnly=true": 41, "L=2,scoredOnly=true": 68,
 	"critic L=1": 42, "critic L=2": 69,
-	"LoRA L=1": 52, "LoRA L=2": 94,
+	"LoRA L=1": 53, "LoRA L=2": 95,
 	"decode lora=false": 68, "decode lora=true": 204,
 	"groups + tool turn": 357,
 }
