@@ -24,14 +24,19 @@ func checkSumSquaresScale(b Device) error {
 	return compare("Scale", x2, x1, 0)
 }
 
+// adamwState is n random parameters and AdamW moments (v >= 0).
+func adamwState(r *rand.Rand, n int) (p, m, v []float32) {
+	p, m, v = randn(r, n, 1), randn(r, n, 0.01), randn(r, n, 0.001)
+	for i := range v {
+		v[i] *= v[i]
+	}
+	return p, m, v
+}
+
 func checkAdamW(b Device) error {
 	r := rand.New(rand.NewPCG(14, 14))
 	const n = 4099
-	p0, m0 := randn(r, n, 1), randn(r, n, 0.01)
-	v0 := randn(r, n, 0.001)
-	for i := range v0 {
-		v0[i] *= v0[i]
-	}
+	p0, m0, v0 := adamwState(r, n)
 	p1, p2, m1, m2, v1, v2 := clone(p0), clone(p0), clone(m0), clone(m0), clone(v0), clone(v0)
 	for step := 1; step <= 3; step++ {
 		g := randn(r, n, 1)
@@ -57,11 +62,7 @@ func checkClipAdamW(b Device) error {
 		for _, maxNorm := range []float32{1, 1e6, 0} {
 			r := rand.New(rand.NewPCG(15, 15))
 			const n = 4099
-			p0, m0 := randn(r, n, 1), randn(r, n, 0.01)
-			v0 := randn(r, n, 0.001)
-			for i := range v0 {
-				v0[i] *= v0[i]
-			}
+			p0, m0, v0 := adamwState(r, n)
 			pf, pr, pc := clone(p0), clone(p0), clone(p0)
 			mf, mr, mc, vf, vr, vc := clone(m0), clone(m0), clone(m0), clone(v0), clone(v0), clone(v0)
 			for step := 1; step <= 3; step++ {

@@ -64,14 +64,19 @@ type pinned struct {
 	reuse bool
 }
 
-// pinner is the device's own driver (baseDriver, under the profiler's
-// wrapper too) if it can allocate page-locked memory.
-func (d *device) pinner() pinner {
+// ownDriver is the device's own driver: baseDriver, under the profiler's
+// wrapper too.
+func (d *device) ownDriver() driver {
 	dr := d.baseDriver()
 	if w, ok := dr.(profDriver); ok {
 		dr = w.driver
 	}
-	p, _ := dr.(pinner)
+	return dr
+}
+
+// pinner is the device's own driver if it can allocate page-locked memory.
+func (d *device) pinner() pinner {
+	p, _ := d.ownDriver().(pinner)
 	return p
 }
 

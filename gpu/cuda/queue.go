@@ -86,14 +86,10 @@ type queueLimit struct {
 	plant string
 }
 
-// waiter is the device's own driver (under the profiler's wrapper too) if
-// it can wait for an event.
+// waiter is the device's own driver (ownDriver) if it can wait for an
+// event.
 func (d *device) waiter() queueWaiter {
-	dr := d.baseDriver()
-	if w, ok := dr.(profDriver); ok {
-		dr = w.driver
-	}
-	w, _ := dr.(queueWaiter)
+	w, _ := d.ownDriver().(queueWaiter)
 	return w
 }
 
