@@ -169,6 +169,12 @@ static_assert(SH_BINS == BLOCK, "hist_step merges bin t of the warps' histograms
 #define SH_BUG_TOPK 3       // planted: the count scan stops one member late (top-k keeps K+1)
 #define SH_BUG_UNSETTLED 4  // planted: SH_SKEW with the guesses taken untested
 
+// The radix-select kernel's passes over a row with a stride of BLOCK load
+// SH_UNROLL elements per thread before the first of them is used, then use
+// them in the order of the plain loop, so that every sum adds the same terms
+// in the same order (sample_tokens, the bisection, keeps the plain loops).
+#define SH_UNROLL 4
+
 extern "C++" {
 
 // level_sum2: level_sum(.., at, true) and level_sum(.., at + 1, true), the
@@ -176,7 +182,27 @@ extern "C++" {
 __device__ void level_sum2(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, unsigned at,
                            double* s_at, double* s_above) {
     double s = 0.0, a = 0.0;
-    for (i64 j = threadIdx.x; j < V; j += BLOCK) {
+    i64 j = threadIdx.x;
+    for (; j + (SH_UNROLL - 1) * BLOCK < V; j += SH_UNROLL * BLOCK) {  // SH_UNROLL loads in flight, then in order
+        unsigned k[SH_UNROLL];
+        float q[SH_UNROLL];
+        bool in[SH_UNROLL];
+#pragma unroll
+        for (int u = 0; u < SH_UNROLL; u++) k[u] = key[j + u * BLOCK];
+#pragma unroll
+        for (int u = 0; u < SH_UNROLL; u++) {
+            in[u] = k[u] >= at && in_level(k[u], j + u * BLOCK, lvl, cut);
+            q[u] = in[u] ? e[j + u * BLOCK] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < SH_UNROLL; u++) {
+            if (in[u]) {
+                s += (double)q[u];
+                if (k[u] > at) a += (double)q[u];
+            }
+        }
+    }
+    for (; j < V; j += BLOCK) {
         unsigned k = key[j];
         if (k >= at && in_level(k, j, lvl, cut)) {
             s += (double)e[j];
@@ -230,11 +256,9 @@ __device__ double hist_step(const unsigned* key, const float* e, i64 V, unsigned
     int cur = -1;  // the bin of this thread's current run
     unsigned rc = 0u;
     float rm = 0.0f;
-#pragma unroll 1
-    for (i64 j = t; j < V; j += BLOCK) {
-        unsigned k = key[j];
-        if (!in_level(k, j, lvl, cut) || (unsigned)((unsigned long long)k >> (shift + 8)) != st->prefix) continue;
-        float q = weighted ? e[j] : 0.0f;
+    unsigned pre = st->prefix;
+    // one member in order: its exact mass, then its bin's run
+    auto take = [&](unsigned k, float q) {
         if (exact) s += (double)q;  // every member agrees with the empty prefix of the first pass
         int b = (int)((k >> shift) & 255u);
         if (b != cur) {
@@ -248,6 +272,27 @@ __device__ double hist_step(const unsigned* key, const float* e, i64 V, unsigned
         }
         rc++;
         rm += q;
+    };
+    i64 j = t;
+    for (; j + (SH_UNROLL - 1) * BLOCK < V; j += SH_UNROLL * BLOCK) {  // SH_UNROLL loads in flight, then in order
+        unsigned k[SH_UNROLL];
+        float q[SH_UNROLL];
+        bool in[SH_UNROLL];
+#pragma unroll
+        for (int u = 0; u < SH_UNROLL; u++) k[u] = key[j + u * BLOCK];
+#pragma unroll
+        for (int u = 0; u < SH_UNROLL; u++) {
+            in[u] = in_level(k[u], j + u * BLOCK, lvl, cut) && (unsigned)((unsigned long long)k[u] >> (shift + 8)) == pre;
+            q[u] = weighted && in[u] ? e[j + u * BLOCK] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < SH_UNROLL; u++)
+            if (in[u]) take(k[u], q[u]);
+    }
+    for (; j < V; j += BLOCK) {
+        unsigned k = key[j];
+        if (!in_level(k, j, lvl, cut) || (unsigned)((unsigned long long)k >> (shift + 8)) != pre) continue;
+        take(k, weighted ? e[j] : 0.0f);
     }
     if (cur >= 0) {
         atomicAdd(&wc[cur], rc);
@@ -388,7 +433,22 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
     // the first argmax: per thread over its stride, then thread 0 over the threads
     float m = -INFINITY;
     int bi = (int)V;  // none yet
-    for (i64 j = t; j < V; j += BLOCK) {
+    i64 j0 = t;
+    if (MODE != SH_OFF) {
+        for (; j0 + (SH_UNROLL - 1) * BLOCK < V; j0 += SH_UNROLL * BLOCK) {
+            float x[SH_UNROLL];
+#pragma unroll
+            for (int u = 0; u < SH_UNROLL; u++) x[u] = z[j0 + u * BLOCK];
+#pragma unroll
+            for (int u = 0; u < SH_UNROLL; u++) {
+                if (bi == (int)V || x[u] > m) {
+                    m = x[u];
+                    bi = (int)(j0 + u * BLOCK);
+                }
+            }
+        }
+    }
+    for (i64 j = j0; j < V; j += BLOCK) {
         if (bi == (int)V || z[j] > m) {
             m = z[j];
             bi = (int)j;
@@ -416,7 +476,21 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
     // e and their sum (greedy needs only the sum, for the log-probability)
     float s = 1.0f / temp;
     double se = 0.0;
-    for (i64 j = t; j < V; j += BLOCK) {
+    j0 = t;
+    if (MODE != SH_OFF) {
+        for (; j0 + (SH_UNROLL - 1) * BLOCK < V; j0 += SH_UNROLL * BLOCK) {
+            float x[SH_UNROLL];
+#pragma unroll
+            for (int u = 0; u < SH_UNROLL; u++) x[u] = z[j0 + u * BLOCK];
+#pragma unroll
+            for (int u = 0; u < SH_UNROLL; u++) {
+                float q = expf((x[u] - m) * s);
+                if (!greedy) e[j0 + u * BLOCK] = q;
+                se += (double)q;
+            }
+        }
+    }
+    for (i64 j = j0; j < V; j += BLOCK) {
         float q = expf((z[j] - m) * s);
         if (!greedy) e[j] = q;
         se += (double)q;
@@ -474,7 +548,22 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
     for (;;) {
         th = (float)(thresh * se);
         double cnt = 0.0, mass = 0.0;
-        for (i64 j = t; j < V; j += BLOCK) {
+        j0 = t;
+        if (MODE != SH_OFF) {
+            for (; j0 + (SH_UNROLL - 1) * BLOCK < V; j0 += SH_UNROLL * BLOCK) {
+                float x[SH_UNROLL];
+#pragma unroll
+                for (int u = 0; u < SH_UNROLL; u++) x[u] = e[j0 + u * BLOCK];
+#pragma unroll
+                for (int u = 0; u < SH_UNROLL; u++) {
+                    if (x[u] >= th) {
+                        cnt += 1.0;
+                        mass += (double)x[u];
+                    }
+                }
+            }
+        }
+        for (i64 j = j0; j < V; j += BLOCK) {
             if (e[j] >= th) {
                 cnt += 1.0;
                 mass += (double)e[j];
@@ -497,7 +586,19 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
     unsigned lvl = 1u, top = logit_key(m);
     i64 cut = V;  // every candidate
     if (n > SAMPLE_RANK_MAX) {
-        for (i64 j = t; j < V; j += BLOCK) key[j] = e[j] >= th ? logit_key(z[j]) : 0u;
+        j0 = t;
+        if (MODE != SH_OFF) {
+            for (; j0 + (SH_UNROLL - 1) * BLOCK < V; j0 += SH_UNROLL * BLOCK) {
+                float x[SH_UNROLL], y[SH_UNROLL];
+#pragma unroll
+                for (int u = 0; u < SH_UNROLL; u++) x[u] = e[j0 + u * BLOCK];
+#pragma unroll
+                for (int u = 0; u < SH_UNROLL; u++) y[u] = x[u] >= th ? z[j0 + u * BLOCK] : 0.0f;
+#pragma unroll
+                for (int u = 0; u < SH_UNROLL; u++) key[j0 + u * BLOCK] = x[u] >= th ? logit_key(y[u]) : 0u;
+            }
+        }
+        for (i64 j = j0; j < V; j += BLOCK) key[j] = e[j] >= th ? logit_key(z[j]) : 0u;
         __syncthreads();
         if (topK > 0 && topK < n) {  // the first K: the level holding the K-th, and its K-th member
             unsigned kk;
