@@ -68,8 +68,10 @@ __device__ unsigned level_find(const unsigned* key, const float* e, i64 V, unsig
 // first where r <= 0 (r < 0 when strict), or -1 if none; to every thread.
 // Each thread sums its contiguous chunk of ids, thread 0 walks the chunk sums
 // and then the chunk that crosses (as sample_tokens walks an unfiltered row).
+// batched (the radix-select kernel): thread 0 loads 4 ids of the crossing
+// chunk before using the first, then uses them in order.
 __device__ i64 level_walk(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, unsigned at, bool weighted,
-                          double goal, double base, bool strict, double* sd, i64* s_res) {
+                          double goal, double base, bool strict, double* sd, i64* s_res, bool batched = false) {
     int t = threadIdx.x;
     i64 chunk = (V + BLOCK - 1) / BLOCK;
     i64 lo = t * chunk < V ? t * chunk : V;
@@ -89,7 +91,27 @@ __device__ i64 level_walk(const unsigned* key, const float* e, i64 V, unsigned l
                 continue;
             }
             i64 a = k * chunk, b = a + chunk < V ? a + chunk : V;
-            for (i64 j = a; j < b; j++) {
+            i64 j0 = a;
+            if (batched) {
+                for (; j0 + 3 < b && res < 0; j0 += 4) {
+                    unsigned kk[4];
+                    float q[4];
+#pragma unroll
+                    for (int u = 0; u < 4; u++) kk[u] = key[j0 + u];
+#pragma unroll
+                    for (int u = 0; u < 4; u++) q[u] = weighted && kk[u] == at ? e[j0 + u] : 0.0f;
+#pragma unroll
+                    for (int u = 0; u < 4; u++) {
+                        if (kk[u] != at || !in_level(kk[u], j0 + u, lvl, cut)) continue;
+                        r -= weighted ? (double)q[u] : 1.0;
+                        if (strict ? r < 0.0 : r <= 0.0) {
+                            res = j0 + u;
+                            break;
+                        }
+                    }
+                }
+            }
+            for (i64 j = j0; j < b && res < 0; j++) {
                 if (key[j] != at || !in_level(key[j], j, lvl, cut)) continue;
                 r -= weighted ? (double)e[j] : 1.0;
                 if (strict ? r < 0.0 : r <= 0.0) {
@@ -526,7 +548,23 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
                 }
                 // the crossing is in chunk k: walk it as the CPU walks the row
                 i64 a = k * chunk, b = a + chunk < V ? a + chunk : V;
-                for (i64 j = a; j < b; j++) {
+                i64 j0 = a;
+                if (MODE != SH_OFF) {  // 4 loads in flight, then in order
+                    for (; j0 + 3 < b && pick < 0; j0 += 4) {
+                        float x[4];
+#pragma unroll
+                        for (int v = 0; v < 4; v++) x[v] = e[j0 + v];
+#pragma unroll
+                        for (int v = 0; v < 4; v++) {
+                            u -= (double)x[v];
+                            if (u < 0.0) {
+                                pick = (int)(j0 + v);
+                                break;
+                            }
+                        }
+                    }
+                }
+                for (i64 j = j0; j < b && pick < 0; j++) {
                     u -= (double)e[j];
                     if (u < 0.0) {
                         pick = (int)j;
@@ -612,7 +650,7 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
                 kk = hist_select<MODE>(key, e, V, lvl, cut, false, false, &st);
                 above = st.above;
             }
-            i64 c = level_walk(key, e, V, lvl, cut, kk, false, (double)topK, above, false, sd, &s_res);
+            i64 c = level_walk(key, e, V, lvl, cut, kk, false, (double)topK, above, false, sd, &s_res, MODE != SH_OFF);
             cut = c >= 0 ? c : (kk == lvl ? cut : V);
             lvl = kk;
         }
@@ -635,7 +673,7 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
                     unsigned g = hist_select<MODE>(key, e, V, lvl, cut, true, false, &st);
                     double above;
                     unsigned kp = hist_settle<MODE>(key, e, V, lvl, cut, top, g, goal, false, &above);
-                    i64 c = level_walk(key, e, V, lvl, cut, kp, true, goal, above, false, sd, &s_res);
+                    i64 c = level_walk(key, e, V, lvl, cut, kp, true, goal, above, false, sd, &s_res, true);
                     cut = c >= 0 ? c : (kp == lvl ? cut : V);
                     lvl = kp;
                 }
@@ -660,7 +698,7 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
                 unsigned g = hist_select<MODE>(key, e, V, lvl, cut, true, true, &st);
                 double above;
                 unsigned kx = hist_settle<MODE>(key, e, V, lvl, cut, top, g, goal, true, &above);
-                pick = level_walk(key, e, V, lvl, cut, kx, true, goal, above, true, sd, &s_res);
+                pick = level_walk(key, e, V, lvl, cut, kx, true, goal, above, true, sd, &s_res, true);
             }
         }
         if (pick < 0) pick = level_last(key, V, lvl, cut, (unsigned*)si, sd, &s_res);  // rounding: the last member
