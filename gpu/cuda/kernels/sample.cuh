@@ -68,10 +68,8 @@ __device__ unsigned level_find(const unsigned* key, const float* e, i64 V, unsig
 // first where r <= 0 (r < 0 when strict), or -1 if none; to every thread.
 // Each thread sums its contiguous chunk of ids, thread 0 walks the chunk sums
 // and then the chunk that crosses (as sample_tokens walks an unfiltered row).
-// batched (the radix-select kernel): thread 0 loads 4 ids of the crossing
-// chunk before using the first, then uses them in order.
 __device__ i64 level_walk(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, unsigned at, bool weighted,
-                          double goal, double base, bool strict, double* sd, i64* s_res, bool batched = false) {
+                          double goal, double base, bool strict, double* sd, i64* s_res) {
     int t = threadIdx.x;
     i64 chunk = (V + BLOCK - 1) / BLOCK;
     i64 lo = t * chunk < V ? t * chunk : V;
@@ -91,27 +89,7 @@ __device__ i64 level_walk(const unsigned* key, const float* e, i64 V, unsigned l
                 continue;
             }
             i64 a = k * chunk, b = a + chunk < V ? a + chunk : V;
-            i64 j0 = a;
-            if (batched) {
-                for (; j0 + 3 < b && res < 0; j0 += 4) {
-                    unsigned kk[4];
-                    float q[4];
-#pragma unroll
-                    for (int u = 0; u < 4; u++) kk[u] = key[j0 + u];
-#pragma unroll
-                    for (int u = 0; u < 4; u++) q[u] = weighted && kk[u] == at ? e[j0 + u] : 0.0f;
-#pragma unroll
-                    for (int u = 0; u < 4; u++) {
-                        if (kk[u] != at || !in_level(kk[u], j0 + u, lvl, cut)) continue;
-                        r -= weighted ? (double)q[u] : 1.0;
-                        if (strict ? r < 0.0 : r <= 0.0) {
-                            res = j0 + u;
-                            break;
-                        }
-                    }
-                }
-            }
-            for (i64 j = j0; j < b && res < 0; j++) {
+            for (i64 j = a; j < b; j++) {
                 if (key[j] != at || !in_level(key[j], j, lvl, cut)) continue;
                 r -= weighted ? (double)e[j] : 1.0;
                 if (strict ? r < 0.0 : r <= 0.0) {
@@ -191,12 +169,6 @@ static_assert(SH_BINS == BLOCK, "hist_step merges bin t of the warps' histograms
 #define SH_BUG_TOPK 3       // planted: the count scan stops one member late (top-k keeps K+1)
 #define SH_BUG_UNSETTLED 4  // planted: SH_SKEW with the guesses taken untested
 
-// The radix-select kernel's passes over a row with a stride of BLOCK load
-// SH_UNROLL elements per thread before the first of them is used, then use
-// them in the order of the plain loop, so that every sum adds the same terms
-// in the same order (sample_tokens, the bisection, keeps the plain loops).
-#define SH_UNROLL 4
-
 extern "C++" {
 
 // level_sum2: level_sum(.., at, true) and level_sum(.., at + 1, true), the
@@ -204,27 +176,7 @@ extern "C++" {
 __device__ void level_sum2(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, unsigned at,
                            double* s_at, double* s_above) {
     double s = 0.0, a = 0.0;
-    i64 j = threadIdx.x;
-    for (; j + (SH_UNROLL - 1) * BLOCK < V; j += SH_UNROLL * BLOCK) {  // SH_UNROLL loads in flight, then in order
-        unsigned k[SH_UNROLL];
-        float q[SH_UNROLL];
-        bool in[SH_UNROLL];
-#pragma unroll
-        for (int u = 0; u < SH_UNROLL; u++) k[u] = key[j + u * BLOCK];
-#pragma unroll
-        for (int u = 0; u < SH_UNROLL; u++) {
-            in[u] = k[u] >= at && in_level(k[u], j + u * BLOCK, lvl, cut);
-            q[u] = in[u] ? e[j + u * BLOCK] : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < SH_UNROLL; u++) {
-            if (in[u]) {
-                s += (double)q[u];
-                if (k[u] > at) a += (double)q[u];
-            }
-        }
-    }
-    for (; j < V; j += BLOCK) {
+    for (i64 j = threadIdx.x; j < V; j += BLOCK) {
         unsigned k = key[j];
         if (k >= at && in_level(k, j, lvl, cut)) {
             s += (double)e[j];
@@ -278,9 +230,11 @@ __device__ double hist_step(const unsigned* key, const float* e, i64 V, unsigned
     int cur = -1;  // the bin of this thread's current run
     unsigned rc = 0u;
     float rm = 0.0f;
-    unsigned pre = st->prefix;
-    // one member in order: its exact mass, then its bin's run
-    auto take = [&](unsigned k, float q) {
+#pragma unroll 1
+    for (i64 j = t; j < V; j += BLOCK) {
+        unsigned k = key[j];
+        if (!in_level(k, j, lvl, cut) || (unsigned)((unsigned long long)k >> (shift + 8)) != st->prefix) continue;
+        float q = weighted ? e[j] : 0.0f;
         if (exact) s += (double)q;  // every member agrees with the empty prefix of the first pass
         int b = (int)((k >> shift) & 255u);
         if (b != cur) {
@@ -294,27 +248,6 @@ __device__ double hist_step(const unsigned* key, const float* e, i64 V, unsigned
         }
         rc++;
         rm += q;
-    };
-    i64 j = t;
-    for (; j + (SH_UNROLL - 1) * BLOCK < V; j += SH_UNROLL * BLOCK) {  // SH_UNROLL loads in flight, then in order
-        unsigned k[SH_UNROLL];
-        float q[SH_UNROLL];
-        bool in[SH_UNROLL];
-#pragma unroll
-        for (int u = 0; u < SH_UNROLL; u++) k[u] = key[j + u * BLOCK];
-#pragma unroll
-        for (int u = 0; u < SH_UNROLL; u++) {
-            in[u] = in_level(k[u], j + u * BLOCK, lvl, cut) && (unsigned)((unsigned long long)k[u] >> (shift + 8)) == pre;
-            q[u] = weighted && in[u] ? e[j + u * BLOCK] : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < SH_UNROLL; u++)
-            if (in[u]) take(k[u], q[u]);
-    }
-    for (; j < V; j += BLOCK) {
-        unsigned k = key[j];
-        if (!in_level(k, j, lvl, cut) || (unsigned)((unsigned long long)k >> (shift + 8)) != pre) continue;
-        take(k, weighted ? e[j] : 0.0f);
     }
     if (cur >= 0) {
         atomicAdd(&wc[cur], rc);
@@ -455,22 +388,7 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
     // the first argmax: per thread over its stride, then thread 0 over the threads
     float m = -INFINITY;
     int bi = (int)V;  // none yet
-    i64 j0 = t;
-    if (MODE != SH_OFF) {
-        for (; j0 + (SH_UNROLL - 1) * BLOCK < V; j0 += SH_UNROLL * BLOCK) {
-            float x[SH_UNROLL];
-#pragma unroll
-            for (int u = 0; u < SH_UNROLL; u++) x[u] = z[j0 + u * BLOCK];
-#pragma unroll
-            for (int u = 0; u < SH_UNROLL; u++) {
-                if (bi == (int)V || x[u] > m) {
-                    m = x[u];
-                    bi = (int)(j0 + u * BLOCK);
-                }
-            }
-        }
-    }
-    for (i64 j = j0; j < V; j += BLOCK) {
+    for (i64 j = t; j < V; j += BLOCK) {
         if (bi == (int)V || z[j] > m) {
             m = z[j];
             bi = (int)j;
@@ -498,21 +416,7 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
     // e and their sum (greedy needs only the sum, for the log-probability)
     float s = 1.0f / temp;
     double se = 0.0;
-    j0 = t;
-    if (MODE != SH_OFF) {
-        for (; j0 + (SH_UNROLL - 1) * BLOCK < V; j0 += SH_UNROLL * BLOCK) {
-            float x[SH_UNROLL];
-#pragma unroll
-            for (int u = 0; u < SH_UNROLL; u++) x[u] = z[j0 + u * BLOCK];
-#pragma unroll
-            for (int u = 0; u < SH_UNROLL; u++) {
-                float q = expf((x[u] - m) * s);
-                if (!greedy) e[j0 + u * BLOCK] = q;
-                se += (double)q;
-            }
-        }
-    }
-    for (i64 j = j0; j < V; j += BLOCK) {
+    for (i64 j = t; j < V; j += BLOCK) {
         float q = expf((z[j] - m) * s);
         if (!greedy) e[j] = q;
         se += (double)q;
@@ -548,23 +452,7 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
                 }
                 // the crossing is in chunk k: walk it as the CPU walks the row
                 i64 a = k * chunk, b = a + chunk < V ? a + chunk : V;
-                i64 j0 = a;
-                if (MODE != SH_OFF) {  // 4 loads in flight, then in order
-                    for (; j0 + 3 < b && pick < 0; j0 += 4) {
-                        float x[4];
-#pragma unroll
-                        for (int v = 0; v < 4; v++) x[v] = e[j0 + v];
-#pragma unroll
-                        for (int v = 0; v < 4; v++) {
-                            u -= (double)x[v];
-                            if (u < 0.0) {
-                                pick = (int)(j0 + v);
-                                break;
-                            }
-                        }
-                    }
-                }
-                for (i64 j = j0; j < b && pick < 0; j++) {
+                for (i64 j = a; j < b; j++) {
                     u -= (double)e[j];
                     if (u < 0.0) {
                         pick = (int)j;
@@ -586,22 +474,7 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
     for (;;) {
         th = (float)(thresh * se);
         double cnt = 0.0, mass = 0.0;
-        j0 = t;
-        if (MODE != SH_OFF) {
-            for (; j0 + (SH_UNROLL - 1) * BLOCK < V; j0 += SH_UNROLL * BLOCK) {
-                float x[SH_UNROLL];
-#pragma unroll
-                for (int u = 0; u < SH_UNROLL; u++) x[u] = e[j0 + u * BLOCK];
-#pragma unroll
-                for (int u = 0; u < SH_UNROLL; u++) {
-                    if (x[u] >= th) {
-                        cnt += 1.0;
-                        mass += (double)x[u];
-                    }
-                }
-            }
-        }
-        for (i64 j = j0; j < V; j += BLOCK) {
+        for (i64 j = t; j < V; j += BLOCK) {
             if (e[j] >= th) {
                 cnt += 1.0;
                 mass += (double)e[j];
@@ -624,19 +497,7 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
     unsigned lvl = 1u, top = logit_key(m);
     i64 cut = V;  // every candidate
     if (n > SAMPLE_RANK_MAX) {
-        j0 = t;
-        if (MODE != SH_OFF) {
-            for (; j0 + (SH_UNROLL - 1) * BLOCK < V; j0 += SH_UNROLL * BLOCK) {
-                float x[SH_UNROLL], y[SH_UNROLL];
-#pragma unroll
-                for (int u = 0; u < SH_UNROLL; u++) x[u] = e[j0 + u * BLOCK];
-#pragma unroll
-                for (int u = 0; u < SH_UNROLL; u++) y[u] = x[u] >= th ? z[j0 + u * BLOCK] : 0.0f;
-#pragma unroll
-                for (int u = 0; u < SH_UNROLL; u++) key[j0 + u * BLOCK] = x[u] >= th ? logit_key(y[u]) : 0u;
-            }
-        }
-        for (i64 j = j0; j < V; j += BLOCK) key[j] = e[j] >= th ? logit_key(z[j]) : 0u;
+        for (i64 j = t; j < V; j += BLOCK) key[j] = e[j] >= th ? logit_key(z[j]) : 0u;
         __syncthreads();
         if (topK > 0 && topK < n) {  // the first K: the level holding the K-th, and its K-th member
             unsigned kk;
@@ -650,7 +511,7 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
                 kk = hist_select<MODE>(key, e, V, lvl, cut, false, false, &st);
                 above = st.above;
             }
-            i64 c = level_walk(key, e, V, lvl, cut, kk, false, (double)topK, above, false, sd, &s_res, MODE != SH_OFF);
+            i64 c = level_walk(key, e, V, lvl, cut, kk, false, (double)topK, above, false, sd, &s_res);
             cut = c >= 0 ? c : (kk == lvl ? cut : V);
             lvl = kk;
         }
@@ -673,7 +534,7 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
                     unsigned g = hist_select<MODE>(key, e, V, lvl, cut, true, false, &st);
                     double above;
                     unsigned kp = hist_settle<MODE>(key, e, V, lvl, cut, top, g, goal, false, &above);
-                    i64 c = level_walk(key, e, V, lvl, cut, kp, true, goal, above, false, sd, &s_res, true);
+                    i64 c = level_walk(key, e, V, lvl, cut, kp, true, goal, above, false, sd, &s_res);
                     cut = c >= 0 ? c : (kp == lvl ? cut : V);
                     lvl = kp;
                 }
@@ -698,7 +559,7 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
                 unsigned g = hist_select<MODE>(key, e, V, lvl, cut, true, true, &st);
                 double above;
                 unsigned kx = hist_settle<MODE>(key, e, V, lvl, cut, top, g, goal, true, &above);
-                pick = level_walk(key, e, V, lvl, cut, kx, true, goal, above, true, sd, &s_res, true);
+                pick = level_walk(key, e, V, lvl, cut, kx, true, goal, above, true, sd, &s_res);
             }
         }
         if (pick < 0) pick = level_last(key, V, lvl, cut, (unsigned*)si, sd, &s_res);  // rounding: the last member
