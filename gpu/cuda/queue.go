@@ -13,7 +13,8 @@ import (
 // kernel's run time above it, as users of the driver report). Held there,
 // the host waits on the device in a call that looks like host work: a
 // training micro-batch's backward and the next micro-batch's forward,
-// queued between two downloads, come to ~1400 ops. The backend therefore
+// queued between two downloads, come to ~900 ops on the null device
+// (TestQueueLimitTrainingStep), near that limit. The backend therefore
 // keeps the host at most queueDepth ops (launches, cuBLAS calls, copies,
 // clears, graph launches) ahead of the stream: every queueDepth/8 ops it
 // records an event, and before queueing an op more than queueDepth ops
