@@ -21,14 +21,20 @@ func (b *Backend) SumSquares(x []float32) float64 {
 	if n == 0 {
 		return 0
 	}
-	grid := min(sumSquaresBlocks, (n+blockSize-1)/blockSize)
 	var s [1]float64
 	b.d.run("SumSquares", func(a *arena) {
-		pp := a.alloc(int64(grid) * 8)
-		b.d.launch("sum_squares", grid, ptr(pp), ptr(a.in(x, n)), i64(n))
-		b.d.launch("sum_f64", 1, ptr(a.stage(unsafe.Pointer(&s[0]), 8, false, true)), ptr(pp), i64(grid))
+		b.d.sumSquares(a, a.stage(unsafe.Pointer(&s[0]), 8, false, true), a.in(x, n), n)
 	})
 	return s[0]
+}
+
+// sumSquares queues sum(x^2) of x [n] at px into the double at out:
+// sum_squares' per-block partials, then sum_f64 over them.
+func (d *device) sumSquares(a *arena, out, px dptr, n int) {
+	grid := min(sumSquaresBlocks, (n+blockSize-1)/blockSize)
+	pp := a.alloc(int64(grid) * 8)
+	d.launch("sum_squares", grid, ptr(pp), ptr(px), i64(n))
+	d.launch("sum_f64", 1, ptr(out), ptr(pp), i64(grid))
 }
 
 // Scale multiplies x by s in place.
@@ -44,13 +50,22 @@ func (b *Backend) Scale(x []float32, s float32) {
 // writes the copy of the updated parameters too, so the copy stays current.
 func (b *Backend) AdamW(params, grads, m, v []float32, step int, lr, beta1, beta2, eps, weightDecay float32) {
 	n := len(params)
-	bc1 := float32(1 - math.Pow(float64(beta1), float64(step)))
-	bc2 := float32(1 - math.Pow(float64(beta2), float64(step)))
 	b.d.run("AdamW", func(a *arena) {
 		pb := b.d.paramsBF16(a, params, n) // before params are staged (and their copy marked stale)
-		b.d.launch("adamw", gridFor(n), ptr(a.inout(params, n)), ptr(a.in(grads, n)), ptr(a.inout(m, n)), ptr(a.inout(v, n)),
-			ptr(pb), ptr(0), i64(n), f32(lr), f32(beta1), f32(beta2), f32(eps), f32(weightDecay), f32(bc1), f32(bc2))
+		b.d.adamw(a, params, a.in(grads, n), m, v, pb, 0, step, lr, beta1, beta2, eps, weightDecay)
 	})
+}
+
+// adamw queues the adamw kernel over params [n] with the gradients at pg,
+// the bfloat16 copy to write at pb and the clipping factor at coef (0:
+// none of either).
+func (d *device) adamw(a *arena, params []float32, pg dptr, m, v []float32, pb, coef dptr, step int,
+	lr, beta1, beta2, eps, weightDecay float32) {
+	n := len(params)
+	bc1 := float32(1 - math.Pow(float64(beta1), float64(step)))
+	bc2 := float32(1 - math.Pow(float64(beta2), float64(step)))
+	d.launch("adamw", gridFor(n), ptr(a.inout(params, n)), ptr(pg), ptr(a.inout(m, n)), ptr(a.inout(v, n)),
+		ptr(pb), ptr(coef), i64(n), f32(lr), f32(beta1), f32(beta2), f32(eps), f32(weightDecay), f32(bc1), f32(bc2))
 }
 
 // ClipAdamW is gpu.ClipGradNorm(grads, maxNorm) then AdamW in one op
@@ -69,20 +84,14 @@ func (b *Backend) ClipAdamW(params, grads, m, v []float32, step int, lr, beta1, 
 		b.AdamW(params, grads, m, v, step, lr, beta1, beta2, eps, weightDecay)
 		return norm
 	}
-	bc1 := float32(1 - math.Pow(float64(beta1), float64(step)))
-	bc2 := float32(1 - math.Pow(float64(beta2), float64(step)))
-	grid := min(sumSquaresBlocks, (n+blockSize-1)/blockSize)
 	var s [1]float64
 	b.d.run("ClipAdamW", func(a *arena) {
 		pb := b.d.paramsBF16(a, params, n) // before params are staged (and their copy marked stale)
 		pg := a.in(grads, n)
-		pp, coef := a.alloc(int64(grid)*8), a.alloc(4)
-		sum := a.stage(unsafe.Pointer(&s[0]), 8, false, true)
-		b.d.launch("sum_squares", grid, ptr(pp), ptr(pg), i64(n))
-		b.d.launch("sum_f64", 1, ptr(sum), ptr(pp), i64(grid))
+		sum, coef := a.stage(unsafe.Pointer(&s[0]), 8, false, true), a.alloc(4)
+		b.d.sumSquares(a, sum, pg, n)
 		b.d.launch("clip_coef", 1, ptr(coef), ptr(sum), f32(maxNorm))
-		b.d.launch("adamw", gridFor(n), ptr(a.inout(params, n)), ptr(pg), ptr(a.inout(m, n)), ptr(a.inout(v, n)),
-			ptr(pb), ptr(coef), i64(n), f32(lr), f32(beta1), f32(beta2), f32(eps), f32(weightDecay), f32(bc1), f32(bc2))
+		b.d.adamw(a, params, pg, m, v, pb, coef, step, lr, beta1, beta2, eps, weightDecay)
 	})
 	return math.Sqrt(s[0])
 }
