@@ -172,6 +172,17 @@ func TestRunTests(t *testing.T) {
 	if _, err := m.RunTests(ctx, id, TestRequest{Language: "python", Tests: []string{"tests.test_calc.T.test_add"}, TestPatch: "not a patch"}); err != nil {
 		t.Fatal(err)
 	}
+	// A test that ends the runner's process: no report, and the error says how it ended.
+	if err := m.WriteFile(ctx, id, "tests/test_die.py", "import os, unittest\nclass T(unittest.TestCase):\n    def test_die(self): os._exit(3)\n"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = m.RunTests(ctx, id, TestRequest{Language: "python", Tests: []string{"tests.test_die.T.test_die"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Results["tests.test_die.T.test_die"] != Failed || !strings.Contains(rep.Error, "did not report (exit status 3 after ") {
+		t.Fatalf("a test that exits the runner: %v %q", rep.Results, rep.Error)
+	}
 	// Go.
 	goRepo := map[string]string{"go.mod": "module example.com/m\n\ngo 1.21\n",
 		"m.go":      "package m\n\nfunc Abs(x int) int {\n\tif x < 0 {\n\t\treturn x\n\t}\n\treturn x\n}\n",

@@ -337,7 +337,10 @@ func (m *Manager) RunTests(ctx context.Context, id string, req TestRequest) (Tes
 			rep.Error = msg
 		}
 	} else if rep.Error == "" {
-		rep.Error = "the test runner did not report (crashed, exited early or was killed)"
+		// the exit status tells a crash (1), a runner that never ran (0: no
+		// script) and a kill from outside (137: SIGKILL, the OOM killer) apart
+		rep.Error = fmt.Sprintf("the test runner did not report (exit status %d after %s: crashed, exited early or was killed)",
+			res.ExitCode, res.Duration.Round(time.Millisecond))
 	}
 	if len(out) > 8000 {
 		out = "...\n" + out[len(out)-8000:]
