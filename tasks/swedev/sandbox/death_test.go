@@ -21,9 +21,15 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// deathUIDBase is the per-instance uids of the death test's Managers: a range of their own,
+// above the default's (61000 and the 100000 after it), so that a Manager of another process
+// on this machine (a training run, another package's tests) never holds the uid the test
+// watches and kills.
+const deathUIDBase = 170000
+
 // deathOwner is a Manager process that starts a long command and waits to be killed.
 func deathOwner(root string) {
-	m, err := New(Config{Root: root, Isolation: os.Getenv("RLHOST_SANDBOX_DEATH_ISOLATION")})
+	m, err := New(Config{Root: root, Isolation: os.Getenv("RLHOST_SANDBOX_DEATH_ISOLATION"), UIDBase: deathUIDBase})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -99,7 +105,7 @@ func ownerDeath(t *testing.T, mode string) {
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("the working tree should still be there before a new Manager: %v", err)
 	}
-	m := newManager(t, Config{Root: root})
+	m := newManager(t, Config{Root: root, UIDBase: deathUIDBase})
 	_ = m
 	if pids := livePIDs(uid); len(pids) > 0 {
 		killUID(uid)
