@@ -72,3 +72,36 @@ func DecodeGraphOps(be Backend) DecodeGraph {
 	}
 	return nil
 }
+
+// DecodeOverlap is implemented by a backend whose ops are queued on a
+// device (the CUDA backend), so that the generator can queue a decode step
+// before it reads the previous step's samples: the step's tokens are the
+// previous samples, copied on the device, and the host's work between
+// steps (the samples' bookkeeping, stop tokens, finished requests) runs
+// while the device computes the next one. A request that stopped computes
+// one token more, which is dropped; every request's tokens and log-probs
+// are those of the steps run one after another. gpu/cpu does not
+// implement it. See docs/gpu.md, "Overlapping the host's work with the
+// device's".
+type DecodeOverlap interface {
+	// DecodeOverlap reports whether the generator should overlap its steps.
+	DecodeOverlap() bool
+	// DownloadQueued queues copies of the tensors ids [n] and logp [n]
+	// (nil: none) to the host behind the work queued so far and returns
+	// their ticket at once. A few may be in flight (the CUDA backend: 8).
+	DownloadQueued(ids []int32, logp []float32, n int) (ticket int)
+	// WaitDownload waits for the copies of ticket alone (the work queued
+	// after them runs on) and fills the host slices ids and logp.
+	WaitDownload(ticket int, ids []int32, logp []float32)
+	// CopyInt32 copies the tensor src into dst (queued).
+	CopyInt32(dst, src []int32)
+}
+
+// DecodeOverlapOps returns be's overlap scheduling, or nil when be has
+// none or has it switched off (see DecodeOverlap).
+func DecodeOverlapOps(be Backend) DecodeOverlap {
+	if o, ok := be.(DecodeOverlap); ok && o.DecodeOverlap() {
+		return o
+	}
+	return nil
+}

@@ -76,6 +76,10 @@ type benchResult struct {
 	UpBytes   int64 `json:"host_to_device_bytes_per_step,omitempty"`
 	DownBytes int64 `json:"device_to_host_bytes_per_step,omitempty"`
 	Syncs     int64 `json:"syncs_per_step,omitempty"`
+	// cuda, decoding: the waits for a forward's samples alone per step
+	// (overlap scheduling: docs/gpu.md, "Overlapping the host's work with
+	// the device's"), in place of a synchronisation
+	DownloadWaits float64 `json:"download_waits_per_step,omitempty"`
 	// cuda: decode graphs launched per step (docs/gpu.md "Decode graphs";
 	// absent with RLHOST_CUDA_GRAPHS=0), and the kernel launches the host
 	// queued itself per step (those the graphs ran not counted)
@@ -288,6 +292,7 @@ func (b *bencher) perStep(res *benchResult, c0, c1 cuda.Counters, n int64, wall 
 	}
 	d := c1.Sub(c0)
 	res.UpBytes, res.DownBytes, res.Syncs = d.HostToDevice/n, d.DeviceToHost/n, d.Syncs/n
+	res.DownloadWaits = float64(d.DownloadWaits) / float64(n)
 	res.GraphLaunches = float64(d.GraphLaunches) / float64(n)
 	res.QueuedLaunches = float64(d.Launches-d.GraphKernels) / float64(n)
 	if wall > 0 {

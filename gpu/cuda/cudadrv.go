@@ -135,6 +135,13 @@ func (c *cuDriver) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
 	return cu.MemcpyDtoH(dst, cu.DevicePtr(src), bytes)
 }
 
+// dtohAsync queues a copy to the host on the backend's stream; dst is
+// page-locked memory (overlap.go), so the copy runs when the stream gets
+// there and the call returns at once.
+func (c *cuDriver) dtohAsync(dst unsafe.Pointer, src dptr, bytes int64) error {
+	return cu.MemcpyDtoHAsync(dst, cu.DevicePtr(src), bytes, c.stream)
+}
+
 func (c *cuDriver) dtod(dst, src dptr, bytes int64) error {
 	return cu.MemcpyDtoDAsync(cu.DevicePtr(dst), cu.DevicePtr(src), bytes, c.stream)
 }
@@ -203,10 +210,14 @@ func Open(ordinal int) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	overlapOff, err := overlapOffFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	d, err := newDevice(ordinal)
 	if err != nil {
 		return nil, err
 	}
-	d.vars, d.graphs.off, d.pin.off, d.queue.depth = vars, graphsOff, pinnedOff, depth
+	d.vars, d.graphs.off, d.pin.off, d.queue.depth, d.dl.off = vars, graphsOff, pinnedOff, depth, overlapOff
 	return &Backend{d: d}, nil
 }

@@ -36,6 +36,7 @@ func OpenEmulator() *Backend {
 	d.blas.d = d
 	d.graphs.off, _ = graphsOffFromEnv()
 	d.pin.off, _ = pinnedOffFromEnv()
+	d.dl.off, _ = overlapOffFromEnv()
 	if n, err := queueDepthFromEnv(); err == nil {
 		d.queue.depth = n
 	}
@@ -372,6 +373,21 @@ func (m *emuMemory) flush() {
 func (e emuDriver) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
 	if err := e.m.uncapturable("a copy to the host"); err != nil {
 		return err
+	}
+	e.m.flush()
+	copy(unsafe.Slice((*byte)(dst), bytes), unsafe.Slice((*byte)(hostPtr(src)), bytes))
+	return nil
+}
+
+// dtohAsync copies at once: the emulator's stream has run every op queued
+// before it (launches and copies run when they are queued), and a copy
+// from page-locked memory still pending runs first.
+func (e emuDriver) dtohAsync(dst unsafe.Pointer, src dptr, bytes int64) error {
+	if err := e.m.uncapturable("a copy to the host"); err != nil {
+		return err
+	}
+	if !e.m.isPinned(dst, bytes) {
+		return fmt.Errorf("queued copy to the host into pageable memory at %p", dst)
 	}
 	e.m.flush()
 	copy(unsafe.Slice((*byte)(dst), bytes), unsafe.Slice((*byte)(hostPtr(src)), bytes))

@@ -179,6 +179,7 @@ type device struct {
 	graphs  graphs     // decode graphs (graph.go)
 	pin     pinned     // the page-locked upload buffer (pinned.go)
 	queue   queueLimit // the bound on the ops queued ahead of the stream (queue.go)
+	dl      downloads  // the queued copies of samples to the host (overlap.go)
 	// enqTiming times the calls that queue work (SetEnqueueTiming)
 	enqTiming bool
 }

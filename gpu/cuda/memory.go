@@ -39,6 +39,10 @@ type Counters struct {
 	// QueueWaits are the waits for an event of the stream that keep the
 	// host at most QueueDepth ops ahead of it (queue.go); not in Syncs.
 	QueueWaits int64
+	// DownloadWaits are the waits for the event after a queued copy to the
+	// host (WaitDownload: a decode step's samples, overlap.go); not in
+	// Syncs: the work queued after the copy runs on.
+	DownloadWaits int64
 	// PinnedUploads are the uploads made through the device's page-locked
 	// buffer (pinned.go; the others went from the caller's memory), and
 	// UploadTime the host's time in host->device copies, the copy into
@@ -66,7 +70,7 @@ func (c Counters) Sub(c0 Counters) Counters {
 		Uploads: c.Uploads - c0.Uploads, Downloads: c.Downloads - c0.Downloads,
 		DeviceToDevice: c.DeviceToDevice - c0.DeviceToDevice, DeviceCopies: c.DeviceCopies - c0.DeviceCopies,
 		Largest: c.Largest, Allocs: c.Allocs - c0.Allocs, AllocBytes: c.AllocBytes - c0.AllocBytes,
-		Syncs: c.Syncs - c0.Syncs, QueueWaits: c.QueueWaits - c0.QueueWaits, Launches: c.Launches - c0.Launches, SyncWait: c.SyncWait - c0.SyncWait,
+		Syncs: c.Syncs - c0.Syncs, QueueWaits: c.QueueWaits - c0.QueueWaits, DownloadWaits: c.DownloadWaits - c0.DownloadWaits, Launches: c.Launches - c0.Launches, SyncWait: c.SyncWait - c0.SyncWait,
 		GraphLaunches: c.GraphLaunches - c0.GraphLaunches, GraphKernels: c.GraphKernels - c0.GraphKernels,
 		PinnedUploads: c.PinnedUploads - c0.PinnedUploads, UploadTime: c.UploadTime - c0.UploadTime,
 		EnqueueTime: c.EnqueueTime - c0.EnqueueTime, AllocTime: c.AllocTime - c0.AllocTime,
@@ -89,8 +93,8 @@ func (c Counters) HostFrac(wall float64) float64 {
 }
 
 func (c Counters) String() string {
-	return fmt.Sprintf("up %d B in %d copies (%d through page-locked memory, %v), down %d B in %d copies, on the device %d B in %d copies, %d allocations (%d B, %v), %d syncs and %d queue waits (%v waiting), %d launches (%d in %d graphs; %v queueing)",
-		c.HostToDevice, c.Uploads, c.PinnedUploads, c.UploadTime, c.DeviceToHost, c.Downloads, c.DeviceToDevice, c.DeviceCopies, c.Allocs, c.AllocBytes, c.AllocTime, c.Syncs, c.QueueWaits, c.SyncWait, c.Launches,
+	return fmt.Sprintf("up %d B in %d copies (%d through page-locked memory, %v), down %d B in %d copies, on the device %d B in %d copies, %d allocations (%d B, %v), %d syncs, %d queue waits and %d download waits (%v waiting), %d launches (%d in %d graphs; %v queueing)",
+		c.HostToDevice, c.Uploads, c.PinnedUploads, c.UploadTime, c.DeviceToHost, c.Downloads, c.DeviceToDevice, c.DeviceCopies, c.Allocs, c.AllocBytes, c.AllocTime, c.Syncs, c.QueueWaits, c.DownloadWaits, c.SyncWait, c.Launches,
 		c.GraphKernels, c.GraphLaunches, c.EnqueueTime)
 }
 
@@ -353,6 +357,7 @@ func (b *Backend) Close() error {
 	}
 	errs = append(errs, d.pin.release())
 	errs = append(errs, d.queue.release())
+	errs = append(errs, d.dl.release(d))
 	if c, ok := d.drv.(interface{ close() error }); ok {
 		errs = append(errs, c.close())
 	}

@@ -144,6 +144,12 @@ func (n *nullDriver) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
 	return nil
 }
 
+func (n *nullDriver) dtohAsync(dst unsafe.Pointer, src dptr, bytes int64) error {
+	n.ops.dtoh++
+	n.ops.queue()
+	return nil
+}
+
 func (n *nullDriver) dtod(dst, src dptr, bytes int64) error {
 	n.ops.dtod++
 	n.ops.queue()

@@ -236,6 +236,19 @@ func (w profDriver) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
 	return w.p.end(ev, "memcpy DtoH", "copy", w.driver.dtoh(dst, src, bytes))
 }
 
+// dtohAsync is timed when the driver queues copies to the host (overlap.go).
+func (w profDriver) dtohAsync(dst unsafe.Pointer, src dptr, bytes int64) error {
+	ad, ok := w.driver.(asyncDownloader)
+	if !ok {
+		return fmt.Errorf("the driver cannot queue a copy to the host")
+	}
+	ev, err := w.p.begin()
+	if err != nil {
+		return err
+	}
+	return w.p.end(ev, "memcpy DtoH", "copy", ad.dtohAsync(dst, src, bytes))
+}
+
 func (w profDriver) dtod(dst, src dptr, bytes int64) error {
 	ev, err := w.p.begin()
 	if err != nil {

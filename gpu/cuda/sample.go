@@ -53,9 +53,21 @@ func (d *device) sampleHost(a *arena, tokens []int32, logp []float32, logits []f
 	if err := d.dtoh(unsafe.Pointer(&h[0]), a.in(logits, M*V), int64(M*V)*4); err != nil {
 		panic(&Error{"", err})
 	}
-	lp := make([]float32, M)
-	cpu.New().SampleTokens(tokens, lp, h, params, M, V)
-	if logp != nil {
+	ids, lp := make([]int32, M), make([]float32, M)
+	cpu.New().SampleTokens(ids, lp, h, params, M, V)
+	// the outputs may be tensors (overlap scheduling samples into the
+	// generator's): those go up
+	if p, t := d.mem.find(unsafe.Pointer(&tokens[0]), int64(M)*4); t != nil {
+		must(d.htod(p, unsafe.Pointer(&ids[0]), int64(M)*4))
+	} else {
+		copy(tokens, ids)
+	}
+	if logp == nil {
+		return
+	}
+	if p, t := d.mem.find(unsafe.Pointer(&logp[0]), int64(M)*4); t != nil {
+		must(d.htod(p, unsafe.Pointer(&lp[0]), int64(M)*4))
+	} else {
 		copy(logp, lp)
 	}
 }

@@ -471,7 +471,16 @@ func TestTransferMixedPrecision(t *testing.T) {
 type countedGen struct {
 	*Backend
 	forwards, copies, copied int64
-	hostCopy                 bool
+	// the tokens of decode steps copied from the previous step's samples
+	// (overlap scheduling: gpu.DecodeOverlap)
+	tokCopies, tokCopied int64
+	hostCopy             bool
+}
+
+func (c *countedGen) CopyInt32(dst, src []int32) {
+	c.tokCopies++
+	c.tokCopied += int64(min(len(dst), len(src)))
+	c.Backend.CopyInt32(dst, src)
 }
 
 func (c *countedGen) SampleTokens(tokens []int32, logp []float32, logits []float32, params []gpu.SampleParams, M, V int) {
@@ -525,7 +534,7 @@ func groupsTransfer(t *testing.T, warm bool, plant func(*countedGen, *model.Gene
 	if plant != nil {
 		plant(cg, g)
 	}
-	cg.forwards, cg.copies, cg.copied = 0, 0, 0
+	cg.forwards, cg.copies, cg.copied, cg.tokCopies, cg.tokCopied = 0, 0, 0, 0, 0
 	be.ResetCounters()
 	rounds, err := w.run(g)
 	if err != nil {
@@ -556,7 +565,10 @@ func groupsIO(rounds [2]groupsRound) (io, N, M int64) {
 // per-row I/O between host and device: the prefix copies stay on the device
 // (counted apart: as many as the generator made, of as many floats) and the
 // tool turns' reuse of their slots moves nothing; no allocation after the
-// warm-up; one synchronisation per forward.
+// warm-up; no synchronisation: a wait for each forward's samples alone,
+// made after the next forward is queued (overlap scheduling), whose decode
+// tokens are copied on the device from those samples (4 B a token, counted
+// apart like the prefix copies).
 func TestTransferGenerateGroups(t *testing.T) {
 	got, rounds, cg := groupsTransfer(t, true, nil)
 	io, N, M := groupsIO(rounds)
@@ -569,9 +581,17 @@ func TestTransferGenerateGroups(t *testing.T) {
 	}
 	checkDecode(t, "groups + tool turn", got, cg.forwards, io, groupsConfig.V)
 	checkLaunches(t, "groups + tool turn", got)
-	if cg.copies == 0 || got.DeviceCopies != cg.copies || got.DeviceToDevice != 4*cg.copied {
-		t.Errorf("the device copied %d B in %d copies; the generator asked for %d floats in %d copies", got.DeviceToDevice, got.DeviceCopies, cg.copied, cg.copies)
+	if cg.copies == 0 || got.DeviceCopies != cg.copies+cg.tokCopies || got.DeviceToDevice != 4*(cg.copied+cg.tokCopied) {
+		t.Errorf("the device copied %d B in %d copies; the generator asked for %d floats in %d copies and %d tokens in %d",
+			got.DeviceToDevice, got.DeviceCopies, cg.copied, cg.copies, cg.tokCopied, cg.tokCopies)
 	}
+	// the decode tokens of every forward but the few after an admission
+	// (read first: the prefill's slot must be known) come from the device
+	if got.Syncs != 0 || got.DownloadWaits != cg.forwards || cg.tokCopied == 0 || cg.tokCopied > N-int64(groupsPrompts[0][0]+groupsPrompts[1][0]) {
+		t.Errorf("%d syncs and %d waits for samples in %d forwards, %d decode tokens copied on the device of %d: want no sync, a wait a forward",
+			got.Syncs, got.DownloadWaits, cg.forwards, cg.tokCopied, N-int64(groupsPrompts[0][0]+groupsPrompts[1][0]))
+	}
+	t.Logf("decode tokens from the device: %d in %d copies", cg.tokCopied, cg.tokCopies)
 }
 
 // TestTransferGenerateGroupsPlanted: a prefix copy through the host, and
@@ -579,10 +599,10 @@ func TestTransferGenerateGroups(t *testing.T) {
 // TestTransferGenerateGroups (one run each, without the warm-up: the
 // allocations are not what they plant).
 func TestTransferGenerateGroupsPlanted(t *testing.T) {
-	got, rounds, _ := groupsTransfer(t, false, func(cg *countedGen, _ *model.Generator) { cg.hostCopy = true })
+	got, rounds, cg := groupsTransfer(t, false, func(cg *countedGen, _ *model.Generator) { cg.hostCopy = true })
 	io, _, _ := groupsIO(rounds)
 	t.Logf("planted prefix copy through the host: %v (own I/O %d B)", got, io)
-	if moved := got.HostToDevice + got.DeviceToHost; moved <= io || got.DeviceCopies != 0 {
+	if moved := got.HostToDevice + got.DeviceToHost; moved <= io || got.DeviceCopies != cg.tokCopies {
 		t.Errorf("with the prefix copies through the host the workload moved %d bytes (bound %d), %d device copies: the bound cannot fail", moved, io, got.DeviceCopies)
 	}
 	got, rounds, _ = groupsTransfer(t, false, func(_ *countedGen, g *model.Generator) { g.NoPrefixSharing = true })

@@ -75,6 +75,12 @@ type Generator struct {
 	qkv, gu          []float32 // [N,NH*HD+2*NKV*HD], [N,2F]: the backend's fused products (gpu.DecodeFused)
 	lora             loraScratch
 	lowp             *lowpCopy // reduced-precision weights (SetDtype); nil: fp32
+	// overlap scheduling (gpu.DecodeOverlap): the samples of a step on the
+	// device, and the runs of a step's tokens copied from them
+	sampD   []int32   // [Slots] sampled ids
+	sampLpD []float32 // [Slots] their log-probs
+	devRuns []devRun
+	ov      gpu.DecodeOverlap
 
 	// Prompts that share a prefix with a slot's cache (GRPO's n samples of a prompt, the
 	// next turn of a conversation) copy its keys and values instead of prefilling them
@@ -219,6 +225,9 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 		g.rowH[n] = slot[n]*int32(g.MaxT) + pos[n]
 	}
 	be.UploadInt32(tokD, tokens)
+	for _, r := range g.devRuns { // the previous step's samples, not yet read by the host
+		g.ov.CopyInt32(tokD[r.dst:r.dst+r.n], g.sampD[r.src:r.src+r.n])
+	}
 	be.UploadInt32(posD, pos)
 	be.UploadInt32(slotD, slot)
 	be.UploadInt32(rowD, g.rowH[:N])
@@ -409,11 +418,34 @@ var ErrPromptTooLong = errors.New("model: prompt does not fit the generator's le
 
 // running is a request occupying a slot.
 type running struct {
-	req  int // index into the requests
-	next int32
-	pos  int // position of next in the slot
-	rng  *rand.Rand
-	res  *Result
+	req    int   // index into the requests
+	slot   int   // the slot it occupies
+	next   int32 // the last token sampled that the host has read
+	plen   int   // prompt tokens: sample k (from 1) sits at position plen-1+k of the slot
+	nsched int   // samples scheduled: read, and in flight (overlap scheduling)
+	last   bool  // the last sample scheduled ends it by length (MaxTokens, MaxT)
+	fin    bool  // finished: handed to done
+	devAt  int   // the position of its sample in flight forwarded from the device (-1: none)
+	rng    *rand.Rand
+	res    *Result
+}
+
+// schedule counts one more sample of r in the step being planned.
+func (r *running) schedule(sc *SampleConfig, maxT int) {
+	r.nsched++
+	r.last = r.nsched >= sc.MaxTokens || r.plen-1+r.nsched >= maxT
+}
+
+// devRun is a run of n tokens of a step copied on the device from the
+// previous step's samples: tokens [dst, dst+n) from samples [src, src+n).
+type devRun struct{ dst, src, n int }
+
+// genStep is a step's sampled rows and their samples.
+type genStep struct {
+	rows   []*running // in sample order
+	ticket int        // the samples' download (overlap scheduling)
+	toks   []int32
+	lps    []float32
 }
 
 // Generate runs every request to completion and returns their results in
@@ -469,6 +501,11 @@ func (g *Generator) Stream(reqs []Request, feed func() []Request, done func(i in
 	if err := g.syncLowp(); err != nil {
 		return err
 	}
+	be := g.m.be
+	// overlap scheduling: a decode step is queued before the host reads the
+	// previous step's samples, its tokens copied from them on the device
+	g.ov = gpu.DecodeOverlapOps(be)
+	defer func() { g.ov, g.devRuns = nil, g.devRuns[:0] }()
 	reqs = slices.Clone(reqs)
 	slots := make([]*running, g.Slots)
 	g.checkCache() // prompts cached by earlier calls stay usable while the weights do not change
@@ -484,111 +521,183 @@ func (g *Generator) Stream(reqs []Request, feed func() []Request, done func(i in
 		}
 	}
 	admit(0)
+	// finish reads a step's samples (waiting for their copy where it was
+	// queued) and hands each request its token; a request that finished
+	// in an earlier step computed this one only because the host did not
+	// know yet: it is dropped.
+	finish := func(st *genStep) {
+		M := len(st.rows)
+		if g.ov != nil {
+			st.toks, st.lps = grow32(st.toks, M), grow(st.lps, M)
+			g.ov.WaitDownload(st.ticket, st.toks, st.lps)
+		}
+		for i, r := range st.rows {
+			if r.fin {
+				continue
+			}
+			sc := &reqs[r.req].Sample
+			tok, lp := st.toks[i], st.lps[i]
+			if r.devAt >= 0 { // the next step forwarded it from the device
+				if r.devAt < len(g.cache[r.slot]) {
+					g.cache[r.slot][r.devAt] = tok
+				}
+				r.devAt = -1
+			}
+			r.res.Tokens = append(r.res.Tokens, tok)
+			r.res.Logprobs = append(r.res.Logprobs, lp)
+			r.next = tok
+			switch {
+			case (!sc.IgnoreEOS && slices.Contains(eos, tok)) || slices.Contains(sc.StopTokens, tok) ||
+				(sc.Stop != nil && sc.Stop(r.res.Tokens)):
+				r.res.FinishReason = "stop"
+			case len(r.res.Tokens) >= sc.MaxTokens || r.plen-1+len(r.res.Tokens) >= g.MaxT:
+				r.res.FinishReason = "length"
+			default:
+				continue
+			}
+			r.fin = true
+			slots[r.slot] = nil // finished: the slot takes the next request
+			done(r.req, *r.res, nil)
+		}
+	}
 	var tokens, slot, pos []int32
 	var rows []int
-	var rowSlot []int
-	var toks []int32
-	var lps []float32
 	var params []gpu.SampleParams
 	var prefilling [][]int32
-	for {
+	var steps [2]genStep
+	var pend *genStep // the step whose samples are in flight
+	for cur := 0; ; cur ^= 1 {
 		if feed != nil {
 			n := len(reqs)
 			reqs = append(reqs, feed()...)
 			admit(n)
 		}
-		tokens, slot, pos, rows, rowSlot = tokens[:0], slot[:0], pos[:0], rows[:0], rowSlot[:0]
-		// decode tokens of the running requests
-		for s, r := range slots {
-			if r == nil {
-				continue
-			}
-			tokens, slot, pos = append(tokens, r.next), append(slot, int32(s)), append(pos, int32(r.pos))
-			rows, rowSlot = append(rows, len(tokens)-1), append(rowSlot, s)
+		if pend != nil && len(waiting) > 0 && slices.Contains(slots, nil) {
+			finish(pend) // a request can be admitted: plan the step knowing the tokens
+			pend = nil
 		}
-		// admit waiting requests into free slots, prefilling their prompts after the longest
-		// prefix a slot's cache already holds (copied, not recomputed)
-		prefilling = prefilling[:0]
-		for wi := 0; wi < len(waiting); {
-			dst := -1 // the free slot whose cache is shortest: the longer ones may serve later prompts
-			for s, r := range slots {
-				if r == nil && (dst < 0 || len(cached[s]) < len(cached[dst])) {
-					dst = s
-				}
-			}
-			if dst < 0 {
-				break
-			}
-			i := waiting[wi]
-			prompt := reqs[i].Prompt
-			src, p := g.sharedPrefix(prompt, cached)
-			if !g.NoPrefixSharing {
-				// a longer prefix is being prefilled in this step: admit this one in the
-				// next, copying it
-				q := 0
-				for _, pf := range prefilling {
-					q = max(q, commonPrefix(prompt, pf))
-				}
-				if q >= p+minSharedPrefix {
-					wi++
+		st := &steps[cur]
+		st.rows = st.rows[:0]
+		tokens, slot, pos, rows = tokens[:0], slot[:0], pos[:0], rows[:0]
+		g.devRuns = g.devRuns[:0]
+		if pend != nil {
+			// decode tokens of the previous step's rows, its samples: those that
+			// have not finished (as far as the host knows)
+			for i, r := range pend.rows {
+				if r.fin || r.last {
 					continue
 				}
-			} else {
-				p = 0
+				n := len(tokens)
+				r.devAt = r.plen - 1 + r.nsched
+				tokens, slot, pos = append(tokens, padToken), append(slot, int32(r.slot)), append(pos, int32(r.devAt))
+				rows, st.rows = append(rows, n), append(st.rows, r)
+				if k := len(g.devRuns) - 1; k >= 0 && g.devRuns[k].dst+g.devRuns[k].n == n && g.devRuns[k].src+g.devRuns[k].n == i {
+					g.devRuns[k].n++
+				} else {
+					g.devRuns = append(g.devRuns, devRun{dst: n, src: i, n: 1})
+				}
+				r.schedule(&reqs[r.req].Sample, g.MaxT)
 			}
-			waiting = slices.Delete(waiting, wi, wi+1)
-			if p > 0 && slots[src] == nil && src != dst && commonPrefix(prompt, cached[dst]) < p {
-				dst = src // the finished slot that holds the prefix: no copy
+		} else {
+			// decode tokens of the running requests
+			for _, r := range slots {
+				if r == nil {
+					continue
+				}
+				tokens, slot, pos = append(tokens, r.next), append(slot, int32(r.slot)), append(pos, int32(r.plen-1+r.nsched))
+				rows, st.rows = append(rows, len(tokens)-1), append(st.rows, r)
+				r.schedule(&reqs[r.req].Sample, g.MaxT)
 			}
-			if p > 0 && src != dst {
-				g.copyPrefix(dst, src, p)
+			// admit waiting requests into free slots, prefilling their prompts after the longest
+			// prefix a slot's cache already holds (copied, not recomputed)
+			prefilling = prefilling[:0]
+			for wi := 0; wi < len(waiting); {
+				dst := -1 // the free slot whose cache is shortest: the longer ones may serve later prompts
+				for s, r := range slots {
+					if r == nil && (dst < 0 || len(cached[s]) < len(cached[dst])) {
+						dst = s
+					}
+				}
+				if dst < 0 {
+					break
+				}
+				i := waiting[wi]
+				prompt := reqs[i].Prompt
+				src, p := g.sharedPrefix(prompt, cached)
+				if !g.NoPrefixSharing {
+					// a longer prefix is being prefilled in this step: admit this one in the
+					// next, copying it
+					q := 0
+					for _, pf := range prefilling {
+						q = max(q, commonPrefix(prompt, pf))
+					}
+					if q >= p+minSharedPrefix {
+						wi++
+						continue
+					}
+				} else {
+					p = 0
+				}
+				waiting = slices.Delete(waiting, wi, wi+1)
+				if p > 0 && slots[src] == nil && src != dst && commonPrefix(prompt, cached[dst]) < p {
+					dst = src // the finished slot that holds the prefix: no copy
+				}
+				if p > 0 && src != dst {
+					g.copyPrefix(dst, src, p)
+				}
+				cached[dst] = append(cached[dst][:0], cached[src][:p]...)
+				g.SharedTokens += p
+				g.PrefillTokens += len(prompt) - p
+				r := &running{req: i, slot: dst, plen: len(prompt), devAt: -1, res: &Result{},
+					rng: rand.New(rand.NewPCG(reqs[i].Sample.Seed, 0x6a09e667f3bcc909))}
+				slots[dst] = r
+				for j := p; j < len(prompt); j++ {
+					tokens, slot, pos = append(tokens, prompt[j]), append(slot, int32(dst)), append(pos, int32(j))
+				}
+				rows, st.rows = append(rows, len(tokens)-1), append(st.rows, r)
+				r.schedule(&reqs[i].Sample, g.MaxT)
+				prefilling = append(prefilling, prompt)
 			}
-			cached[dst] = append(cached[dst][:0], cached[src][:p]...)
-			g.SharedTokens += p
-			g.PrefillTokens += len(prompt) - p
-			r := &running{req: i, res: &Result{}, rng: rand.New(rand.NewPCG(reqs[i].Sample.Seed, 0x6a09e667f3bcc909))}
-			slots[dst] = r
-			for j := p; j < len(prompt); j++ {
-				tokens, slot, pos = append(tokens, prompt[j]), append(slot, int32(dst)), append(pos, int32(j))
-			}
-			r.pos = len(prompt) - 1
-			rows, rowSlot = append(rows, len(tokens)-1), append(rowSlot, dst)
-			prefilling = append(prefilling, prompt)
 		}
 		if len(tokens) == 0 {
+			if pend != nil { // every row of the step in flight has finished
+				finish(pend)
+				pend = nil
+				continue
+			}
 			if len(waiting) > 0 {
 				return errors.New("model: generate: requests left waiting with every slot free")
 			}
 			return nil
 		}
 		logits := g.forward(tokens, slot, pos, rows)
-		M := len(rowSlot)
-		toks, lps = grow32(toks, M), grow(lps, M)
+		for _, r := range g.devRuns { // not known to the host yet (finish writes them)
+			for _, row := range st.rows[r.dst : r.dst+r.n] {
+				g.cache[row.slot][row.devAt] = -1
+			}
+		}
+		M := len(st.rows)
 		params = slices.Grow(params[:0], M)[:M]
-		for i, s := range rowSlot {
-			r := slots[s]
+		for i, r := range st.rows {
 			params[i] = sampleParams(&reqs[r.req].Sample, r.rng, c.V)
 		}
 		// sampled where the logits are: only the M ids and log-probs come back
-		g.m.be.SampleTokens(toks, lps, logits, params, M, c.V)
-		for i, s := range rowSlot {
-			r := slots[s]
-			sc := &reqs[r.req].Sample
-			tok, lp := toks[i], lps[i]
-			r.res.Tokens = append(r.res.Tokens, tok)
-			r.res.Logprobs = append(r.res.Logprobs, lp)
-			r.next, r.pos = tok, r.pos+1
-			switch {
-			case (!sc.IgnoreEOS && slices.Contains(eos, tok)) || slices.Contains(sc.StopTokens, tok) ||
-				(sc.Stop != nil && sc.Stop(r.res.Tokens)):
-				r.res.FinishReason = "stop"
-			case len(r.res.Tokens) >= sc.MaxTokens || r.pos >= g.MaxT:
-				r.res.FinishReason = "length"
-			default:
-				continue
-			}
-			slots[s] = nil // finished: the slot takes the next request
-			done(r.req, *r.res, nil)
+		if g.ov != nil {
+			sampD := g.tensorInt32(&g.sampD, g.Slots, "samples")[:M]
+			lpD := g.tensor(&g.sampLpD, g.Slots, "samples' log-probs")[:M]
+			be.SampleTokens(sampD, lpD, logits, params, M, c.V)
+			st.ticket = g.ov.DownloadQueued(sampD, lpD, M)
+		} else {
+			st.toks, st.lps = grow32(st.toks, M), grow(st.lps, M)
+			be.SampleTokens(st.toks, st.lps, logits, params, M, c.V)
+		}
+		if pend != nil {
+			finish(pend) // while the device runs st
+		}
+		pend = st
+		if g.ov == nil {
+			finish(pend)
+			pend = nil
 		}
 	}
 }

@@ -17,13 +17,19 @@ const (
 	HostToDeviceBytes = "perf/host_to_device_bytes"
 	DeviceToHostBytes = "perf/device_to_host_bytes"
 	// DeviceWait is the host's time blocked on the device, in seconds: in
-	// synchronisations, device->host copies and the waits that keep the
-	// host a bounded number of ops ahead of the stream (QueueWaits).
+	// synchronisations, device->host copies, the waits that keep the host a
+	// bounded number of ops ahead of the stream (QueueWaits) and those for
+	// the samples (DownloadWaits).
 	DeviceWait = "perf/device_wait_s"
 	// QueueWaits is the step's waits for the stream that keep the host at
 	// most cuda.QueueDepth ops ahead of it (docs/gpu.md, "A bounded
 	// queue"), where the driver would otherwise hold it inside a launch.
 	QueueWaits = "perf/queue_waits"
+	// DownloadWaits is the step's waits for a decode step's samples alone
+	// (the event after their copy to the host), while the next decode step
+	// runs: overlap scheduling (docs/gpu.md, "Overlapping the host's work
+	// with the device's"); not in DeviceSyncs.
+	DownloadWaits = "perf/download_waits"
 	// HostFrac is 1 - DeviceWait / timing_s/step: the share of the step's wall
 	// time in which the host was not waiting on the device (host code between
 	// kernels, the reward, the task plugins). The device can be idle only
@@ -84,6 +90,7 @@ func (m *deviceMeter) addTo(vals map[string]float64, wall time.Duration) {
 	vals[DeviceToHostBytes] = float64(d.DeviceToHost)
 	vals[DeviceWait] = d.SyncWait.Seconds()
 	vals[QueueWaits] = float64(d.QueueWaits)
+	vals[DownloadWaits] = float64(d.DownloadWaits)
 	vals[UploadTime] = d.UploadTime.Seconds()
 	vals[EnqueueTime] = d.EnqueueTime.Seconds()
 	vals[DeviceAllocs] = float64(d.Allocs)

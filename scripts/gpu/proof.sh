@@ -29,9 +29,11 @@
 # sample_bisect, flash_dkv_group, flash_dq_stage, swiglu_recompute, logprob_twopass and clip_scale, and any new opt-in one) against the default
 # kernels in the same run, in a table of their own.
 # PROOF_TORCH=0 skips the PyTorch peers (rlhost against its own kernel variants only).
-# PROOF_GRPO_AB=1 (the default; 0 skips it) runs the GRPO run twice more: with
-# RLHOST_CUDA_PINNED=0 (uploads from pageable memory, as before the page-locked buffer) and with
-# RLHOST_CUDA_QUEUE_DEPTH=0 (no bound on the ops queued ahead of the stream, as before it).
+# PROOF_GRPO_AB=1 (the default; 0 skips it) runs the GRPO run three times more: with
+# RLHOST_CUDA_PINNED=0 (uploads from pageable memory, as before the page-locked buffer), with
+# RLHOST_CUDA_QUEUE_DEPTH=0 (no bound on the ops queued ahead of the stream, as before it) and with
+# RLHOST_CUDA_OVERLAP=0 (each decode step's samples read before the next step is queued, as before
+# overlap scheduling).
 # PROOF_STEP_TIMEOUT=S stops any heavy step after S seconds (reported as failed; the others run).
 # PROOF_PROFILE=1 (the default; 0 turns it off) adds --profile to the rlhost bench: after its timed
 # lines, one more training step and decodes run with the device's profiling on, and the "paths"
@@ -146,7 +148,7 @@ if [ -x "$out/bin/plugins/rlhost-task-arith" ] && [ -s "$here/tokenizer/tokenize
 			trainer.total_training_steps=3 trainer.val_before_train=false \
 			trainer.run_dir="runs/$1" trainer.experiment_name="$1"
 	}
-	(cd "$out" && rm -rf data/arith runs/proof-arith runs/proof-arith-pageable runs/proof-arith-unbounded &&
+	(cd "$out" && rm -rf data/arith runs/proof-arith runs/proof-arith-pageable runs/proof-arith-unbounded runs/proof-arith-serial &&
 		"$rlhost" preprocess --task arith --input "$here/arith-raw" --output-dir data/arith &&
 		grpo_run proof-arith) 2>&1 | tee "$out/train.txt"
 	[ "${PIPESTATUS[0]}" = 0 ] || fail=1
@@ -158,6 +160,9 @@ if [ -x "$out/bin/plugins/rlhost-task-arith" ] && [ -s "$here/tokenizer/tokenize
 		# and without the bound on the queue (docs/gpu.md, "A bounded queue")
 		(cd "$out" && export RLHOST_CUDA_QUEUE_DEPTH=0 && grpo_run proof-arith-unbounded) > "$out/train-unbounded.txt" 2>&1 ||
 			{ tail -5 "$out/train-unbounded.txt"; fail=1; }
+		# and without overlap scheduling (docs/gpu.md, "Overlapping the host's work with the device's")
+		(cd "$out" && export RLHOST_CUDA_OVERLAP=0 && grpo_run proof-arith-serial) > "$out/train-serial.txt" 2>&1 ||
+			{ tail -5 "$out/train-serial.txt"; fail=1; }
 	fi
 else
 	echo "skipped: the bundle has no arith plugin or tokenizer (make gpu-proof-bundle puts them there)"
@@ -178,6 +183,10 @@ fi
 if [ -s "$out/runs/proof-arith-unbounded/metrics.jsonl" ]; then
 	echo "The same GRPO run with RLHOST_CUDA_QUEUE_DEPTH=0 (no bound on the queue), same call:" | tee -a "$out/paths.txt"
 	"$py" "$here/proof_torch.py" paths --grpo "$out/runs/proof-arith-unbounded/metrics.jsonl" | sed 's/^GRPO /GRPO unbounded /' | tee -a "$out/paths.txt"
+fi
+if [ -s "$out/runs/proof-arith-serial/metrics.jsonl" ]; then
+	echo "The same GRPO run with RLHOST_CUDA_OVERLAP=0 (no overlap scheduling), same call:" | tee -a "$out/paths.txt"
+	"$py" "$here/proof_torch.py" paths --grpo "$out/runs/proof-arith-serial/metrics.jsonl" | sed 's/^GRPO /GRPO serial /' | tee -a "$out/paths.txt"
 fi
 
 step "table (also in $out/table.md)"

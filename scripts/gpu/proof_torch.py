@@ -317,7 +317,8 @@ def goals(rows, grpo, grpo_shape=None):
 
 
 GRPO_KEYS = [("timing_s/step", "s"), ("perf/host_frac", "host not waiting on the device"),
-             ("perf/device_wait_s", "s waiting"), ("perf/queue_waits", "queue waits"), ("perf/upload_s", "s in uploads"),
+             ("perf/device_wait_s", "s waiting"), ("perf/queue_waits", "queue waits"),
+             ("perf/download_waits", "download waits"), ("perf/upload_s", "s in uploads"),
              ("perf/enqueue_s", "s queueing (launches, products)"), ("perf/device_allocs", "allocations"),
              ("perf/alloc_s", "s allocating"), ("perf/device_syncs", "syncs"),
              ("perf/host_to_device_bytes", "B up"),
@@ -407,6 +408,11 @@ def table(out, files, grpo_metrics=None, grpo_shape=None):
 
     def cell(v, fmt):
         return "-" if v is None else fmt.format(v)
+    def syncs(r):
+        # rlhost's decode waits for each forward's samples alone (overlap scheduling)
+        s = r.get("syncs_per_step", 0 if "host_frac" in r else "-")
+        w = r.get("download_waits_per_step")
+        return f"{s} + {w:g} waits" if w else s
     lines = ["| shape | step | runner | B x T (prompt) | tokens/s | ms/token (one sequence) | MFU bf16 | MFU fp32 | peak device MiB | host->device B/step | device->host B/step | syncs/step | host not waiting | x PyTorch |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
@@ -419,7 +425,7 @@ def table(out, files, grpo_metrics=None, grpo_shape=None):
             r["shape"], r["kind"], runner(r), bt, r["tokens_per_s"], cell(lat and lat * 1e3, "{:.2f}"),
             fl / PEAK_BF16, fl / PEAK_FP32, cell(r.get("peak_device_bytes") and r["peak_device_bytes"] / 2**20, "{:.0f}"),
             r.get("host_to_device_bytes_per_step", "-"), r.get("device_to_host_bytes_per_step", "-"),
-            r.get("syncs_per_step", "-"), cell(r.get("host_frac"), "{:.1%}"), cell(x, "{:.2f}")))
+            syncs(r), cell(r.get("host_frac"), "{:.1%}"), cell(x, "{:.2f}")))
     lines.append("")
     lines.append(f"MFU: model FLOPs (training: 6 x params x tokens + 6 x layers x NH*HD x T x tokens for causal attention; "
                  f"decoding: 2 x params x tokens) over {PEAK_BF16/1e12:.0f} TFLOP/s bf16 (measured on this machine class) "

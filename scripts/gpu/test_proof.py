@@ -196,7 +196,7 @@ def test_paths(tmp_path):
         "   29.0%    174.000 ms     168 x    1035.7 us  cublasGemmEx bf16->f32 NT 896x8192x4864",
         "   10.0%     60.000 ms      24 x    2500.0 us  rope_qk",
         "    1.0%      6.000 ms       3 x    2000.0 us  memcpy HtoD",
-        "GRPO step 1: 2.5 s, 0.031 host not waiting on the device, - s waiting, - queue waits, 0.012 s in uploads, - s queueing (launches, products), "
+        "GRPO step 1: 2.5 s, 0.031 host not waiting on the device, - s waiting, - queue waits, - download waits, 0.012 s in uploads, - s queueing (launches, products), "
         "- allocations, - s allocating, - syncs, - B up, - B down, "
         "- prompt tokens prefilled, 300 shared, - update padding (packed micro-batches: AttentionVarlen), "
         "1.9 s generating, - s reward, - s old log-probs, - s updating, 0.25 host not waiting in the rollout, "
@@ -398,7 +398,7 @@ if [ "$2" = make ]; then mkdir -p "$3" && echo x >"$3/model.safetensors" && {{ [
 exit 0
 """
 STUB_RLHOST = """#!/usr/bin/env bash
-echo "rlhost $*${{RLHOST_CUDA_VARIANTS:+ [variants=$RLHOST_CUDA_VARIANTS]}}${{RLHOST_CUDA_PINNED:+ [pinned=$RLHOST_CUDA_PINNED]}}${{RLHOST_CUDA_QUEUE_DEPTH:+ [queue=$RLHOST_CUDA_QUEUE_DEPTH]}}" >>{log}
+echo "rlhost $*${{RLHOST_CUDA_VARIANTS:+ [variants=$RLHOST_CUDA_VARIANTS]}}${{RLHOST_CUDA_PINNED:+ [pinned=$RLHOST_CUDA_PINNED]}}${{RLHOST_CUDA_QUEUE_DEPTH:+ [queue=$RLHOST_CUDA_QUEUE_DEPTH]}}${{RLHOST_CUDA_OVERLAP:+ [overlap=$RLHOST_CUDA_OVERLAP]}}" >>{log}
 if [ "$1" = train ]; then
     d=runs/proof-arith
     for a in "$@"; do case $a in trainer.run_dir=*) d=${{a#trainer.run_dir=}};; esac; done
@@ -473,12 +473,13 @@ def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch, ab):
     assert f"kernel variants {' '.join(want) or 'none'}" in (out / "machine.txt").read_text()
     train = [c for c in calls if c.startswith("rlhost train ")]
     assert all(f"actor_rollout_ref.model.path={ck} " in c for c in train), train
-    # the default run, then (PROOF_GRPO_AB, default 1) with uploads from pageable memory and with no
-    # bound on the queue, each into its own run folder, and their step lines printed
+    # the default run, then (PROOF_GRPO_AB, default 1) with uploads from pageable memory, with no
+    # bound on the queue and without overlap scheduling, each into its own run folder, and their step
+    # lines printed
     tails = [c.rsplit("proof-arith", 1)[1] for c in train]
-    want_tails = [""] if ab == "0" else ["", "-pageable [pinned=0]", "-unbounded [queue=0]"]
+    want_tails = [""] if ab == "0" else ["", "-pageable [pinned=0]", "-unbounded [queue=0]", "-serial [overlap=0]"]
     assert tails == want_tails, train
-    for run in ("pageable", "unbounded"):
+    for run in ("pageable", "unbounded", "serial"):
         printed = any(c.startswith(f"py {bundle}/proof_torch.py paths --grpo {out}/runs/proof-arith-{run}/metrics.jsonl")
                       for c in calls)
         assert printed == (ab != "0"), (run, calls)
