@@ -296,6 +296,11 @@ func openNullDevice(tb testing.TB, graphs bool) (*Backend, *nullDriver) {
 	}
 	be := &Backend{d: &device{drv: d, blas: rowMajor{api: nullBlas{&drv.ops}}, name: "null", cc: [2]int{9, 0}}}
 	be.d.blas.d = be.d
+	off, err := overlapOffFromEnv() // OverlapEnv=0: BenchmarkGRPORollout without overlap scheduling
+	if err != nil {
+		tb.Fatal(err)
+	}
+	be.d.dl.off = off
 	depth, err := queueDepthFromEnv() // QueueDepthEnv=0: BenchmarkHostCost without the bound
 	if err != nil {
 		tb.Fatal(err)
