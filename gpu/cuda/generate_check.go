@@ -44,17 +44,21 @@ type groupsWorkload struct {
 	round1 []model.Request
 }
 
+// groupsTokens are n token ids of groupsConfig's vocabulary drawn from r,
+// none of its first three (special) ids.
+func groupsTokens(r *rand.Rand, n int) []int32 {
+	t := make([]int32, n)
+	for j := range t {
+		t[j] = int32(3 + r.IntN(groupsConfig.V-3))
+	}
+	return t
+}
+
 func newGroupsWorkload() *groupsWorkload {
 	c := groupsConfig
 	r := rand.New(rand.NewPCG(19, 19))
 	w := &groupsWorkload{init: randn(r, c.NumParams(), 0.3)}
-	tokens := func(n int) []int32 {
-		t := make([]int32, n)
-		for j := range t {
-			t[j] = int32(3 + r.IntN(c.V-3))
-		}
-		return t
-	}
+	tokens := func(n int) []int32 { return groupsTokens(r, n) }
 	system := tokens(6)
 	sc := groupsSample
 	for gi, n := range []int{12, 14} {

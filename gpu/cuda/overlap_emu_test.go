@@ -22,15 +22,8 @@ import (
 // tokens, Stop funcs, lengths and one prompt that runs into the end of its
 // slot (MaxT 40).
 func overlapRequests() []model.Request {
-	c := groupsConfig
 	r := rand.New(rand.NewPCG(23, 23))
-	tokens := func(n int) []int32 {
-		t := make([]int32, n)
-		for j := range t {
-			t[j] = int32(3 + r.IntN(c.V-3))
-		}
-		return t
-	}
+	tokens := func(n int) []int32 { return groupsTokens(r, n) }
 	system := tokens(6)
 	var reqs []model.Request
 	for i := range 8 {
