@@ -100,6 +100,12 @@ func (b *Backend) DownloadQueued(ids []int32, logp []float32, n int) int {
 		s := &q.slots[t%downloadSlots]
 		if q.plant == "oneslot" {
 			s = &q.slots[0]
+		} else if s.ticket != 0 && s.buf != nil && s.ev != nil {
+			// an abandoned download (its generator stopped on an error): its
+			// copy may still be landing in the buffer this one reuses or frees
+			if err := d.waiter().waitEvent(s.ev); err != nil {
+				panic(&Error{"", fmt.Errorf("wait for an abandoned download: %w", err)})
+			}
 		}
 		s.ticket, s.n, s.logp = t, n, logp != nil
 		if n == 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu/model"
@@ -166,4 +167,32 @@ func TestDecodeOverlapEnv(t *testing.T) {
 	if _, err := overlapOffFromEnv(); err == nil {
 		t.Errorf("%s=yes: no error", OverlapEnv)
 	}
+}
+
+// TestDownloadAbandoned: a download never waited for (a generator that
+// stopped on an error) leaves its slot to the download 8 tickets later,
+// which lands as it should; waiting for the abandoned ticket then is an
+// error naming it.
+func TestDownloadAbandoned(t *testing.T) {
+	be := openEmulator(t)
+	ids, lp := be.AllocInt32("ids", 4), be.Alloc("log-probs", 4)
+	be.UploadInt32(ids, []int32{1, 2, 3, 4})
+	be.Upload(lp, []float32{-1, -2, -3, -4})
+	first := be.DownloadQueued(ids, lp, 4)
+	var last int
+	for range downloadSlots {
+		last = be.DownloadQueued(ids, lp, 4)
+	}
+	got, gotLp := make([]int32, 4), make([]float32, 4)
+	be.WaitDownload(last, got, gotLp)
+	if !slices.Equal(got, []int32{1, 2, 3, 4}) || !slices.Equal(gotLp, []float32{-1, -2, -3, -4}) {
+		t.Errorf("download %d: %v %v", last, got, gotLp)
+	}
+	defer func() {
+		r := recover()
+		if r == nil || !strings.Contains(fmt.Sprint(r), fmt.Sprintf("download %d is not in flight", first)) {
+			t.Errorf("waiting for the abandoned download %d: %v", first, r)
+		}
+	}()
+	be.WaitDownload(first, got, gotLp)
 }
