@@ -28,6 +28,16 @@ var flashCases = []struct {
 	{[]int{66, 3}, 2, 2, 13},
 }
 
+// flashOperands packs sequences of the given lengths (cu, the longest
+// maxT, S sequences of N tokens in all) and draws q [N,NH,HD], then k and
+// v [N,NKV,HD], from r.
+func flashOperands(r *rand.Rand, lengths []int, NH, NKV, HD int) (cu []int32, maxT, S, N int, q, k, v []float32) {
+	cu, maxT = gpu.CuSeqlens(lengths)
+	S, N = len(lengths), int(cu[len(lengths)])
+	q, k, v = randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1), randn(r, N*NKV*HD, 1)
+	return cu, maxT, S, N, q, k, v
+}
+
 func checkAttentionVarlen(b Device) error {
 	for i, c := range flashCases {
 		if err := checkAttentionVarlenCase(b, uint64(i), c.lengths, c.NH, c.NKV, c.HD); err != nil {
@@ -46,9 +56,7 @@ func checkAttentionVarlenCase(b Device, seed uint64, lengths []int, NH, NKV, HD 
 // largest value, see compare).
 func checkAttentionVarlenTol(b Device, seed uint64, lengths []int, NH, NKV, HD int, fwdTol, bwdTol float64) error {
 	r := rand.New(rand.NewPCG(21, seed))
-	cu, maxT := gpu.CuSeqlens(lengths)
-	S, N := len(lengths), int(cu[len(lengths)])
-	q, k, v := randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1), randn(r, N*NKV*HD, 1)
+	cu, maxT, S, N, q, k, v := flashOperands(r, lengths, NH, NKV, HD)
 	// poisoned outputs: every element must be written
 	o1, o2 := randn(r, len(q), 100), randn(r, len(q), 100)
 	l1, l2 := randn(r, N*NH, 100), randn(r, N*NH, 100)

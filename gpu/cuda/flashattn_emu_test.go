@@ -64,10 +64,8 @@ func TestFlashMMAErrors(t *testing.T) {
 	be.SetPrecision(BF16) // the default variants: FlashMMA
 	for i, c := range flashCases {
 		r := rand.New(rand.NewPCG(21, uint64(i)))
-		cu, maxT := gpu.CuSeqlens(c.lengths)
-		S, N := len(c.lengths), int(cu[len(c.lengths)])
 		NH, NKV, HD := c.NH, c.NKV, c.HD
-		q, k, v := randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1), randn(r, N*NKV*HD, 1)
+		cu, maxT, S, N, q, k, v := flashOperands(r, c.lengths, NH, NKV, HD)
 		o1, o2 := make([]float32, len(q)), make([]float32, len(q))
 		l1, l2 := make([]float32, N*NH), make([]float32, N*NH)
 		ref.AttentionVarlenForward(o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
@@ -223,10 +221,8 @@ func TestFlashBackwardVariantsMatchDefault(t *testing.T) {
 	be.SetPrecision(BF16)
 	for i, c := range flashCases {
 		r := rand.New(rand.NewPCG(22, uint64(i)))
-		cu, maxT := gpu.CuSeqlens(c.lengths)
-		S, N := len(c.lengths), int(cu[len(c.lengths)])
 		NH, NKV, HD := c.NH, c.NKV, c.HD
-		q, k, v := randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1), randn(r, N*NKV*HD, 1)
+		cu, maxT, S, N, q, k, v := flashOperands(r, c.lengths, NH, NKV, HD)
 		out, lse := make([]float32, len(q)), make([]float32, N*NH)
 		ref.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
 		dout := randn(r, len(q), 1)
@@ -414,10 +410,8 @@ func TestFlashFwdLdsmEmulator(t *testing.T) {
 	be.SetPrecision(BF16)
 	for i, c := range flashCases {
 		r := rand.New(rand.NewPCG(23, uint64(i)))
-		cu, maxT := gpu.CuSeqlens(c.lengths)
-		S, N := len(c.lengths), int(cu[len(c.lengths)])
 		NH, NKV, HD := c.NH, c.NKV, c.HD
-		q, k, v := randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1), randn(r, N*NKV*HD, 1)
+		cu, maxT, S, N, q, k, v := flashOperands(r, c.lengths, NH, NKV, HD)
 		refOut, refLse := make([]float32, len(q)), make([]float32, N*NH)
 		ref.AttentionVarlenForward(refOut, refLse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
 		// the default, the kernel built with expf, the kernel
@@ -488,10 +482,8 @@ func TestFlashFwdLdsmUnalignedViews(t *testing.T) {
 	defer be.SetVariants(Variants{})
 	c := flashCases[4] // 4 sequences, GQA 4/2, HD 64
 	r := rand.New(rand.NewPCG(24, 4))
-	cu, maxT := gpu.CuSeqlens(c.lengths)
-	S, N := len(c.lengths), int(cu[len(c.lengths)])
 	NH, NKV, HD := c.NH, c.NKV, c.HD
-	q, k, v := randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1), randn(r, N*NKV*HD, 1)
+	cu, maxT, S, N, q, k, v := flashOperands(r, c.lengths, NH, NKV, HD)
 	out, lse := make([]float32, len(q)), make([]float32, N*NH)
 	be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
 	view := func(name string, x []float32) []float32 {

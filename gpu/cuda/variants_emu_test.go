@@ -53,9 +53,7 @@ func TestVariantKernels(t *testing.T) {
 	// the fused attention over two sequences, HD 64 (the Qwen2.5-0.5B heads)
 	lengths := []int{70, 9}
 	const NH, NKV, HD = 2, 1, 64
-	cu, maxT := gpu.CuSeqlens(lengths)
-	S, N := len(lengths), int(cu[len(lengths)])
-	q, k, v := randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1), randn(r, N*NKV*HD, 1)
+	cu, maxT, S, N, q, k, v := flashOperands(r, lengths, NH, NKV, HD)
 	out, lse, dout := make([]float32, len(q)), make([]float32, N*NH), randn(r, len(q), 1)
 	dq, dk, dv := make([]float32, len(q)), make([]float32, len(k)), make([]float32, len(v))
 	attention := func() {
