@@ -103,6 +103,8 @@ var Checks = []Check{
 	{"ClipAdamW", checkClipAdamW},
 	{"Sample", checkSample},
 	{"SampleBisect", checkSampleBisect},
+	{"SampleSplit", checkSampleSplit},
+	{"GenerateSampleSplit", checkGenerateSampleSplit},
 	{"ResidentTensors", checkResident},
 	{"TrainStep", checkTrainStep},
 	{"TrainStepPacked", checkTrainStepPacked},

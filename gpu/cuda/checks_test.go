@@ -244,6 +244,7 @@ func TestChecksDetectErrors(t *testing.T) {
 		// SwiGLUBackwardH, perturbed below, and the forward's error stays
 		// inside TrainStep's tolerance
 		{"swiglu", []string{"SwiGLU", "SwiGLUBackwardH", "SwiGLURows", "ResidentTensors", "TrainStepSwiGLURecompute", "GenerateGroups",
+			"GenerateSampleSplit",
 			"GenerateDecodeBlock"}},
 		{"swiglu-backward-h", []string{"SwiGLUBackwardH", "TrainStep", "TrainStepPacked"}},
 		{"attention-dk", []string{"Attention", "TrainStep", "TrainStepTF32", "TrainStepSwiGLURecompute"}},
@@ -253,11 +254,11 @@ func TestChecksDetectErrors(t *testing.T) {
 		{"matmul-backward-fp32", []string{"MatmulBF16"}},
 		{"matmul-accumulate-overwrite", []string{"Matmul", "MatmulBF16", "MatmulTF32", "TrainStep", "TrainStepPacked", "TrainStepTF32",
 			"TrainStepSwiGLURecompute"}},
-		{"cached-attention", []string{"AttentionCached", "AttentionCachedBlock", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeBlock", "GenerateQwen"}},
+		{"cached-attention", []string{"AttentionCached", "AttentionCachedBlock", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateQwen"}},
 		{"varlen-lse", []string{"AttentionVarlen"}},
 		{"varlen-dv", []string{"AttentionVarlen", "TrainStepPacked"}},
-		{"sample-no-top-p", []string{"Sample", "SampleBisect", "GenerateSampled", "GenerateGroups", "GenerateDecodeBlock"}},
-		{"sample-no-top-k", []string{"Sample", "SampleBisect", "GenerateSampled", "GenerateGroups", "GenerateDecodeBlock"}},
+		{"sample-no-top-p", []string{"Sample", "SampleBisect", "SampleSplit", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock"}},
+		{"sample-no-top-k", []string{"Sample", "SampleBisect", "SampleSplit", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock"}},
 		{"residual-rmsnorm-res", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepSwiGLURecompute"}},
 		{"residual-rmsnorm-overwrite", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepBF16", "TrainStepTF32",
 			"TrainStepSwiGLURecompute"}},
@@ -266,8 +267,8 @@ func TestChecksDetectErrors(t *testing.T) {
 		{"residual-rmsnorm-no-dout2", []string{"ResidualRMSNorm"}},
 		// generation's fused ops (decode_test.go): the keys and values in
 		// the wrong cache rows, gate and up swapped
-		{"decode-qkv-slot", []string{"DecodeQKV", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeBlock", "GenerateQwen"}},
-		{"swiglu-rows-swap", []string{"SwiGLURows", "Generate", "GenerateSampled", "GenerateGroups", "GenerateDecodeBlock", "GenerateQwen"}},
+		{"decode-qkv-slot", []string{"DecodeQKV", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateQwen"}},
+		{"swiglu-rows-swap", []string{"SwiGLURows", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateQwen"}},
 	} {
 		t.Run(tc.perturb, func(t *testing.T) {
 			d := &cpuDevice{perturb: tc.perturb}

@@ -288,6 +288,11 @@ static const rl_kernel rl_kernels[] = {
     K(sample_tokens_hist), rl_make("sample_tokens_hist/skew", sample_tokens_impl<SH_SKEW>),
     rl_make("sample_tokens_hist/topk", sample_tokens_impl<SH_BUG_TOPK>),
     rl_make("sample_tokens_hist/unsettled", sample_tokens_impl<SH_BUG_UNSETTLED>),
+    // sample.cuh: the sample_split variant's kernels, then its planted defects (SS_BUG_*)
+    K(sample_split_max), K(sample_split_sum), K(sample_split_pick),
+    rl_make("sample_split_sum/tie", sample_split_sum_impl<SS_BUG_TIE>),
+    rl_make("sample_split_pick/tie", sample_split_pick_impl<SS_BUG_TIE>),
+    rl_make("sample_split_sum/slice_max", sample_split_sum_impl<SS_BUG_SLICE_MAX>),
     // rmsnorm.cuh RN_BUG_*: the fused residual + norm with a planted defect
     rl_make("residual_rmsnorm_forward/norm_a", residual_rmsnorm_forward_impl<RN_BUG_NORM_A>),
     rl_make("rmsnorm_backward_dinp/overwrite", rmsnorm_backward_dinp_impl<RN_BUG_OVERWRITE>),

@@ -36,6 +36,18 @@ T __shfl_xor_sync(unsigned int, T v, int laneMask) {
     return r;
 }
 
+// __shfl_up_sync: lane l reads lane l - delta's value, its own below delta.
+template <class T>
+T __shfl_up_sync(unsigned int, T v, unsigned int delta) {
+    static T buf[1024];
+    unsigned int t = threadIdx.x;
+    buf[t] = v;
+    rl_warp_sync();
+    T r = (t & 31u) >= delta ? buf[t - delta] : v;
+    rl_warp_sync();
+    return r;
+}
+
 template <class T>
 T atomicAdd(T* p, T v) {
     return std::atomic_ref<T>(*p).fetch_add(v);

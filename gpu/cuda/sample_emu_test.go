@@ -92,3 +92,111 @@ func TestTransferSampleHist(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleSplitEmulator runs the check of the split path (the
+// sample_split variant) on the emulator: its tokens are the CPU
+// reference's and the default kernel's.
+func TestSampleSplitEmulator(t *testing.T) {
+	if err := (Check{"SampleSplit", checkSampleSplit}).Do(openEmulator(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSampleSplitPlantedBugs: the check fails with a defect planted in the
+// split path: the ties at the K-th key taken from the highest ids (in the
+// slices and in the merge), and a slice's e taken against the slice's own
+// max instead of the row's (a wrong se: wrong draws and log-probs).
+func TestSampleSplitPlantedBugs(t *testing.T) {
+	be := openEmulator(t)
+	for _, c := range []struct {
+		defect  string
+		kernels []string
+	}{
+		{"tie", []string{"sample_split_sum", "sample_split_pick"}},
+		{"slice_max", []string{"sample_split_sum"}},
+	} {
+		t.Run(c.defect, func(t *testing.T) {
+			for _, k := range c.kernels {
+				emuPlanted[k] = c.defect
+				defer delete(emuPlanted, k)
+			}
+			err := (Check{"SampleSplit", checkSampleSplit}).Do(be)
+			if err == nil {
+				t.Fatalf("the check passed with %s planted in %v", c.defect, c.kernels)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestTransferSampleSplit: with the sample_split variant on, a call whose
+// rows it takes runs its three launches and moves what the default kernel
+// moves (the params up, tokens and log-probs down, one synchronisation, no
+// allocation once the arena has grown), with the default kernel's tokens;
+// a call with a row it does not take (top-p alone) runs the default
+// kernel, one launch.
+func TestTransferSampleSplit(t *testing.T) {
+	be := openEmulator(t)
+	const M, V = 4, 9000
+	r := rand.New(rand.NewPCG(6, 6))
+	z := be.Alloc("logits", M*V)
+	defer be.Free(z)
+	be.Upload(z, randn(r, M*V, 0.01))
+	params := make([]gpu.SampleParams, M)
+	for i := range params {
+		params[i] = gpu.SampleParams{Temperature: 1, TopK: 50, TopP: 0.95, U: r.Float64()}
+	}
+	params[1] = gpu.SampleParams{Temperature: 0.8, U: r.Float64()}
+	params[2] = gpu.SampleParams{}
+	run := func(v Variants, params []gpu.SampleParams) (Counters, []int32) {
+		be.SetVariants(v)
+		tok, lp := make([]int32, M), make([]float32, M)
+		be.SampleTokens(tok, lp, z, params, M, V) // the arena grows here
+		be.ResetCounters()
+		be.SampleTokens(tok, lp, z, params, M, V)
+		c := be.Counters()
+		return c.Counts(), tok
+	}
+	def, dt := run(Variants{}, params)
+	split, st := run(Variants{SampleSplit: true}, params)
+	want := def
+	want.Launches = 3
+	if split != want || split.Syncs != 1 || split.Allocs != 0 {
+		t.Errorf("sample_split: %+v; the default kernel %+v (want three launches, one sync, no allocation, the same copies)", split, def)
+	}
+	for i := range dt {
+		if st[i] != dt[i] {
+			t.Errorf("row %d: token %d with sample_split, %d with the default", i, st[i], dt[i])
+		}
+	}
+	params[3] = gpu.SampleParams{Temperature: 1, TopP: 0.9, U: 0.5}
+	fall, _ := run(Variants{SampleSplit: true}, params)
+	if fall.Launches != 1 {
+		t.Errorf("sample_split with a top-p row: %d launches, want 1 (the default kernel)", fall.Launches)
+	}
+}
+
+// TestGenerateSampleSplitKernels: the generation check of the split path
+// samples with its three kernels, never with the default kernel (each of
+// its rows is one the split path takes).
+func TestGenerateSampleSplitKernels(t *testing.T) {
+	be := openEmulator(t)
+	if err := be.EnableProfile(); err != nil {
+		t.Fatal(err)
+	}
+	if err := (Check{"GenerateSampleSplit", checkGenerateSampleSplit}).Do(be); err != nil {
+		t.Fatal(err)
+	}
+	p, err := be.Profile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int64{}
+	for _, e := range p.Entries {
+		calls[e.Op] += e.Calls
+	}
+	if calls["sample_split_max"] == 0 || calls["sample_split_sum"] != calls["sample_split_max"] ||
+		calls["sample_split_pick"] != calls["sample_split_max"] || calls["sample_tokens_hist"] != 0 {
+		t.Errorf("kernel calls %v: want the three split kernels alike, no sample_tokens_hist", calls)
+	}
+}

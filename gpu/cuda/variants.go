@@ -27,8 +27,8 @@ const VariantsEnv = "RLHOST_CUDA_VARIANTS"
 // the same formulas with a pass over [N, F] tensors fewer a layer, the
 // other reads the logits once where the former read them twice, so they
 // kept no opt-in stage, and the next proof times each pair.
-// FlashFwdLdsm is a new kernel, opt-in until a GPU has timed it against
-// the default.
+// FlashFwdLdsm and SampleSplit are new kernels, opt-in until a GPU has
+// timed them against the default.
 type Variants struct {
 	// FlashSIMT runs the fused attention's products on fp32 CUDA cores
 	// where the products are bf16, instead of the bf16 tensor cores
@@ -90,6 +90,14 @@ type Variants struct {
 	// of the norm's factor made on the device (clip_coef) and applied by
 	// adamw as it reads each gradient (the same values).
 	ClipScale bool
+	// SampleSplit samples a call whose rows are all greedy, unfiltered, or
+	// top-k with 0 < K <= 128 (with or without top-p) by
+	// sample_split_max, sample_split_sum and sample_split_pick: each row
+	// cut into slices read by a block each, then merged by a block a row,
+	// instead of one block a row through every pass (sample_tokens_hist).
+	// Other calls run the default kernel. The same cuts and draws as
+	// SampleRow. An opt-in variant: not yet timed on a GPU.
+	SampleSplit bool
 }
 
 // variantNames maps each name RLHOST_CUDA_VARIANTS accepts to its field.
@@ -103,6 +111,7 @@ var variantNames = map[string]func(*Variants) *bool{
 	"logprob_twopass":  func(v *Variants) *bool { return &v.LogprobTwoPass },
 	"flash_fwd_ldsm":   func(v *Variants) *bool { return &v.FlashFwdLdsm },
 	"clip_scale":       func(v *Variants) *bool { return &v.ClipScale },
+	"sample_split":     func(v *Variants) *bool { return &v.SampleSplit },
 }
 
 // promotedVariants are the names of variants that became the default

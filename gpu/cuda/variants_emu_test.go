@@ -43,7 +43,8 @@ func TestChecksWithAllVariants(t *testing.T) {
 // flash_dkv_group dkv_mma64 in place of the per-query-head dK/dV and its
 // reduction, with flash_dq_stage dq_mma64 in place of dq_ldsm_mma64, with
 // flash_fwd_ldsm forward_ldsm_mma64 in place of forward_mma64, where the
-// tensor-core kernels run, nothing else.
+// tensor-core kernels run, nothing else; with sample_split, whose path
+// does not take a row of top-p alone, the default sampling kernel.
 func TestVariantKernels(t *testing.T) {
 	be := openEmulator(t)
 	if err := be.EnableProfile(); err != nil {
@@ -87,6 +88,8 @@ func TestVariantKernels(t *testing.T) {
 		{"flash_simt", FP32, slices.Concat(simt, split)},
 		{"decode_block", BF16, slices.Concat(mma, []string{"attention_cached", "sample_tokens_hist"})},
 		{"sample_bisect", BF16, slices.Concat(mma, []string{"attention_cached_split", "attention_cached_combine", "sample_tokens"})},
+		// a call with a row of top-p alone runs the default kernel
+		{"sample_split", BF16, slices.Concat(mma, split)},
 		{"flash_dkv_group", BF16, slices.Concat([]string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_mma64",
 			"flash_attention_backward_dq_ldsm_mma64"}, split)},
 		{"flash_dkv_group", FP32, slices.Concat(simt, split)},

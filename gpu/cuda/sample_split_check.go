@@ -1,0 +1,175 @@
+package cuda
+
+// The check of the split sampling path (the sample_split variant,
+// kernels/sample.cuh "Split sampling"): on the rows it takes (greedy,
+// unfiltered, top-k up to 128 with or without top-p) its tokens must be the
+// CPU reference's and the default kernel's, its log-probabilities within
+// rounding of the CPU's.
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/model"
+)
+
+// sampleSplitKinds are the settings of checkSampleSplit: greedy,
+// temperature alone, top-k alone (1, 5, 50), top-k with top-p (the
+// GRPO-like decode's 50 and 0.95; 128, the largest, with 0.5; 40 with 0.3)
+// and a temperature so low that SampleRow's last threshold drops some of
+// the top 50 (their e underflow).
+var sampleSplitKinds = []gpu.SampleParams{
+	{Temperature: 0},
+	{Temperature: 1},
+	{Temperature: 0.7},
+	{Temperature: 0.5, TopK: 1},
+	{Temperature: 1.3, TopK: 5},
+	{Temperature: 1, TopK: 50},
+	{Temperature: 1, TopK: 50, TopP: 0.95},
+	{Temperature: 1.5, TopK: 128, TopP: 0.5},
+	{Temperature: 0.9, TopK: 40, TopP: 0.3},
+	{Temperature: 0.01, TopK: 50},
+}
+
+// checkSampleSplit runs rows of every kind through SampleTokens with the
+// sample_split variant on: V 97 (one slice) and 3000 (one slice, rows with
+// ties among the largest and nearly flat ones, as checkSample), V 20000
+// (five slices; every shape of sampleHistShape: nearly flat, wider, runs
+// of ties where the cuts fall, peaked, a plateau of 3000 equal largest
+// logits), 2 draws each, and four rows of the GRPO-like decode's shape (V
+// 151936, 38 slices: top-k 50 and top-p 0.95, and temperature alone). On a
+// device without variants (the CPU reference's own checks) it samples the
+// same rows as SampleTokens does there.
+func checkSampleSplit(b Device) error {
+	r := rand.New(rand.NewPCG(29, 29))
+	for _, V := range []int{97, 3000} {
+		var params []gpu.SampleParams
+		var logits []float32
+		for k, p := range sampleSplitKinds {
+			if _, _, _, ok := splitPlan([]gpu.SampleParams{p}, V); !ok {
+				continue // top-k 128 with top-p is top-p alone at V 97
+			}
+			for range 4 {
+				p.U = r.Float64()
+				params = append(params, p)
+				row := randn(r, V, 3)
+				switch k % 3 {
+				case 1: // ties: a few logits repeated, among them the largest
+					for i := 1; i < V; i += 7 {
+						row[i] = row[0]
+					}
+				case 2: // nearly flat
+					for i := range row {
+						row[i] *= 0.01
+					}
+				}
+				logits = append(logits, row...)
+			}
+		}
+		if err := sampleSplitAgrees(b, V, params, logits); err != nil {
+			return err
+		}
+	}
+	const V = 20000
+	var params []gpu.SampleParams
+	var logits []float32
+	row := make([]float32, V)
+	for _, p := range sampleSplitKinds {
+		for shape := range sampleHistShapes {
+			for range 2 {
+				p.U = r.Float64()
+				params = append(params, p)
+				sampleHistShape(r, row, shape)
+				logits = append(logits, row...)
+			}
+		}
+	}
+	if err := sampleSplitAgrees(b, V, params, logits); err != nil {
+		return err
+	}
+	const big = 151936
+	params, logits = params[:0], make([]float32, 0, 4*big)
+	row = make([]float32, big)
+	for i := range 4 {
+		p := gpu.SampleParams{Temperature: 1, TopK: 50, TopP: 0.95, U: r.Float64()}
+		if i >= 2 {
+			p = gpu.SampleParams{Temperature: 1, U: r.Float64()}
+		}
+		params = append(params, p)
+		sampleHistShape(r, row, 0)
+		logits = append(logits, row...)
+	}
+	return sampleSplitAgrees(b, big, params, logits)
+}
+
+// sampleSplitAgrees samples the rows [M,V], which the split path must take
+// (splitPlan), with the sample_split variant on: the tokens must be the CPU
+// reference's (sampleAgrees, log-probs within rounding) and the default
+// kernel's. The variants are restored after.
+func sampleSplitAgrees(b Device, V int, params []gpu.SampleParams, logits []float32) error {
+	if _, _, _, ok := splitPlan(params, V); !ok {
+		return fmt.Errorf("V=%d: the split path does not take these rows", V)
+	}
+	vd, ok := b.(variantDevice)
+	if !ok {
+		return sampleAgrees(b, V, params, logits)
+	}
+	was := vd.Variants()
+	defer vd.SetVariants(was)
+	def, split := was, was
+	def.SampleSplit, split.SampleSplit = false, true
+	M := len(params)
+	z := b.Alloc("check logits", M*V)
+	defer b.Free(z)
+	b.Upload(z, logits)
+	want := make([]int32, M)
+	vd.SetVariants(def)
+	b.SampleTokens(want, nil, z, params, M, V)
+	vd.SetVariants(split)
+	got, lp := make([]int32, M), make([]float32, M)
+	b.SampleTokens(got, lp, z, params, M, V)
+	for i := range got {
+		if got[i] != want[i] {
+			return fmt.Errorf("V=%d row %d (%+v): sample_split token %d (log-prob %g), the default kernel's %d; cpu %d",
+				V, i, params[i], got[i], lp[i], want[i], cpuToken(logits[i*V:(i+1)*V], params[i]))
+		}
+	}
+	return sampleAgrees(b, V, params, logits)
+}
+
+// checkGenerateSampleSplit: generation whose every row the split path
+// takes (temperature alone, top-k, top-k with top-p, greedy), sampled with
+// the sample_split variant on for the check's duration on a device with
+// variants: the tokens must be the CPU reference's, the log-probs close, as
+// in checkGenerateSampled (whose top-p row sends its calls to the default
+// kernel).
+func checkGenerateSampleSplit(b Device) error {
+	if vd, ok := b.(variantDevice); ok {
+		was := vd.Variants()
+		defer vd.SetVariants(was)
+		v := was
+		v.SampleSplit = true
+		vd.SetVariants(v)
+	}
+	c := model.Config{Family: "llama", V: 97, C: 64, F: 128, L: 2, NH: 4, NKV: 1, HD: 16, MaxPos: 64,
+		Eps: 1e-5, RopeTheta: 10000, Tied: true, BOS: 1, EOS: 2}
+	r := rand.New(rand.NewPCG(19, 19))
+	init := randn(r, c.NumParams(), 0.3)
+	sc := []model.SampleConfig{
+		{Temperature: 1},
+		{Temperature: 0.8, TopK: 10},
+		{Temperature: 0.7, TopK: 20, TopP: 0.3},
+		{Temperature: 0},
+	}
+	var reqs []model.Request
+	for i, s := range sc {
+		prompt := make([]int32, 3+2*i)
+		for j := range prompt {
+			prompt[j] = int32(r.IntN(c.V))
+		}
+		s.MaxTokens, s.IgnoreEOS, s.Seed = 12, true, uint64(200+i)
+		reqs = append(reqs, model.Request{Prompt: prompt, Sample: s})
+	}
+	return generateBoth(ref, b, c, init, reqs, 3, "sampled tokens")
+}
