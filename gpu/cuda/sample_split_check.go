@@ -145,13 +145,11 @@ func sampleSplitAgrees(b Device, V int, params []gpu.SampleParams, logits []floa
 // in checkGenerateSampled (whose top-p row sends its calls to the default
 // kernel).
 func checkGenerateSampleSplit(b Device) error {
-	if vd, ok := b.(variantDevice); ok {
-		was := vd.Variants()
-		defer vd.SetVariants(was)
-		v := was
-		v.SampleSplit = true
-		vd.SetVariants(v)
-	}
+	return withVariant(b, func(v *Variants) { v.SampleSplit = true }, func() error { return generateSampleSplit(b) })
+}
+
+// generateSampleSplit is checkGenerateSampleSplit's generation.
+func generateSampleSplit(b Device) error {
 	c := model.Config{Family: "llama", V: 97, C: 64, F: 128, L: 2, NH: 4, NKV: 1, HD: 16, MaxPos: 64,
 		Eps: 1e-5, RopeTheta: 10000, Tied: true, BOS: 1, EOS: 2}
 	r := rand.New(rand.NewPCG(19, 19))
