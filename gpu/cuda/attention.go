@@ -128,6 +128,11 @@ func decodeChunks(rows, maxT, sms int) (L, chunks int) {
 	return L, (maxT + L - 1) / L
 }
 
+// decodeVec says whether attention_cached_split_vec (the decode_vec
+// variant) takes heads of HD dimensions: its V rows are loaded as 16-byte
+// vectors of 4 floats, HD/4 of them a row, at most BLOCK (256).
+func decodeVec(HD int) bool { return HD%4 == 0 && HD <= 4*256 }
+
 // attentionSMs is the multiprocessor count of the device, decodeSMs
 // where its driver does not say.
 func (d *device) attentionSMs() int {
@@ -163,8 +168,13 @@ func (b *Backend) attentionCachedSplit(a *arena, out, q, kcache, vcache []float3
 	if chunks > 1 {
 		part, ml = a.alloc(int64(rows*chunks*HD)*4), a.alloc(int64(rows*chunks*2)*4)
 	}
-	b.d.launch("attention_cached_split", blocks*chunks, ptr(po), ptr(part), ptr(ml), ptr(pq), ptr(pk), ptr(pv),
-		ptr(pslot), ptr(ppos), i64(N), i64(NH), i64(NKV), i64(HD), i64(maxT), i64(L), i64(chunks), i64(GB), f32(scale))
+	if b.d.vars.DecodeVec && decodeVec(HD) {
+		b.d.launch("attention_cached_split_vec", blocks*chunks, ptr(po), ptr(part), ptr(ml), ptr(pq), ptr(pk), ptr(pv),
+			ptr(pslot), ptr(ppos), i64(N), i64(NH), i64(NKV), i64(HD), i64(maxT), i64(L), i64(chunks), i64(GB), f32(scale))
+	} else {
+		b.d.launch("attention_cached_split", blocks*chunks, ptr(po), ptr(part), ptr(ml), ptr(pq), ptr(pk), ptr(pv),
+			ptr(pslot), ptr(ppos), i64(N), i64(NH), i64(NKV), i64(HD), i64(maxT), i64(L), i64(chunks), i64(GB), f32(scale))
+	}
 	if chunks > 1 {
 		b.d.launch("attention_cached_combine", rows, ptr(po), ptr(part), ptr(ml), ptr(ppos), i64(NH), i64(HD), i64(L), i64(chunks))
 	}

@@ -169,3 +169,39 @@ func checkGenerateDecodeBlock(b Device) error {
 func withDecodeBlock(b Device, f func() error) error {
 	return withVariant(b, func(v *Variants) { v.DecodeBlock = true }, f)
 }
+
+// checkAttentionCachedVec is checkAttentionCached's cases (the former
+// kernel's and flash-decoding's) with the decode_vec variant on for its
+// duration, at the same tolerance: attention_cached_split_vec, the
+// output pass by 16-byte V loads, where the heads' dimensions are a
+// multiple of 4 (all of them but the odd ones of attentionCachedCases,
+// which run the default kernel).
+func checkAttentionCachedVec(b Device) error {
+	return withDecodeVec(b, func() error {
+		return attentionCachedCompare(b, append(slices.Clone(attentionCachedCases), decodeSplitCases...))
+	})
+}
+
+// checkGenerateDecodeVec is the generation checks Generate, GenerateSampled
+// and GenerateGroups with the decode_vec variant on: every decode step's
+// attention through attention_cached_split_vec.
+func checkGenerateDecodeVec(b Device) error {
+	return withDecodeVec(b, func() error {
+		for _, c := range []struct {
+			name string
+			run  func(Device) error
+		}{{"greedy", checkGenerate}, {"sampled", checkGenerateSampled}, {"groups", checkGenerateGroups}} {
+			if err := c.run(b); err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// withDecodeVec runs f with the decode_vec variant on (and decode_block
+// off, which would take the decode's attention instead), and restores
+// the device's variants after it.
+func withDecodeVec(b Device, f func() error) error {
+	return withVariant(b, func(v *Variants) { v.DecodeVec, v.DecodeBlock = true, false }, f)
+}

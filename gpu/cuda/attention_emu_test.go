@@ -164,3 +164,37 @@ func TestTransferDecodeBlock(t *testing.T) {
 	checkDecode(t, "groups + tool turn decode_block", got, cg.forwards, io, groupsConfig.V)
 	same("groups + tool turn decode_block", got, def, cg.forwards, groupsConfig.L)
 }
+
+// TestDecodeVecPlantedBug: with attention.cuh's DS_BUG_VEC_GROUP planted
+// in attention_cached_split_vec (the output pass's first group of
+// positions left out of the sum), the checks of the decode_vec variant fail
+// (AttentionCachedVec naming the output, GenerateDecodeVec); the default's
+// AttentionCached, which never launches that kernel, still passes.
+func TestDecodeVecPlantedBug(t *testing.T) {
+	be := openEmulator(t)
+	vec := Check{"AttentionCachedVec", checkAttentionCachedVec}
+	if err := vec.Do(be); err != nil {
+		t.Fatalf("the check fails without a defect: %v", err)
+	}
+	emuPlanted["attention_cached_split_vec"] = "vec_group"
+	defer delete(emuPlanted, "attention_cached_split_vec")
+	err := vec.Do(be)
+	if err == nil {
+		t.Fatal("AttentionCachedVec passed with the output's first group left out")
+	}
+	if !strings.Contains(err.Error(), "out[") {
+		t.Errorf("error %q does not name the output", err)
+	}
+	t.Log(err)
+	if err := (Check{"GenerateDecodeVec", checkGenerateDecodeVec}).Do(be); err == nil {
+		t.Error("GenerateDecodeVec passed with the output's first group left out")
+	} else {
+		t.Logf("GenerateDecodeVec: %v", err)
+	}
+	if err := (Check{"AttentionCached", checkAttentionCached}).Do(be); err != nil {
+		t.Errorf("AttentionCached, of the default kernel, fails with the variant's defect planted: %v", err)
+	}
+	if v := be.Variants(); v != (Variants{}) {
+		t.Errorf("the checks left the variants at %v", v)
+	}
+}

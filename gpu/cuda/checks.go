@@ -115,6 +115,8 @@ var Checks = []Check{
 	{"GenerateSampled", checkGenerateSampled},
 	{"GenerateGroups", checkGenerateGroups},
 	{"GenerateDecodeBlock", checkGenerateDecodeBlock},
+	{"AttentionCachedVec", checkAttentionCachedVec},
+	{"GenerateDecodeVec", checkGenerateDecodeVec},
 	{"GenerateQwen", checkGenerateQwen},
 	{"DecodeGraph", checkDecodeGraph},
 }

@@ -245,7 +245,7 @@ func TestChecksDetectErrors(t *testing.T) {
 		// inside TrainStep's tolerance
 		{"swiglu", []string{"SwiGLU", "SwiGLUBackwardH", "SwiGLURows", "ResidentTensors", "TrainStepSwiGLURecompute", "GenerateGroups",
 			"GenerateSampleSplit",
-			"GenerateDecodeBlock"}},
+			"GenerateDecodeBlock", "GenerateDecodeVec"}},
 		{"swiglu-backward-h", []string{"SwiGLUBackwardH", "TrainStep", "TrainStepPacked"}},
 		{"attention-dk", []string{"Attention", "TrainStep", "TrainStepTF32", "TrainStepSwiGLURecompute"}},
 		{"adamw-no-decay", []string{"AdamW", "TrainStep", "TrainStepPacked", "TrainStepTF32", "TrainStepSwiGLURecompute"}},
@@ -254,11 +254,11 @@ func TestChecksDetectErrors(t *testing.T) {
 		{"matmul-backward-fp32", []string{"MatmulBF16"}},
 		{"matmul-accumulate-overwrite", []string{"Matmul", "MatmulBF16", "MatmulTF32", "TrainStep", "TrainStepPacked", "TrainStepTF32",
 			"TrainStepSwiGLURecompute"}},
-		{"cached-attention", []string{"AttentionCached", "AttentionCachedBlock", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateQwen"}},
+		{"cached-attention", []string{"AttentionCached", "AttentionCachedBlock", "AttentionCachedVec", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateDecodeVec", "GenerateQwen"}},
 		{"varlen-lse", []string{"AttentionVarlen"}},
 		{"varlen-dv", []string{"AttentionVarlen", "TrainStepPacked"}},
-		{"sample-no-top-p", []string{"Sample", "SampleBisect", "SampleSplit", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock"}},
-		{"sample-no-top-k", []string{"Sample", "SampleBisect", "SampleSplit", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock"}},
+		{"sample-no-top-p", []string{"Sample", "SampleBisect", "SampleSplit", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateDecodeVec"}},
+		{"sample-no-top-k", []string{"Sample", "SampleBisect", "SampleSplit", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateDecodeVec"}},
 		{"residual-rmsnorm-res", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepSwiGLURecompute"}},
 		{"residual-rmsnorm-overwrite", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepBF16", "TrainStepTF32",
 			"TrainStepSwiGLURecompute"}},
@@ -267,8 +267,8 @@ func TestChecksDetectErrors(t *testing.T) {
 		{"residual-rmsnorm-no-dout2", []string{"ResidualRMSNorm"}},
 		// generation's fused ops (decode_test.go): the keys and values in
 		// the wrong cache rows, gate and up swapped
-		{"decode-qkv-slot", []string{"DecodeQKV", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateQwen"}},
-		{"swiglu-rows-swap", []string{"SwiGLURows", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateQwen"}},
+		{"decode-qkv-slot", []string{"DecodeQKV", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateDecodeVec", "GenerateQwen"}},
+		{"swiglu-rows-swap", []string{"SwiGLURows", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateDecodeVec", "GenerateQwen"}},
 	} {
 		t.Run(tc.perturb, func(t *testing.T) {
 			d := &cpuDevice{perturb: tc.perturb}

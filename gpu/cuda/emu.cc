@@ -307,7 +307,10 @@ static const rl_kernel rl_kernels[] = {
     // attention.cuh: flash-decoding (decode_split), DS_BUG_NO_RESCALE and DS_BUG_ONE_Q
     K(attention_cached_split), K(attention_cached_combine),
     rl_make("attention_cached_combine/no_rescale", attention_cached_combine_impl<DS_BUG_NO_RESCALE>),
-    rl_make("attention_cached_split/one_q", attention_cached_split_impl<DS_BUG_ONE_Q>),
+    rl_make("attention_cached_split/one_q", attention_cached_split_impl<DS_BUG_ONE_Q, false>),
+    // the decode_vec variant's kernel, then its planted defect
+    K(attention_cached_split_vec),
+    rl_make("attention_cached_split_vec/vec_group", attention_cached_split_impl<DS_BUG_VEC_GROUP, true>),
     // rope.cuh ROPE_BUG_KSTRIDE
     rl_make("rope_qk/kstride", rope_qk_impl<ROPE_BUG_KSTRIDE>),
     rl_make("rope_qk/copy_unrotated", rope_qk_impl<ROPE_BUG_COPY_UNROTATED>),

@@ -13,7 +13,7 @@ var kernelNames = []string{
 	"rmsnorm_forward", "rmsnorm_backward_dinp", "rmsnorm_backward_dweight", "residual_rmsnorm_forward",
 	"add_bias", "bias_backward", "colsum_finish", "f32_to_bf16", "rope", "rope_qk",
 	"attention_probs", "attention_out", "attention_dscores", "attention_dq", "attention_dkv", "attention_cached",
-	"attention_cached_split", "attention_cached_combine",
+	"attention_cached_split", "attention_cached_split_vec", "attention_cached_combine",
 	"flash_attention_forward", "flash_attention_backward_dot", "flash_attention_backward_dkv", "flash_attention_backward_dq",
 	"swiglu_forward", "swiglu_backward", "swiglu_backward_h", "residual_forward", "residual_backward",
 	"logprob_forward", "logprob_forward_twopass", "logprob_backward", "sum_squares", "sum_f64", "scale", "clip_coef", "adamw",

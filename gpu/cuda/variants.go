@@ -27,8 +27,8 @@ const VariantsEnv = "RLHOST_CUDA_VARIANTS"
 // the same formulas with a pass over [N, F] tensors fewer a layer, the
 // other reads the logits once where the former read them twice, so they
 // kept no opt-in stage, and the next proof times each pair.
-// FlashFwdLdsm and SampleSplit are new kernels, opt-in until a GPU has
-// timed them against the default.
+// FlashFwdLdsm, SampleSplit and DecodeVec are new kernels, opt-in until a
+// GPU has timed them against the default.
 type Variants struct {
 	// FlashSIMT runs the fused attention's products on fp32 CUDA cores
 	// where the products are bf16, instead of the bf16 tensor cores
@@ -98,6 +98,14 @@ type Variants struct {
 	// Other calls run the default kernel. The same cuts and draws as
 	// SampleRow. An opt-in variant: not yet timed on a GPU.
 	SampleSplit bool
+	// DecodeVec runs flash-decoding's split kernel as
+	// attention_cached_split_vec, whose output pass loads V rows as
+	// 16-byte vectors, two rows a thread at a time (heads of a multiple
+	// of 4 dimensions, at most 1024), instead of one float a position a
+	// thread. The scores and the softmax are the default's; the output's
+	// sums run in another order. An opt-in variant: not yet timed on a
+	// GPU. With DecodeBlock it selects nothing.
+	DecodeVec bool
 }
 
 // variantNames maps each name RLHOST_CUDA_VARIANTS accepts to its field.
@@ -112,6 +120,7 @@ var variantNames = map[string]func(*Variants) *bool{
 	"flash_fwd_ldsm":   func(v *Variants) *bool { return &v.FlashFwdLdsm },
 	"clip_scale":       func(v *Variants) *bool { return &v.ClipScale },
 	"sample_split":     func(v *Variants) *bool { return &v.SampleSplit },
+	"decode_vec":       func(v *Variants) *bool { return &v.DecodeVec },
 }
 
 // promotedVariants are the names of variants that became the default

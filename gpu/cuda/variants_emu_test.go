@@ -88,6 +88,8 @@ func TestVariantKernels(t *testing.T) {
 		{"flash_simt", FP32, slices.Concat(simt, split)},
 		{"decode_block", BF16, slices.Concat(mma, []string{"attention_cached", "sample_tokens_hist"})},
 		{"sample_bisect", BF16, slices.Concat(mma, []string{"attention_cached_split", "attention_cached_combine", "sample_tokens"})},
+		{"decode_vec", BF16, slices.Concat(mma, []string{"attention_cached_split_vec", "attention_cached_combine", "sample_tokens_hist"})},
+		{"decode_vec,decode_block", BF16, slices.Concat(mma, []string{"attention_cached", "sample_tokens_hist"})},
 		// a call with a row of top-p alone runs the default kernel
 		{"sample_split", BF16, slices.Concat(mma, split)},
 		{"flash_dkv_group", BF16, slices.Concat([]string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_mma64",

@@ -20,10 +20,11 @@ func TestParseVariants(t *testing.T) {
 		{"logprob_twopass", Variants{LogprobTwoPass: true}, "logprob_twopass"},
 		{"flash_fwd_ldsm", Variants{FlashFwdLdsm: true}, "flash_fwd_ldsm"},
 		{"clip_scale", Variants{ClipScale: true}, "clip_scale"},
+		{"decode_vec", Variants{DecodeVec: true}, "decode_vec"},
 		{"sample_split", Variants{SampleSplit: true}, "sample_split"},
 		{"all", Variants{FlashSIMT: true, DecodeBlock: true, SampleBisect: true, FlashDKVGroup: true, FlashDQStage: true,
-			SwiGLURecompute: true, LogprobTwoPass: true, FlashFwdLdsm: true, ClipScale: true, SampleSplit: true},
-			"clip_scale,decode_block,flash_dkv_group,flash_dq_stage,flash_fwd_ldsm,flash_simt,logprob_twopass,sample_bisect,sample_split,swiglu_recompute"},
+			SwiGLURecompute: true, LogprobTwoPass: true, FlashFwdLdsm: true, ClipScale: true, SampleSplit: true, DecodeVec: true},
+			"clip_scale,decode_block,decode_vec,flash_dkv_group,flash_dq_stage,flash_fwd_ldsm,flash_simt,logprob_twopass,sample_bisect,sample_split,swiglu_recompute"},
 	} {
 		got, err := ParseVariants(c.in)
 		if err != nil || got != c.want || got.String() != c.str {
@@ -32,7 +33,7 @@ func TestParseVariants(t *testing.T) {
 	}
 	_, err := ParseVariants("flash_simt,fast")
 	if err == nil || !strings.Contains(err.Error(), `"fast"`) || !strings.Contains(err.Error(), VariantsEnv) ||
-		!strings.Contains(err.Error(), "clip_scale, decode_block, flash_dkv_group, flash_dq_stage, flash_fwd_ldsm, flash_simt, logprob_twopass, sample_bisect, sample_split, swiglu_recompute, all") {
+		!strings.Contains(err.Error(), "clip_scale, decode_block, decode_vec, flash_dkv_group, flash_dq_stage, flash_fwd_ldsm, flash_simt, logprob_twopass, sample_bisect, sample_split, swiglu_recompute, all") {
 		t.Errorf("unknown variant: %v", err)
 	}
 }

@@ -176,8 +176,70 @@ __global__ void attention_cached(float* out, float* scores, const float* q, cons
 #define DS_OK 0
 #define DS_BUG_NO_RESCALE 1  // the combine: the chunks' sums added without rescaling by exp(m_c - M)
 #define DS_BUG_ONE_Q 2       // the split: every head of a block scored with its first head's query
+#define DS_BUG_VEC_GROUP 3   // attention_cached_out_vec: the first group of positions left out of the sum
 
 extern "C++" {
+
+// attention_cached_out_vec: the output pass of attention_cached_split_vec
+// (the decode_vec variant). Thread e takes the four dimensions 4*(e % C)..
+// of the C = HD/4 columns of a V row over every R-th position (R =
+// BLOCK/C groups: HD 64 gives 16 columns, 16 groups), two rows at a time,
+// each a 16-byte load, so that a thread has 32 bytes of V in flight where
+// the scalar pass (one 4-byte load a position, R = BLOCK/HD) has 4: the
+// pass is bound by the loads' latency, not by the bandwidth. The groups'
+// sums meet in s (the scores, read by then) and are added in group order.
+// DS_BUG_VEC_GROUP (planted): the first group left out of the sum.
+template <int BUG>
+__device__ void attention_cached_out_vec(float* dst, i64 hs, float* s, const float* ls, const float* vc, i64 KD, int hd,
+                                         int ln, int gb, i64 chunks) {
+    int C = hd / 4, R = BLOCK / C;  // attention.go takes this pass for HD <= 4*BLOCK: R >= 1
+    int e = threadIdx.x, c = e % C, grp = e / C;
+    float o[DS_HEADS][4];
+#pragma unroll
+    for (int g = 0; g < DS_HEADS; g++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) o[g][i] = 0.0f;
+    if (grp < R) {
+        const float* v0 = vc + 4 * c;
+        for (int j = grp; j < ln; j += 2 * R) {
+            int j2 = j + R;
+            fa4 a = fa_ld4(v0 + (i64)j * KD);
+            fa4 b = j2 < ln ? fa_ld4(v0 + (i64)j2 * KD) : fa4{0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int g = 0; g < DS_HEADS; g++) {
+                if (g < gb) {
+                    float pa = s[g * DS_CHUNK_MAX + j];
+                    o[g][0] += pa * a.x;
+                    o[g][1] += pa * a.y;
+                    o[g][2] += pa * a.z;
+                    o[g][3] += pa * a.w;
+                    if (j2 < ln) {
+                        float pb = s[g * DS_CHUNK_MAX + j2];
+                        o[g][0] += pb * b.x;
+                        o[g][1] += pb * b.y;
+                        o[g][2] += pb * b.z;
+                        o[g][3] += pb * b.w;
+                    }
+                }
+            }
+        }
+    }
+    __syncthreads();  // every thread has read its scores: s takes the groups' sums
+    if (grp < R) {
+#pragma unroll
+        for (int g = 0; g < DS_HEADS; g++)
+            if (g < gb)
+#pragma unroll
+                for (int i = 0; i < 4; i++) s[(g * R + grp) * hd + 4 * c + i] = o[g][i];  // gb*R*HD <= 8*4*BLOCK
+    }
+    __syncthreads();
+    for (int x = threadIdx.x; x < gb * hd; x += BLOCK) {
+        int g = x / hd, d = x % hd;
+        float acc = 0.0f;
+        for (int k = BUG == DS_BUG_VEC_GROUP ? 1 : 0; k < R; k++) acc += s[(g * R + k) * hd + d];
+        dst[g * hs + d] = chunks == 1 ? acc * (1.0f / ls[g]) : acc;
+    }
+}
 
 // attention_cached_split_impl: a KV head's group of G = NH/NKV query heads
 // is cut into groups of GB heads (attention.go's decodeGroupHeads: GB <=
@@ -198,7 +260,7 @@ extern "C++" {
 // dimension e % HD over every R-th position (R = the BLOCK/HD groups of
 // positions), each V element loaded once for the GB heads; the groups are
 // summed in shared memory (the queries' space, free by then).
-template <int BUG>
+template <int BUG, bool VEC>
 __device__ void attention_cached_split_impl(float* out, float* part, float* ml, const float* q, const float* kcache,
                                             const float* vcache, const int* slot, const int* pos, i64 N, i64 NH,
                                             i64 NKV, i64 HD, i64 maxT, i64 L, i64 chunks, i64 GB, float scale) {
@@ -276,6 +338,9 @@ __device__ void attention_cached_split_impl(float* out, float* part, float* ml, 
         }
     }
     __syncthreads();
+    if (VEC) {  // attention_cached_split_vec: HD % 4 == 0 (attention.go)
+        attention_cached_out_vec<BUG>(dst, hs, s, ls, vc, KD, hd, ln, gb, chunks);
+    } else {
     int R = hd < BLOCK ? BLOCK / hd : 1;
     for (int e = threadIdx.x; e < R * hd; e += BLOCK) {
         int d = e % hd, grp = e / hd;
@@ -305,6 +370,7 @@ __device__ void attention_cached_split_impl(float* out, float* part, float* ml, 
             for (int k = 0; k < R; k++) o += qs[g * BLOCK + k * hd + d];
             dst[g * hs + d] = chunks == 1 ? o * (1.0f / ls[g]) : o;
         }
+    }
     }
     if (chunks > 1 && threadIdx.x < gb) {  // head g's (m_c, l_c) at ml[(r*chunks + c)*2], r = n*NH + h0 + g
         float* mg = ml + ((n * NH + h0 + threadIdx.x) * chunks + c) * 2;
@@ -340,8 +406,18 @@ __device__ void attention_cached_combine_impl(float* out, const float* part, con
 __global__ void DS_BLOCKS attention_cached_split(float* out, float* part, float* ml, const float* q, const float* kcache,
                                        const float* vcache, const int* slot, const int* pos, i64 N, i64 NH, i64 NKV,
                                        i64 HD, i64 maxT, i64 L, i64 chunks, i64 GB, float scale) {
-    attention_cached_split_impl<DS_OK>(out, part, ml, q, kcache, vcache, slot, pos, N, NH, NKV, HD, maxT, L, chunks,
-                                       GB, scale);
+    attention_cached_split_impl<DS_OK, false>(out, part, ml, q, kcache, vcache, slot, pos, N, NH, NKV, HD, maxT, L,
+                                              chunks, GB, scale);
+}
+
+// attention_cached_split_vec: attention_cached_split with the output pass
+// of attention_cached_out_vec (the decode_vec variant; HD % 4 == 0).
+__global__ void DS_BLOCKS attention_cached_split_vec(float* out, float* part, float* ml, const float* q,
+                                                     const float* kcache, const float* vcache, const int* slot,
+                                                     const int* pos, i64 N, i64 NH, i64 NKV, i64 HD, i64 maxT, i64 L,
+                                                     i64 chunks, i64 GB, float scale) {
+    attention_cached_split_impl<DS_OK, true>(out, part, ml, q, kcache, vcache, slot, pos, N, NH, NKV, HD, maxT, L,
+                                             chunks, GB, scale);
 }
 
 __global__ void attention_cached_combine(float* out, const float* part, const float* ml, const int* pos, i64 NH, i64 HD,

@@ -5,6 +5,22 @@
 #define BLOCK 256
 typedef long long i64;
 
+// fa4 is four floats loaded or stored as one 16-byte access (the fused
+// attention's tiles, the decode attention's V rows).
+struct alignas(16) fa4 {
+    float x, y, z, w;
+};
+__device__ fa4 fa_ld4(const float* p) {
+#ifdef __CUDACC__
+    return *reinterpret_cast<const fa4*>(p);
+#else
+    if ((uintptr_t)p % 16 != 0) __builtin_trap();  // a GPU faults on a misaligned vector access
+    fa4 r;
+    memcpy(&r, p, sizeof r);
+    return r;
+#endif
+}
+
 // block_sum returns the sum of v over the block to every thread.
 __device__ float block_sum(float v) {
     __shared__ float part[BLOCK / 32];

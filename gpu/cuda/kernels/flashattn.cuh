@@ -68,20 +68,7 @@ __device__ float fa_row_sum(float v) {
     return v;
 }
 
-// fa4 is four floats loaded or stored as one 16-byte access.
-struct alignas(16) fa4 {
-    float x, y, z, w;
-};
-__device__ fa4 fa_ld4(const float* p) {
-#ifdef __CUDACC__
-    return *reinterpret_cast<const fa4*>(p);
-#else
-    if ((uintptr_t)p % 16 != 0) __builtin_trap();  // a GPU faults on a misaligned vector access
-    fa4 r;
-    memcpy(&r, p, sizeof r);
-    return r;
-#endif
-}
+// fa4 and fa_ld4 (a 16-byte load of four floats) are in common.cuh.
 // fa2 is two floats loaded as one 8-byte access.
 struct alignas(8) fa2 {
     float x, y;
