@@ -151,17 +151,7 @@ func checkAttentionCachedBlock(b Device) error {
 // 40 positions, a group of 4 query heads on one KV head: chunks of 8, the
 // prompts and responses crossing from one to the next).
 func checkGenerateDecodeBlock(b Device) error {
-	return withDecodeBlock(b, func() error {
-		for _, c := range []struct {
-			name string
-			run  func(Device) error
-		}{{"greedy", checkGenerate}, {"sampled", checkGenerateSampled}, {"groups", checkGenerateGroups}} {
-			if err := c.run(b); err != nil {
-				return fmt.Errorf("%s: %w", c.name, err)
-			}
-		}
-		return nil
-	})
+	return withDecodeBlock(b, func() error { return generationChecks(b) })
 }
 
 // withDecodeBlock runs f with the decode_block variant on (withVariant),
@@ -186,17 +176,7 @@ func checkAttentionCachedVec(b Device) error {
 // and GenerateGroups with the decode_vec variant on: every decode step's
 // attention through attention_cached_split_vec.
 func checkGenerateDecodeVec(b Device) error {
-	return withDecodeVec(b, func() error {
-		for _, c := range []struct {
-			name string
-			run  func(Device) error
-		}{{"greedy", checkGenerate}, {"sampled", checkGenerateSampled}, {"groups", checkGenerateGroups}} {
-			if err := c.run(b); err != nil {
-				return fmt.Errorf("%s: %w", c.name, err)
-			}
-		}
-		return nil
-	})
+	return withDecodeVec(b, func() error { return generationChecks(b) })
 }
 
 // withDecodeVec runs f with the decode_vec variant on (and decode_block
@@ -204,4 +184,18 @@ func checkGenerateDecodeVec(b Device) error {
 // the device's variants after it.
 func withDecodeVec(b Device, f func() error) error {
 	return withVariant(b, func(v *Variants) { v.DecodeVec, v.DecodeBlock = true, false }, f)
+}
+
+// generationChecks runs the generation checks Generate (greedy),
+// GenerateSampled and GenerateGroups on b, with the variants it has.
+func generationChecks(b Device) error {
+	for _, c := range []struct {
+		name string
+		run  func(Device) error
+	}{{"greedy", checkGenerate}, {"sampled", checkGenerateSampled}, {"groups", checkGenerateGroups}} {
+		if err := c.run(b); err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+	}
+	return nil
 }

@@ -131,23 +131,30 @@ func sampleAgrees(b Device, V int, params []gpu.SampleParams, logits []float32) 
 // (the request's stream gives both backends the same draws) and their
 // log-probabilities close.
 func checkGenerateSampled(b Device) error {
-	c := model.Config{Family: "llama", V: 97, C: 64, F: 128, L: 2, NH: 4, NKV: 1, HD: 16, MaxPos: 64,
-		Eps: 1e-5, RopeTheta: 10000, Tied: true, BOS: 1, EOS: 2}
-	r := rand.New(rand.NewPCG(18, 18))
-	init := randn(r, c.NumParams(), 0.3)
-	sc := []model.SampleConfig{
+	return generateSampled(b, 18, 100, []model.SampleConfig{
 		{Temperature: 1},
 		{Temperature: 0.8, TopK: 10},
 		{Temperature: 1.2, TopP: 0.9},
 		{Temperature: 0.7, TopK: 20, TopP: 0.8},
-	}
+	})
+}
+
+// generateSampled generates with a small random model (V 97, drawn from
+// seed) one request a sample config (prompts of 3, 5, 7, ... tokens, 12
+// new tokens each, request i seeded by seedBase+i) on the CPU reference and
+// on b: the same tokens, log-probabilities close (generateBoth).
+func generateSampled(b Device, seed, seedBase uint64, sc []model.SampleConfig) error {
+	c := model.Config{Family: "llama", V: 97, C: 64, F: 128, L: 2, NH: 4, NKV: 1, HD: 16, MaxPos: 64,
+		Eps: 1e-5, RopeTheta: 10000, Tied: true, BOS: 1, EOS: 2}
+	r := rand.New(rand.NewPCG(seed, seed))
+	init := randn(r, c.NumParams(), 0.3)
 	var reqs []model.Request
 	for i, s := range sc {
 		prompt := make([]int32, 3+2*i)
 		for j := range prompt {
 			prompt[j] = int32(r.IntN(c.V))
 		}
-		s.MaxTokens, s.IgnoreEOS, s.Seed = 12, true, uint64(100+i)
+		s.MaxTokens, s.IgnoreEOS, s.Seed = 12, true, seedBase+uint64(i)
 		reqs = append(reqs, model.Request{Prompt: prompt, Sample: s})
 	}
 	return generateBoth(ref, b, c, init, reqs, 3, "sampled tokens")

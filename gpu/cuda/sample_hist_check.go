@@ -66,10 +66,23 @@ const sampleHistShapes = 5
 func checkSampleBisect(b Device) error {
 	r := rand.New(rand.NewPCG(27, 27))
 	const V = 20000
+	params, logits := sampleShapedRows(r, sampleHistKinds, V)
+	if err := sampleKernelsAgree(b, V, params, logits); err != nil {
+		return err
+	}
+	const big = 151936
+	grpo := gpu.SampleParams{Temperature: 1, TopK: 50, TopP: 0.95}
+	params, logits = sampleFlatRows(r, []gpu.SampleParams{grpo, grpo, grpo, grpo}, big)
+	return sampleKernelsAgree(b, big, params, logits)
+}
+
+// sampleShapedRows draws rows [M,V] of every kind and every shape of
+// sampleHistShape, 2 draws each (U from r, then the row).
+func sampleShapedRows(r *rand.Rand, kinds []gpu.SampleParams, V int) ([]gpu.SampleParams, []float32) {
 	var params []gpu.SampleParams
 	var logits []float32
 	row := make([]float32, V)
-	for _, p := range sampleHistKinds {
+	for _, p := range kinds {
 		for shape := range sampleHistShapes {
 			for range 2 {
 				p.U = r.Float64()
@@ -79,18 +92,21 @@ func checkSampleBisect(b Device) error {
 			}
 		}
 	}
-	if err := sampleKernelsAgree(b, V, params, logits); err != nil {
-		return err
-	}
-	const big = 151936
-	params, logits = params[:0], make([]float32, 0, 4*big)
-	row = make([]float32, big)
-	for range 4 {
-		params = append(params, gpu.SampleParams{Temperature: 1, TopK: 50, TopP: 0.95, U: r.Float64()})
+	return params, logits
+}
+
+// sampleFlatRows draws a nearly flat row of V logits for each of kinds (U
+// from r, then the row), as a random model's row of the GRPO-like decode.
+func sampleFlatRows(r *rand.Rand, kinds []gpu.SampleParams, V int) ([]gpu.SampleParams, []float32) {
+	params, logits := make([]gpu.SampleParams, 0, len(kinds)), make([]float32, 0, len(kinds)*V)
+	row := make([]float32, V)
+	for _, p := range kinds {
+		p.U = r.Float64()
+		params = append(params, p)
 		sampleHistShape(r, row, 0)
 		logits = append(logits, row...)
 	}
-	return sampleKernelsAgree(b, big, params, logits)
+	return params, logits
 }
 
 // sampleKernelsAgree samples the rows [M,V] with the radix select and (on

@@ -72,34 +72,13 @@ func checkSampleSplit(b Device) error {
 		}
 	}
 	const V = 20000
-	var params []gpu.SampleParams
-	var logits []float32
-	row := make([]float32, V)
-	for _, p := range sampleSplitKinds {
-		for shape := range sampleHistShapes {
-			for range 2 {
-				p.U = r.Float64()
-				params = append(params, p)
-				sampleHistShape(r, row, shape)
-				logits = append(logits, row...)
-			}
-		}
-	}
+	params, logits := sampleShapedRows(r, sampleSplitKinds, V)
 	if err := sampleSplitAgrees(b, V, params, logits); err != nil {
 		return err
 	}
 	const big = 151936
-	params, logits = params[:0], make([]float32, 0, 4*big)
-	row = make([]float32, big)
-	for i := range 4 {
-		p := gpu.SampleParams{Temperature: 1, TopK: 50, TopP: 0.95, U: r.Float64()}
-		if i >= 2 {
-			p = gpu.SampleParams{Temperature: 1, U: r.Float64()}
-		}
-		params = append(params, p)
-		sampleHistShape(r, row, 0)
-		logits = append(logits, row...)
-	}
+	params, logits = sampleFlatRows(r, []gpu.SampleParams{
+		{Temperature: 1, TopK: 50, TopP: 0.95}, {Temperature: 1, TopK: 50, TopP: 0.95}, {Temperature: 1}, {Temperature: 1}}, big)
 	return sampleSplitAgrees(b, big, params, logits)
 }
 
@@ -145,29 +124,12 @@ func sampleSplitAgrees(b Device, V int, params []gpu.SampleParams, logits []floa
 // in checkGenerateSampled (whose top-p row sends its calls to the default
 // kernel).
 func checkGenerateSampleSplit(b Device) error {
-	return withVariant(b, func(v *Variants) { v.SampleSplit = true }, func() error { return generateSampleSplit(b) })
-}
-
-// generateSampleSplit is checkGenerateSampleSplit's generation.
-func generateSampleSplit(b Device) error {
-	c := model.Config{Family: "llama", V: 97, C: 64, F: 128, L: 2, NH: 4, NKV: 1, HD: 16, MaxPos: 64,
-		Eps: 1e-5, RopeTheta: 10000, Tied: true, BOS: 1, EOS: 2}
-	r := rand.New(rand.NewPCG(19, 19))
-	init := randn(r, c.NumParams(), 0.3)
-	sc := []model.SampleConfig{
-		{Temperature: 1},
-		{Temperature: 0.8, TopK: 10},
-		{Temperature: 0.7, TopK: 20, TopP: 0.3},
-		{Temperature: 0},
-	}
-	var reqs []model.Request
-	for i, s := range sc {
-		prompt := make([]int32, 3+2*i)
-		for j := range prompt {
-			prompt[j] = int32(r.IntN(c.V))
-		}
-		s.MaxTokens, s.IgnoreEOS, s.Seed = 12, true, uint64(200+i)
-		reqs = append(reqs, model.Request{Prompt: prompt, Sample: s})
-	}
-	return generateBoth(ref, b, c, init, reqs, 3, "sampled tokens")
+	return withVariant(b, func(v *Variants) { v.SampleSplit = true }, func() error {
+		return generateSampled(b, 19, 200, []model.SampleConfig{
+			{Temperature: 1},
+			{Temperature: 0.8, TopK: 10},
+			{Temperature: 0.7, TopK: 20, TopP: 0.3},
+			{Temperature: 0},
+		})
+	})
 }

@@ -202,23 +202,21 @@ __device__ void attention_cached_out_vec(float* dst, i64 hs, float* s, const flo
     if (grp < R) {
         const float* v0 = vc + 4 * c;
         for (int j = grp; j < ln; j += 2 * R) {
-            int j2 = j + R;
-            fa4 a = fa_ld4(v0 + (i64)j * KD);
-            fa4 b = j2 < ln ? fa_ld4(v0 + (i64)j2 * KD) : fa4{0.0f, 0.0f, 0.0f, 0.0f};
+            fa4 v[2];  // rows j and j + R, both loads issued before either is used
 #pragma unroll
-            for (int g = 0; g < DS_HEADS; g++) {
-                if (g < gb) {
-                    float pa = s[g * DS_CHUNK_MAX + j];
-                    o[g][0] += pa * a.x;
-                    o[g][1] += pa * a.y;
-                    o[g][2] += pa * a.z;
-                    o[g][3] += pa * a.w;
-                    if (j2 < ln) {
-                        float pb = s[g * DS_CHUNK_MAX + j2];
-                        o[g][0] += pb * b.x;
-                        o[g][1] += pb * b.y;
-                        o[g][2] += pb * b.z;
-                        o[g][3] += pb * b.w;
+            for (int u = 0; u < 2; u++)
+                v[u] = j + u * R < ln ? fa_ld4(v0 + (i64)(j + u * R) * KD) : fa4{0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                if (j + u * R >= ln) continue;
+#pragma unroll
+                for (int g = 0; g < DS_HEADS; g++) {
+                    if (g < gb) {
+                        float p = s[g * DS_CHUNK_MAX + j + u * R];
+                        o[g][0] += p * v[u].x;
+                        o[g][1] += p * v[u].y;
+                        o[g][2] += p * v[u].z;
+                        o[g][3] += p * v[u].w;
                     }
                 }
             }
