@@ -30,31 +30,40 @@ func checkSample(b Device) error {
 		{Temperature: 0.5, TopK: 1},
 	}
 	for _, V := range []int{97, 3000} {
-		var params []gpu.SampleParams
-		var logits []float32
-		for k, p := range kinds {
-			for range 8 {
-				p.U = r.Float64()
-				params = append(params, p)
-				row := randn(r, V, 3)
-				switch k % 3 {
-				case 1: // ties: a few logits repeated, among them the largest
-					for i := 1; i < V; i += 7 {
-						row[i] = row[0]
-					}
-				case 2: // nearly flat: many candidates
-					for i := range row {
-						row[i] *= 0.01
-					}
-				}
-				logits = append(logits, row...)
-			}
-		}
+		params, logits := sampleMixedRows(r, kinds, V, 8)
 		if err := sampleAgrees(b, V, params, logits); err != nil {
 			return err
 		}
 	}
 	return checkSampleFlat(b, r)
+}
+
+// sampleMixedRows draws n rows [V] of each kind (U from r, then the row,
+// logits of spread 3): kind k's rows plain when k%3 is 0, with ties among
+// the largest (every 7th logit the first's) when 1, nearly flat (many
+// candidates) when 2.
+func sampleMixedRows(r *rand.Rand, kinds []gpu.SampleParams, V, n int) ([]gpu.SampleParams, []float32) {
+	var params []gpu.SampleParams
+	var logits []float32
+	for k, p := range kinds {
+		for range n {
+			p.U = r.Float64()
+			params = append(params, p)
+			row := randn(r, V, 3)
+			switch k % 3 {
+			case 1: // ties: a few logits repeated, among them the largest
+				for i := 1; i < V; i += 7 {
+					row[i] = row[0]
+				}
+			case 2: // nearly flat: many candidates
+				for i := range row {
+					row[i] *= 0.01
+				}
+			}
+			logits = append(logits, row...)
+		}
+	}
+	return params, logits
 }
 
 // sampleFlatKinds are the sampling settings of checkSampleFlat (and the

@@ -44,29 +44,13 @@ var sampleSplitKinds = []gpu.SampleParams{
 func checkSampleSplit(b Device) error {
 	r := rand.New(rand.NewPCG(29, 29))
 	for _, V := range []int{97, 3000} {
-		var params []gpu.SampleParams
-		var logits []float32
-		for k, p := range sampleSplitKinds {
-			if _, _, _, ok := splitPlan([]gpu.SampleParams{p}, V); !ok {
-				continue // top-k 128 with top-p is top-p alone at V 97
-			}
-			for range 4 {
-				p.U = r.Float64()
-				params = append(params, p)
-				row := randn(r, V, 3)
-				switch k % 3 {
-				case 1: // ties: a few logits repeated, among them the largest
-					for i := 1; i < V; i += 7 {
-						row[i] = row[0]
-					}
-				case 2: // nearly flat
-					for i := range row {
-						row[i] *= 0.01
-					}
-				}
-				logits = append(logits, row...)
+		var kinds []gpu.SampleParams // top-k 128 with top-p is top-p alone at V 97: left out there
+		for _, p := range sampleSplitKinds {
+			if _, _, _, ok := splitPlan([]gpu.SampleParams{p}, V); ok {
+				kinds = append(kinds, p)
 			}
 		}
+		params, logits := sampleMixedRows(r, kinds, V, 4)
 		if err := sampleSplitAgrees(b, V, params, logits); err != nil {
 			return err
 		}

@@ -32,20 +32,7 @@
 
 extern "C++" {
 
-// lp4 is four floats loaded as one 16-byte access.
-struct alignas(16) lp4 {
-    float x, y, z, w;
-};
-__device__ lp4 lp_ld4(const float* p) {
-#ifdef __CUDACC__
-    return *reinterpret_cast<const lp4*>(p);
-#else
-    if ((uintptr_t)p % 16 != 0) __builtin_trap();  // a GPU faults on a misaligned vector access
-    lp4 r;
-    memcpy(&r, p, sizeof r);
-    return r;
-#endif
-}
+// fa4 and fa_ld4 (four floats as one 16-byte load) are in common.cuh.
 
 // lp_state: over the elements a thread has added, m their max (-inf
 // before the first), se = sum exp(z-m) and sez = sum exp(z-m)*(z-m).
@@ -111,7 +98,7 @@ __device__ void logprob_forward_impl(float* logp, float* entropy, float* lse, co
         float v[4 * LP_UNROLL];
 #pragma unroll
         for (int u = 0; u < LP_UNROLL; u++) {
-            lp4 q = lp_ld4(body + 4 * (j + u * BLOCK));
+            fa4 q = fa_ld4(body + 4 * (j + u * BLOCK));
             v[4 * u] = q.x;
             v[4 * u + 1] = q.y;
             v[4 * u + 2] = q.z;
@@ -120,7 +107,7 @@ __device__ void logprob_forward_impl(float* logp, float* entropy, float* lse, co
         lp_chunk<BUG>(s, v);
     }
     for (; j < nv; j += BLOCK) {
-        lp4 q = lp_ld4(body + 4 * j);
+        fa4 q = fa_ld4(body + 4 * j);
         float v[4] = {q.x, q.y, q.z, q.w};
         lp_chunk<BUG>(s, v);
     }
