@@ -675,9 +675,9 @@ __global__ void sample_tokens_hist(int* tokens, float* logp, const float* logits
 //     the top-p prefix, the total and the draw exactly as sample_tokens'
 //     thread 0 does on its ranked candidates.
 // The sums run in a different order from sample_tokens' (per slice, then
-// across slices), so a token can differ from its only where U falls within
-// rounding (~1e-15 relative) of a boundary of the cumulative distribution,
-// as either differs from the CPU's.
+// across slices), so a token can differ from sample_tokens' only where U
+// falls within rounding (~1e-15 relative) of a boundary of the cumulative
+// distribution, as either can from the CPU's.
 
 #define SS_SLICE_MAX 8192  // the most ids of a slice (their keys in shared memory); sample.go
 #define SS_CAND_MAX 4096   // the most candidates of a row (slices x K); sample.go
