@@ -130,8 +130,8 @@ func decodeChunks(rows, maxT, sms int) (L, chunks int) {
 
 // decodeVec says whether attention_cached_split_vec (the decode_vec
 // variant) takes heads of HD dimensions: its V rows are loaded as 16-byte
-// vectors of 4 floats, HD/4 of them a row, at most BLOCK (256).
-func decodeVec(HD int) bool { return HD%4 == 0 && HD <= 4*256 }
+// vectors of 4 floats, HD/4 of them a row, at most a block's threads.
+func decodeVec(HD int) bool { return HD%4 == 0 && HD <= 4*blockSize }
 
 // attentionSMs is the multiprocessor count of the device, decodeSMs
 // where its driver does not say.

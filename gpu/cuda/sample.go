@@ -119,17 +119,18 @@ func (d *device) sampleHost(a *arena, tokens []int32, logp []float32, logits []f
 	cpu.New().SampleTokens(ids, lp, h, params, M, V)
 	// the outputs may be tensors (overlap scheduling samples into the
 	// generator's): those go up
-	if p, t := d.mem.find(unsafe.Pointer(&tokens[0]), int64(M)*4); t != nil {
-		must(d.htod(p, unsafe.Pointer(&ids[0]), int64(M)*4))
-	} else {
-		copy(tokens, ids)
+	d.putBack(unsafe.Pointer(&tokens[0]), unsafe.Pointer(&ids[0]), int64(M)*4)
+	if logp != nil {
+		d.putBack(unsafe.Pointer(&logp[0]), unsafe.Pointer(&lp[0]), int64(M)*4)
 	}
-	if logp == nil {
+}
+
+// putBack writes n bytes of host memory src to dst: up to the device where
+// dst is a tensor's host slice, into dst itself otherwise.
+func (d *device) putBack(dst, src unsafe.Pointer, n int64) {
+	if p, t := d.mem.find(dst, n); t != nil {
+		must(d.htod(p, src, n))
 		return
 	}
-	if p, t := d.mem.find(unsafe.Pointer(&logp[0]), int64(M)*4); t != nil {
-		must(d.htod(p, unsafe.Pointer(&lp[0]), int64(M)*4))
-	} else {
-		copy(logp, lp)
-	}
+	copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(src), n))
 }
