@@ -113,10 +113,16 @@ func logSoftmaxAt(z []float32, i int32) float64 {
 // TestLowpGreedyTiny compares bfloat16 and int8 generation with fp32 on the
 // tiny goldens' prompts. The logit error is also bounded relative to the
 // largest logit (bf16: 8 significant bits per weight, int8: 7 bits per
-// block), with room for the measured values (see docs/compute.md).
+// block), with room for the measured values (see docs/compute.md): the
+// other families' tiny checkpoints (head_dim 8 to 16, QK-norm, Gemma's
+// soft-capped logits) measure int8 errors up to 4.4% of the largest logit
+// (Llama and Qwen2 up to 2.5%), so their bound is 5%.
 func TestLowpGreedyTiny(t *testing.T) {
 	bounds := map[cpu.Dtype]float64{cpu.BFloat16: 0.02, cpu.Int8: 0.04}
-	for _, name := range families {
+	for _, name := range allFamilies {
+		if slices.Contains(newFamilies, name) {
+			bounds = map[cpu.Dtype]float64{cpu.BFloat16: 0.02, cpu.Int8: 0.05}
+		}
 		m := newTiny(t, name)
 		g := loadGolden(t, name)
 		for _, dt := range []cpu.Dtype{cpu.BFloat16, cpu.Int8} {
