@@ -237,8 +237,13 @@ func toolsJSON(info task.Info) string {
 	return string(b)
 }
 
+// sftDir is the folder of OUT where preprocess writes the cold-start rows: a folder of its
+// own, as veRL keeps its SFT parquet files apart from its RL ones, so that a glob of the RL
+// files (OUT/*.parquet) never takes a file of the other schema.
+const sftDir = "sft"
+
 // writeSFTSplit writes the cold-start rows of a split (nil entries are rows without one) to
-// OUT/SPLIT_sft.parquet.
+// OUT/sft/SPLIT.parquet.
 func writeSFTSplit(outDir, split string, rows []map[string]any, progressOut io.Writer) error {
 	var out []map[string]any
 	for _, r := range rows {
@@ -249,7 +254,10 @@ func writeSFTSplit(outDir, split string, rows []map[string]any, progressOut io.W
 	if len(out) == 0 {
 		return nil
 	}
-	dst := filepath.Join(outDir, split+"_sft.parquet")
+	dst := filepath.Join(outDir, sftDir, split+".parquet")
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("preprocess: %w", err)
+	}
 	if err := data.WriteTable(dst, []string{"data_source", "messages", "tools"}, out); err != nil {
 		return fmt.Errorf("preprocess: %w", err)
 	}

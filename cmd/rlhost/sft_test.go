@@ -19,7 +19,7 @@ import (
 )
 
 // TestPreprocessWritesSFTRows: gsm8k's preprocessor gives every row a cold-start trajectory,
-// which preprocess writes to SPLIT_sft.parquet and leaves out of the RL rows.
+// which preprocess writes to sft/SPLIT.parquet and leaves out of the RL rows.
 func TestPreprocessWritesSFTRows(t *testing.T) {
 	in, out := t.TempDir(), t.TempDir()
 	writeFile(t, filepath.Join(in, "train.jsonl"), rec1+"\n"+rec2+"\n")
@@ -37,7 +37,7 @@ func TestPreprocessWritesSFTRows(t *testing.T) {
 		}
 	}
 	var convs []sft.Conversation
-	err = data.ReadTableFunc(filepath.Join(out, "train_sft.parquet"), func(i int, row map[string]any) error {
+	err = data.ReadTableFunc(filepath.Join(out, "sft", "train.parquet"), func(i int, row map[string]any) error {
 		c, err := sft.ParseConversation(row["messages"], row["tools"])
 		convs = append(convs, c)
 		return err
@@ -101,7 +101,7 @@ func TestPreprocessSwedevSFTRows(t *testing.T) {
 		name string
 		rows int
 	}{{"train", 24}, {"test", 6}} {
-		file := filepath.Join(out, split.name+"_sft.parquet")
+		file := filepath.Join(out, "sft", split.name+".parquet")
 		for _, c := range []struct {
 			name   string
 			enc    *sft.Encoder
