@@ -51,6 +51,11 @@ func TestNewTaskProjectFiles(t *testing.T) {
 			if c.lang == "python" && got["bin/plugins/rlhost-task-my-task"].Mode&0o111 == 0 {
 				t.Error("the launcher is not executable")
 			}
+			// the SDK from the wheel make builds (never from sdk/python itself: pip would build in place there)
+			wheel := filepath.Join(filepath.Dir(sdk), "bin", "python", "rlhost-0.1.0-py3-none-any.whl")
+			if req := string(got["requirements.txt"].Data); c.lang == "python" && !strings.Contains(req, "\nrlhost @ file://"+wheel+"\n") {
+				t.Errorf("requirements.txt does not install %s:\n%s", wheel, req)
+			}
 			if c.lang != "go" {
 				return
 			}
