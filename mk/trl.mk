@@ -38,8 +38,7 @@ $(ARITH_DATA)/train.parquet: | $(BIN)/rlhost plugins ## generate and preprocess 
 
 # The learnable example (docs/training.md, "A learnable example"): two-operand arithmetic
 # through the examples/arith plugin, curves in runs/arith/curves.png.
-example-arith: setup-blas model build ## GRPO on the arith example (examples/configs/arith.yaml): mean reward rises in about 10 minutes
-	@test -s $(ARITH_DATA)/train.parquet || $(MAKE) --no-print-directory $(ARITH_DATA)/train.parquet
+example-arith: setup-blas model build $(ARITH_DATA)/train.parquet ## GRPO on the arith example (examples/configs/arith.yaml): mean reward rises in about 10 minutes
 	@if [ -d runs/arith ]; then echo "== removing the previous run in runs/arith =="; rm -rf runs/arith; fi
 	$(BIN)/rlhost train -c examples/configs/arith.yaml $(ARITH_ARGS)
 	@echo "== the run is in runs/arith: curves.png, metrics.jsonl =="
