@@ -241,8 +241,15 @@ func (s *Supervisor) CallWithin(ctx context.Context, call, what string, limit ti
 		s.succeeded()
 		return nil
 	}
-	if limit > 0 && ctx.Err() == nil && errors.Is(context.Cause(cctx), errDeadline) && !p.Exited() {
-		return s.timedOut(p, call, label, limit, key, time.Since(start), err)
+	// The plugin's gRPC server ends the call at the deadline it was sent, which can come a
+	// moment before this side's timer, and a caller may have set the same deadline (the reward
+	// manager does): a DeadlineExceeded at the deadline is this call's timeout too.
+	took := time.Since(start)
+	atLimit := took >= limit-limit/10
+	callerLate := ctx.Err() != nil && !(errors.Is(ctx.Err(), context.DeadlineExceeded) && atLimit)
+	if limit > 0 && !callerLate && !p.Exited() && (errors.Is(context.Cause(cctx), errDeadline) ||
+		status.Code(err) == codes.DeadlineExceeded && atLimit) {
+		return s.timedOut(p, call, label, limit, key, took, err)
 	}
 	return s.wrap(p, call, label, err)
 }
