@@ -110,7 +110,7 @@ func Timeouts(cfg *config.Config) plugin.Timeouts {
 }
 
 // waitReport is how long a call must have been in flight before the progress line names it.
-const waitReport = 5 * time.Second
+var waitReport = 5 * time.Second
 
 // waitingOn says which plugin call the run has waited on longest, when one has been in flight
 // for waitReport or more: "waiting on rlhost-task-x Obs of trajectory s1-0-1 for 12s (3 calls
