@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -219,5 +220,51 @@ func TestBadPluginNonFiniteRewards(t *testing.T) {
 			wantFailure(t, stderr, err, "no step of the run was trained on (a step is not trained on when more than trainer.max_failed_fraction=0.5",
 				"in step 1, 4 of 4 rewards failed", `reward: the task's reward component "acc" is `+v)
 		})
+	}
+}
+
+// A run whose newest checkpoint was cut short resumes from the newest intact one, saying which
+// it skipped and why; when no checkpoint is intact it stops, naming them.
+func TestResumeSkipsDamagedCheckpoint(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	steps := func(n int) []string {
+		return []string{"trainer.run_dir=" + dir, "trainer.save_freq=1", "trainer.total_training_steps=" + strconv.Itoa(n)}
+	}
+	if stderr, err := badRun(t, "good", steps(2)...); err != nil {
+		t.Fatalf("first run: %v\n%s", err, stderr)
+	}
+	model := filepath.Join(dir, "checkpoints", "global_step_2", "actor", "model.safetensors")
+	st, err := os.Stat(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(model, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := badRun(t, "good", steps(3)...)
+	if err != nil {
+		t.Fatalf("resume: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("warning: checkpoint %s is damaged: actor/model.safetensors is %d bytes, the manifest says %d: skipped",
+			filepath.Join(dir, "checkpoints", "global_step_2"), st.Size()/2, st.Size()),
+		"resumed from " + filepath.Join(dir, "checkpoints", "global_step_1") + " (step 1)",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the resumed run's output lacks %q:\n%s", want, stderr)
+		}
+	}
+	logged, err := metrics.ReadJSONL(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil || len(logged) != 3 || logged[2].Step != 3 {
+		t.Fatalf("metrics after the resume: %d steps, %v; want steps 1, 2 (again) and 3", len(logged), err)
+	}
+	// Every checkpoint damaged: the run stops and names them.
+	for _, s := range []string{"1", "2", "3"} {
+		os.WriteFile(filepath.Join(dir, "checkpoints", "global_step_"+s, "state.json"), []byte("{}"), 0o644)
+	}
+	_, err = badRun(t, "good", steps(4)...)
+	if err == nil || !strings.Contains(err.Error(), "no intact checkpoint in "+filepath.Join(dir, "checkpoints")) ||
+		!strings.Contains(err.Error(), "global_step_1 is damaged: state.json is 2 bytes") {
+		t.Fatalf("every checkpoint damaged: %v", err)
 	}
 }
