@@ -268,3 +268,28 @@ func TestResumeSkipsDamagedCheckpoint(t *testing.T) {
 		t.Fatalf("every checkpoint damaged: %v", err)
 	}
 }
+
+// rlhost preprocess bounds the wait for each record's answer by task.timeouts.preprocess, and
+// takes no other key.
+func TestPreprocessTimeout(t *testing.T) {
+	in := t.TempDir()
+	writeFile(t, filepath.Join(in, "train.jsonl"), `{"q": "Say hi."}`+"\n"+`{"q": "Say bye."}`+"\n")
+	_, stderr, err := run(t, "preprocess", "--task", badtask(t, "good"), "--input", in, "--output-dir", t.TempDir(), "task.timeouts.preprocess=1")
+	if err != nil {
+		t.Fatalf("preprocess with the good plugin: %v\n%s", err, stderr)
+	}
+	bin := badtask(t, "hangpreprocess")
+	start := time.Now()
+	_, _, err = run(t, "preprocess", "--task", bin, "--input", in, "--output-dir", t.TempDir(), "task.timeouts.preprocess=1")
+	if err == nil || !strings.Contains(err.Error(), "plugin rlhost-task-hangpreprocess: Preprocess: timed out: record 0 got no answer within 1s (task.timeouts.preprocess)") ||
+		time.Since(start) > 20*time.Second {
+		t.Fatalf("preprocess with a plugin that never answers: %v after %v", err, time.Since(start))
+	}
+	if pids := processesOf(bin); len(pids) > 0 {
+		t.Errorf("plugin processes left: %v", pids)
+	}
+	_, _, err = run(t, "preprocess", "--task", bin, "--input", in, "--output-dir", t.TempDir(), "data.train_batch_size=2")
+	if err == nil || !strings.Contains(err.Error(), "takes only task.timeouts.* overrides") {
+		t.Fatalf("preprocess with a key it does not take: %v", err)
+	}
+}

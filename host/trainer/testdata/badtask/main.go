@@ -13,6 +13,7 @@
 //	wronglen       Score returns one result fewer than it was given items
 //	stdout         Score prints to stdout (the protocol's channel)
 //	nan, posinf, neginf  Score's reward component "acc" is NaN, +Inf, -Inf
+//	hangpreprocess Preprocess never answers (rlhost preprocess reads train.jsonl)
 package main
 
 import (
@@ -34,7 +35,16 @@ type badtask struct{ n atomic.Int64 }
 
 func (b *badtask) Info(context.Context) (task.Info, error) {
 	return task.Info{Name: mode, Version: "0.0.1", DataSources: []string{"badtask"}, DefaultAgentLoop: task.ToolAgent,
-		Features: []string{task.FeatureInteraction}}, nil
+		Features: []string{task.FeatureInteraction}, DefaultInputs: []task.InputFile{{Split: "train", Name: "train.jsonl"}}}, nil
+}
+
+func (b *badtask) Preprocess(_ context.Context, r task.Record) (task.Row, error) {
+	if mode == "hangpreprocess" {
+		<-make(chan struct{})
+	}
+	q, _ := r.Data["q"].(string)
+	return task.Row{DataSource: "badtask", AgentName: task.ToolAgent, Prompt: []task.Message{{Role: "user", Content: q}},
+		RewardModel: task.RewardModel{Style: "rule", GroundTruth: "hi"}, ExtraInfo: map[string]any{"index": r.Index}}, nil
 }
 
 // Configure takes any config (interaction: true turns the user simulator on).
