@@ -120,6 +120,7 @@ func wantFailure(t *testing.T, stderr string, err error, want ...string) {
 		t.Fatalf("the run succeeded; want it to fail. stderr:\n%s", stderr)
 	}
 	msg := err.Error()
+	t.Logf("the run's error: %s", msg)
 	if strings.Contains(msg, "\n") {
 		t.Errorf("the run's error is not one line:\n%s", msg)
 	}
