@@ -1,7 +1,7 @@
 # The plugin spine: protocol (sdk/proto -> sdk/gen), the SDK, the host plugin runtime, the CLI,
 # the built-in task plugins and the conformance kit.
 TOOLS_BIN   := $(BIN)/tools
-SPINE_PKGS  := ./host/plugin/... ./host/judge/... ./host/progress/... ./host/rollout/... ./host/trainer/... ./cmd/... ./tasks/gsm8k/cmd/... ./tasks/gsm8k/gsm8kplugin/...
+SPINE_PKGS  := ./host/plugin/... ./host/ckpt/... ./host/judge/... ./host/progress/... ./host/rollout/... ./host/trainer/... ./cmd/... ./tasks/gsm8k/cmd/... ./tasks/gsm8k/gsm8kplugin/...
 # Built-in plugins: binary name -> package (in the host module).
 PLUGIN_BINS := $(PLUGINS)/rlhost-task-gsm8k $(PLUGINS)/rlhost-task-arith $(PLUGINS)/rlhost-task-genchat
 
@@ -40,7 +40,7 @@ proto-check: proto-tools ## fail if sdk/gen differs from what `make proto` gener
 	cd $$tmp/sdk && rm -rf gen && PATH=$(TOOLS_BIN):$$PATH buf lint && PATH=$(TOOLS_BIN):$$PATH buf generate && \
 	diff -r gen $(CURDIR)/sdk/gen && echo "proto-check: sdk/gen is up to date"
 
-test-spine: setup-blas tokenizers-lib model ## SDK, plugin runtime, CLI, gsm8k plugin and example tests (real plugin processes)
+test-spine: setup-blas tokenizers-lib model ## SDK, plugin runtime, checkpoints, CLI, gsm8k plugin and example tests (real plugin processes, the bad-plugin runs of cmd/rlhost/badplugin_test.go)
 	cd sdk && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd examples/arith && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(GO) vet $(SPINE_PKGS)

@@ -116,8 +116,9 @@ func TestTrainConsoleLoggerOnly(t *testing.T) {
 	}
 }
 
-// A plugin whose scores are NaN or +Inf: the run goes on (those rewards are 0, counted in
-// reward/errors) and the console says so with the first error.
+// A plugin whose scores are NaN or +Inf: those rewards are 0, counted in reward/errors, the
+// console says so with the first error, and a step where all of them failed is not trained
+// on; the run of that one step fails.
 func TestTrainWarnsWhenRewardsFail(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the default model")
@@ -130,10 +131,11 @@ func TestTrainWarnsWhenRewardsFail(t *testing.T) {
 	args := tinyRun(t, dir, "trainer.total_training_steps=1", "trainer.val_before_train=false")
 	args[2] = bad // --task takes a path
 	_, stderr, err := run(t, args...)
-	if err != nil {
-		t.Fatalf("train: %v\n%s", err, stderr)
+	if err == nil || !strings.Contains(err.Error(), "no step of the run was trained on") {
+		t.Fatalf("train: %v; want the run to fail, no step trained\n%s", err, stderr)
 	}
-	if !strings.Contains(stderr, "4 of 4 rewards failed") || !strings.Contains(stderr, "the task scored NaN") {
+	if !strings.Contains(stderr, "4 of 4 rewards failed") || !strings.Contains(stderr, "the task scored NaN") ||
+		!strings.Contains(stderr, "step 1: not trained on: 4 of 4 rewards failed") {
 		t.Errorf("no warning naming the failed rewards and the first error:\n%s", stderr)
 	}
 }

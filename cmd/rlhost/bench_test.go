@@ -24,7 +24,7 @@ func BenchmarkPreprocessGSM8K(b *testing.B) {
 	}
 	out := b.TempDir()
 	for i := 0; i < b.N; i++ {
-		if err := preprocess(context.Background(), "gsm8k", in, out, io.Discard, hostplugin.Options{}); err != nil {
+		if err := preprocess(context.Background(), "gsm8k", in, out, io.Discard, hostplugin.Options{}, hostplugin.Timeouts{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -13,9 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/data"
 	hostplugin "github.com/rlhost/rlhost/host/plugin"
 	"github.com/rlhost/rlhost/host/progress"
+	"github.com/rlhost/rlhost/host/trainer"
+	sdkplugin "github.com/rlhost/rlhost/sdk/plugin"
 	"github.com/rlhost/rlhost/sdk/task"
 	"github.com/urfave/cli/v2"
 )
@@ -25,7 +28,10 @@ func preprocessCommand() *cli.Command {
 		Name:  "preprocess",
 		Usage: "turn a task's raw data into veRL-schema parquet files (train.parquet, test.parquet, ...)",
 		Description: "The task plugin says which files it reads (e.g. train.jsonl and test.jsonl) and turns each\n" +
-			"record into a dataset row; rlhost writes one parquet file per split into --output-dir.",
+			"record into a dataset row; rlhost writes one parquet file per split into --output-dir.\n" +
+			"task.timeouts.preprocess=SECONDS (default 60) bounds the wait for each record's answer; task.timeouts.configure\n" +
+			"the plugin's start.",
+		ArgsUsage: "[task.timeouts.KEY=SECONDS ...]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "task", Required: true, Usage: "task plugin name (rlhost-task-NAME) or path"},
 			&cli.StringFlag{Name: "input", Usage: "directory with the raw files (default: ../shared/data/TASK)"},
@@ -36,7 +42,11 @@ func preprocessCommand() *cli.Command {
 			if input == "" {
 				input = filepath.Join("..", "shared", "data", filepath.Base(c.String("task")))
 			}
-			return preprocess(c.Context, c.String("task"), input, c.String("output-dir"), c.App.ErrWriter, hostplugin.Options{Logger: logger(c)})
+			timeouts, err := preprocessTimeouts(c.Args().Slice())
+			if err != nil {
+				return err
+			}
+			return preprocess(c.Context, c.String("task"), input, c.String("output-dir"), c.App.ErrWriter, hostplugin.Options{Logger: logger(c)}, timeouts)
 		},
 	}
 }
@@ -72,8 +82,29 @@ func readJSONL(path string) ([]string, error) {
 	return out, nil
 }
 
-func preprocess(ctx context.Context, taskName, input, outDir string, progressOut io.Writer, opts hostplugin.Options) error {
-	tk, err := hostplugin.OpenTask(ctx, taskName, nil, opts)
+// preprocessTimeouts reads the task.timeouts.* overrides rlhost preprocess takes.
+func preprocessTimeouts(overrides []string) (hostplugin.Timeouts, error) {
+	for _, o := range overrides {
+		if !strings.HasPrefix(strings.TrimPrefix(o, "+"), "task.timeouts.") {
+			return hostplugin.Timeouts{}, fmt.Errorf("preprocess: %q: rlhost preprocess takes only task.timeouts.* overrides (task.timeouts.preprocess=SECONDS)", o)
+		}
+	}
+	cfg, err := config.Load(nil, overrides)
+	if err != nil {
+		return hostplugin.Timeouts{}, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return hostplugin.Timeouts{}, err
+	}
+	return trainer.Timeouts(cfg), nil
+}
+
+func preprocess(ctx context.Context, taskName, input, outDir string, progressOut io.Writer, opts hostplugin.Options, timeouts hostplugin.Timeouts) error {
+	bin, err := hostplugin.Find(sdkplugin.KindTask, taskName)
+	if err != nil {
+		return err
+	}
+	tk, err := hostplugin.OpenTaskBinaryWith(ctx, bin, nil, opts, hostplugin.TaskOptions{Timeouts: timeouts})
 	if err != nil {
 		return err
 	}

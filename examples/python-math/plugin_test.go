@@ -106,7 +106,7 @@ func TestHandlerExceptionReachesHost(t *testing.T) {
 	if status.Code(errors.Unwrap(err)) != codes.Internal {
 		t.Errorf("code %v; want Internal (%v)", status.Code(errors.Unwrap(err)), err)
 	}
-	for _, want := range []string{"plugin rlhost-task-pyfault: Score:", "python task 'pyfault'", "ZeroDivisionError: division by zero on purpose"} {
+	for _, want := range []string{"plugin rlhost-task-pyfault: Score of 1 item:", "python task 'pyfault'", "ZeroDivisionError: division by zero on purpose"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
@@ -147,7 +147,7 @@ func TestHandlerThatNeverAnswersTimesOut(t *testing.T) {
 	if err == nil || status.Code(errors.Unwrap(err)) != codes.DeadlineExceeded {
 		t.Fatalf("Score of a hanging handler: %v; want DeadlineExceeded", err)
 	}
-	if !strings.Contains(err.Error(), "plugin rlhost-task-pyfault: Score:") {
+	if !strings.Contains(err.Error(), "plugin rlhost-task-pyfault: Score of 1 item:") {
 		t.Errorf("error %q does not name the plugin and the call", err)
 	}
 	// Other calls are still served.

@@ -1,6 +1,9 @@
 // Package ckpt lays out a run's checkpoints, shared by `rlhost train` and `rlhost sft`: each is a
 // directory RUN_DIR/checkpoints/global_step_N, written under global_step_N.tmp and renamed when
-// complete, so a crash never leaves a partial checkpoint that looks complete.
+// complete, so a crash never leaves a partial checkpoint that looks complete. The last file
+// written before the rename is manifest.json, the size and SHA-256 of every other file
+// (manifest.go): a checkpoint damaged afterwards (a disk that filled up, a copy cut short)
+// fails Verify, and resuming skips it.
 package ckpt
 
 import (
@@ -39,12 +42,19 @@ func Steps(runDir string) []int {
 }
 
 // Commit makes the written folder tmp the checkpoint final (replacing an older one of the same
-// step).
+// step): it writes tmp's manifest (WriteManifest, every file flushed to disk), then renames
+// tmp to final.
 func Commit(tmp, final string) error {
+	if err := WriteManifest(tmp); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(final); err != nil {
 		return err
 	}
-	return os.Rename(tmp, final)
+	if err := os.Rename(tmp, final); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(final))
 }
 
 // Prune removes the oldest complete checkpoints of a run until at most keep are left; keep <= 0

@@ -32,7 +32,21 @@ type Task struct {
 	AdvNormScope  string         `yaml:"adv_norm_scope" enum:"global|task" doc:"batch-wide advantage normalisation (the whitening of gae, reinforce_plus_plus, reinforce_plus_plus_baseline): global = over the whole batch (veRL); task = over each task's trajectories separately. Group estimators (grpo, rloo, ...) normalise within a prompt's group, which never mixes tasks, so this does not change them"`
 	// AllowWeakIsolation lets rlhost train a task whose plugin declares weak isolation
 	// (task.FeatureWeakIsolation, e.g. swedev's sandbox without bubblewrap).
-	AllowWeakIsolation bool `yaml:"allow_weak_isolation" doc:"train even when the task plugin says its environment cannot keep this machine's files (the dataset's hidden answers included) from the policy (feature weak_isolation, e.g. swedev without bubblewrap); false refuses to start"`
+	AllowWeakIsolation bool         `yaml:"allow_weak_isolation" doc:"train even when the task plugin says its environment cannot keep this machine's files (the dataset's hidden answers included) from the policy (feature weak_isolation, e.g. swedev without bubblewrap); false refuses to start"`
+	Timeouts           TaskTimeouts `yaml:"timeouts"`
+}
+
+// TaskTimeouts is task.timeouts: how long each call to a task plugin may take before it is
+// cancelled and fails (the trajectory or reward fails with the plugin, the call, the
+// trajectory and the time named, and is retried once; docs/training.md).
+type TaskTimeouts struct {
+	Configure  float64  `yaml:"configure" doc:"seconds for the Info and Configure calls after each start or restart of a task plugin"`
+	Prompt     float64  `yaml:"prompt" doc:"seconds for each Prompt call (one per dataset row, while the data loads)"`
+	Start      float64  `yaml:"start" doc:"seconds for each Start call (a trajectory's environment is set up)"`
+	Obs        float64  `yaml:"obs" doc:"seconds for each Obs call (tool calls run, or the user simulator answers)"`
+	End        float64  `yaml:"end" doc:"seconds for each End call (the trajectory's final reward: hidden tests, an external episode's end)"`
+	Score      *float64 `yaml:"score" doc:"seconds for each Score call; null = reward_model.timeout"`
+	Preprocess float64  `yaml:"preprocess" doc:"seconds rlhost preprocess waits for the answer to each record of the Preprocess stream (rlhost preprocess takes key=value overrides for it)"`
 }
 
 // Data is the dataset section (veRL data.*).
@@ -270,34 +284,37 @@ type KLCtrl struct {
 
 // Trainer is veRL's trainer section: the loop, validation, checkpoints and logging.
 type Trainer struct {
-	ProjectName        string     `yaml:"project_name" doc:"project name (trace project, MLflow experiment)"`
-	ExperimentName     string     `yaml:"experiment_name" doc:"experiment name (MLflow run name, run directory); empty = task.name"`
-	TotalEpochs        int        `yaml:"total_epochs" doc:"passes over the training data"`
-	TotalTrainingSteps *int       `yaml:"total_training_steps" doc:"stop after this many steps; null = total_epochs worth"`
-	TestFreq           int        `yaml:"test_freq" doc:"validate every N steps (and after the last); -1 = never during training"`
-	SaveFreq           int        `yaml:"save_freq" doc:"checkpoint every N steps (and after the last); -1 = never"`
-	ValBeforeTrain     bool       `yaml:"val_before_train" doc:"validate before the first step"`
-	ValOnly            bool       `yaml:"val_only" doc:"validate once and stop"`
-	Logger             StringList `yaml:"logger" doc:"metric sinks: a name or a list (console, jsonl, mlflow)"`
-	DefaultLocalDir    string     `yaml:"default_local_dir" doc:"parent directory of run directories"`
-	RunDir             *string    `yaml:"run_dir" doc:"this run's directory (config, metrics, checkpoints, traces, logs); null = default_local_dir/project_name/experiment_name"`
-	ResumeMode         string     `yaml:"resume_mode" enum:"auto|disable|resume_path" doc:"auto: resume from the run directory's latest checkpoint if any; disable: start from step 0 (refused if the run directory already holds a run); resume_path: from resume_from_path"`
-	ResumeFromPath     *string    `yaml:"resume_from_path" doc:"checkpoint directory to resume from (resume_mode=resume_path)"`
-	CriticWarmup       int        `yaml:"critic_warmup" doc:"the actor updates from this step on (as veRL: when critic_warmup <= step); the steps before train only the critic"`
-	MaxActorCkptToKeep *int       `yaml:"max_actor_ckpt_to_keep" doc:"keep only the newest N checkpoints; null = all"`
-	Seed               int        `yaml:"seed" doc:"seed of sampling, initialisation and everything random but the data shuffle"`
-	Device             string     `yaml:"device" enum:"cpu|cuda" doc:"compute device"`
-	NGPUsPerNode       int        `yaml:"n_gpus_per_node" doc:"accepted for veRL compatibility; rlhost trains in one process"`
-	NNodes             int        `yaml:"nnodes" doc:"accepted for veRL compatibility; rlhost trains on one node"`
-	LogValGenerations  int        `yaml:"log_val_generations" doc:"validation generations to log per validation"`
-	MLflowTrackingURI  *string    `yaml:"mlflow_tracking_uri" doc:"MLflow server for the mlflow logger; null = the MLFLOW_TRACKING_URI environment variable"`
+	ProjectName               string     `yaml:"project_name" doc:"project name (trace project, MLflow experiment)"`
+	ExperimentName            string     `yaml:"experiment_name" doc:"experiment name (MLflow run name, run directory); empty = task.name"`
+	TotalEpochs               int        `yaml:"total_epochs" doc:"passes over the training data"`
+	TotalTrainingSteps        *int       `yaml:"total_training_steps" doc:"stop after this many steps; null = total_epochs worth"`
+	TestFreq                  int        `yaml:"test_freq" doc:"validate every N steps (and after the last); -1 = never during training"`
+	SaveFreq                  int        `yaml:"save_freq" doc:"checkpoint every N steps (and after the last); -1 = never"`
+	ValBeforeTrain            bool       `yaml:"val_before_train" doc:"validate before the first step"`
+	ValOnly                   bool       `yaml:"val_only" doc:"validate once and stop"`
+	Logger                    StringList `yaml:"logger" doc:"metric sinks: a name or a list (console, jsonl, mlflow)"`
+	DefaultLocalDir           string     `yaml:"default_local_dir" doc:"parent directory of run directories"`
+	RunDir                    *string    `yaml:"run_dir" doc:"this run's directory (config, metrics, checkpoints, traces, logs); null = default_local_dir/project_name/experiment_name"`
+	ResumeMode                string     `yaml:"resume_mode" enum:"auto|disable|resume_path" doc:"auto: resume from the run directory's latest checkpoint if any; disable: start from step 0 (refused if the run directory already holds a run); resume_path: from resume_from_path"`
+	ResumeFromPath            *string    `yaml:"resume_from_path" doc:"checkpoint directory to resume from (resume_mode=resume_path)"`
+	CriticWarmup              int        `yaml:"critic_warmup" doc:"the actor updates from this step on (as veRL: when critic_warmup <= step); the steps before train only the critic"`
+	MaxActorCkptToKeep        *int       `yaml:"max_actor_ckpt_to_keep" doc:"keep only the newest N checkpoints; null = all"`
+	Seed                      int        `yaml:"seed" doc:"seed of sampling, initialisation and everything random but the data shuffle"`
+	Device                    string     `yaml:"device" enum:"cpu|cuda" doc:"compute device"`
+	NGPUsPerNode              int        `yaml:"n_gpus_per_node" doc:"accepted for veRL compatibility; rlhost trains in one process"`
+	NNodes                    int        `yaml:"nnodes" doc:"accepted for veRL compatibility; rlhost trains on one node"`
+	LogValGenerations         int        `yaml:"log_val_generations" doc:"validation generations to log per validation"`
+	MLflowTrackingURI         *string    `yaml:"mlflow_tracking_uri" doc:"MLflow server for the mlflow logger; null = the MLFLOW_TRACKING_URI environment variable"`
+	MaxFailedFraction         float64    `yaml:"max_failed_fraction" doc:"a training step where more than this fraction of the trajectories failed (dropped after a retry), or of the rewards failed (Score errors, timeouts, non-finite scores), is not trained on: no update, a warning with the first error, training/skipped_step=1 in the metrics"`
+	MaxConsecutiveFailedSteps int        `yaml:"max_consecutive_failed_steps" doc:"this many skipped steps in a row (see max_failed_fraction) stop the run with an error naming the first error; a run that ends without one trained step fails too"`
 }
 
 // Default returns the defaults: veRL's structure with values for training
 // SmolLM2-135M-Instruct on a small CPU machine.
 func Default() *Config {
 	return &Config{
-		Task: Task{Config: map[string]any{}, Configs: map[string]any{}, RewardWeights: map[string]any{}, AdvNormScope: "global"},
+		Task: Task{Config: map[string]any{}, Configs: map[string]any{}, RewardWeights: map[string]any{}, AdvNormScope: "global",
+			Timeouts: TaskTimeouts{Configure: 120, Prompt: 60, Start: 300, Obs: 600, End: 900, Preprocess: 60}},
 		Data: Data{
 			TrainFiles:            StringList{"data/gsm8k/train.parquet"},
 			ValFiles:              StringList{"data/gsm8k/test.parquet"},
@@ -382,18 +399,20 @@ func Default() *Config {
 			KLCtrl:             KLCtrl{Type: "fixed", KLCoef: 0.001, Horizon: 10000, TargetKL: 0.1},
 		},
 		Trainer: Trainer{
-			ProjectName:     "rlhost",
-			TotalEpochs:     1,
-			TestFreq:        -1,
-			SaveFreq:        -1,
-			ValBeforeTrain:  true,
-			Logger:          StringList{"console", "jsonl"},
-			DefaultLocalDir: "runs",
-			ResumeMode:      "auto",
-			Seed:            1,
-			Device:          "cpu",
-			NGPUsPerNode:    1,
-			NNodes:          1,
+			ProjectName:               "rlhost",
+			TotalEpochs:               1,
+			TestFreq:                  -1,
+			SaveFreq:                  -1,
+			ValBeforeTrain:            true,
+			Logger:                    StringList{"console", "jsonl"},
+			DefaultLocalDir:           "runs",
+			ResumeMode:                "auto",
+			Seed:                      1,
+			Device:                    "cpu",
+			NGPUsPerNode:              1,
+			NNodes:                    1,
+			MaxFailedFraction:         0.5,
+			MaxConsecutiveFailedSteps: 3,
 		},
 	}
 }

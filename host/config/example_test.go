@@ -46,7 +46,7 @@ func ExampleConfig_Redacted() {
 	fmt.Println(cfg.Redacted()["task"])
 	// Output:
 	// sk-123
-	// map[adv_norm_scope:global allow_weak_isolation:false config:map[judge:map[api_key:*** url:https://judge.example]] configs:map[] name:<nil> reward_weights:map[]]
+	// map[adv_norm_scope:global allow_weak_isolation:false config:map[judge:map[api_key:*** url:https://judge.example]] configs:map[] name:<nil> reward_weights:map[] timeouts:map[configure:120 end:900 obs:600 preprocess:60 prompt:60 score:<nil> start:300]]
 }
 
 func ExampleKeys() {

@@ -38,6 +38,14 @@ func (c *Config) TaskConfig(name string) (map[string]any, error) {
 	return m, nil
 }
 
+// ScoreTimeout is task.timeouts.score in seconds, reward_model.timeout when null.
+func (c *Config) ScoreTimeout() float64 {
+	if s := c.Task.Timeouts.Score; s != nil {
+		return *s
+	}
+	return c.RewardModel.Timeout
+}
+
 // TaskRewardWeight is task.reward_weights.NAME, 1 when unset.
 func (c *Config) TaskRewardWeight(name string) float64 {
 	if w, ok := number(c.Task.RewardWeights[name]); ok {

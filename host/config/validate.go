@@ -16,6 +16,17 @@ func (c *Config) Validate() error {
 	c.validateEnums(v)
 
 	c.validateTasks(v)
+	to := &c.Task.Timeouts
+	for _, k := range []struct {
+		key string
+		x   float64
+	}{{"task.timeouts.configure", to.Configure}, {"task.timeouts.prompt", to.Prompt}, {"task.timeouts.start", to.Start},
+		{"task.timeouts.obs", to.Obs}, {"task.timeouts.end", to.End}, {"task.timeouts.preprocess", to.Preprocess}} {
+		v.positive(k.key, k.x)
+	}
+	if to.Score != nil {
+		v.positive("task.timeouts.score", *to.Score)
+	}
 	d := &c.Data
 	v.nonEmptyList("data.train_files", d.TrainFiles)
 	for i, f := range d.ValFiles {
@@ -225,6 +236,8 @@ func (c *Config) Validate() error {
 	v.atLeast("trainer.n_gpus_per_node", t.NGPUsPerNode, 1)
 	v.atLeast("trainer.nnodes", t.NNodes, 1)
 	v.atLeast("trainer.log_val_generations", t.LogValGenerations, 0)
+	v.unit("trainer.max_failed_fraction", t.MaxFailedFraction)
+	v.atLeast("trainer.max_consecutive_failed_steps", t.MaxConsecutiveFailedSteps, 1)
 
 	for _, f := range unsupportedSwitches {
 		if on, _ := lookupPath(c.compat, strings.Split(f.key, ".")); on == true {

@@ -30,6 +30,12 @@ func TestValidate(t *testing.T) {
 		{[]string{"actor_rollout_ref.rollout.n=1"}, ""}, // veRL runs it; Warnings says so
 		{[]string{"actor_rollout_ref.rollout.n=1", "algorithm.adv_estimator=reinforce_plus_plus"}, ""},
 		{[]string{"actor_rollout_ref.rollout.n=0"}, "actor_rollout_ref.rollout.n must be >= 1, got 0"},
+		{[]string{"task.timeouts.obs=0.5", "task.timeouts.score=2", "trainer.max_failed_fraction=0", "trainer.max_consecutive_failed_steps=1"}, ""},
+		{[]string{"task.timeouts.obs=0"}, "task.timeouts.obs must be > 0, got 0"},
+		{[]string{"task.timeouts.end=-1"}, "task.timeouts.end must be > 0, got -1"},
+		{[]string{"task.timeouts.score=0"}, "task.timeouts.score must be > 0, got 0"},
+		{[]string{"trainer.max_failed_fraction=1.5"}, "trainer.max_failed_fraction must be in [0, 1], got 1.5"},
+		{[]string{"trainer.max_consecutive_failed_steps=0"}, "trainer.max_consecutive_failed_steps must be >= 1, got 0"},
 		{[]string{"actor_rollout_ref.rollout.val_kwargs.n=0"}, "actor_rollout_ref.rollout.val_kwargs.n must be >= 1, got 0"},
 		{[]string{"algorithm.adv_estimator=gae", "critic.enable=false"}, "algorithm.adv_estimator=gae needs a critic: set critic.enable=true (or null)"},
 		{[]string{"algorithm.adv_estimator=gae"}, ""},

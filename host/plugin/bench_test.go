@@ -13,8 +13,9 @@ import (
 )
 
 // The plugin round trip: the same gsm8k implementation called in-process and through its
-// plugin process (gRPC over a Unix socket with mTLS). Each benchmark reports p50 and p99 of
-// the per-call latency in microseconds.
+// plugin process (gRPC over a Unix socket with mTLS), with the default deadline on each call
+// as in a run, and without one (NoDeadline: what the deadlines cost). Each benchmark reports
+// p50 and p99 of the per-call latency in microseconds.
 
 func gsm8kBinary(b *testing.B) Binary {
 	t := &testing.T{}
@@ -92,8 +93,14 @@ func benchScore(b *testing.B, t env, n int) {
 	reportLatency(b, lat)
 }
 
-func openGSM8K(b *testing.B) *Task {
-	tk, err := OpenTaskBinary(context.Background(), gsm8kBinary(b), nil, Options{})
+// openGSM8K starts the gsm8k plugin with the default deadlines (DefaultTimeouts), as a run
+// does; noDeadline starts it with none, to measure what the deadlines cost.
+func openGSM8K(b *testing.B, noDeadline ...bool) *Task {
+	var to Timeouts
+	if len(noDeadline) > 0 && noDeadline[0] {
+		to = Timeouts{Obs: -1, Score: -1}
+	}
+	tk, err := OpenTaskBinaryWith(context.Background(), gsm8kBinary(b), nil, Options{}, TaskOptions{Timeouts: to})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,10 +108,34 @@ func openGSM8K(b *testing.B) *Task {
 	return tk
 }
 
-func BenchmarkObsInProcess(b *testing.B) { benchObs(b, gsm8kplugin.New()) }
-func BenchmarkObsPlugin(b *testing.B)    { benchObs(b, openGSM8K(b)) }
+func BenchmarkObsInProcess(b *testing.B)        { benchObs(b, gsm8kplugin.New()) }
+func BenchmarkObsPlugin(b *testing.B)           { benchObs(b, openGSM8K(b)) }
+func BenchmarkObsPluginNoDeadline(b *testing.B) { benchObs(b, openGSM8K(b, true)) }
 
-func BenchmarkScore1InProcess(b *testing.B)   { benchScore(b, gsm8kplugin.New(), 1) }
-func BenchmarkScore1Plugin(b *testing.B)      { benchScore(b, openGSM8K(b), 1) }
-func BenchmarkScore256InProcess(b *testing.B) { benchScore(b, gsm8kplugin.New(), 256) }
-func BenchmarkScore256Plugin(b *testing.B)    { benchScore(b, openGSM8K(b), 256) }
+func BenchmarkScore1InProcess(b *testing.B)        { benchScore(b, gsm8kplugin.New(), 1) }
+func BenchmarkScore1Plugin(b *testing.B)           { benchScore(b, openGSM8K(b), 1) }
+func BenchmarkScore1PluginNoDeadline(b *testing.B) { benchScore(b, openGSM8K(b, true), 1) }
+func BenchmarkScore256InProcess(b *testing.B)      { benchScore(b, gsm8kplugin.New(), 256) }
+func BenchmarkScore256Plugin(b *testing.B)         { benchScore(b, openGSM8K(b), 256) }
+
+// What a call's deadline and bookkeeping cost on the host, without the round trip: the same
+// empty call made through CallWithin (deadline, pending list) and through Call (neither).
+func BenchmarkCallBookkeeping(b *testing.B) {
+	tk := openGSM8K(b)
+	ctx := context.Background()
+	nop := func(context.Context, *Process) error { return nil }
+	b.Run("CallWithin", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := tk.sup.CallWithin(ctx, "Obs", "trajectory s1-0-1", 10*time.Minute, "task.timeouts.obs", nop); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Call", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := tk.sup.Call(ctx, "Obs", func(*Process) error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -175,7 +175,7 @@ func TestCrashIsReportedAndRestarted(t *testing.T) {
 	if !errors.As(err, &perr) || !perr.Exited || perr.Call != "Obs" {
 		t.Fatalf("Obs on a crashing plugin: %v; want an *Error with Exited and Call Obs", err)
 	}
-	for _, want := range []string{"plugin rlhost-task-fixture exited during Obs", "about to crash on purpose"} {
+	for _, want := range []string{"plugin rlhost-task-fixture exited during Obs of trajectory x (exit status 3)", "about to crash on purpose"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
@@ -319,4 +319,183 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// gone reports whether no process has pid (after waiting up to 5s for it to be reaped).
+func gone(pid int) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if syscall.Kill(pid, 0) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// An Obs that never answers is cancelled at task.timeouts.obs with an error naming the
+// plugin, the call, the trajectory and the time taken; it is listed as pending while it
+// runs; a plugin that still answers health checks keeps running.
+func TestCallTimeout(t *testing.T) {
+	ctx := context.Background()
+	tk, err := OpenTaskBinaryWith(ctx, fixture(t, "hangobs"), nil, Options{}, TaskOptions{Timeouts: Timeouts{Obs: 600 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Close()
+	st, err := tk.Start(ctx, task.StartRequest{TrajectoryID: "s1-0-1", Row: task.Row{DataSource: "fixture"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan []Pending, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		seen <- tk.Pending()
+	}()
+	start := time.Now()
+	_, err = tk.Obs(ctx, task.ObsRequest{InstanceID: st.InstanceID, Kind: task.ObsTools})
+	took := time.Since(start)
+	if !errors.Is(err, ErrTimeout) || took < 600*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("Obs of a hanging plugin: %v after %v; want ErrTimeout after about 600ms", err, took)
+	}
+	for _, want := range []string{"plugin rlhost-task-fixture: Obs of trajectory s1-0-1 got no answer within 600ms (task.timeouts.obs) and was cancelled after 6",
+		"the plugin still answers health checks"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("error %q is not one line", err)
+	}
+	if p := <-seen; len(p) != 1 || p[0].Call != "Obs" || p[0].What != "trajectory s1-0-1" || p[0].Plugin != "rlhost-task-fixture" {
+		t.Errorf("pending during the Obs: %+v", p)
+	}
+	if p := tk.Pending(); len(p) != 0 {
+		t.Errorf("pending after the Obs: %+v", p)
+	}
+	if _, err := tk.Info(ctx); err != nil || tk.Supervisor().Starts() != 1 {
+		t.Errorf("after the timeout: Info %v, starts %d; want the same process, working", err, tk.Supervisor().Starts())
+	}
+}
+
+// A plugin that stops answering altogether (SIGSTOP in Obs): the call is cancelled at its
+// deadline, the health check that follows fails, the process is stopped (SIGKILL when it does
+// not shut down) and the next call runs on a new one.
+func TestFrozenPluginRestarted(t *testing.T) {
+	ctx := context.Background()
+	tk, err := OpenTaskBinaryWith(ctx, fixture(t, "freeze"), nil, Options{}, TaskOptions{Timeouts: Timeouts{Obs: 500 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Supervisor().HealthTimeout = 500 * time.Millisecond
+	pid := tk.sup.proc.Pid()
+	st, err := tk.Start(ctx, task.StartRequest{TrajectoryID: "s2-1-0", Row: task.Row{DataSource: "fixture"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tk.Obs(ctx, task.ObsRequest{InstanceID: st.InstanceID, Kind: task.ObsTools})
+	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "Obs of trajectory s2-1-0 got no answer within 500ms") ||
+		!strings.Contains(err.Error(), "does not answer health checks either") || !strings.Contains(err.Error(), "restarts on the next call") {
+		t.Fatalf("Obs of a frozen plugin: %v", err)
+	}
+	if info, err := tk.Info(ctx); err != nil || info.Name != "fixture" || tk.Supervisor().Starts() != 2 {
+		t.Fatalf("the call after: %+v %v, starts %d; want a new process", info, err, tk.Supervisor().Starts())
+	}
+	tk.Close()
+	if !gone(pid) {
+		t.Fatalf("the frozen plugin (pid %d) is still there after Close", pid)
+	}
+}
+
+// The handshake line's certificate is accepted in standard base64 with and without padding
+// (go-plugin alone takes only the unpadded form), from a plugin process that prints the line
+// itself with a certificate whose base64 is padded.
+func TestHandshakeCertificatePadding(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []string{"padcert", "rawcert"} {
+		tk, err := OpenTaskBinary(ctx, fixture(t, mode), nil, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		res, err := tk.Score(ctx, []task.ScoreItem{{Solution: "1", GroundTruth: "1"}})
+		if err != nil || len(res) != 1 || res[0].Score != 1 {
+			t.Errorf("%s: Score %+v %v", mode, res, err)
+		}
+		pid := tk.sup.proc.Pid()
+		tk.Close()
+		if !gone(pid) {
+			t.Errorf("%s: pid %d still there after Close", mode, pid)
+		}
+	}
+}
+
+// A panic in a Go plugin's handler reaches the host as the call's error, one line with the
+// panic and the plugin's frames, and the plugin keeps serving.
+func TestPanicReachesHost(t *testing.T) {
+	ctx := context.Background()
+	tk, err := OpenTaskBinary(ctx, fixture(t, "panic"), nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Close()
+	_, err = tk.Score(ctx, []task.ScoreItem{{Solution: "1", GroundTruth: "1"}})
+	want := "plugin rlhost-task-fixture: Score of 1 item: Score: panic: runtime error: index out of range [1] with length 1 (at main.grade main.go:"
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "<- main.fixture.Score main.go:") ||
+		strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Score of a panicking plugin: %v; want one line with %q and the plugin's frames", err, want)
+	}
+	if _, err := tk.Info(ctx); err != nil || tk.Supervisor().Starts() != 1 {
+		t.Errorf("after the panic: %v, starts %d; want the same process serving", err, tk.Supervisor().Starts())
+	}
+}
+
+// What a plugin writes to stdout after its handshake line is logged as a warning under the
+// plugin's name and counted (a Go plugin's os.Stdout reaches the host through go-plugin's
+// stdio stream).
+func TestStdoutAfterHandshakeWarns(t *testing.T) {
+	ctx := context.Background()
+	var logBuf syncBuf
+	logger := hclog.New(&hclog.LoggerOptions{Output: &logBuf, Level: hclog.Warn})
+	tk, err := OpenTaskBinary(ctx, fixture(t, "stdout"), nil, Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Close()
+	if _, err := tk.Score(ctx, []task.ScoreItem{{Solution: "1", GroundTruth: "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logBuf.String(), "scoring 1 items") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, want := range []string{"wrote to stdout after the handshake", "plugin=rlhost-task-fixture", `line="scoring 1 items"`} {
+		if !strings.Contains(logBuf.String(), want) {
+			t.Errorf("host log lacks %q:\n%s", want, logBuf.String())
+		}
+	}
+	if n, first := tk.sup.proc.StrayStdout(); n != 1 || first != "scoring 1 items" {
+		t.Errorf("StrayStdout: %d %q", n, first)
+	}
+}
+
+// A stream's watch times out the oldest unanswered record, counting from its sending or from
+// the last answer, whichever is later.
+func TestStreamWatch(t *testing.T) {
+	w := newStreamWatch(time.Second)
+	t0 := time.Now()
+	if w.check(t0.Add(time.Hour)) {
+		t.Fatal("nothing sent, yet late")
+	}
+	w.sent(7)
+	w.sent(8)
+	if w.check(time.Now().Add(900 * time.Millisecond)) {
+		t.Fatal("late before its limit")
+	}
+	w.answered()
+	w.mu.Lock()
+	w.queue[0].at = t0.Add(-time.Hour) // record 8 was sent long ago, but an answer just came
+	w.mu.Unlock()
+	if w.check(time.Now().Add(500 * time.Millisecond)) {
+		t.Fatal("late while the plugin works through its backlog")
+	}
+	if !w.check(time.Now().Add(1500*time.Millisecond)) || w.lateRecord() == nil || *w.lateRecord() != 8 {
+		t.Fatalf("record 8 unanswered 1.5s after the last answer: late %v", w.lateRecord())
+	}
 }

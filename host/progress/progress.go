@@ -1,6 +1,7 @@
 // Package progress draws progress bars with rate and ETA for long work. On a terminal the bar
 // redraws in place; elsewhere (CI logs, files) it prints a line at most every few seconds and
-// at the end, so logs stay readable.
+// at the end, so logs stay readable. A bar can also say what the work waits on (Waiting): while
+// it does, the bar redraws on its own, also when no unit finishes.
 package progress
 
 import (
@@ -27,6 +28,8 @@ type Bar struct {
 	finished bool
 	drawn    int64 // done at the last draw, -1 before any
 	now      func() time.Time
+	waiting  func() string // what the work waits on ("" for nothing); nil: not asked
+	stop     chan struct{} // ends the Waiting ticker
 }
 
 // New returns a bar for total units of work (0 if unknown) written to w. unit names what is
@@ -42,6 +45,47 @@ func New(w io.Writer, label string, total int64, unit string) *Bar {
 	b.start = b.now()
 	b.last = b.start
 	return b
+}
+
+// Waiting sets the function that says what the work waits on (for example "waiting on
+// rlhost-task-x Obs of trajectory s1-0-1 for 12s"), "" for nothing. The bar asks it at every
+// draw and shows its answer after the counts; while the answer is not empty, the bar redraws
+// every few seconds (on a terminal, ten times a second) even when no unit finishes.
+func (b *Bar) Waiting(f func() string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.waiting = f
+	if b.stop != nil || b.finished || f == nil {
+		return
+	}
+	b.stop = make(chan struct{})
+	go b.tick(b.stop, b.every)
+}
+
+// tick redraws the bar every period while it waits on something.
+func (b *Bar) tick(stop chan struct{}, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		b.mu.Lock()
+		if !b.finished && b.waitingText() != "" {
+			b.last = b.now()
+			b.draw(false)
+		}
+		b.mu.Unlock()
+	}
+}
+
+func (b *Bar) waitingText() string {
+	if b.waiting == nil {
+		return ""
+	}
+	return b.waiting()
 }
 
 // Add records n more units done.
@@ -70,6 +114,9 @@ func (b *Bar) Finish() {
 		return
 	}
 	b.finished = true
+	if b.stop != nil {
+		close(b.stop)
+	}
 	if !b.tty && b.drawn == b.done {
 		return // the last line printed already shows the end
 	}
@@ -108,6 +155,10 @@ func (b *Bar) line() string {
 		fmt.Fprintf(&sb, " %d %s", b.done, b.unit)
 	}
 	fmt.Fprintf(&sb, " (%.0f %s/s, %s)", rate, b.unit, elapsed.Round(time.Millisecond))
+	if w := b.waitingText(); w != "" && !b.finished {
+		sb.WriteString(" — ")
+		sb.WriteString(w)
+	}
 	return sb.String()
 }
 

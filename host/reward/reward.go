@@ -263,9 +263,12 @@ func (m *manager) scoreChunk(ctx context.Context, s Scorer, items []Item, result
 			return fmt.Errorf("reward: scoring stopped: %w", ctx.Err())
 		}
 		if timedOut {
+			msg := fmt.Sprintf("reward: Score timed out after %v", m.cfg.Timeout)
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				msg = "reward: " + err.Error() // the scorer's own account (a plugin's names it, the call and the time)
+			}
 			for i := range results {
-				results[i] = Result{Score: 0, TimedOut: true,
-					Err: fmt.Sprintf("reward: Score timed out after %v", m.cfg.Timeout)}
+				results[i] = Result{Score: 0, TimedOut: true, Err: msg}
 			}
 			return nil
 		}
@@ -322,15 +325,31 @@ func (m *manager) call(ctx context.Context, s Scorer, items []task.ScoreItem) (r
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
 		}
+		// A scorer that honours its context (a plugin does) answers at once with its own
+		// account of the timeout; wait a moment for it.
+		select {
+		case r := <-ch:
+			if r.err != nil {
+				return nil, true, r.err
+			}
+		case <-time.After(timeoutGrace):
+		}
 		return nil, true, cctx.Err()
 	}
 }
+
+// timeoutGrace is how long a timed-out Score call's own error is waited for.
+const timeoutGrace = time.Second
 
 // result turns the task's result into a Result: weights, checks, overlong penalty.
 func (m *manager) result(r task.ScoreResult, it Item) Result {
 	out := Result{Components: r.Components, Extra: r.Extra}
 	if r.Err != "" {
 		out.Err = r.Err
+		return out
+	}
+	if err := FiniteComponents(r.Components); err != nil {
+		out.Err = err.Error()
 		return out
 	}
 	score := r.Score
@@ -359,6 +378,22 @@ func (m *manager) result(r task.ScoreResult, it Item) Result {
 	}
 	out.Score = score
 	return out
+}
+
+// FiniteComponents fails components of which one is NaN or infinite, naming it: such a
+// reward cannot be trained on, nor averaged into the step's metrics.
+func FiniteComponents(c map[string]float64) error {
+	names := make([]string, 0, len(c))
+	for k, v := range c {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			names = append(names, k)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	sort.Strings(names)
+	return fmt.Errorf("reward: the task's reward component %q is %g", names[0], c[names[0]])
 }
 
 // PlaceOnLastToken spreads one scalar per sequence over a [B*T] token-reward matrix: the

@@ -371,3 +371,49 @@ func TestConcurrentManagers(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A component that is NaN or infinite fails its item (score 0, counted in Stats.Errors), with
+// or without weights: it could neither be trained on nor averaged into the step's metrics.
+func TestNonFiniteComponents(t *testing.T) {
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		s := &scorer{fn: func(ctx context.Context, it task.ScoreItem) task.ScoreResult {
+			if it.Solution == "bad" {
+				return task.ScoreResult{Score: 1, Components: map[string]float64{"acc": 1, "format": v}}
+			}
+			return task.ScoreResult{Score: 1, Components: map[string]float64{"acc": 1}}
+		}}
+		for _, weights := range []map[string]float64{nil, {"acc": 1}} {
+			m := mustNew(t, Config{Kind: Batch, Weights: weights})
+			res, st, err := m.Score(context.Background(), s, items("bad", "good"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf(`reward: the task's reward component "format" is %g`, v)
+			if res[0].Score != 0 || res[0].Err != want || st.Errors != 1 || st.Scored != 1 || res[1].Score != 1 {
+				t.Errorf("component %g, weights %v: %+v %+v, stats %+v; want item 0 failed with %q", v, weights, res[0], res[1], st, want)
+			}
+		}
+	}
+}
+
+// namedTimeout is a scorer that honours its context and says so, as a plugin does.
+type namedTimeout struct{}
+
+func (namedTimeout) Score(ctx context.Context, items []task.ScoreItem) ([]task.ScoreResult, error) {
+	start := time.Now()
+	<-ctx.Done()
+	return nil, fmt.Errorf("plugin rlhost-task-x: Score of %d items got no answer within 200ms and was cancelled after %v", len(items), time.Since(start).Round(100*time.Millisecond))
+}
+
+// A timed-out call's error is the scorer's own account when it gives one.
+func TestTimeoutNamesTheScorer(t *testing.T) {
+	m := mustNew(t, Config{Kind: Batch, Timeout: 200 * time.Millisecond})
+	res, st, err := m.Score(context.Background(), namedTimeout{}, items("1", "2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "reward: plugin rlhost-task-x: Score of 2 items got no answer within 200ms and was cancelled after 200ms"
+	if st.Timeouts != 2 || !res[0].TimedOut || res[0].Err != want {
+		t.Fatalf("stats %+v, result %+v; want 2 timeouts with %q", st, res[0], want)
+	}
+}

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sort"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/host/tracing"
+	sdkplugin "github.com/rlhost/rlhost/sdk/plugin"
 	"github.com/rlhost/rlhost/sdk/task"
 )
 
@@ -289,7 +291,7 @@ func (l *ToolAgentLoop) Run(ctx context.Context, s *Sample) (*Output, error) {
 	st, err := l.d.Env.Start(ctx, task.StartRequest{Row: s.Row, TrajectoryID: fmt.Sprintf("%s-%d", s.UID, s.RolloutN),
 		Step: int64(s.Step), RolloutN: s.RolloutN, Validate: s.Validate})
 	if err != nil {
-		return nil, fmt.Errorf("Start: %w", err)
+		return nil, callError("Start", err)
 	}
 	ended := false
 	defer func() {
@@ -358,7 +360,7 @@ func (l *ToolAgentLoop) Run(ctx context.Context, s *Sample) (*Output, error) {
 			obsStart := time.Now()
 			obs, err := l.d.Env.Obs(ctx, task.ObsRequest{InstanceID: st.InstanceID, Assistant: assistant, Kind: task.ObsTools, Turn: turn})
 			if err != nil {
-				return nil, fmt.Errorf("Obs: %w", err)
+				return nil, callError("Obs", err)
 			}
 			out.ToolCalls += len(assistant.ToolCalls)
 			msgs := make([]task.Message, 0, len(obs.ToolResults))
@@ -401,7 +403,7 @@ func (l *ToolAgentLoop) Run(ctx context.Context, s *Sample) (*Output, error) {
 			obs, err := l.d.Env.Obs(ctx, task.ObsRequest{InstanceID: st.InstanceID, Assistant: assistant, Kind: task.ObsInteraction,
 				Turn: turn, History: out.Messages})
 			if err != nil {
-				return nil, fmt.Errorf("Obs (interaction): %w", err)
+				return nil, callError("Obs (interaction)", err)
 			}
 			out.TurnScores = append(out.TurnScores, obs.TurnReward)
 			done, err := l.appendObservation(out, obs.Messages)
@@ -457,11 +459,21 @@ func (l *ToolAgentLoop) end(ctx context.Context, out *Output, id string, ended *
 	out.NumTurns = out.UserTurns + out.AssistantTurns + 1
 	res, err := l.d.Env.End(ctx, task.EndRequest{InstanceID: id})
 	if err != nil {
-		return nil, fmt.Errorf("End: %w", err)
+		return nil, callError("End", err)
 	}
 	out.EndResult = res
 	out.NumTurns = out.UserTurns + out.AssistantTurns + 1
 	return out, nil
+}
+
+// callError names the call of an environment's error, unless the error names it already (a
+// plugin's does: "plugin rlhost-task-x: Obs of trajectory s1-0-1 ...").
+func callError(call string, err error) error {
+	var ce *sdkplugin.CallError
+	if errors.As(err, &ce) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", call, err)
 }
 
 // TruncateToolText keeps at most n characters of a tool's text, as veRL does: left keeps the

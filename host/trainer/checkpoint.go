@@ -27,8 +27,12 @@ import (
 //	critic_optimizer.bin  the critic's AdamW moments
 //	state.json        step, optimizer step, data position, KL coefficient
 //
+//	manifest.json     size and SHA-256 of every other file (host/ckpt), written last
+//
 // written to a temporary directory and renamed, so a crash never leaves a partial checkpoint
-// that looks complete.
+// that looks complete. Resuming verifies a checkpoint against its manifest first: with
+// resume_mode=auto a damaged one is skipped, with a warning naming it, for the newest intact
+// one.
 
 type trainerState struct {
 	Step       int     `json:"step"`
@@ -123,7 +127,26 @@ func (t *Trainer) resume() error {
 		if len(steps) == 0 {
 			return nil
 		}
-		dir = ckpt.StepDir(t.runDir, steps[len(steps)-1])
+		var damaged []string
+		for i := len(steps) - 1; i >= 0 && dir == ""; i-- {
+			d := ckpt.StepDir(t.runDir, steps[i])
+			if err := t.verifyCheckpoint(d); err != nil {
+				fmt.Fprintf(t.opts.Progress, "warning: %v: skipped; resuming from the newest intact checkpoint\n", err)
+				t.log.Warn("damaged checkpoint skipped", "checkpoint", d, "error", err)
+				damaged = append(damaged, err.Error())
+				continue
+			}
+			dir = d
+		}
+		if dir == "" {
+			return fmt.Errorf("trainer: resume: no intact checkpoint in %s (%s): remove the damaged ones to start the run again, "+
+				"or set trainer.resume_mode=disable with another trainer.run_dir", ckpt.Dir(t.runDir), strings.Join(damaged, "; "))
+		}
+	}
+	if tc.ResumeMode == "resume_path" {
+		if err := t.verifyCheckpoint(dir); err != nil {
+			return fmt.Errorf("trainer: trainer.resume_from_path: %w", err)
+		}
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
 	if err != nil {
@@ -171,6 +194,17 @@ func (t *Trainer) resume() error {
 	}
 	fmt.Fprintf(t.opts.Progress, "resumed from %s (step %d)\n", dir, st.Step)
 	return nil
+}
+
+// verifyCheckpoint checks a checkpoint against its manifest; one written before checkpoints had
+// manifests is accepted as it is, with a note.
+func (t *Trainer) verifyCheckpoint(dir string) error {
+	err := ckpt.Verify(dir)
+	if errors.Is(err, ckpt.ErrNoManifest) {
+		fmt.Fprintf(t.opts.Progress, "%s has no %s (written by an older rlhost): resuming from it unverified\n", dir, ckpt.ManifestName)
+		return nil
+	}
+	return err
 }
 
 // truncateMetrics drops the lines of steps after step from metrics.jsonl.

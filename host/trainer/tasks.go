@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/rlhost/rlhost/host/algo"
@@ -70,7 +71,7 @@ func openTasks(ctx context.Context, cfg *config.Config, opts plugin.Options, hs 
 			s.Close()
 			return nil, err
 		}
-		p, err := plugin.OpenTaskBinaryWithHost(ctx, bin, tc, hs, opts)
+		p, err := plugin.OpenTaskBinaryWith(ctx, bin, tc, opts, plugin.TaskOptions{Host: hs, Timeouts: Timeouts(cfg)})
 		if err != nil {
 			s.Close()
 			if len(names) > 1 {
@@ -97,6 +98,47 @@ func openTasks(ctx context.Context, cfg *config.Config, opts plugin.Options, hs 
 		}
 	}
 	return s, nil
+}
+
+// Timeouts are the limits of the task plugins' calls: task.timeouts.* (Score: task.timeouts.score,
+// else reward_model.timeout).
+func Timeouts(cfg *config.Config) plugin.Timeouts {
+	sec := func(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
+	to := cfg.Task.Timeouts
+	return plugin.Timeouts{Configure: sec(to.Configure), Prompt: sec(to.Prompt), Start: sec(to.Start), Obs: sec(to.Obs),
+		End: sec(to.End), Score: sec(cfg.ScoreTimeout()), Preprocess: sec(to.Preprocess)}
+}
+
+// waitReport is how long a call must have been in flight before the progress line names it.
+var waitReport = 5 * time.Second
+
+// waitingOn says which plugin call the run has waited on longest, when one has been in flight
+// for waitReport or more: "waiting on rlhost-task-x Obs of trajectory s1-0-1 for 12s (3 calls
+// over 5s)"; "" otherwise. Progress bars show it.
+func (s *taskSet) waitingOn() string {
+	var late []plugin.Pending
+	now := time.Now()
+	for _, t := range s.list {
+		for _, p := range t.p.Pending() {
+			if now.Sub(p.Since) >= waitReport {
+				late = append(late, p)
+			}
+		}
+	}
+	if len(late) == 0 {
+		return ""
+	}
+	sort.Slice(late, func(i, j int) bool { return late[i].Since.Before(late[j].Since) })
+	p := late[0]
+	call := p.Call
+	if p.What != "" {
+		call += " of " + p.What
+	}
+	msg := fmt.Sprintf("waiting on %s %s for %s", p.Plugin, call, now.Sub(p.Since).Round(time.Second))
+	if len(late) > 1 {
+		msg += fmt.Sprintf(" (%d calls over %s)", len(late), waitReport)
+	}
+	return msg
 }
 
 // Close stops every plugin.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -67,6 +68,13 @@ type Trainer struct {
 	sampler    *sampler
 	step       int // last finished step
 	totalSteps int
+
+	// The failure budget (trainer.max_failed_fraction, trainer.max_consecutive_failed_steps):
+	// skipped counts the skipped steps in a row, streakErr says what failed first in that
+	// streak, ran and trained count the steps this Run went through and trained on.
+	skipped      int
+	streakErr    string
+	ran, trained int
 }
 
 // New prepares a run: the task plugin, the model and tokenizer, the data, the run directory.
@@ -232,7 +240,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		}
 	}
 	t.rew, err = reward.New(reward.Config{Kind: cfg.RewardModel.RewardManager, Workers: cfg.RewardModel.NumWorkers,
-		Timeout: time.Duration(cfg.RewardModel.Timeout * float64(time.Second)), Weights: weightsCfg,
+		Timeout: time.Duration(cfg.ScoreTimeout() * float64(time.Second)), Weights: weightsCfg,
 		Overlong: reward.Overlong{Enable: ob.Enable, MaxLen: cfg.ResponseLength(), Buffer: ob.Len, PenaltyFactor: ob.PenaltyFactor}})
 	if err != nil {
 		return nil, err
@@ -248,6 +256,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	defLoop := cfg.ActorRolloutRef.Rollout.Agent.DefaultAgentLoop
 	if !cfg.Trainer.ValOnly {
 		bar := progress.New(opts.Progress, "prompts (train)", 0, "rows")
+		bar.Waiting(t.tasks.waitingOn)
 		var filtered int
 		t.train, filtered, err = loadExamples(ctx, "data.train_files", d.TrainFiles, t.tk, t.tasks, defLoop, cfg.PromptLength(), d.FilterOverlongPrompts, d.Truncation, 0, bar)
 		if err != nil {
@@ -442,14 +451,25 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 		}
 		step := t.step + 1
 		vals, err := t.trainStep(ctx, step)
-		if err != nil {
+		t.ran++
+		var skip *skippedStep
+		var stop error // the failure budget is spent
+		switch {
+		case errors.As(err, &skip):
+			vals = skip.vals
+			vals["training/skipped_step"] = 1
+			stop = t.skip(step, skip)
+		case err != nil:
 			return fmt.Errorf("step %d: %w", step, err)
-		}
-		if err := t.afterStepEngine(ctx, step, vals); err != nil {
-			return fmt.Errorf("step %d: %w", step, err)
+		default:
+			t.skipped, t.streakErr = 0, ""
+			t.trained++
+			if err := t.afterStepEngine(ctx, step, vals); err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
 		}
 		last := step == t.totalSteps
-		if cfg.TestFreq > 0 && (step%cfg.TestFreq == 0 || last) {
+		if skip == nil && cfg.TestFreq > 0 && (step%cfg.TestFreq == 0 || last) {
 			v, err := t.validate(ctx, step)
 			if err != nil {
 				return fmt.Errorf("step %d: validation: %w", step, err)
@@ -462,11 +482,18 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 		if err := t.logger.Log(metrics.Step{Step: step, Time: time.Now(), Values: vals}); err != nil {
 			return err
 		}
+		if stop != nil {
+			return stop
+		}
 		if cfg.SaveFreq > 0 && (step%cfg.SaveFreq == 0 || last) {
 			if err := t.checkpoint(); err != nil {
 				return fmt.Errorf("step %d: checkpoint: %w", step, err)
 			}
 		}
+	}
+	if t.ran > 0 && t.trained == 0 {
+		return fmt.Errorf("no step of the run was trained on (a step is not trained on when more than trainer.max_failed_fraction=%g "+
+			"of its trajectories or rewards fail): %s", t.cfg.Trainer.MaxFailedFraction, t.streakErr)
 	}
 	if err := t.logger.Close(); err != nil {
 		t.log.Warn("closing the metric loggers", "error", err)
@@ -560,10 +587,22 @@ func (t *Trainer) score(ctx context.Context, outs []*rollout.Output) ([]float64,
 		}
 	}
 	texts := rollout.ResponseTexts(t.tk, toScore) // their solutions, decoded on every core
+	var st reward.Stats
 	for i, o := range outs {
 		if o.EndResult.HasReward {
-			scores[i] = o.EndResult.Reward
-			results[i] = reward.Result{Score: o.EndResult.Reward, Components: o.EndResult.RewardComponents}
+			// End's reward is the task's final word: it must be a number to train on.
+			r := o.EndResult.Reward
+			err := reward.FiniteComponents(o.EndResult.RewardComponents)
+			if math.IsNaN(r) || math.IsInf(r, 0) {
+				err = fmt.Errorf("reward: the task's End gave reward %g", r)
+			}
+			if err != nil {
+				results[i] = reward.Result{Err: fmt.Sprintf("%v (trajectory %s-%d)", err, o.Sample.UID, o.Sample.RolloutN)}
+				st.Errors++
+				continue
+			}
+			scores[i] = r
+			results[i] = reward.Result{Score: r, Components: o.EndResult.RewardComponents}
 			continue
 		}
 		extra := map[string]any{}
@@ -583,7 +622,6 @@ func (t *Trainer) score(ctx context.Context, outs []*rollout.Output) ([]float64,
 			ResponseLength: len(o.ResponseIDs)})
 		idx = append(idx, i)
 	}
-	var st reward.Stats
 	// Each task scores its own rows (a mixed run: one Score batch per task).
 	ts, groups := t.tasks.groupByTask(len(items), func(j int) string { return items[j].DataSource })
 	for k, rt := range ts {
@@ -684,6 +722,7 @@ func (t *Trainer) validate(ctx context.Context, step int) (map[string]float64, e
 	n := max(t.cfg.ActorRolloutRef.Rollout.ValKwargs.N, 1)
 	samples := t.samplesFor(exs, fmt.Sprintf("val%d", step), n, step, true)
 	bar := progress.New(t.opts.Progress, fmt.Sprintf("validate (step %d)", step), int64(len(samples)), "trajectories")
+	bar.Waiting(t.tasks.waitingOn)
 	res, dropped, err := t.runRollouts(ctx, true, samples, bar)
 	if err != nil {
 		return nil, err
@@ -786,6 +825,7 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 		prefilled0, shared0 = t.policy.PrefixStats()
 	}
 	bar := progress.New(t.opts.Progress, fmt.Sprintf("step %d/%d rollout", step, t.totalSteps), int64(len(samples)), "trajectories")
+	bar.Waiting(t.tasks.waitingOn)
 	res, dropped, err := t.runRollouts(ctx, false, samples, bar)
 	if err != nil {
 		return nil, err
@@ -815,8 +855,15 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 		t.log.Warn("trajectory dropped after a retry", "error", e)
 	}
 	outs := res.Kept()
-	if len(outs) == 0 {
-		return nil, fmt.Errorf("every trajectory of the step failed; first error: %v", firstErr(res.Errors))
+	vals["training/global_step"] = float64(step)
+	vals["training/epoch"] = float64(t.sampler.Epoch)
+	vals["rollout/failed_fraction"] = float64(res.Dropped) / float64(len(samples))
+	if len(outs) == 0 || vals["rollout/failed_fraction"] > cfg.Trainer.MaxFailedFraction {
+		for _, o := range outs {
+			o.Trace.End(0, map[string]any{"error": "the step was not trained on"})
+		}
+		return nil, &skippedStep{vals: vals, first: firstErr(res.Errors).Error(),
+			why: fmt.Sprintf("%d of %d trajectories failed", res.Dropped, len(samples))}
 	}
 	for k, v := range rollout.Metrics(outs) {
 		vals[k] = v
@@ -843,6 +890,18 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 	}
 	vals["reward/errors"] = float64(rst.Errors)
 	vals["reward/timeouts"] = float64(rst.Timeouts)
+	vals["reward/failed_fraction"] = float64(rst.Errors+rst.Timeouts) / float64(len(outs))
+	if vals["reward/failed_fraction"] > cfg.Trainer.MaxFailedFraction {
+		first := "none recorded"
+		for _, r := range rres {
+			if r.Err != "" {
+				first = r.Err
+				break
+			}
+		}
+		return nil, &skippedStep{vals: vals, first: first,
+			why: fmt.Sprintf("%d of %d rewards failed", rst.Errors+rst.Timeouts, len(outs))}
+	}
 	compSum, compCnt := map[string]float64{}, map[string]float64{}
 	for _, r := range rres {
 		for k, v := range r.Components {
@@ -985,9 +1044,53 @@ func (t *Trainer) trainStep(ctx context.Context, step int) (map[string]float64, 
 	for k, v := range t.tracer.StepMetrics() {
 		vals[k] = v
 	}
-	vals["training/epoch"] = float64(t.sampler.Epoch)
-	vals["training/global_step"] = float64(step)
 	return vals, nil
+}
+
+// skippedStep is a training step that was not trained on: more than
+// trainer.max_failed_fraction of its trajectories or rewards failed.
+type skippedStep struct {
+	vals  map[string]float64 // what was measured before it stopped
+	why   string             // "3 of 4 trajectories failed"
+	first string             // the first error
+}
+
+func (s *skippedStep) Error() string { return s.why + "; the first error: " + s.first }
+
+// skip records a skipped step: a warning on the console, and the end of the run (the error
+// it returns) when trainer.max_consecutive_failed_steps steps in a row were skipped.
+func (t *Trainer) skip(step int, s *skippedStep) error {
+	tc := t.cfg.Trainer
+	first := oneLine(s.first)
+	t.skipped++
+	if t.skipped == 1 {
+		t.streakErr = fmt.Sprintf("in step %d, %s; the first error: %s", step, s.why, first)
+	}
+	fmt.Fprintf(t.opts.Progress, "step %d: not trained on: %s (more than trainer.max_failed_fraction=%g); the first error: %s\n",
+		step, s.why, tc.MaxFailedFraction, first)
+	if t.skipped < tc.MaxConsecutiveFailedSteps {
+		return nil
+	}
+	what := fmt.Sprintf("step %d was not trained on", step)
+	if t.skipped > 1 {
+		what = fmt.Sprintf("step %d: %d steps in a row were not trained on", step, t.skipped)
+	}
+	return fmt.Errorf("%s (trainer.max_consecutive_failed_steps=%d; a step is not trained on when more than trainer.max_failed_fraction=%g "+
+		"of its trajectories or rewards fail): %s", what, tc.MaxConsecutiveFailedSteps, tc.MaxFailedFraction, t.streakErr)
+}
+
+// oneLine joins the lines of an error message with " | " and bounds its length, for the one
+// line that ends a failed run.
+func oneLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	out := strings.Join(lines, " | ")
+	if len(out) > 1500 {
+		out = out[:1500] + "…"
+	}
+	return out
 }
 
 func firstErr(errs []error) error {

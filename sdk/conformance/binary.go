@@ -83,6 +83,7 @@ func CheckBinary(ctx context.Context, path string, opts Options) Report {
 
 	var stderr syncBuffer
 	start = time.Now()
+	launched := start
 	p, err := plugin.Launch(ctx, bin, plugin.LaunchOptions{StartTimeout: opts.StartTimeout,
 		Env: []string{"RLHOST_LOG_LEVEL=debug"}, Stderr: &stderr})
 	if err != nil {
@@ -101,7 +102,12 @@ func CheckBinary(ctx context.Context, path string, opts Options) Report {
 	if opts.Kind == plugin.KindTrace {
 		checks = traceChecks()
 	}
+	watch := watchHealth(p, healthEvery)
+	s.health = watch
 	runChecks(ctx, s, checks, &rep.Results, opts.CallTimeout)
+	start = time.Now()
+	err = watch.stop(launched.Add(MinLife))
+	add("alive and healthy throughout", start, err)
 	if p.Exited() {
 		return rep
 	}
@@ -114,6 +120,8 @@ func CheckBinary(ctx context.Context, path string, opts Options) Report {
 	} else {
 		add("Shutdown within 2s", start, nil)
 	}
+	start = time.Now()
+	add("nothing on stdout after handshake", start, checkStrayStdout(p))
 	start = time.Now()
 	add("stderr is hclog JSON", start, checkHclog(stderr.Bytes()))
 	return rep
@@ -319,11 +327,11 @@ func checkHandshakeLine(ctx context.Context, path string, majors []int, timeout 
 // this certificate.
 func checkServerCert(field string) error {
 	if field == "" {
-		return fmt.Errorf("no server certificate: given PLUGIN_CLIENT_CERT, a plugin serves TLS and prints its certificate as the sixth field (base64 DER without padding; docs/protocol.md)")
+		return fmt.Errorf("no server certificate: given PLUGIN_CLIENT_CERT, a plugin serves TLS and prints its certificate as the sixth field (base64 DER, padding optional; docs/protocol.md)")
 	}
-	der, err := base64.RawStdEncoding.DecodeString(field)
+	der, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(field, "="))
 	if err != nil {
-		return fmt.Errorf("the server certificate is not base64 without padding: %v", err)
+		return fmt.Errorf("the server certificate is not standard base64 (padding optional): %v", err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {

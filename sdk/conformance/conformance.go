@@ -6,7 +6,10 @@
 // line; protocol-version negotiation; health SERVING; a consistent Info whose tool schemas are
 // valid JSON Schema; Preprocess / Prompt / Start / Obs / End / Score round trips on the
 // plugin's own samples; InvalidArgument / NotFound (not a crash) for unknown instance ids and
-// malformed arguments; 64 concurrent trajectories; Shutdown within 2 s; hclog JSON on stderr.
+// malformed arguments; 64 concurrent trajectories; staying up and answering health checks for
+// the whole run (at least MinLife); Shutdown within 2 s; nothing on stdout after the handshake
+// line; hclog JSON on stderr. A handler's panic fails its check with the panic's one-line
+// message (the Go SDK recovers it, naming the plugin's frames).
 package conformance
 
 import (
@@ -104,6 +107,7 @@ type session struct {
 	binary string // "" in-process
 	name   string // expected plugin name (from the binary), "" if unknown
 	proc   *plugin.Process
+	health *healthWatch // nil in-process
 	state  map[string]any
 }
 
@@ -146,13 +150,26 @@ func runChecks(ctx context.Context, s *session, checks []check, results *[]Resul
 		}
 		cancel()
 		if s.exited(err) {
-			msg := fmt.Sprintf("the plugin exited during this check (%v); its last log lines:\n  %s", err,
+			how := ""
+			if st := s.proc.ExitStatus(); st != "" {
+				how = ", " + st
+			}
+			msg := fmt.Sprintf("the plugin exited during this check (%v%s); its last log lines:\n  %s", err, how,
 				strings.Join(s.proc.LastLogs(), "\n  "))
 			*results = append(*results, Result{Name: c.name, Duration: time.Since(start), Err: errors.New(msg)})
 			for _, rest := range checks[i+1:] {
 				*results = append(*results, Result{Name: rest.name, Err: fmt.Errorf("not run: the plugin exited during %q", c.name)})
 			}
 			return
+		}
+		if s.health != nil {
+			if herr := s.health.failed(); herr != nil {
+				*results = append(*results, Result{Name: c.name, Duration: time.Since(start), Err: fmt.Errorf("%v (%w)", err, herr)})
+				for _, rest := range checks[i+1:] {
+					*results = append(*results, Result{Name: rest.name, Err: fmt.Errorf("not run: the plugin stopped answering during %q", c.name)})
+				}
+				return
+			}
 		}
 		r := Result{Name: c.name, Duration: time.Since(start)}
 		if sk, ok := err.(errSkip); ok {

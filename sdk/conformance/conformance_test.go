@@ -87,6 +87,12 @@ func TestBrokenFixturesRejected(t *testing.T) {
 		{"badschema", "tool schemas valid", `parameters.properties.answer.type: "strng" is not a JSON Schema type`},
 		{"nosources", "Info consistent", "it declares no data_source (Info.DataSources)"},
 		{"othersource", "Preprocess samples", `sample 0: row data_source "fixture" is not among the data sources Info declares (other)`},
+		{"panic", "Score round trip", "Score: panic: runtime error: index out of range [2] with length 2 (at main.grade main.go:"},
+		{"panic", "Score round trip", "<- main.fixture.Score main.go:"},
+		{"exitearly", "alive and healthy throughout", "the plugin exited"},
+		{"freeze", "alive and healthy throughout", `stopped answering health checks`},
+		{"freeze", "Start/Obs/End round trip", "no answer within 2s"},
+		{"stdout", "nothing on stdout after handshake", `(the first: "scoring 2 items")`},
 	}
 	for _, c := range cases {
 		t.Run(c.mode+"/"+c.check, func(t *testing.T) {
@@ -106,6 +112,21 @@ func TestBrokenFixturesRejected(t *testing.T) {
 			if !strings.Contains(msg, c.want) {
 				t.Fatalf("check %q failed with %q; want it to mention %q", c.check, msg, c.want)
 			}
+			if c.mode == "panic" && (strings.Contains(msg, "\n") || strings.Contains(msg, "goroutine")) {
+				t.Fatalf("a panic's message is %q; want one line, without the goroutine dump", msg)
+			}
+		})
+	}
+}
+
+// The host and the kit take the handshake line's certificate in standard base64 with or
+// without its padding (go-plugin itself decodes only the unpadded form): fixtures that print
+// the line themselves, with a certificate whose base64 has padding, pass conformance either way.
+func TestCertificatePaddingAccepted(t *testing.T) {
+	for _, mode := range []string{"padcert", "rawcert"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			conformance.RunBinary(t, fixture(t, mode), conformance.Options{})
 		})
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // CheckExecutable reports, before launch, the problems a person can fix: the file is missing,
@@ -140,7 +140,13 @@ type Process struct {
 	client *goplugin.Client
 	conn   *grpc.ClientConn
 	logs   *logTail
+	stray  *strayStdout
+	run    *cmdRunner
 }
+
+// StrayStdout returns how many lines the plugin wrote to stdout after the handshake, and the
+// first of them. Each of the first few was logged as a warning under the plugin's name.
+func (p *Process) StrayStdout() (lines int, first string) { return p.stray.count() }
 
 // Conn is the gRPC connection to the plugin.
 func (p *Process) Conn() *grpc.ClientConn { return p.conn }
@@ -148,13 +154,29 @@ func (p *Process) Conn() *grpc.ClientConn { return p.conn }
 // Exited reports whether the process has exited.
 func (p *Process) Exited() bool { return p.client.Exited() }
 
-// Ping checks the plugin's health service.
+// Ping checks the plugin's health service, waiting at most DefaultHealthTimeout.
 func (p *Process) Ping() error {
-	rpc, err := p.client.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultHealthTimeout)
+	defer cancel()
+	return p.PingContext(ctx)
+}
+
+// DefaultHealthTimeout bounds Ping.
+const DefaultHealthTimeout = 5 * time.Second
+
+// PingContext asks the plugin's health service (service "plugin") whether it is SERVING.
+func (p *Process) PingContext(ctx context.Context) error {
+	if p.conn == nil {
+		return fmt.Errorf("plugin %s: not connected", p.Binary.FileName())
+	}
+	resp, err := grpc_health_v1.NewHealthClient(p.conn).Check(ctx, &grpc_health_v1.HealthCheckRequest{Service: "plugin"})
 	if err != nil {
 		return err
 	}
-	return rpc.Ping()
+	if st := resp.GetStatus(); st != grpc_health_v1.HealthCheckResponse_SERVING {
+		return fmt.Errorf("plugin %s: health is %s, not SERVING", p.Binary.FileName(), st)
+	}
+	return nil
 }
 
 // Addr is the address the plugin serves on (from its handshake line), or nil.
@@ -169,15 +191,32 @@ func (p *Process) Addr() net.Addr {
 func (p *Process) LastLogs() []string { return p.logs.Lines() }
 
 // Kill stops the process (gracefully first, through go-plugin's controller) and waits for it.
-func (p *Process) Kill() { p.client.Kill() }
+// A process that does not answer (stopped, or stuck so that it never reads the Shutdown
+// request) is killed with SIGKILL after KillGrace.
+func (p *Process) Kill() {
+	done := make(chan struct{})
+	go func() {
+		p.client.Kill()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(KillGrace):
+		if p.run != nil {
+			_ = p.run.Kill(context.Background())
+		}
+		<-done
+	}
+}
+
+// KillGrace is how long Kill waits for a graceful shutdown (go-plugin's own wait is 2s).
+const KillGrace = 4 * time.Second
+
+// ExitStatus says how the process ended ("exit status 3", "signal: killed"); "" while it runs.
+func (p *Process) ExitStatus() string { return p.run.exitStatus() }
 
 // Pid returns the process id, or 0.
-func (p *Process) Pid() int {
-	if rc := p.client.ReattachConfig(); rc != nil {
-		return rc.Pid
-	}
-	return 0
-}
+func (p *Process) Pid() int { return p.run.pid() }
 
 // Launch starts a plugin binary and completes the handshake: the cookie, protocol-version
 // negotiation (the highest major both sides speak), mutual TLS (certs.go), optional SHA-256 pinning. The
@@ -213,30 +252,40 @@ func Launch(ctx context.Context, bin Binary, opts LaunchOptions) (*Process, erro
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin.Path)
-	cmd.Env = append(append(os.Environ(), opts.Env...), "PLUGIN_CLIENT_CERT="+string(certs.CAPEM))
-	// The plugin dies with the host even when the host is killed with SIGKILL.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	logs := newLogTail(40)
-	cfg := &goplugin.ClientConfig{
-		HandshakeConfig:  Handshake,
-		VersionedPlugins: versioned,
-		Cmd:              cmd,
-		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
-		TLSConfig:        certs.TLSConfig(),
-		Logger:           logger.Named(bin.FileName()),
-		Stderr:           stderrWriter(logs, opts.Stderr),
-		StartTimeout:     timeout,
-	}
 	if opts.SHA256 != "" {
 		sum, err := hex.DecodeString(strings.TrimPrefix(opts.SHA256, "sha256:"))
 		if err != nil || len(sum) != sha256.Size {
 			return nil, fmt.Errorf("plugin: %s: pinned checksum %q is not a hex SHA-256", bin.FileName(), opts.SHA256)
 		}
-		cfg.SecureConfig = &goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
+		ok, err := (&goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()}).Check(bin.Path)
+		if err == nil && !ok {
+			err = goplugin.ErrChecksumsDoNotMatch
+		}
+		if err != nil {
+			return nil, launchError(bin, majors, err, nil)
+		}
+	}
+	logs := newLogTail(40)
+	named := logger.Named(bin.FileName())
+	stray := &strayStdout{log: named, name: bin.FileName()}
+	var run *cmdRunner
+	cfg := &goplugin.ClientConfig{
+		HandshakeConfig:  Handshake,
+		VersionedPlugins: versioned,
+		// The process is started by cmdRunner (runner.go), which reads the plugin's stdout
+		// through a filter: padded certificates, stray lines. The plugin dies with the host
+		// even when the host is killed with SIGKILL.
+		RunnerFunc: newCmdRunner(bin.Path, append(append([]string(nil), opts.Env...), "PLUGIN_CLIENT_CERT="+string(certs.CAPEM)),
+			&syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}, stray.line, &run),
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
+		TLSConfig:        certs.TLSConfig(),
+		Logger:           named,
+		Stderr:           stderrWriter(logs, opts.Stderr),
+		SyncStdout:       stray, // a Go plugin's os.Stdout after the handshake, forwarded by go-plugin
+		StartTimeout:     timeout,
 	}
 	client := goplugin.NewClient(cfg)
-	p := &Process{Binary: bin, client: client, logs: logs}
+	p := &Process{Binary: bin, client: client, logs: logs, stray: stray}
 	done := make(chan error, 1)
 	go func() {
 		rpc, err := client.Client()
@@ -264,6 +313,7 @@ func Launch(ctx context.Context, bin Binary, opts LaunchOptions) (*Process, erro
 		client.Kill()
 		return nil, fmt.Errorf("plugin %s: start cancelled: %w", bin.FileName(), ctx.Err())
 	}
+	p.run = run // set by the RunnerFunc during client.Client
 	p.Major = client.NegotiatedVersion()
 	return p, nil
 }

@@ -100,8 +100,9 @@ type ServeOptions struct {
 }
 
 // Serve serves register's service as a plugin of the given kind and protocol major version and
-// does not return until the host shuts the plugin down. Without the magic cookie in the
-// environment it prints why on stderr and exits with status 1.
+// does not return until the host shuts the plugin down. A handler that panics fails its call
+// with the panic's value and the plugin's frames (recover.go) instead of ending the process.
+// Without the magic cookie in the environment it prints why on stderr and exits with status 1.
 func Serve(kind string, major int, name string, register func(*grpc.Server), opts ServeOptions) {
 	logger := opts.Logger
 	if logger == nil {
@@ -118,7 +119,7 @@ func Serve(kind string, major int, name string, register func(*grpc.Server), opt
 		VersionedPlugins: map[int]goplugin.PluginSet{
 			major: {kind: &GRPCPlugin{Register: register}},
 		},
-		GRPCServer: goplugin.DefaultGRPCServer,
+		GRPCServer: grpcServer(logger), // go-plugin's default, recovering panics (recover.go)
 		Logger:     logger,
 		Test:       opts.Test,
 	})

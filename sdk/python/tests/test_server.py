@@ -80,6 +80,8 @@ def test_score_round_trip_and_handler_exception(stub):
     c, msg = code(lambda: s.Score(pb.ScoreRequest(items=[pb.ScoreItem(solution_str="raise")])))
     assert c == grpc.StatusCode.INTERNAL
     assert "Score" in msg and "'fixture'" in msg and "ValueError: scorer exploded" in msg
+    # One line, with the plugin's own frames (here this file's), innermost first; not the SDK's.
+    assert "\n" not in msg and "(at score test_server.py:" in msg and " _server.py:" not in msg and "(at run " not in msg, msg
     c, msg = code(lambda: s.Score(pb.ScoreRequest(items=[pb.ScoreItem(ground_truth_json="{")])))
     assert c == grpc.StatusCode.INVALID_ARGUMENT and "item 0: ground_truth_json" in msg
     c, msg = code(lambda: s.Score(pb.ScoreRequest(items=[pb.ScoreItem(extra_info_json="[]")])))
@@ -166,5 +168,33 @@ def test_unencodable_results_are_internal_errors_naming_the_handler():
         assert c == grpc.StatusCode.INTERNAL and "Score" in msg and "TypeError" in msg, msg
         c, msg = code(lambda: s.Score(pb.ScoreRequest(items=[pb.ScoreItem(solution_str="short")])))
         assert c == grpc.StatusCode.INTERNAL and "0 results for 1 items" in msg, msg
+    finally:
+        server.stop(0)
+
+
+def grade(items):
+    return [rlhost.ScoreResult(score=1.0 / len(it.solution_str)) for it in items]
+
+
+class Divides(rlhost.Task):
+    def info(self):
+        return rlhost.Info(name="divides", version="1")
+
+    def score(self, items):
+        return grade(items)
+
+
+def test_exception_message_names_the_plugin_frames():
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    pb_grpc.add_TaskServicer_to_server(TaskServicer(Divides(), "divides", logger("divides")), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        s = pb_grpc.TaskStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        c, msg = code(lambda: s.Score(pb.ScoreRequest(items=[pb.ScoreItem(solution_str="")])))
+        assert c == grpc.StatusCode.INTERNAL, msg
+        assert "raised ZeroDivisionError: float division by zero (at <listcomp> test_server.py:" in msg or \
+            "raised ZeroDivisionError: float division by zero (at grade test_server.py:" in msg, msg
+        assert " <- score test_server.py:" in msg and "\n" not in msg, msg
     finally:
         server.stop(0)

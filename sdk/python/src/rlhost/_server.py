@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import traceback
 from typing import Any, Callable, Iterator, List, NoReturn, TypeVar
 
 import grpc
@@ -30,6 +32,25 @@ PROTOCOL_MINOR = 1
 
 T = TypeVar("T")
 
+# The packages whose frames an exception's message leaves out: this SDK's and gRPC's.
+_SDK_DIR = os.path.dirname(os.path.abspath(__file__))
+_GRPC_DIR = os.path.dirname(os.path.abspath(grpc.__file__))
+MAX_FRAMES = 4
+
+
+def plugin_frames(e: BaseException, limit: int = MAX_FRAMES) -> List[str]:
+    """The plugin's own frames of an exception's traceback, innermost first, as "function
+    file.py:line" (the full traceback goes to the plugin's log)."""
+    out: List[str] = []
+    for fs in reversed(traceback.extract_tb(e.__traceback__)):
+        path = os.path.abspath(fs.filename)
+        if path.startswith(_SDK_DIR + os.sep) or path.startswith(_GRPC_DIR + os.sep):
+            continue
+        out.append(f"{fs.name} {os.path.basename(fs.filename)}:{fs.lineno}")
+        if len(out) == limit:
+            break
+    return out
+
 
 class TaskServicer(pb_grpc.TaskServicer):
     def __init__(self, task: Task, name: str, log: logging.Logger) -> None:
@@ -54,6 +75,10 @@ class TaskServicer(pb_grpc.TaskServicer):
         if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNIMPLEMENTED):
             msg = f"{call}: the handler of python task {self.name!r} raised {type(e).__name__}: {e}"
             self.log.error(msg, exc_info=(type(e), e, e.__traceback__))
+            frames = plugin_frames(e)
+            if frames:
+                msg += " (at " + " <- ".join(frames) + ")"
+            msg = " ".join(msg.split("\n"))  # one line: the host's errors end a run in one
         else:
             msg = f"{call}: {e}"
         context.abort(code, msg)
