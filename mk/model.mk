@@ -26,7 +26,7 @@ GEMMA3_HOME    := $(CACHE)/$(GEMMA3_GGUF)
 GEMMA3_SHA256  := a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 gemma3_ok       = [ -f $(1) ] && echo "$(GEMMA3_SHA256)  $(1)" | sha256sum -c --status
 
-.PHONY: model model-gemma3 test-model-files bench-model-files model-files-goldens
+.PHONY: model model-gemma3 test-model-files bench-model-files model-files-goldens weights-families-goldens
 
 # model-gemma3: the tokenizer's and the model's llama.cpp goldens are checked on the real file
 SETUP_TARGETS += model model-gemma3
@@ -82,3 +82,10 @@ model-files-goldens: model ## regenerate gpu/{gguf,safetensors,weights}/testdata
 	python3 scripts/goldens/weights/gguf_golden.py
 	python3 scripts/goldens/weights/safetensors_golden.py
 	python3 scripts/goldens/weights/weights_golden.py
+
+weights-families-goldens: setup-trl setup-llamacpp llamacpp-src ## regenerate gpu/weights/testdata/{qwen3,gemma3,llama3,mistral}{/,.gguf} (transformers, then llama.cpp's convert_hf_to_gguf.py) and the tokenizer golden of their SentencePiece vocabulary
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && set -e && \
+	$(TRL_PY) -m pip install -q --target $$tmp/py sentencepiece && \
+	PYTHONPATH=$$tmp/py $(TRL_PY) scripts/goldens/weights/families_golden.py --llama-cpp $(LLAMACPP_SRC) --gsm8k $(GSM8K_TRAIN) && \
+	$(LLAMACPP_PY) scripts/goldens/tokenizer/spm_llamacpp.py llamacpp --gguf gpu/weights/testdata/llama3.gguf \
+		--out gpu/tokenizer/testdata/encode_tiny-spm.jsonl.gz
