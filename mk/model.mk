@@ -83,9 +83,10 @@ model-files-goldens: model ## regenerate gpu/{gguf,safetensors,weights}/testdata
 	python3 scripts/goldens/weights/safetensors_golden.py
 	python3 scripts/goldens/weights/weights_golden.py
 
-weights-families-goldens: setup-trl setup-llamacpp llamacpp-src ## regenerate gpu/weights/testdata/{qwen3,gemma3,llama3,mistral}{/,.gguf} (transformers, then llama.cpp's convert_hf_to_gguf.py) and the tokenizer golden of their SentencePiece vocabulary
+weights-families-goldens: setup-trl setup-llamacpp llamacpp-src model-gemma3 ## regenerate gpu/weights/testdata/{qwen3,gemma3,llama3,mistral,qwen3-yarn}{/,.gguf} (transformers, then llama.cpp's convert_hf_to_gguf.py), gemma3-270m.json (transformers on Gemma 3 270M's GGUF) and the tokenizer golden of the tiny SentencePiece vocabulary
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && set -e && \
 	$(TRL_PY) -m pip install -q --target $$tmp/py sentencepiece && \
 	PYTHONPATH=$$tmp/py $(TRL_PY) scripts/goldens/weights/families_golden.py --llama-cpp $(LLAMACPP_SRC) --gsm8k $(GSM8K_TRAIN) && \
 	$(LLAMACPP_PY) scripts/goldens/tokenizer/spm_llamacpp.py llamacpp --gguf gpu/weights/testdata/llama3.gguf \
-		--out gpu/tokenizer/testdata/encode_tiny-spm.jsonl.gz
+		--out gpu/tokenizer/testdata/encode_tiny-spm.jsonl.gz && \
+	$(TRL_PY) scripts/goldens/weights/gemma3_270m_golden.py $(GEMMA3_GGUF)

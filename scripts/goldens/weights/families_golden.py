@@ -12,12 +12,16 @@ For each family transformers builds a small random model and saves it (save_pret
               original 8192; theta 500000; head_dim 16, whose 8 frequencies span all three bands of
               the llama3 formula), GQA 2:1, tied
   mistral     MistralForCausalLM, sliding_window 16, GQA 4:1, untied
+  qwen3-yarn  Qwen3ForCausalLM with yarn RoPE scaling (factor 4, original 32), untied
 
 into gpu/weights/testdata/<family>/ (config.json, model.safetensors), and converts each directory
 with the vendored llama.cpp's convert_hf_to_gguf.py (--outtype f32) into
 gpu/weights/testdata/<family>.gguf. The tokenizer the converter needs is a SentencePiece BPE model
 of 384 pieces with byte fallback, trained here on GSM8K questions (sentencepiece package); it is
 not committed, the GGUFs carry it.
+
+It also converts one-layer Gemma 3 and Llama 3 models to Q8_0 (micro-gemma3-q8_0.gguf,
+micro-llama3-q8_0.gguf), seeds of FuzzGGUFCheckpoint.
 
 The Go test TestFamiliesGGUF loads each pair and checks that the GGUF gives the safetensors'
 tensors (exactly; Gemma's norms within the rounding of llama.cpp's +1) and config.
@@ -67,7 +71,19 @@ def configs():
                                  num_attention_heads=4, num_key_value_heads=1, head_dim=8, sliding_window=16,
                                  rms_norm_eps=1e-5, tie_word_embeddings=False,
                                  rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        "qwen3-yarn": Qwen3Config(**{**common, "max_position_embeddings": 128}, hidden_size=32,
+                                  intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                  num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                                  rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0,
+                                                   "original_max_position_embeddings": 32}),
     }
+
+
+def micro_configs():
+    c = configs()
+    small = dict(num_hidden_layers=1, intermediate_size=32)
+    return {"micro-gemma3": Gemma3TextConfig(**{**c["gemma3"].to_dict(), **small, "layer_types": None}),
+            "micro-llama3": LlamaConfig(**{**c["llama3"].to_dict(), **small})}
 
 
 def make_model(name, cfg, seed):
@@ -123,6 +139,16 @@ def main():
             for f in ("config.json", "model.safetensors"):
                 shutil.copyfile(os.path.join(hf, f), os.path.join(dst, f))
             print(f"{name}: {dst}/ and {gguf_path} ({os.path.getsize(gguf_path)} bytes)")
+        # Fuzz seeds (FuzzGGUFCheckpoint): one-layer Gemma 3 and Llama 3 (rope_freqs) files, Q8_0
+        for name, cfg in micro_configs().items():
+            model = make_model(name.split("-")[1], cfg, 99)
+            hf = os.path.join(tmp, name)
+            model.save_pretrained(hf)
+            shutil.copy(spm_model, os.path.join(hf, "tokenizer.model"))
+            gguf_path = os.path.join(OUT, name + "-q8_0.gguf")
+            subprocess.run([sys.executable, convert, hf, "--outtype", "q8_0", "--outfile", gguf_path],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            print(f"{name}: {gguf_path} ({os.path.getsize(gguf_path)} bytes)")
     with open(os.path.join(OUT, "families-VERSIONS"), "w") as f:
         f.write(f"transformers {transformers.__version__}\ntorch {torch.__version__}\n"
                 f"llama.cpp {os.path.basename(os.path.dirname(os.path.dirname(os.path.realpath(a.llama_cpp))))}"
