@@ -89,6 +89,9 @@ func TestTrainEndToEnd(t *testing.T) {
 	if !strings.Contains(stderr, "step 1 |") {
 		t.Errorf("no step summary on the console:\n%s", stderr)
 	}
+	if !strings.Contains(stderr, "model llama: ") {
+		t.Errorf("the console does not name the model's family:\n%s", stderr)
+	}
 	// Bad configuration is refused before anything runs.
 	_, _, err = run(t, "train", "--task", "gsm8k", "data.train_batch_szie=2")
 	if err == nil || !strings.Contains(err.Error(), "data.train_batch_size") {

@@ -56,8 +56,9 @@ type Generator struct {
 	// rows is each layer's cache rows a slot: MaxT, or for a sliding-window layer whose
 	// window is short of MaxT a rolling window of window+chunk-1 rows (position j in row
 	// j%rows), chunk being how many prompt tokens of a slot one forward runs at most
-	rows  []int
-	chunk int // 0: a prompt is prefilled in one forward
+	rows    []int
+	chunk   int     // 0: a prompt is prefilled in one forward
+	perSlot []int32 // a forward's tokens per slot (the rolling caches' bound)
 	// padSlot: the cache has one slot more, slot Slots, where the rows that pad a
 	// decode step write (position 0 only), read by those rows alone
 	padSlot bool
@@ -284,6 +285,15 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	be.UploadInt32(selD, g.rowH[:M])
 
 	g.checkCache()
+	if g.chunk > 0 { // rolling caches: a forward writes at most a chunk of a slot's positions
+		g.perSlot = grow32(g.perSlot, g.Slots)
+		clear(g.perSlot)
+		for _, s := range slot[:T] {
+			if g.perSlot[s]++; int(g.perSlot[s]) > g.chunk {
+				panic(fmt.Sprintf("model: generator: more than %d tokens of slot %d in one forward overwrite its rolling cache", g.chunk, s))
+			}
+		}
+	}
 	for n, t := range tokens[:T] { // the slots' caches will hold these tokens (the padding's: none)
 		s, j := slot[n], int(pos[n])
 		if j > len(g.cache[s]) {
