@@ -71,7 +71,7 @@ model-gemma3: ## install Gemma 3 270M (Q4_K_M GGUF, 253 MB) into $(CACHE)/models
 	if $(call gemma3_ok,$(GEMMA3_GGUF)); then echo "model-gemma3: $(GEMMA3_GGUF) is installed"; \
 	else ln -sfn $(GEMMA3_HOME) $(GEMMA3_GGUF); echo "model-gemma3: $(GEMMA3_GGUF) -> $(GEMMA3_HOME)"; fi
 
-test-model-files: model ## GGUF/safetensors readers and checkpoint loading (fuzz seeds included)
+test-model-files: model model-gemma3 ## GGUF/safetensors readers and checkpoint loading (fuzz seeds included)
 	$(GO) test -count=1 ./gpu/gguf/ ./gpu/safetensors/ ./gpu/weights/
 
 bench-model-files: model ## load-time benchmarks vs the Python gguf/safetensors packages -> docs/bench/model-files.md
