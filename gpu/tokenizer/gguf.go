@@ -260,6 +260,10 @@ func bpeJSON(f *gguf.File, vocab map[string]int, errf func(string, ...any) error
 // Where the file names no bos/eos/unknown id, llama.cpp's defaults 1, 2 and
 // 0 are used. Decoding maps ▁ back to spaces, byte tokens to bytes, and drops
 // the one leading space add_space_prefix added.
+// maxSPMMergeWork bounds the work of deriving a SentencePiece vocabulary's merges, so that a
+// hostile file of long tokens cannot make loading take hours.
+const maxSPMMergeWork = 1 << 30
+
 func spmJSON(f *gguf.File, tokens []string, types []int64, vocab map[string]int, cfg *Config, errf func(string, ...any) error) (map[string]any, error) {
 	scores, err := f.Floats("tokenizer.ggml.scores")
 	if err != nil {
@@ -341,9 +345,13 @@ func spmJSON(f *gguf.File, tokens []string, types []int64, vocab map[string]int,
 	// (added tokens never reach the model: their text is split out first),
 	// by descending score, then id.
 	var targets []int
+	work := 0 // bytes hashed to look up the halves of every split: sum of len^2
 	for i, t := range tokens {
 		if vocab[t] != i || len(t) <= 1 {
 			continue
+		}
+		if work += len(t) * len(t); work > maxSPMMergeWork {
+			return nil, errf("tokenizer.ggml.tokens: the tokens are too long to derive merges from (sum of squared lengths beyond %d; Gemma 3's 262,144 tokens need 26.5 million)", maxSPMMergeWork)
 		}
 		if types != nil {
 			if ty := types[i]; ty == ggufTokenControl || ty == ggufTokenUserDefined || ty == ggufTokenUnknown {

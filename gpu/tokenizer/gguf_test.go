@@ -155,6 +155,9 @@ func TestGGUFErrors(t *testing.T) {
 		{"spm NaN score", new(ggufBuilder).String("tokenizer.ggml.model", "llama").Strings("tokenizer.ggml.tokens", "a", "b").
 			Float32s("tokenizer.ggml.scores", 0, float32(math.NaN())).Bytes(), "tokenizer.ggml.scores[1] is NaN"},
 		{"spm bos out of range", tinySPM().Uint32("tokenizer.ggml.bos_token_id", 99).Bytes(), "tokenizer.ggml.bos_token_id = 99 is not a token id"},
+		{"spm long tokens", new(ggufBuilder).String("tokenizer.ggml.model", "llama").
+			Strings("tokenizer.ggml.tokens", strings.Repeat("a", 1<<15), strings.Repeat("b", 1<<15)).Float32s("tokenizer.ggml.scores", 0, 0).Bytes(),
+			"tokens are too long to derive merges from"},
 		{"spm extra whitespace", tinySPM().Bool("tokenizer.ggml.remove_extra_whitespaces", true).Bytes(), "remove_extra_whitespaces = true is not supported"},
 		{"spm prefix not bool", tinySPM().String("tokenizer.ggml.add_space_prefix", "yes").Bytes(), "tokenizer.ggml.add_space_prefix"},
 		{"unknown pre", new(ggufBuilder).String("tokenizer.ggml.model", "gpt2").String("tokenizer.ggml.pre", "klingon").

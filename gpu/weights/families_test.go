@@ -315,8 +315,13 @@ func TestGGUFFamilyErrors(t *testing.T) {
 			}
 		})
 	}
+	// a hostile layer count is refused before anything is sized by it
+	p := patchFile(t, "testdata/gemma3.gguf", "gemma3.block_count", "\x04\x00\x00\x00\x06\x00\x00\x00", "\x04\x00\x00\x00\xff\xff\xff\x7f")
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "gemma3.block_count = 2147483647 is out of range") {
+		t.Errorf("huge block_count: err = %v", err)
+	}
 	// the same keys with accepted values load
-	p := ggufWithKV(t, "testdata/gemma3.gguf", "gemma3.attention.sliding_window_pattern", gguf.TypeArray,
+	p = ggufWithKV(t, "testdata/gemma3.gguf", "gemma3.attention.sliding_window_pattern", gguf.TypeArray,
 		boolArray(true, false, true, false, true, false))
 	c := mustLoad(t, p).Config
 	s, f := "sliding_attention", "full_attention"

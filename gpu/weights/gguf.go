@@ -406,6 +406,9 @@ func ggufConfig(f *gguf.File) (Config, ggufArch, error) {
 // per layer (true: sliding) or a period n (default 6) whose every nth layer is global
 // (llama_hparams::set_swa_pattern: layer il slides when il % n < n-1).
 func ggufLayerTypes(f *gguf.File, arch string, layers, window int) ([]string, error) {
+	if layers <= 0 || layers > maxLayers {
+		return nil, fmt.Errorf("weights: %s: %s.block_count = %d is out of range (1 to %d)", f.Name, arch, layers, maxLayers)
+	}
 	types := make([]string, layers)
 	for i := range types {
 		types[i] = "full_attention"
