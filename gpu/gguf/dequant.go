@@ -8,8 +8,8 @@ import (
 
 // Dequantize decodes src, holding len(dst) elements of type t, into dst.
 //
-// Block layouts (ggml-common.h) of the simple types, 32 elements per block (the K-quants
-// are described at their decoders):
+// Block layouts (ggml-common.h) of the simple types, 32 elements per block (the K-quants,
+// 256 elements per block, are described at their decoders):
 //
 //	Q8_0: fp16 d, int8 q[32];              x[j] = q[j]*d
 //	Q4_0: fp16 d, u8 qs[16];               x[j] = (qs[j]&15 - 8)*d, x[j+16] = (qs[j]>>4 - 8)*d
@@ -81,6 +81,10 @@ func Dequantize(dst []float32, src []byte, t Type) error {
 		dequantQ45K(dst, src, t == Q5_K)
 	case Q6_K:
 		dequantQ6K(dst, src)
+	case Q2_K:
+		dequantQ2K(dst, src)
+	case Q3_K:
+		dequantQ3K(dst, src)
 	}
 	return nil
 }
@@ -191,6 +195,68 @@ func dequantQ6K(dst []float32, src []byte) {
 				yy[l+32] = float32(d*float32(int8(sc[is+2]))) * float32(q2)
 				yy[l+64] = float32(d*float32(int8(sc[is+4]))) * float32(q3)
 				yy[l+96] = float32(d*float32(int8(sc[is+6]))) * float32(q4)
+			}
+		}
+	}
+}
+
+// dequantQ2K decodes Q2_K (u8 scales[16], u8 qs[64], fp16 d, fp16 dmin): 16 sub-blocks of 16
+// with a 4-bit scale (low nibble) and min (high nibble) each, x = d*sc*q - dmin*m with 2-bit q.
+// Byte l of a 32-byte half of qs holds sub-block 2j's element l (l < 16; 2j+1's for l >= 16)
+// in bits 2j..2j+1.
+func dequantQ2K(dst []float32, src []byte) {
+	for b := 0; b < len(dst)/256; b++ {
+		blk := src[b*84 : b*84+84]
+		scales, qs := blk[:16], blk[16:80]
+		d := HalfToFloat(binary.LittleEndian.Uint16(blk[80:]))
+		dmin := HalfToFloat(binary.LittleEndian.Uint16(blk[82:]))
+		y := dst[b*256 : b*256+256]
+		for n, is := 0, 0; n < 2; n++ {
+			q := qs[n*32 : n*32+32]
+			for shift := uint(0); shift < 8; shift += 2 {
+				for half := 0; half < 2; half++ {
+					sc := scales[is]
+					is++
+					dl, ml := float32(d*float32(sc&15)), float32(dmin*float32(sc>>4))
+					for l := 0; l < 16; l++ {
+						y[l] = float32(dl*float32(q[half*16+l]>>shift&3)) - ml
+					}
+					y = y[16:]
+				}
+			}
+		}
+	}
+}
+
+// dequantQ3K decodes Q3_K (u8 hmask[32], u8 qs[64], u8 scales[12], fp16 d): 16 sub-blocks of
+// 16 with a 6-bit signed scale, x = d*(sc-32)*q where q is 2 low bits from qs (laid out as in
+// Q2_K) minus 4 where the sub-block's bit of hmask is clear. Scale s has its low 4 bits in
+// nibble s/8 of scales[s%8] and its high 2 bits at bit 2*(s/4) of scales[8+s%4].
+func dequantQ3K(dst []float32, src []byte) {
+	for b := 0; b < len(dst)/256; b++ {
+		blk := src[b*110 : b*110+110]
+		hmask, qs, scales := blk[:32], blk[32:96], blk[96:108]
+		d := HalfToFloat(binary.LittleEndian.Uint16(blk[108:]))
+		y := dst[b*256 : b*256+256]
+		var m uint8 = 1
+		for n, is := 0, 0; n < 2; n++ {
+			q := qs[n*32 : n*32+32]
+			for shift := uint(0); shift < 8; shift += 2 {
+				for half := 0; half < 2; half++ {
+					lo := scales[is%8] >> (4 * uint(is/8)) & 15
+					hi := scales[8+is%4] >> (2 * uint(is/4)) & 3
+					is++
+					dl := d * float32(int(lo|hi<<4)-32)
+					for l := 0; l < 16; l++ {
+						v := int(q[half*16+l] >> shift & 3)
+						if hmask[half*16+l]&m == 0 {
+							v -= 4
+						}
+						y[l] = dl * float32(v)
+					}
+					y = y[16:]
+				}
+				m <<= 1
 			}
 		}
 	}

@@ -195,6 +195,54 @@ func TestSmallTensors(t *testing.T) {
 	}
 }
 
+// TestQuantsGolden dequantises testdata/quants.gguf's 32 random blocks of every block type
+// ("q.<type>") and compares them bit for bit with the gguf package's dequantisation ("d.<type>",
+// F32), NaN for NaN: half the blocks have random bytes for their fp16 scales, so infinities,
+// NaNs and subnormals are among them.
+func TestQuantsGolden(t *testing.T) {
+	f, err := Open("testdata/quants.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	types := map[Type]bool{}
+	for _, ti := range f.Tensors {
+		name, ok := strings.CutPrefix(ti.Name, "q.")
+		if !ok {
+			continue
+		}
+		types[ti.Type] = true
+		got, _, err := f.Float32s(ti.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wi, err := f.Float32s("d." + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wi.Type != F32 || len(got) != len(want) || len(got) != 32*int(ti.Type.BlockSize()) {
+			t.Fatalf("%s: %d values, golden %d (%s)", ti.Name, len(got), len(want), wi.Type)
+		}
+		bad := 0
+		for i := range got {
+			g, w := got[i], want[i]
+			if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+				if bad++; bad <= 3 {
+					t.Errorf("%s[%d] (block %d) = %v, want %v", ti.Name, i, i/int(ti.Type.BlockSize()), g, w)
+				}
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s: %d of %d values differ", ti.Name, bad, len(got))
+		}
+	}
+	for _, ty := range []Type{Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K} {
+		if !types[ty] {
+			t.Errorf("quants.gguf has no %s blocks", ty)
+		}
+	}
+}
+
 func TestHalfToFloatExhaustive(t *testing.T) {
 	for h := 0; h < 1<<16; h++ {
 		s, e, m := h>>15, (h>>10)&31, h&1023
@@ -348,13 +396,13 @@ func TestHostile(t *testing.T) {
 }
 
 func TestUnsupportedDequant(t *testing.T) {
-	data := new(builder).header(3, 1, 0).tensor("blk.0.ffn_down.weight", []uint64{256, 2}, Q3_K, 0).data(220)
+	data := new(builder).header(3, 1, 0).tensor("blk.0.ffn_down.weight", []uint64{256, 2}, IQ2_XXS, 0).data(132)
 	f, err := Parse("k.gguf", data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = f.Float32s("blk.0.ffn_down.weight")
-	if err == nil || !strings.Contains(err.Error(), "blk.0.ffn_down.weight") || !strings.Contains(err.Error(), "Q3_K") || !strings.Contains(err.Error(), "k.gguf") {
+	if err == nil || !strings.Contains(err.Error(), "blk.0.ffn_down.weight") || !strings.Contains(err.Error(), "IQ2_XXS") || !strings.Contains(err.Error(), "k.gguf") {
 		t.Errorf("err = %v, want an error naming file, tensor and type", err)
 	}
 }
@@ -368,6 +416,39 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := Open(empty); err == nil || !strings.Contains(err.Error(), "empty.gguf") {
 		t.Errorf("err = %v", err)
 	}
+}
+
+// FuzzDequantize decodes arbitrary bytes as blocks of every dequantisable type: no panic, and
+// exactly the elements the bytes hold. The seeds are quants.gguf's blocks.
+func FuzzDequantize(f *testing.F) {
+	q, err := Open("testdata/quants.gguf")
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer q.Close()
+	for _, ti := range q.Tensors {
+		if strings.HasPrefix(ti.Name, "q.") {
+			b, _, err := q.Raw(ti.Name)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(uint8(ti.Type), b[:3*ti.Type.TypeSize()])
+		}
+	}
+	f.Fuzz(func(t *testing.T, typ uint8, data []byte) {
+		ty := Type(typ)
+		if !ty.CanDequantize() {
+			return
+		}
+		n := uint64(len(data)) / ty.TypeSize()
+		dst := make([]float32, n*ty.BlockSize())
+		if err := Dequantize(dst, data[:n*ty.TypeSize()], ty); err != nil {
+			t.Fatalf("%s, %d blocks: %v", ty, n, err)
+		}
+		if n > 0 && Dequantize(dst[:len(dst)-1], data[:n*ty.TypeSize()], ty) == nil && ty.BlockSize() > 1 {
+			t.Fatalf("%s: a partial block was accepted", ty)
+		}
+	})
 }
 
 func FuzzGGUF(f *testing.F) {

@@ -74,12 +74,12 @@ func (t Type) BlockSize() uint64 { return typeInfos[t].blockSize }
 // TypeSize is the number of bytes of one block; 0 for an unknown type.
 func (t Type) TypeSize() uint64 { return typeInfos[t].typeSize }
 
-const supportedTypes = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K"
+const supportedTypes = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K"
 
 // CanDequantize reports whether [Dequantize] supports t.
 func (t Type) CanDequantize() bool {
 	switch t {
-	case F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K:
+	case F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K:
 		return true
 	}
 	return false

@@ -89,6 +89,8 @@ type encodeGolden struct {
 	Text       string `json:"text"`
 	IDs        []int  `json:"ids"`
 	IDsSpecial []int  `json:"ids_special"`
+	// Decoded: llama.cpp's detokenisation of IDs (encode_gemma3 only).
+	Decoded *string `json:"decoded"`
 }
 
 func readEncodeGoldens(t testing.TB, name string) []encodeGolden {

@@ -13,6 +13,10 @@ import (
 type Config struct {
 	BOS, EOS, Pad, Unk string
 	ChatTemplate       string
+
+	// spm: the tokenizer.json is FromGGUF's SentencePiece pipeline, in which a
+	// NUL byte is an ordinary character (see encodeNULSPM).
+	spm *spmPipeline
 }
 
 // readConfigDir reads dir/tokenizer_config.json (optional) and

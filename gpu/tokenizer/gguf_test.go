@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -147,7 +148,18 @@ func TestGGUFErrors(t *testing.T) {
 		want string
 	}{
 		{"no tokenizer", new(ggufBuilder).String("general.architecture", "llama").Bytes(), "tokenizer.ggml.model is missing"},
-		{"sentencepiece", new(ggufBuilder).String("tokenizer.ggml.model", "llama").Bytes(), `tokenizer.ggml.model "llama" is not supported`},
+		{"wordpiece", new(ggufBuilder).String("tokenizer.ggml.model", "bert").Bytes(), `tokenizer.ggml.model "bert" is not supported`},
+		{"spm without scores", new(ggufBuilder).String("tokenizer.ggml.model", "llama").Strings("tokenizer.ggml.tokens", "a").Bytes(), "tokenizer.ggml.scores"},
+		{"spm scores length", new(ggufBuilder).String("tokenizer.ggml.model", "llama").Strings("tokenizer.ggml.tokens", "a").
+			Float32s("tokenizer.ggml.scores", 1, 2).Bytes(), "tokenizer.ggml.scores has 2 entries for 1 tokens"},
+		{"spm NaN score", new(ggufBuilder).String("tokenizer.ggml.model", "llama").Strings("tokenizer.ggml.tokens", "a", "b").
+			Float32s("tokenizer.ggml.scores", 0, float32(math.NaN())).Bytes(), "tokenizer.ggml.scores[1] is NaN"},
+		{"spm bos out of range", tinySPM().Uint32("tokenizer.ggml.bos_token_id", 99).Bytes(), "tokenizer.ggml.bos_token_id = 99 is not a token id"},
+		{"spm long tokens", new(ggufBuilder).String("tokenizer.ggml.model", "llama").
+			Strings("tokenizer.ggml.tokens", strings.Repeat("a", 1<<15), strings.Repeat("b", 1<<15)).Float32s("tokenizer.ggml.scores", 0, 0).Bytes(),
+			"tokens are too long to derive merges from"},
+		{"spm extra whitespace", tinySPM().Bool("tokenizer.ggml.remove_extra_whitespaces", true).Bytes(), "remove_extra_whitespaces = true is not supported"},
+		{"spm prefix not bool", tinySPM().String("tokenizer.ggml.add_space_prefix", "yes").Bytes(), "tokenizer.ggml.add_space_prefix"},
 		{"unknown pre", new(ggufBuilder).String("tokenizer.ggml.model", "gpt2").String("tokenizer.ggml.pre", "klingon").
 			Strings("tokenizer.ggml.tokens", "a").Strings("tokenizer.ggml.merges").Bytes(), `tokenizer.ggml.pre "klingon"`},
 		{"no tokens", new(ggufBuilder).String("tokenizer.ggml.model", "gpt2").Bytes(), "tokenizer.ggml.tokens"},
@@ -238,6 +250,8 @@ func TestLoadErrors(t *testing.T) {
 // never panic.
 func FuzzFromGGUF(f *testing.F) {
 	f.Add(tinyGGUF().Bytes())
+	f.Add(tinySPM().Bytes())
+	f.Add(tinySPM().Bool("tokenizer.ggml.add_space_prefix", false).Uint32("tokenizer.ggml.eos_token_id", 12).Bytes())
 	f.Add(new(ggufBuilder).String("tokenizer.ggml.model", "gpt2").Bytes())
 	f.Add(new(ggufBuilder).String("tokenizer.ggml.model", "gpt2").Strings("tokenizer.ggml.tokens", "a", "b", "ab").
 		Strings("tokenizer.ggml.merges", "a b", "ab").Bytes())

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -39,6 +40,7 @@ type Tokenizer struct {
 	// the vocabulary (byte-level), so no merge involves them.
 	soleByteTokens bool
 	vocab          []string // id -> token string (vocabulary and added tokens)
+	spm            *spm     // a SentencePiece vocabulary from a GGUF file (spm.go), else nil
 
 	bos, eos, pad, unk int // -1 when the model has none
 	bosText, eosText   string
@@ -173,6 +175,10 @@ func FromJSON(name string, data []byte, cfg Config) (*Tokenizer, error) {
 		t.soleByteTokens = n0 == 1 && n1 == 1
 	}
 
+	if cfg.spm != nil {
+		t.spm = newSPM(t, *cfg.spm)
+	}
+
 	tk, err := hf.FromBytes(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrFormat, name, err)
@@ -281,6 +287,9 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) []int {
 // Otherwise the text is encoded piecewise around each NUL, which can differ
 // from Python where a whitespace run touches the NUL.
 func (t *Tokenizer) encodeNUL(text string, addSpecial bool) []int {
+	if ids, ok := t.encodeNULSPM(text, addSpecial); ok {
+		return ids
+	}
 	nul, nulOK := t.nulID()
 	if soh, ok := t.sohID(); ok && nulOK && t.soleByteTokens {
 		ids := t.encode(strings.ReplaceAll(text, "\x00", "\x01"), addSpecial)
@@ -368,6 +377,9 @@ func (t *Tokenizer) Decode(ids []int, skipSpecial bool) string {
 		// The library returns no text at all when the result holds a NUL byte
 		// (it hands back a C string); rebuild it in Go from the byte-level vocabulary.
 		return t.decodeByteLevel(u, skipSpecial)
+	}
+	if s == "" && t.spm != nil && slices.Contains(u, uint32(t.spm.nul)) {
+		return t.decodeSPM(u, skipSpecial) // the same, for a SentencePiece vocabulary
 	}
 	return s
 }

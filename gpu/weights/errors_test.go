@@ -310,11 +310,17 @@ func checkEOS(t *testing.T, c Config) {
 }
 
 func FuzzGGUFCheckpoint(f *testing.F) {
-	b, err := os.ReadFile("testdata/micro-q8_0.gguf") // small: large seeds make fuzzing crawl
-	if err != nil {
-		f.Fatal(err)
+	// small: large seeds make fuzzing crawl; a llama, a Gemma 3 and a Llama 3 (rope_freqs) file
+	for _, seed := range []string{"micro-q8_0.gguf", "micro-gemma3-q8_0.gguf", "micro-llama3-q8_0.gguf"} {
+		b, err := os.ReadFile(filepath.Join("testdata", seed))
+		if err != nil {
+			f.Fatal(err)
+		}
+		if _, err := Load(filepath.Join("testdata", seed)); err != nil {
+			f.Fatalf("seed %s: %v", seed, err)
+		}
+		f.Add(b)
 	}
-	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		gf, err := gguf.Parse("fuzz.gguf", b)
 		if err != nil {

@@ -234,7 +234,7 @@ func TestHFName(t *testing.T) {
 }
 
 func TestSaveLoadRoundTrip(t *testing.T) {
-	for _, src := range []string{"llama", "qwen2", "llama.gguf", "qwen2-q8_0.gguf"} {
+	for _, src := range []string{"llama", "qwen2", "llama.gguf", "qwen2-q8_0.gguf", "qwen3.gguf", "gemma3.gguf", "llama3.gguf", "qwen3-yarn.gguf", "mistral.gguf", "micro-gemma3-q8_0.gguf"} {
 		ck := mustLoad(t, filepath.Join("testdata", src))
 		dir := filepath.Join(t.TempDir(), "saved")
 		if err := Save(dir, ck); err != nil {

@@ -2,9 +2,14 @@
 """Writes gpu/gguf/testdata/small.gguf and small.json for the Go GGUF reader tests.
 
 small.gguf holds one metadata key of every GGUF value type and one small tensor of every type the
-reader dequantises (F32, F16, BF16, Q8_0, Q4_0, Q4_1 quantised from random values; Q5_0, Q5_1, Q4_K,
-Q5_K, Q6_K as random blocks). The tensors are quantised and dequantised by the PyPI `gguf` package (the reference implementation from llama.cpp); small.json records the
+reader dequantises (F32, F16, BF16, Q8_0, Q4_0, Q4_1 quantised from random values; Q5_0, Q5_1, Q2_K,
+Q3_K, Q4_K, Q5_K, Q6_K as random blocks). The tensors are quantised and dequantised by the PyPI `gguf` package (the reference implementation from llama.cpp); small.json records the
 metadata values and the dequantised tensors the Go reader must reproduce.
+
+quants.gguf holds, for every block-quantised type the reader dequantises, 32 random blocks
+("q.<type>": half with fp16 scales drawn from a normal distribution, half all random bytes, so
+infinities, NaNs and subnormals among them) and the gguf package's dequantisation of them as F32
+("d.<type>"), which the Go reader must reproduce bit for bit (NaN for NaN).
 
 Usage: python3 scripts/goldens/weights/gguf_golden.py   (from the repository root)
 """
@@ -65,7 +70,8 @@ def main():
     # sane fp16 scales; Q5_0/Q5_1 too, to cover every bit pattern.
     for name, qt, rows, cols, f16_at in [("t.q5_0", Q.Q5_0, 3, 64, [0]), ("t.q5_1", Q.Q5_1, 3, 64, [0, 2]),
                                          ("t.q4_k", Q.Q4_K, 2, 512, [0, 2]), ("t.q5_k", Q.Q5_K, 2, 256, [0, 2]),
-                                         ("t.q6_k", Q.Q6_K, 3, 256, [208])]:
+                                         ("t.q6_k", Q.Q6_K, 3, 256, [208]), ("t.q2_k", Q.Q2_K, 2, 256, [80, 82]),
+                                         ("t.q3_k", Q.Q3_K, 2, 256, [108])]:
         bs, ts = gguf.GGML_QUANT_SIZES[qt]
         raw = rng.integers(0, 256, size=(rows * cols // bs, ts), dtype=np.uint8)
         for off in f16_at:
@@ -96,6 +102,40 @@ def main():
 
     with open(os.path.join(OUT, "small.json"), "w") as f:
         json.dump({"version": 3, "metadata": meta, "tensors": tensors}, f, indent=0)
+    print("wrote", path, os.path.getsize(path), "bytes")
+    write_quants(os.path.join(OUT, "quants.gguf"))
+
+
+# Byte offsets of the fp16 scales in a block of each type.
+SCALE_AT = {Q.Q8_0: [0], Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q5_0: [0], Q.Q5_1: [0, 2], Q.Q2_K: [80, 82],
+            Q.Q3_K: [108], Q.Q4_K: [0, 2], Q.Q5_K: [0, 2], Q.Q6_K: [208]}
+
+
+def write_quants(path, blocks=32):
+    rng = np.random.default_rng(38)
+    w = gguf.GGUFWriter(path, arch="llama")
+    want = {}
+    for qt, offs in SCALE_AT.items():
+        bs, ts = gguf.GGML_QUANT_SIZES[qt]
+        raw = rng.integers(0, 256, size=(blocks, ts), dtype=np.uint8)
+        for off in offs:  # the first half gets sane scales; the second keeps its random bytes
+            raw[: blocks // 2, off:off + 2] = (rng.standard_normal(blocks // 2) * 0.01).astype(np.float16).view(np.uint8).reshape(-1, 2)
+        raw = raw.reshape(1, blocks * ts)
+        deq = gguf.quants.dequantize(raw, qt).astype(np.float32)
+        assert deq.shape == (1, blocks * bs), (qt, deq.shape)
+        name = qt.name.lower()
+        w.add_tensor("q." + name, raw, raw_shape=raw.shape, raw_dtype=qt)
+        w.add_tensor("d." + name, deq)
+        want[name] = deq
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    r = gguf.GGUFReader(path)
+    for t in r.tensors:
+        if t.name.startswith("q."):
+            got = gguf.quants.dequantize(t.data, t.tensor_type).reshape(-1)
+            assert np.array_equal(got, want[t.name[2:]].reshape(-1), equal_nan=True), t.name
     print("wrote", path, os.path.getsize(path), "bytes")
 
 
