@@ -42,7 +42,7 @@ func TestUnknownDataSourceFailsFast(t *testing.T) {
 	dir := t.TempDir()
 	writeRows(t, filepath.Join(dir, "a.parquet"), "openai/gsm8k", "arith")
 	writeRows(t, filepath.Join(dir, "b.parquet"), "arith_hard", "openai/gsm8k", "search_r1")
-	_, _, err := loadExamples(context.Background(), "data.train_files", []string{filepath.Join(dir, "*.parquet")}, nil, twoTasks(),
+	_, _, err := loadExamples(context.Background(), "data.train_files", []string{filepath.Join(dir, "*.parquet")}, rollout.Chat{}, twoTasks(),
 		"single_turn_agent", 512, true, "error", 0, nil)
 	if err == nil {
 		t.Fatal("loading rows of an unserved data_source succeeded")
