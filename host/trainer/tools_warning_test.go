@@ -48,6 +48,10 @@ func TestWarnDroppedTools(t *testing.T) {
 			if err := tr.warnDroppedTools(&out, "models/x.gguf", defLoop, "tool-call format: hermes"); err != nil {
 				t.Fatal(err)
 			}
+			var quiet bytes.Buffer // the default (auto, found hermes) prints no format line
+			if err := tr.warnDroppedTools(&quiet, "models/x.gguf", defLoop, ""); err != nil || strings.Contains(quiet.String(), "tool-call format") {
+				t.Errorf("format line printed without one: %v\n%s", err, quiet.String())
+			}
 			if n := strings.Count(out.String(), "has no tools section"); n != tt.warnings {
 				t.Errorf("%d warnings, want %d:\n%s", n, tt.warnings, out.String())
 			}

@@ -152,6 +152,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	if err != nil {
 		return nil, err
 	}
+	if format == tokenizer.ToolFormatHermes && cfg.ActorRolloutRef.Rollout.MultiTurn.Format == "auto" {
+		formatLine = "" // the default as before: nothing new to say
+	}
 	t.render = rollout.Chat{Tok: t.tk, Kwargs: cfg.Data.ApplyChatTemplateKwargs, Format: format}
 	needRef := cfg.ActorRolloutRef.Actor.UseKLLoss || cfg.Algorithm.UseKLInReward
 	if mc := cfg.ActorRolloutRef.Model; mc.LoraRank > 0 {
@@ -299,9 +302,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	return t, nil
 }
 
-// warnDroppedTools prints, once per run, the tool-call format and a warning when the chat
-// template does not show the model the tools of the first tool_agent prompt that has tools
-// (tools vanish in silence otherwise: the schemas are dropped, the run goes on).
+// warnDroppedTools prints, once per run, the tool-call format (formatLine; "" prints none) and a
+// warning when the chat template does not show the model the tools of the first tool_agent
+// prompt that has tools (tools vanish in silence otherwise: the schemas are dropped, the run
+// goes on).
 func (t *Trainer) warnDroppedTools(w io.Writer, mpath, defLoop, formatLine string) error {
 	for _, set := range [][]example{t.train, t.val} {
 		for _, e := range set {
@@ -312,7 +316,9 @@ func (t *Trainer) warnDroppedTools(w io.Writer, mpath, defLoop, formatLine strin
 			if loop != rollout.ToolAgent || len(e.Prompt.Tools) == 0 {
 				continue
 			}
-			fmt.Fprintln(w, formatLine)
+			if formatLine != "" {
+				fmt.Fprintln(w, formatLine)
+			}
 			ok, err := t.render.ToolsRendered(e.Prompt.Messages, e.Prompt.Tools)
 			if err != nil {
 				return err
