@@ -122,7 +122,7 @@ func TestGenerateWarnsDroppedTools(t *testing.T) {
 	if n := strings.Count(stderr, "has no tools section"); n != 1 {
 		t.Fatalf("want one warning, got %d:\n%s", n, stderr)
 	}
-	for _, w := range []string{plain, "tokenizer.json", "calc_reward", "data.multiturn.tool_calls_as_text", "rlhost sft", "never reads the tools variable"} {
+	for _, w := range []string{plain, filepath.Join(plain, "tokenizer_config.json"), "calc_reward", "data.multiturn.tool_calls_as_text", "rlhost sft", "never reads the tools variable"} {
 		if !strings.Contains(stderr, w) {
 			t.Errorf("warning does not name %q:\n%s", w, stderr)
 		}

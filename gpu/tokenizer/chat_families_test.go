@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -175,6 +176,53 @@ func TestRenderObservationFamilies(t *testing.T) {
 				if ids := tk.Encode(got, false); !slices.Equal(ids, g.IDs) {
 					t.Errorf("%s: ids %v, want %v", g.Name, ids, g.IDs)
 				}
+			}
+		})
+	}
+}
+
+// TestFamilyToolSupport: the tool-call format each family's own template names, and whether
+// the template shows the model its tools (a prompt renders differently with them).
+func TestFamilyToolSupport(t *testing.T) {
+	tool := json.RawMessage(`{"type": "function", "function": {"name": "calc_reward", "description": "Score.", "parameters": {"type": "object"}}}`)
+	msgs := []Message{{Role: "user", Content: "2+2?"}}
+	for _, tt := range []struct {
+		name   string
+		tk     func(testing.TB) *Tokenizer
+		format ToolFormat
+		tools  bool
+	}{
+		{"smollm2", func(t testing.TB) *Tokenizer { return load(t, modelPath(t)) }, ToolFormatHermes, false},
+		{"qwen3", func(t testing.TB) *Tokenizer { return load(t, qwen3Dir(t)) }, ToolFormatHermes, true},
+		{"llama3_1", func(t testing.TB) *Tokenizer {
+			return loadWithTemplate(t, llama31Dir(t), "meta-llama-Llama-3.1-8B-Instruct.jinja")
+		}, ToolFormatLlama3JSON, true},
+		{"llama3_2", func(t testing.TB) *Tokenizer {
+			return loadWithTemplate(t, llama31Dir(t), "meta-llama-Llama-3.2-3B-Instruct.jinja")
+		}, ToolFormatLlama3JSON, true},
+		{"gemma3", func(t testing.TB) *Tokenizer { return loadWithTemplate(t, gemma3Dir(t), "") }, ToolFormatHermes, false},
+		{"mistral", func(t testing.TB) *Tokenizer {
+			return loadWithTemplate(t, mistralDir(t), "mistral-common-1.13.1-v3-tekken.jinja")
+		}, ToolFormatMistral, true},
+		{"mistral_nemo", func(t testing.TB) *Tokenizer {
+			return loadWithTemplate(t, mistralDir(t), "mistralai-Mistral-Nemo-Instruct-2407.jinja")
+		}, ToolFormatMistral, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tk := tt.tk(t)
+			if f, why := tk.DetectToolFormat(); f != tt.format {
+				t.Errorf("DetectToolFormat = %s (%s), want %s", f, why, tt.format)
+			}
+			with, err := tk.ApplyChatTemplate(msgs, []json.RawMessage{tool}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			without, err := tk.ApplyChatTemplate(msgs, nil, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := with != without && strings.Contains(with, "calc_reward"); got != tt.tools {
+				t.Errorf("renders tools: %v, want %v", got, tt.tools)
 			}
 		})
 	}

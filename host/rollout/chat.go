@@ -3,6 +3,8 @@ package rollout
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/rlhost/rlhost/gpu/tokenizer"
@@ -176,9 +178,22 @@ func (c Chat) DroppedToolsWarning(model, who string, tools []task.ToolSpec) stri
 	if !strings.Contains(c.Tok.ChatTemplate(), "tools") {
 		how = "it never reads the tools variable"
 	}
-	return fmt.Sprintf("warning: the chat template of %s (from %s) has no tools section: the schemas of %s's tools (%s) are not in the prompt "+
+	return fmt.Sprintf("warning: the chat template of %s (%s) has no tools section: the schemas of the tools of %s (%s) are not in the prompt "+
 		"(%s), so the model is never shown them. Fixes: a model or chat template that renders tools (docs/tokenizer.md lists them); "+
 		"or describe the tools in the task's prompt text; or a cold start: rlhost sft on conversations with tool calls "+
 		"(data.multiturn.tool_calls_as_text=true writes them as %s text, the format this run parses)",
-		model, c.Tok.Name(), who, strings.Join(names, ", "), how, c.ToolFormat())
+		model, templateSource(c.Tok.Name()), who, strings.Join(names, ", "), how, c.ToolFormat())
+}
+
+// templateSource says where the chat template of a tokenizer loaded from name came from, as
+// tokenizer.Load reads it.
+func templateSource(name string) string {
+	if strings.HasSuffix(strings.ToLower(name), ".gguf") {
+		return "the GGUF's tokenizer.chat_template"
+	}
+	dir := filepath.Dir(name)
+	if _, err := os.Stat(filepath.Join(dir, "chat_template.jinja")); err == nil {
+		return filepath.Join(dir, "chat_template.jinja")
+	}
+	return filepath.Join(dir, "tokenizer_config.json")
 }
