@@ -227,3 +227,54 @@ func TestFamilyToolSupport(t *testing.T) {
 		})
 	}
 }
+
+// TestFamilyToolCallRoundTrip: what each family's template renders for an assistant turn with
+// tool calls holds FormatToolCalls' text for the family's format, and the family's parser
+// reads the rendered turn back as the same calls (ids included where the format has them).
+func TestFamilyToolCallRoundTrip(t *testing.T) {
+	calls := []ToolCall{{ID: "a1b2c3d4e", Name: "get_weather", Arguments: json.RawMessage(`{"city": "東京", "days": 2, "opts": {"unit": "C", "hours": [6, 12]}}`)}}
+	for _, tt := range []struct {
+		name string
+		tk   func(testing.TB) *Tokenizer
+	}{
+		{"qwen3", func(t testing.TB) *Tokenizer { return load(t, qwen3Dir(t)) }},
+		{"llama3_1", func(t testing.TB) *Tokenizer {
+			return loadWithTemplate(t, llama31Dir(t), "meta-llama-Llama-3.1-8B-Instruct.jinja")
+		}},
+		{"mistral", func(t testing.TB) *Tokenizer {
+			return loadWithTemplate(t, mistralDir(t), "mistral-common-1.13.1-v3-tekken.jinja")
+		}},
+		{"mistral_nemo", func(t testing.TB) *Tokenizer {
+			return loadWithTemplate(t, mistralDir(t), "mistralai-Mistral-Nemo-Instruct-2407.jinja")
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tk := tt.tk(t)
+			f, _ := tk.DetectToolFormat()
+			user := []Message{{Role: "user", Content: "Weather?"}}
+			before, err := tk.ApplyChatTemplate(user, nil, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, err := tk.ApplyChatTemplate(append(user, Message{Role: "assistant", ToolCalls: calls}), nil, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(after, before) {
+				t.Fatalf("the turn does not extend the prompt:\n%q\n%q", before, after)
+			}
+			turn := after[len(before):]
+			want := calls
+			if f != ToolFormatMistral {
+				want = []ToolCall{{Name: calls[0].Name, Arguments: calls[0].Arguments}}
+			}
+			if w := FormatToolCalls(f, want); !strings.Contains(turn, w) {
+				t.Errorf("%s turn %q does not hold %q", f, turn, w)
+			}
+			got, _, errs := ParseToolCalls(f, turn)
+			if len(errs) > 0 || len(got) != 1 || got[0].Name != want[0].Name || got[0].ID != want[0].ID || !sameJSON(t, got[0].Arguments, want[0].Arguments) {
+				t.Errorf("%s parses %q as %+v %v", f, turn, got, errs)
+			}
+		})
+	}
+}
