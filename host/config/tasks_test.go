@@ -89,6 +89,16 @@ func TestChatTemplateKeys(t *testing.T) {
 	if got := c.Data.ApplyChatTemplateKwargs; !reflect.DeepEqual(got, want) {
 		t.Errorf("kwargs = %#v, want %#v", got, want)
 	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("kwargs: %v", err)
+	}
+	bad := Default()
+	if err := bad.Apply("data.apply_chat_template_kwargs={tools: []}"); err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "data.apply_chat_template_kwargs.tools") {
+		t.Errorf("kwarg tools: %v, want an error naming the key", err)
+	}
 	if f := Default().ActorRolloutRef.Rollout.MultiTurn.Format; f != "auto" {
 		t.Errorf("default format %q, want auto", f)
 	}
