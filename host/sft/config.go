@@ -395,6 +395,11 @@ func (c *Config) Validate() error {
 	if d.ValMaxSamples < 0 {
 		bad("data.val_max_samples=%d: want >= 0", d.ValMaxSamples)
 	}
+	for _, k := range []string{"messages", "tools", "add_generation_prompt"} {
+		if _, ok := d.ApplyChatTemplateKwargs[k]; ok {
+			bad("data.apply_chat_template_kwargs.%s: %s comes from the row, not a template kwarg", k, k)
+		}
+	}
 	for _, k := range keys() {
 		if k.enum == "" {
 			continue

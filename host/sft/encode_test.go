@@ -208,10 +208,16 @@ func TestConfigLoad(t *testing.T) {
 		{"optim.lr=x", "optim"},
 		{"nokey", "want key=value"},
 		{"data.micro_batch_size_per_gpu=0", "micro_batch_size_per_gpu"},
+		{"data.multiturn.format=llama3", "data.multiturn.format"},
+		{"data.apply_chat_template_kwargs={messages: []}", "data.apply_chat_template_kwargs.messages"},
 	} {
 		if _, err := Load(nil, []string{bad.o}); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("Load(%q) = %v, want an error with %q", bad.o, err, bad.want)
 		}
+	}
+	if c, err := Load(nil, []string{"data.apply_chat_template_kwargs={enable_thinking: false}", "data.multiturn.format=mistral"}); err != nil ||
+		c.Data.ApplyChatTemplateKwargs["enable_thinking"] != false || c.Data.Multiturn.Format != "mistral" {
+		t.Errorf("kwargs and format: %+v %v", c, err)
 	}
 	if !strings.Contains(KeysMarkdown(), "`data.multiturn.tool_calls_as_text`") {
 		t.Error("KeysMarkdown misses a key")
