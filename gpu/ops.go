@@ -75,7 +75,8 @@ type ClippedAdamW interface {
 	ClipAdamW(params, grads, m, v []float32, step int, lr, beta1, beta2, eps, weightDecay, maxNorm float32) float64
 }
 
-// Backend is the op set of a Llama/Qwen2 training step, forward and backward,
+// Backend is the op set of a decoder's training step (Llama, Qwen2, Qwen3,
+// Mistral, Gemma 3), forward and backward,
 // plus the optimizer. See the package documentation for the conventions on
 // overwriting and accumulating outputs.
 //
@@ -162,19 +163,26 @@ type Backend interface {
 	// AttentionForward is causal grouped-query softmax attention over each
 	// sequence of the batch: query head h reads key/value head h/(NH/NKV).
 	// out [B,T,NH,HD], q [B,T,NH,HD], k, v [B,T,NKV,HD]; scores are scaled by
-	// 1/sqrt(HD). Nothing is saved: the backward recomputes the probabilities,
-	// so activation memory stays linear in T. scratch needs NH*T*T floats.
-	AttentionForward(out, scratch []float32, q, k, v []float32, B, T, NH, NKV, HD int)
+	// 1/sqrt(HD). window > 0 is sliding-window attention: the query at
+	// position t sees the keys at positions t-window+1 .. t (transformers'
+	// sliding_window); 0 sees every earlier position. Nothing is saved: the
+	// backward recomputes the probabilities, so activation memory stays
+	// linear in T. scratch needs NH*T*T floats.
+	AttentionForward(out, scratch []float32, q, k, v []float32, B, T, NH, NKV, HD, window int)
 	// AttentionBackward: dq [B,T,NH,HD], dk, dv [B,T,NKV,HD] overwritten;
-	// scratch needs 2*NH*T*T floats.
-	AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v []float32, B, T, NH, NKV, HD int)
+	// scratch needs 2*NH*T*T floats. window as the forward's.
+	AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v []float32, B, T, NH, NKV, HD, window int)
 
 	// AttentionCachedForward is attention of N new tokens against a key/value
 	// cache, for generation: token n belongs to cache slot slot[n] at position
-	// pos[n] and attends to positions 0..pos[n] of that slot (its own key and
-	// value must already be written there). out [N,NH,HD], q [N,NH,HD],
-	// kcache, vcache [S,maxT,NKV,HD].
-	AttentionCachedForward(out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, maxT int)
+	// pos[n] and attends to positions lo..pos[n] of that slot, lo = 0, or
+	// pos[n]-window+1 (at least 0) with window > 0 (its own key and value
+	// must already be written there). Each slot holds rows rows: position j
+	// sits in row slot*rows + j%rows, so a slot of rows >= window + the
+	// tokens a forward writes to it is a rolling window's cache, and one of
+	// rows > every position a full one. out [N,NH,HD], q [N,NH,HD],
+	// kcache, vcache [S,rows,NKV,HD].
+	AttentionCachedForward(out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, rows, window int)
 
 	// AttentionVarlenForward is causal grouped-query attention over S
 	// sequences packed end to end, with no padding: sequence s is the rows
@@ -184,12 +192,13 @@ type Backend interface {
 	// out [N,NH,HD], q [N,NH,HD], k, v [N,NKV,HD]; lse [N,NH] gets the
 	// log-sum-exp of each query row's scaled scores, which the backward
 	// reads. On each sequence the results are those of AttentionForward on
-	// that sequence alone (B 1, T its length), to float rounding.
-	AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuSeqlens []int32, S, N, maxT, NH, NKV, HD int)
+	// that sequence alone (B 1, T its length, the same window), to float
+	// rounding.
+	AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuSeqlens []int32, S, N, maxT, NH, NKV, HD, window int)
 	// AttentionVarlenBackward: dq [N,NH,HD], dk, dv [N,NKV,HD] overwritten,
 	// from dout [N,NH,HD] and the forward's inputs, out and lse.
 	AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, q, k, v []float32, cuSeqlens []int32,
-		S, N, maxT, NH, NKV, HD int)
+		S, N, maxT, NH, NKV, HD, window int)
 
 	// SwiGLUForward: out = silu(gate) * up, all [N*F].
 	SwiGLUForward(out, gate, up []float32, n int)
@@ -203,11 +212,29 @@ type Backend interface {
 	// its own (SwiGLURecompute). h must not alias dout, gate or up.
 	SwiGLUBackwardH(dgate, dup, h []float32, dout, gate, up []float32, n int)
 
+	// GeGLUForward: out = gelu_tanh(gate) * up, all [n], with PyTorch's
+	// tanh approximation gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x +
+	// 0.044715 x^3))) (transformers' gelu_pytorch_tanh: Gemma's MLP). out
+	// may alias gate or up.
+	GeGLUForward(out, gate, up []float32, n int)
+	// GeGLUBackwardH: dgate, dup [n] overwritten from dout, and h [n] =
+	// GeGLUForward's out (bit for bit), in one pass over gate and up (as
+	// SwiGLUBackwardH). h must not alias dout, gate or up.
+	GeGLUBackwardH(dgate, dup, h []float32, dout, gate, up []float32, n int)
+
 	// ResidualForward: out = a + b, all [n]. out may alias a or b.
 	ResidualForward(out, a, b []float32, n int)
 	// ResidualBackward: da += dout, db += dout (the residual stream's gradient
 	// flows to both branches).
 	ResidualBackward(da, db []float32, dout []float32, n int)
+
+	// SoftcapForward soft-caps x [n] in place: x = cap * tanh(x / cap) (Gemma's
+	// final_logit_softcapping), cap > 0.
+	SoftcapForward(x []float32, cap float32, n int)
+	// SoftcapBackward turns dx [n], the gradient of the capped values y [n]
+	// (SoftcapForward's output), into the gradient of its input, in place:
+	// dx *= 1 - (y/cap)^2.
+	SoftcapBackward(dx, y []float32, cap float32, n int)
 
 	// LogprobForward turns logits [N,V] into, per row n, the log-probability of
 	// targets[n] under log-softmax (logp [N]), the entropy of the softmax

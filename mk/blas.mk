@@ -25,7 +25,9 @@ bench-compute: setup-blas setup-trl ## sgemm, training step, decode, GRPO step m
 	$(GO) test -run '^$$' -bench 'GRPOStep' -benchtime 1x -timeout 60m ./gpu/model/
 	$(TRL_PY) scripts/goldens/model/bench_torch.py --steps 2
 
-compute-goldens: setup-trl ## regenerate gpu/model/testdata with transformers (not run by test)
+compute-goldens: setup-trl ## regenerate gpu/model/testdata with transformers and peft (not run by test)
+	$(TRL_PY) -c 'import peft' 2>/dev/null || $(TRL_VENV)/bin/pip install --quiet peft
 	$(TRL_PY) scripts/goldens/model/make_goldens.py gpu/model/testdata
+	$(TRL_PY) scripts/goldens/model/make_family_goldens.py gpu/model/testdata
 	$(TRL_PY) scripts/goldens/model/make_eos_goldens.py gpu/model/testdata
 	$(TRL_PY) scripts/goldens/model/make_reward_goldens.py gpu/model/testdata/reward

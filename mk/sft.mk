@@ -18,10 +18,10 @@ sft-goldens: setup-trl ## regenerate host/sft/testdata (needs torch, transformer
 	$(TRL_PY) scripts/goldens/sft/make_goldens.py host/sft/testdata
 
 # The set-up is make demo's (demo-setup: the three binaries the runs use and the GSM8K parquet
-# files, train_sft.parquet and test_sft.parquet among them), built once for the three runs.
+# files, sft/train.parquet and sft/test.parquet among them), built once for the three runs.
 demo-tools: demo-setup ## SFT cold start on tool-using GSM8K trajectories, then GRPO with the tool vs GRPO alone
 	@if [ -d $(DEMO_TOOLS_DIR) ]; then echo "== removing the previous run in $(DEMO_TOOLS_DIR) =="; rm -rf $(DEMO_TOOLS_DIR); fi
-	@test -s data/gsm8k/train_sft.parquet || $(BIN)/rlhost preprocess --task gsm8k --input $(GSM8K_RAW) --output-dir data/gsm8k
+	@test -s data/gsm8k/sft/train.parquet || $(BIN)/rlhost preprocess --task gsm8k --input $(GSM8K_RAW) --output-dir data/gsm8k
 	@echo "== 1/3 SFT cold start =="
 	$(BIN)/rlhost sft -c examples/configs/gsm8k-sft.yaml trainer.total_training_steps=$(DEMO_TOOLS_SFT_STEPS) \
 		trainer.save_freq=$(DEMO_TOOLS_SFT_STEPS) $(DEMO_TOOLS_SFT_ARGS)

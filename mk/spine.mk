@@ -10,9 +10,11 @@ PLUGIN_BINS := $(PLUGINS)/rlhost-task-gsm8k $(PLUGINS)/rlhost-task-arith $(PLUGI
 TEST_TARGETS  += proto-check bench-docs-check test-spine test-conformance
 BENCH_TARGETS += bench-spine
 
-build: $(BIN)/rlhost plugins ## build bin/rlhost and the built-in plugins into bin/plugins
+build: $(BIN)/rlhost plugins ## build bin/rlhost and the built-in plugins into bin/plugins (and what bin/rlhost links: OpenBLAS, the tokenizers library)
 
-$(BIN)/rlhost: FORCE
+# bin/rlhost links OpenBLAS and the Rust tokenizers library (cgo): both come first, so that
+# `make build` works on a fresh clone (the plugins link neither).
+$(BIN)/rlhost: FORCE setup-blas tokenizers-lib
 	$(GO_BUILD) -o $@ ./cmd/rlhost
 
 $(PLUGINS)/rlhost-task-gsm8k: FORCE

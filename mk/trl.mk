@@ -30,11 +30,15 @@ bench-grpo: setup-blas model build setup-trl data/gsm8k/train.parquet ## GRPO st
 	$(TRL_PY) scripts/bench/trl_grpo.py --rlhost $(BIN)/rlhost $(GRPO_BENCH_ARGS)
 	uptime
 
+# The arith example's rows (docs/training.md: the learnable example, several tasks in one run):
+# its generator's records, preprocessed by its plugin.
+$(ARITH_DATA)/train.parquet: | $(BIN)/rlhost plugins ## generate and preprocess the arith example's data into data/arith
+	@test -s $(ARITH_RAW)/train.jsonl || (cd examples/arith && $(GO) run ./gendata -out ../../$(ARITH_RAW))
+	$(BIN)/rlhost preprocess --task arith --input $(ARITH_RAW) --output-dir $(ARITH_DATA)
+
 # The learnable example (docs/training.md, "A learnable example"): two-operand arithmetic
 # through the examples/arith plugin, curves in runs/arith/curves.png.
-example-arith: setup-blas model build ## GRPO on the arith example (examples/configs/arith.yaml): mean reward rises in about 10 minutes
-	@test -s $(ARITH_RAW)/train.jsonl || (cd examples/arith && $(GO) run ./gendata -out ../../$(ARITH_RAW))
-	@test -s $(ARITH_DATA)/train.parquet || $(BIN)/rlhost preprocess --task arith --input $(ARITH_RAW) --output-dir $(ARITH_DATA)
+example-arith: setup-blas model build $(ARITH_DATA)/train.parquet ## GRPO on the arith example (examples/configs/arith.yaml): mean reward rises in about 10 minutes
 	@if [ -d runs/arith ]; then echo "== removing the previous run in runs/arith =="; rm -rf runs/arith; fi
 	$(BIN)/rlhost train -c examples/configs/arith.yaml $(ARITH_ARGS)
 	@echo "== the run is in runs/arith: curves.png, metrics.jsonl =="

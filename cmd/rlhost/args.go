@@ -10,15 +10,36 @@ import (
 // that flags may come anywhere on the line: `rlhost train data.train_batch_size=4 --task gsm8k
 // --print-config` reads as `rlhost train --task gsm8k --print-config data.train_batch_size=4`
 // (urfave/cli, like Go's flag package, stops reading flags at the first argument that is not
-// one). args[0] is the program; the global flags and the command names are kept where they are.
-// A flag's value is the argument after it unless it is written --name=value; after "--" every
-// argument is positional. A flag the command does not define is moved too, so that the error
-// names it ("flag provided but not defined"). Lines that do not name a command are unchanged.
+// one). The global flags (--log-level) are moved before the command's name, wherever they come:
+// `rlhost train --log-level debug ...` reads as `rlhost --log-level debug train ...` (a
+// command's own flag of the same name stays the command's). args[0] is the program; the
+// command names are kept in order. A flag's value is the argument after it unless it is
+// written --name=value; after "--" every argument is positional. A flag the command does not
+// define is moved too, so that the error names it ("flag provided but not defined"). Lines that
+// do not name a command, or name one that parses no flags, are unchanged.
 func flagsFirst(a *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
 	}
 	i := skipFlags(a.Flags, args, 1)
+	lead := args[:i] // the program and the global flags before the command
+	var globals, path []string
+	// take moves the flag at args[k] (with its value) to globals or to dst, and returns the
+	// index after it.
+	take := func(cmd *cli.Command, k int, dst *[]string) int {
+		n := 1
+		global := isGlobalFlag(a, cmd, args[k])
+		if (global && takesValue(a.Flags, args[k])) || (!global && takesValue(cmd.Flags, args[k])) {
+			n = 2
+		}
+		end := min(k+n, len(args))
+		if global {
+			globals = append(globals, args[k:end]...)
+		} else {
+			*dst = append(*dst, args[k:end]...)
+		}
+		return end
+	}
 	cmds := a.Commands
 	var cmd *cli.Command
 	for i < len(args) {
@@ -27,43 +48,64 @@ func flagsFirst(a *cli.App, args []string) []string {
 			break
 		}
 		cmd, cmds = next, next.Subcommands
+		path = append(path, args[i])
 		i++
-		if len(cmds) == 0 {
+		if len(cmds) == 0 || cmd.SkipFlagParsing {
 			break
 		}
 		// Flags of a command that has subcommands come before the subcommand's name.
-		i = skipFlags(cmd.Flags, args, i)
+		for i < len(args) && isFlag(args[i]) && args[i] != "--" {
+			i = take(cmd, i, &path)
+		}
 	}
-	if cmd == nil || cmd.SkipFlagParsing || i >= len(args) {
+	if cmd == nil {
 		return args
 	}
 	var flags, positional []string
 	dashed := false // a positional argument starts with "-" (it came after "--")
-	rest := args[i:]
-	for j := 0; j < len(rest); j++ {
-		arg := rest[j]
+	if cmd.SkipFlagParsing {
+		positional = args[i:]
+	}
+	for j := i; j < len(args) && !cmd.SkipFlagParsing; {
+		arg := args[j]
 		if arg == "--" {
-			for _, p := range rest[j+1:] {
+			for _, p := range args[j+1:] {
 				dashed = dashed || strings.HasPrefix(p, "-")
 			}
-			positional = append(positional, rest[j+1:]...)
+			positional = append(positional, args[j+1:]...)
 			break
 		}
 		if !isFlag(arg) {
 			positional = append(positional, arg)
+			j++
 			continue
 		}
-		flags = append(flags, arg)
-		if takesValue(cmd.Flags, arg) && j+1 < len(rest) {
-			j++
-			flags = append(flags, rest[j])
-		}
+		j = take(cmd, j, &flags)
 	}
-	out := append(append([]string{}, args[:i]...), flags...)
+	out := append(append(append(append([]string{}, lead...), globals...), path...), flags...)
 	if dashed {
 		out = append(out, "--")
 	}
 	return append(out, positional...)
+}
+
+// isGlobalFlag reports whether the flag written as arg is one of the app's flags and not one
+// of cmd's.
+func isGlobalFlag(a *cli.App, cmd *cli.Command, arg string) bool {
+	return hasFlag(a.Flags, arg) && !hasFlag(cmd.Flags, arg)
+}
+
+// hasFlag reports whether the flag written as arg (-x, --name, --name=value) is one of flags.
+func hasFlag(flags []cli.Flag, arg string) bool {
+	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // runCLI runs the app on the command line args (args[0] is the program), flags anywhere.

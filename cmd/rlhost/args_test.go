@@ -24,6 +24,13 @@ func TestFlagsFirst(t *testing.T) {
 		{"score --task gsm8k", "score --task gsm8k"},                         // nothing to move
 		{"nosuchcommand a=1 --task x", "nosuchcommand a=1 --task x"},         // not a command: unchanged
 		{"preprocess out --task gsm8k --output-dir d", "preprocess --task gsm8k --output-dir d out"},
+		// global flags anywhere: moved before the command
+		{"train --log-level debug --task gsm8k a=1", "--log-level debug train --task gsm8k a=1"},
+		{"train a=1 --task gsm8k --log-level=info", "--log-level=info train --task gsm8k a=1"},
+		{"traces --log-level debug list --run r", "--log-level debug traces list --run r"},
+		{"traces list --run r --log-level error", "--log-level error traces list --run r"},
+		{"--log-level info sft a=1 --log-level debug", "--log-level info --log-level debug sft a=1"},
+		{"train a=1 -- --log-level debug", "train -- a=1 --log-level debug"}, // after --, an argument
 	} {
 		got := flagsFirst(app(), append([]string{"rlhost"}, strings.Fields(tc.in)...))[1:]
 		if want := strings.Fields(tc.want); !reflect.DeepEqual(got, want) {
@@ -45,6 +52,26 @@ func TestTrainFlagsAfterOverrides(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("--print-config lacks %q:\n%s", want, stdout)
 		}
+	}
+}
+
+// A global flag after the command is the global flag (README: flags may come anywhere), and
+// it takes effect: the plugin's debug lines reach the host log.
+func TestGlobalFlagAfterCommand(t *testing.T) {
+	in := t.TempDir()
+	writeFile(t, filepath.Join(in, "train.jsonl"), rec1+"\n")
+	writeFile(t, filepath.Join(in, "test.jsonl"), rec2+"\n")
+	_, stderr, err := run(t, "preprocess", "--task", "gsm8k", "--input", in, "--output-dir", t.TempDir(), "--log-level", "debug")
+	if err != nil {
+		t.Fatalf("preprocess ... --log-level debug: %v\n%s", err, stderr)
+	}
+	_, quiet, err := run(t, "preprocess", "--task", "gsm8k", "--input", in, "--output-dir", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "[DEBUG]") || strings.Contains(quiet, "[DEBUG]") {
+		t.Errorf("--log-level debug after the command: debug lines %v; without it %v",
+			strings.Contains(stderr, "[DEBUG]"), strings.Contains(quiet, "[DEBUG]"))
 	}
 }
 

@@ -61,6 +61,7 @@ func generateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			fmt.Fprintf(c.App.ErrWriter, "loaded %s: %s\n", path, m.Config.Describe())
 			trainer.FallBackEOS(c.App.ErrWriter, path, m, tk) // as the trainer does, not id 0
 			text := c.String("prompt")
 			if c.Bool("chat") {

@@ -57,9 +57,12 @@ func TestGenerateEOS(t *testing.T) {
 		}
 		return out.TokenIDs, out.FinishReason, stderr
 	}
-	all, reason, _ := gen(tinyChatWith(t, `257`, ""), "--ignore-eos")
+	all, reason, loaded := gen(tinyChatWith(t, `257`, ""), "--ignore-eos")
 	if len(all) != 12 || reason != "length" || slices.Contains(all, 257) {
 		t.Fatalf("--ignore-eos: %v (%s); want 12 tokens without 257", all, reason)
+	}
+	if !strings.Contains(loaded, ": llama: 2 layers, hidden ") {
+		t.Errorf("stderr %q does not name the family it loaded", loaded)
 	}
 	for _, tt := range []struct {
 		name, eos, gen string

@@ -73,6 +73,10 @@ func newCommand() *cli.Command {
 					return err
 				}
 				fmt.Fprintf(c.App.Writer, "wrote %s (%d files); next:\n  cd %s\n%s", dir, len(files), dir, nextSteps(name, opts["lang"]))
+				if w := pythonWheel(filepath.Dir(sdk)); opts["lang"] == "python" && !fileExists(w) {
+					fmt.Fprintf(c.App.ErrWriter, "note: requirements.txt installs the Python SDK from %s, which is not built yet: "+
+						"run `make python-wheel` in %s first\n", w, filepath.Dir(sdk))
+				}
 				return nil
 			},
 		}},
@@ -145,6 +149,7 @@ func NewTaskProject(name, lang, sdk string) ([]ProjectFile, error) {
 		"Module":    strings.ReplaceAll(name, "-", "_") + "_task",
 		"SDK":       sdk,
 		"SDKPython": filepath.Join(root, "sdk", "python"),
+		"SDKWheel":  pythonWheel(root),
 	}
 	if p := filepath.Join(root, "models", defaultModelFile); fileExists(p) {
 		vars["Model"] = p
@@ -193,6 +198,20 @@ func NewTaskProject(name, lang, sdk string) ([]ProjectFile, error) {
 		ProjectFile{Path: "data/test.jsonl", Data: test, Mode: 0o644})
 	return files, nil
 }
+
+// pythonWheel is where `make python-wheel` puts the Python SDK's wheel in the rlhost source
+// tree root: bin/python/rlhost-VERSION-py3-none-any.whl, VERSION from sdk/python/pyproject.toml.
+func pythonWheel(root string) string {
+	version := "0.0.0"
+	if b, err := os.ReadFile(filepath.Join(root, "sdk", "python", "pyproject.toml")); err == nil {
+		if m := pyprojectVersion.FindSubmatch(b); m != nil {
+			version = string(m[1])
+		}
+	}
+	return filepath.Join(root, "bin", "python", "rlhost-"+version+"-py3-none-any.whl")
+}
+
+var pyprojectVersion = regexp.MustCompile(`(?m)^version = "([^"]+)"`)
 
 func render(name string, vars map[string]string) ([]byte, error) {
 	text, err := fs.ReadFile(newTaskFS, "newtask/"+name)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rlhost/rlhost/host/metrics"
+	hostplugin "github.com/rlhost/rlhost/host/plugin"
 	"golang.org/x/mod/modfile"
 )
 
@@ -49,6 +50,11 @@ func TestNewTaskProjectFiles(t *testing.T) {
 			}
 			if c.lang == "python" && got["bin/plugins/rlhost-task-my-task"].Mode&0o111 == 0 {
 				t.Error("the launcher is not executable")
+			}
+			// the SDK from the wheel make builds (never from sdk/python itself: pip would build in place there)
+			wheel := filepath.Join(filepath.Dir(sdk), "bin", "python", "rlhost-0.1.0-py3-none-any.whl")
+			if req := string(got["requirements.txt"].Data); c.lang == "python" && !strings.Contains(req, "\nrlhost @ file://"+wheel+"\n") {
+				t.Errorf("requirements.txt does not install %s:\n%s", wheel, req)
 			}
 			if c.lang != "go" {
 				return
@@ -198,6 +204,60 @@ func TestNewTaskArgs(t *testing.T) {
 		}
 		if err != nil || name != c.name || opts["lang"] != c.lang || opts["dir"] != c.dd {
 			t.Errorf("%q: name %q opts %v err %v; want %q lang %q dir %q", c.args, name, opts, err, c.name, c.lang, c.dd)
+		}
+	}
+}
+
+// The plugin search order is written the same in the generated projects' READMEs, README.md
+// and the plugin guide: the order host/plugin.SearchPath looks in.
+func TestPluginSearchOrderDocumented(t *testing.T) {
+	env, home := t.TempDir(), t.TempDir()
+	t.Setenv("RLHOST_PLUGIN_PATH", env)
+	t.Setenv("HOME", home)
+	wd, _ := os.Getwd()
+	exe, _ := os.Executable()
+	exe, _ = filepath.EvalSymlinks(exe)
+	want := []string{env, filepath.Join(wd, "bin", "plugins"), filepath.Join(filepath.Dir(exe), "plugins"), filepath.Join(home, ".rlhost", "plugins")}
+	if got := hostplugin.SearchPath(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("SearchPath %q; want %q: change the documents with it", got, want)
+	}
+	// the same four places, in that order, in each text
+	marks := []string{"RLHOST_PLUGIN_PATH", "./bin/plugins", "beside the `rlhost` binary", "~/.rlhost/plugins"}
+	texts := map[string]string{}
+	for _, lang := range []string{"go", "python"} {
+		files, err := NewTaskProject("my-task", lang, repoSDK(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if f.Path == "README.md" {
+				texts["rlhost new task --lang "+lang+": README.md"] = string(f.Data)
+			}
+		}
+	}
+	for _, doc := range []string{"README.md", "docs/writing-a-task-plugin.md"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[doc] = string(b)
+	}
+	for name, text := range texts {
+		text = strings.Join(strings.Fields(text), " ")
+		i := strings.Index(text, marks[0])
+		if i < 0 {
+			t.Errorf("%s does not give the plugin search order", name)
+			continue
+		}
+		sentence := text[i:min(len(text), i+400)]
+		last := -1
+		for _, m := range marks {
+			j := strings.Index(sentence, m)
+			if j <= last {
+				t.Errorf("%s: the search order is not %q: %q", name, marks, sentence)
+				break
+			}
+			last = j
 		}
 	}
 }

@@ -8,6 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rlhost/rlhost/host/data"
@@ -128,18 +131,33 @@ func preprocess(ctx context.Context, taskName, input, outDir string, progressOut
 		if err != nil {
 			return fmt.Errorf("preprocess %s: %w", path, err)
 		}
+		// Every row the plugin gave is checked as rlhost train's loader and the parquet
+		// writer will take it (data.RowChecker), in record order; a bad one is skipped.
+		byTask := len(skipped)
+		var check data.RowChecker
 		out := make([]data.Row, 0, len(rows))
-		for _, r := range rows {
-			if r != nil {
-				out = append(out, *r)
+		for i, r := range rows {
+			if r == nil {
+				continue
 			}
+			if err := check.Check(*r); err != nil {
+				skipped = append(skipped, fmt.Sprintf("line %d: invalid row: %s", i+1, strings.TrimPrefix(err.Error(), "data: ")))
+				sftRows[i] = nil
+				continue
+			}
+			out = append(out, *r)
+		}
+		sort.SliceStable(skipped, func(a, b int) bool { return skippedLine(skipped[a]) < skippedLine(skipped[b]) })
+		if len(out) == 0 {
+			return fmt.Errorf("preprocess %s: all %d records were skipped (%d by the task, %d invalid rows); the first: %s",
+				path, len(records), byTask, len(skipped)-byTask, skipped[0])
 		}
 		dst := filepath.Join(outDir, in.Split+".parquet")
 		if err := data.WriteParquet(dst, out); err != nil {
 			return fmt.Errorf("preprocess: %w", err)
 		}
-		fmt.Fprintf(progressOut, "%s: %d rows -> %s (%d skipped) in %s\n", in.Split, len(out), dst, len(skipped),
-			time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(progressOut, "%s: %d rows -> %s (%d skipped: %d by the task, %d invalid rows) in %s\n", in.Split, len(out), dst,
+			len(skipped), byTask, len(skipped)-byTask, time.Since(start).Round(time.Millisecond))
 		if err := writeSFTSplit(outDir, in.Split, sftRows, progressOut); err != nil {
 			return err
 		}
@@ -152,4 +170,10 @@ func preprocess(ctx context.Context, taskName, input, outDir string, progressOut
 		}
 	}
 	return nil
+}
+
+// skippedLine is the record line of a skipped entry ("line N: why").
+func skippedLine(s string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(strings.SplitN(s, ":", 2)[0], "line "))
+	return n
 }

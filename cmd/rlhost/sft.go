@@ -18,7 +18,6 @@ import (
 	"github.com/rlhost/rlhost/host/sft"
 	"github.com/rlhost/rlhost/plugins/local"
 	"github.com/rlhost/rlhost/sdk/task"
-	"github.com/rlhost/rlhost/sdk/trace"
 	"github.com/urfave/cli/v2"
 )
 
@@ -147,15 +146,15 @@ func tracesToSFT(ctx context.Context, src, out string, minReward float64, withVa
 			if err != nil {
 				return 0, st, err
 			}
-			turns, err := generateTurns(spans)
-			if err != nil {
-				return 0, st, fmt.Errorf("sft: --from-traces %s: trajectory %s: %w", src, t.TraceID, err)
-			}
-			ex, err := sft.TrajectoryExample(turns)
-			if err != nil {
+			tk, err := local.TrajectoryTokens(spans)
+			if errors.Is(err, local.ErrNotOneSequence) {
 				st.badLayout++
 				continue
 			}
+			if err != nil {
+				return 0, st, fmt.Errorf("sft: --from-traces %s: trajectory %s: %w", src, t.TraceID, err)
+			}
+			ex := tokensExample(tk)
 			h := fnv.New64a()
 			for i, id := range ex.IDs {
 				fmt.Fprintf(h, "%d/%v,", id, ex.Mask[i])
@@ -185,68 +184,20 @@ func tracesToSFT(ctx context.Context, src, out string, minReward float64, withVa
 	return len(rows), st, nil
 }
 
-// generateTurns reads the generate spans of a trajectory (in start order) as turns. A run
-// traced with token2text holds text, not token ids, and cannot be used.
-func generateTurns(spans []trace.Span) ([]sft.Turn, error) {
-	var turns []sft.Turn
-	for _, s := range spans {
-		if s.Name != "generate" {
-			continue
-		}
-		var in struct {
-			Prompt      *[]int  `json:"prompt_ids"`
-			Delta       *[]int  `json:"prompt_delta_ids"`
-			PromptText  *string `json:"prompt"`
-			PromptTextD *string `json:"prompt_delta"`
-		}
-		var out struct {
-			Response *[]int `json:"response_ids"`
-		}
-		if err := json.Unmarshal([]byte(s.Inputs), &in); err != nil {
-			return nil, fmt.Errorf("generate span %s: inputs: %v", s.SpanID, err)
-		}
-		if in.PromptText != nil || in.PromptTextD != nil {
-			return nil, fmt.Errorf("the run traced decoded text (actor_rollout_ref.rollout.trace.token2text=true), not token ids: it cannot give exact tokens")
-		}
-		if err := json.Unmarshal([]byte(s.Outputs), &out); err != nil || out.Response == nil {
-			return nil, fmt.Errorf("generate span %s: no response_ids in its outputs", s.SpanID)
-		}
-		t := sft.Turn{Response: *out.Response}
-		switch {
-		case in.Delta != nil:
-			t.Prompt = *in.Delta
-			off, ok := s.Attributes["prompt_offset"]
-			if !ok {
-				return nil, fmt.Errorf("generate span %s: prompt_delta_ids without a prompt_offset attribute", s.SpanID)
-			}
-			t.Offset = int(toFloat(off))
-		case in.Prompt != nil:
-			t.Prompt = *in.Prompt
-		default:
-			return nil, fmt.Errorf("generate span %s: no prompt_ids in its inputs", s.SpanID)
-		}
-		turns = append(turns, t)
+// tokensExample is a trajectory's token ids as an SFT example: the loss on the model's tokens.
+func tokensExample(tk *local.Tokens) *sft.Example {
+	ex := &sft.Example{}
+	for _, id := range tk.PromptIDs {
+		ex.IDs, ex.Mask = append(ex.IDs, int32(id)), append(ex.Mask, false)
 	}
-	return turns, nil
-}
-
-func toFloat(v any) float64 {
-	switch x := v.(type) {
-	case float64:
-		return x
-	case int64:
-		return float64(x)
-	case int:
-		return float64(x)
-	case json.Number:
-		f, _ := x.Float64()
-		return f
+	for i, id := range tk.ResponseIDs {
+		ex.IDs, ex.Mask = append(ex.IDs, int32(id)), append(ex.Mask, tk.ResponseMask[i] == 1)
 	}
-	return math.NaN()
+	return ex
 }
 
 // sftMessagesKey is the extra_info key under which a preprocessor gives a row's cold-start
-// trajectory (the messages after the prompt); preprocess moves it into SPLIT_sft.parquet.
+// trajectory (the messages after the prompt); preprocess moves it into sft/SPLIT.parquet.
 const sftMessagesKey = "sft_messages"
 
 // takeSFTRow removes extra_info.sft_messages from a preprocessed row and returns the SFT row
@@ -286,8 +237,13 @@ func toolsJSON(info task.Info) string {
 	return string(b)
 }
 
+// sftDir is the folder of OUT where preprocess writes the cold-start rows: a folder of its
+// own, as veRL keeps its SFT parquet files apart from its RL ones, so that a glob of the RL
+// files (OUT/*.parquet) never takes a file of the other schema.
+const sftDir = "sft"
+
 // writeSFTSplit writes the cold-start rows of a split (nil entries are rows without one) to
-// OUT/SPLIT_sft.parquet.
+// OUT/sft/SPLIT.parquet.
 func writeSFTSplit(outDir, split string, rows []map[string]any, progressOut io.Writer) error {
 	var out []map[string]any
 	for _, r := range rows {
@@ -298,7 +254,10 @@ func writeSFTSplit(outDir, split string, rows []map[string]any, progressOut io.W
 	if len(out) == 0 {
 		return nil
 	}
-	dst := filepath.Join(outDir, split+"_sft.parquet")
+	dst := filepath.Join(outDir, sftDir, split+".parquet")
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("preprocess: %w", err)
+	}
 	if err := data.WriteTable(dst, []string{"data_source", "messages", "tools"}, out); err != nil {
 		return fmt.Errorf("preprocess: %w", err)
 	}

@@ -19,7 +19,7 @@ import (
 )
 
 // TestPreprocessWritesSFTRows: gsm8k's preprocessor gives every row a cold-start trajectory,
-// which preprocess writes to SPLIT_sft.parquet and leaves out of the RL rows.
+// which preprocess writes to sft/SPLIT.parquet and leaves out of the RL rows.
 func TestPreprocessWritesSFTRows(t *testing.T) {
 	in, out := t.TempDir(), t.TempDir()
 	writeFile(t, filepath.Join(in, "train.jsonl"), rec1+"\n"+rec2+"\n")
@@ -37,7 +37,7 @@ func TestPreprocessWritesSFTRows(t *testing.T) {
 		}
 	}
 	var convs []sft.Conversation
-	err = data.ReadTableFunc(filepath.Join(out, "train_sft.parquet"), func(i int, row map[string]any) error {
+	err = data.ReadTableFunc(filepath.Join(out, "sft", "train.parquet"), func(i int, row map[string]any) error {
 		c, err := sft.ParseConversation(row["messages"], row["tools"])
 		convs = append(convs, c)
 		return err
@@ -101,7 +101,7 @@ func TestPreprocessSwedevSFTRows(t *testing.T) {
 		name string
 		rows int
 	}{{"train", 24}, {"test", 6}} {
-		file := filepath.Join(out, split.name+"_sft.parquet")
+		file := filepath.Join(out, "sft", split.name+".parquet")
 		for _, c := range []struct {
 			name   string
 			enc    *sft.Encoder
@@ -235,4 +235,143 @@ func TestSFTCompare(t *testing.T) {
 	if _, _, err := run(t, "sft", "compare", "nolabel"); err == nil {
 		t.Error("an argument without LABEL= was accepted")
 	}
+}
+
+// TestSFTFromTracesOfDemoRun: a run of the demo's configuration (examples/configs/gsm8k-demo.yaml)
+// with the default trace settings (the local store, token2text on), made tiny (one step of 2
+// prompts x 2 rollouts, 24 tokens), gives its trajectories to `rlhost sft --from-traces` as
+// the README does: every training trajectory becomes a token row with the exact ids the
+// model drew, and `rlhost traces export` writes the same ids beside the decoded text.
+func TestSFTFromTracesOfDemoRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the default model")
+	}
+	dir := filepath.Join(t.TempDir(), "demo")
+	args := tinyRun(t, dir, "-c", filepath.Join("..", "..", "examples", "configs", "gsm8k-demo.yaml"),
+		"trainer.total_training_steps=1", "trainer.val_before_train=false", "trainer.test_freq=-1",
+		"reward_model.reward_kwargs.overlong_buffer_cfg.len=8") // the demo's 64 of 256 tokens, for 24
+	if _, stderr, err := run(t, args...); err != nil {
+		t.Fatalf("train: %v\n%s", err, stderr)
+	}
+	out := t.TempDir()
+	// README.md: bin/rlhost sft --from-traces runs/rlhost/gsm8k --min-reward 1 (the lowest reward
+	// here, so that every trajectory of the tiny run is kept)
+	_, stderr, err := run(t, "sft", "--from-traces", dir, "--min-reward", "-1", "--data-only", "trainer.default_local_dir="+out)
+	if err != nil {
+		t.Fatalf("sft --from-traces on a token2text run: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "4 trajectories written") {
+		t.Errorf("want the 4 training trajectories written: %s", stderr)
+	}
+	rows := map[string]map[string]any{}
+	if err := data.ReadTableFunc(filepath.Join(out, "data", "traces.parquet"), func(i int, r map[string]any) error {
+		rows[r["trace_id"].(string)] = r
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := tokenizer.Load(repoModel(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := local.OpenRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var payload, n float64
+	st.DB().QueryRow(`SELECT sum(length(inputs) + length(outputs) + length(attributes)) FROM spans`).Scan(&payload)
+	st.DB().QueryRow(`SELECT count(*) FROM trajectories`).Scan(&n)
+	t.Logf("%.0f bytes of span payload per trajectory (token ids and text)", payload/n)
+	f := false
+	list, err := st.List(context.Background(), local.Filter{Validate: &f, Limit: 100})
+	if err != nil || len(list) != 4 || len(rows) != 4 {
+		t.Fatalf("%d training trajectories in the store (%v), %d token rows; want 4 and 4", len(list), err, len(rows))
+	}
+	for _, tr := range list {
+		row := rows[tr.TraceID]
+		if row == nil {
+			t.Errorf("trajectory %s has no token row", tr.TraceID)
+			continue
+		}
+		_, spans, err := st.Get(context.Background(), tr.TraceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the row's model tokens are the generate spans' response ids, and they decode to the
+		// text stored beside them
+		var model []int
+		var text strings.Builder
+		for _, s := range spans {
+			if s.Name != "generate" {
+				continue
+			}
+			var o struct {
+				Text *string `json:"response"`
+				IDs  []int   `json:"response_ids"`
+			}
+			if err := json.Unmarshal([]byte(s.Outputs), &o); err != nil || o.Text == nil || o.IDs == nil {
+				t.Fatalf("generate span %s: outputs %s: want ids and text (%v)", s.SpanID, s.Outputs, err)
+			}
+			model = append(model, o.IDs...)
+			text.WriteString(*o.Text)
+			if got := tk.Decode(o.IDs, false); got != *o.Text {
+				t.Errorf("generate span %s: its ids decode to %q, its text is %q", s.SpanID, got, *o.Text)
+			}
+		}
+		ids, mask := row["input_ids"].([]any), row["loss_mask"].([]any)
+		var masked []int
+		for i := range ids {
+			if mask[i] == int64(1) {
+				masked = append(masked, int(ids[i].(int64)))
+			}
+		}
+		if !reflect.DeepEqual(masked, model) || int64(len(ids)) != tr.PromptTokens+tr.ResponseTokens-int64(countDeltas(spans)) {
+			t.Errorf("trajectory %s: loss tokens %v; want the generated %v (%d ids, %d prompt + %d response tokens)",
+				tr.TraceID, masked, model, len(ids), tr.PromptTokens, tr.ResponseTokens)
+		}
+	}
+	// traces export: ids and text in each row
+	exp := filepath.Join(t.TempDir(), "traces.jsonl")
+	if _, stderr, err := run(t, "traces", "export", "--run", dir, "--validate", "false", "-o", exp); err != nil {
+		t.Fatalf("traces export: %v\n%s", err, stderr)
+	}
+	b, err := os.ReadFile(exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e struct {
+			TraceID  string `json:"trace_id"`
+			Prompt   string `json:"prompt"`
+			Response string `json:"response"`
+			local.Tokens
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		row := rows[e.TraceID]
+		if row == nil || e.Prompt == "" || e.Response == "" || tk.Decode(e.PromptIDs, false) != e.Prompt {
+			t.Errorf("export of %s: prompt %q, its ids decode to %q", e.TraceID, e.Prompt, tk.Decode(e.PromptIDs, false))
+			continue
+		}
+		all := append(append([]int{}, e.PromptIDs...), e.ResponseIDs...)
+		if got := fmt.Sprint(all); got != fmt.Sprint(row["input_ids"]) {
+			t.Errorf("export of %s: ids %s; the sft row has %v", e.TraceID, got, row["input_ids"])
+		}
+	}
+}
+
+// countDeltas is how many tokens of the trajectory's prompts were the context already (the
+// prompt_offset of each later turn): prompt_tokens counts them once per turn.
+func countDeltas(spans []trace.Span) int {
+	n := 0
+	for _, s := range spans {
+		if s.Name == "generate" {
+			if off, ok := s.Attributes["prompt_offset"]; ok {
+				n += int(off.(int64))
+			}
+		}
+	}
+	return n
 }

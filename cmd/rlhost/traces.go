@@ -205,7 +205,7 @@ func tracesList(ctx context.Context, w io.Writer, st *local.Store, flt local.Fil
 		return writeJSONLines(w, list)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRACE\tSTEP\tSAMPLE\tROLLOUT\tVALIDATE\tREWARD\tTURNS\tRESP TOKENS\tSECONDS\tERROR")
+	fmt.Fprintln(tw, "TRACE\tSTEP\tSAMPLE\tROLLOUT\tVALIDATE\tREWARD\tASSISTANT TURNS\tRESP TOKENS\tSECONDS\tERROR")
 	for _, t := range list {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\t%.3f\t%d\t%d\t%.2f\t%s\n", t.TraceID[:min(12, len(t.TraceID))], t.Step, t.SampleIndex,
 			t.RolloutN, t.Validate, t.Reward, t.Turns, t.ResponseTokens, float64(t.End-t.Start)/1e9, clip(t.Error, 40))
@@ -254,7 +254,7 @@ func tracesShow(ctx context.Context, w io.Writer, st *local.Store, id string, as
 		return enc.Encode(map[string]any{"trajectory": t, "chat": local.Chat(spans, st.Decoder()), "spans": local.ExportSpansOf(spans)})
 	}
 	fmt.Fprintf(w, "trace %s  step %d  sample %d  rollout %d  validate %v  reward %g\n", t.TraceID, t.Step, t.SampleIndex, t.RolloutN, t.Validate, t.Reward)
-	fmt.Fprintf(w, "experiment %s  agent %s  task %s  data source %s  %d turns, %d prompt / %d response tokens, %.2fs\n\n",
+	fmt.Fprintf(w, "experiment %s  agent %s  task %s  data source %s  %d assistant turns, %d prompt / %d response tokens, %.2fs\n\n",
 		t.ExperimentName, t.AgentName, t.Task, t.DataSource, t.Turns, t.PromptTokens, t.ResponseTokens, float64(t.End-t.Start)/1e9)
 	for _, m := range local.Chat(spans, st.Decoder()) {
 		head := "[" + m.Role

@@ -137,7 +137,8 @@ func trainTinyArith(t *testing.T, data, runDir string, extra ...string) {
 }
 
 // storedTurns reads the generate spans of a store, by trace id in start order: each turn's
-// response as stored, under "response" (text) or "response_ids".
+// response text ("response", stored with token2text) and token ids ("response_ids", always
+// stored). A span without ids fails the test.
 func storedTurns(t *testing.T, st *local.Store) (texts map[string][]string, ids map[string][][]int) {
 	t.Helper()
 	texts, ids = map[string][]string{}, map[string][][]int{}
@@ -158,10 +159,12 @@ func storedTurns(t *testing.T, st *local.Store) (texts map[string][]string, ids 
 		if err := json.Unmarshal([]byte(out), &o); err != nil {
 			t.Fatalf("generate span of %s: outputs %q: %v", id, out, err)
 		}
+		if o.IDs == nil {
+			t.Fatalf("generate span of %s: outputs %q: no response_ids", id, out)
+		}
+		ids[id] = append(ids[id], o.IDs)
 		if o.Response != nil {
 			texts[id] = append(texts[id], *o.Response)
-		} else {
-			ids[id] = append(ids[id], o.IDs)
 		}
 	}
 	return texts, ids
@@ -173,7 +176,8 @@ func key(t local.Trajectory) string {
 }
 
 // TestTracesViewerOnTrainingRun trains the arith example twice with the same seed: run A with the default
-// token2text (text in the local store), run B with token2text=false (token ids). The viewer,
+// token2text (text beside the token ids in the local store), run B with token2text=false (token
+// ids alone; both runs store the same ids). The viewer,
 // serving run B with the run's own tokenizer, is driven in headless Chromium
 // (plugins/local/viewer/testdata/browser_run_test.cjs) and must show the text run A stored
 // for the same rollouts; it must offer "compare epochs" and "group" on training rows,
@@ -203,11 +207,11 @@ func TestTracesViewerOnTrainingRun(t *testing.T) {
 	}
 	defer stB.Close()
 
-	// Run A stored text on every generate span, run B token ids.
+	// Both runs stored the token ids of every generate span, run A the text beside them.
 	textsA, idsA := storedTurns(t, stA)
 	textsB, idsB := storedTurns(t, stB)
-	if len(idsA) != 0 || len(textsA) == 0 || len(textsB) != 0 || len(idsB) == 0 {
-		t.Fatalf("generate spans: run A %d with text, %d with ids; run B %d with text, %d with ids", len(textsA), len(idsA), len(textsB), len(idsB))
+	if len(idsA) == 0 || len(textsA) != len(idsA) || len(textsB) != 0 || len(idsB) == 0 {
+		t.Fatalf("trajectories' generate spans: run A %d with text, %d with ids; run B %d with text, %d with ids", len(textsA), len(idsA), len(textsB), len(idsB))
 	}
 	for _, x := range []struct {
 		name string
@@ -232,11 +236,12 @@ func TestTracesViewerOnTrainingRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tk.Close()
-	turnsOfA, textOfA := map[string][]string{}, map[string]string{}
+	turnsOfA, textOfA, idsOfA := map[string][]string{}, map[string]string{}, map[string][][]int{}
 	byKeyB := map[string]local.Trajectory{}
 	for _, tr := range listA {
 		turnsOfA[key(tr)] = textsA[tr.TraceID]
 		textOfA[key(tr)] = strings.Join(textsA[tr.TraceID], "\n")
+		idsOfA[key(tr)] = idsA[tr.TraceID]
 	}
 	for _, tr := range listB {
 		byKeyB[key(tr)] = tr
@@ -246,6 +251,9 @@ func TestTracesViewerOnTrainingRun(t *testing.T) {
 		}
 		if want := turnsOfA[key(tr)]; fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
 			t.Errorf("%s: run B's ids decode to %q; run A stored %q (the two runs differ: is training deterministic?)", key(tr), got, want)
+		}
+		if fmt.Sprint(idsB[tr.TraceID]) != fmt.Sprint(idsOfA[key(tr)]) {
+			t.Errorf("%s: run B's ids %v; run A stored %v beside its text", key(tr), idsB[tr.TraceID], idsOfA[key(tr)])
 		}
 	}
 

@@ -94,6 +94,9 @@ func TestTrainEndToEnd(t *testing.T) {
 	if n := strings.Count(stderr, "has no tools section"); n != 1 || !strings.Contains(stderr, "calc_gsm8k_reward") {
 		t.Errorf("%d dropped-tools warnings, want 1:\n%s", n, stderr)
 	}
+	if !strings.Contains(stderr, "model llama: ") {
+		t.Errorf("the console does not name the model's family:\n%s", stderr)
+	}
 	// Bad configuration is refused before anything runs.
 	_, _, err = run(t, "train", "--task", "gsm8k", "data.train_batch_szie=2")
 	if err == nil || !strings.Contains(err.Error(), "data.train_batch_size") {

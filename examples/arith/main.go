@@ -37,7 +37,7 @@ func (Arith) Preprocess(_ context.Context, r task.Record) (task.Row, error) {
 }
 
 // coldStart is the trajectory a record gives for supervised fine-tuning (the messages after
-// the prompt; rlhost preprocess writes them to SPLIT_sft.parquet): a calculator call, its
+// the prompt; rlhost preprocess writes them to sft/SPLIT.parquet): a calculator call, its
 // result, and the answer.
 func coldStart(a, b int64, op string, ans int64) []any {
 	args := fmt.Sprintf(`{"a": %d, "op": %q, "b": %d}`, a, op, b)

@@ -325,26 +325,46 @@ var attnBlock = 128
 // B batch, T time, NH query heads, NKV key/value heads, HD head dim.
 // One sequence at a time: sgemm per head and row block for the scores and
 // the weighted values, the causal softmax of all NH*T rows spread over
-// goroutines.
-func (Backend) AttentionForward(out, scratch []float32, q, k, v []float32, B, T, NH, NKV, HD int) {
+// goroutines. With a sliding window the products of a row block take only
+// the keys its rows can see.
+func (Backend) AttentionForward(out, scratch []float32, q, k, v []float32, B, T, NH, NKV, HD, window int) {
 	p := scratch[:NH*T*T] // [NH,T,T] probabilities of one sequence
 	for b := 0; b < B; b++ {
-		attentionSeqForward(out, nil, p, q, k, v, b, T, NH, NKV, HD)
+		attentionSeqForward(out, nil, p, q, k, v, b, T, NH, NKV, HD, window)
 	}
+}
+
+// keyStart is the first key the rows from r0 on can see: 0, or r0-window+1
+// (at least 0) with a sliding window.
+func keyStart(r0, window int) int {
+	if window > 0 {
+		return max(0, r0-window+1)
+	}
+	return 0
+}
+
+// rowEnd is one past the last query row that can see the keys before c1:
+// T, or c1+window-1 (at most T) with a sliding window.
+func rowEnd(c1, T, window int) int {
+	if window > 0 {
+		return min(T, c1+window-1)
+	}
+	return T
 }
 
 // attentionSeqForward is AttentionForward of sequence b alone; p [NH,T,T] is
 // scratch and lse [NH*T] (if not nil) gets each row's log-sum-exp.
-func attentionSeqForward(out, lse, p []float32, q, k, v []float32, b, T, NH, NKV, HD int) {
+func attentionSeqForward(out, lse, p []float32, q, k, v []float32, b, T, NH, NKV, HD, window int) {
 	group := NH / NKV
 	qs, ks := NH*HD, NKV*HD // row strides of q/out and k/v
-	attentionProbs(p, lse, q, k, b, T, NH, NKV, HD)
-	// out[b,r0:r1,h,:] = P[h][r0:r1,:r1] v[b,:r1,h/group,:]
+	attentionProbs(p, lse, q, k, b, T, NH, NKV, HD, window)
+	// out[b,r0:r1,h,:] = P[h][r0:r1,k0:r1] v[b,k0:r1,h/group,:]
 	for h := 0; h < NH; h++ {
 		kh := h / group
 		for r0 := 0; r0 < T; r0 += attnBlock {
 			r1 := min(r0+attnBlock, T)
-			Sgemm(false, false, r1-r0, HD, r1, 1, p[h*T*T+r0*T:], T, v[b*T*ks+kh*HD:], ks,
+			k0 := keyStart(r0, window)
+			Sgemm(false, false, r1-r0, HD, r1-k0, 1, p[h*T*T+r0*T+k0:], T, v[(b*T+k0)*ks+kh*HD:], ks,
 				0, out[(b*T+r0)*qs+h*HD:], qs)
 		}
 	}
@@ -352,33 +372,35 @@ func attentionSeqForward(out, lse, p []float32, q, k, v []float32, b, T, NH, NKV
 
 // attentionProbs fills p [NH,T,T] with the causal softmax of
 // q[b,:,h,:] k[b,:,h/group,:]^T / sqrt(HD) for every head h of sequence b
-// (the upper triangle 0), and lse [NH*T] (if not nil) with the log-sum-exp
-// of each row's scores, row h*T+t.
-func attentionProbs(p, lse []float32, q, k []float32, b, T, NH, NKV, HD int) {
+// (0 where a query does not see the key: after it, or before its window),
+// and lse [NH*T] (if not nil) with the log-sum-exp of each row's scores,
+// row h*T+t.
+func attentionProbs(p, lse []float32, q, k []float32, b, T, NH, NKV, HD, window int) {
 	group := NH / NKV
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	qs, ks := NH*HD, NKV*HD
 	for h := 0; h < NH; h++ {
 		kh := h / group
-		for r0 := 0; r0 < T; r0 += attnBlock { // scores of the rows [r0, r1) against the keys [0, r1)
+		for r0 := 0; r0 < T; r0 += attnBlock { // scores of the rows [r0, r1) against the keys [k0, r1)
 			r1 := min(r0+attnBlock, T)
-			Sgemm(false, true, r1-r0, r1, HD, scale, q[(b*T+r0)*qs+h*HD:], qs, k[b*T*ks+kh*HD:], ks,
-				0, p[h*T*T+r0*T:], T)
+			k0 := keyStart(r0, window)
+			Sgemm(false, true, r1-r0, r1-k0, HD, scale, q[(b*T+r0)*qs+h*HD:], qs, k[(b*T+k0)*ks+kh*HD:], ks,
+				0, p[h*T*T+r0*T+k0:], T)
 		}
 	}
-	// row r = h*T + t is query t of head h; the softmax reads row[0..t] and
+	// row r = h*T + t is query t of head h; the softmax reads row[lo..t] and
 	// zeroes the rest (which the blocked products left unwritten)
 	parallelRows(NH*T, T*4, func(lo, hi int) {
 		if useKernels && lse != nil {
-			softmaxCausalLseC(p, lse, T, lo, hi)
+			softmaxCausalLseC(p, lse, T, lo, hi, window)
 			return
 		}
 		if useKernels {
-			softmaxCausalC(p, T, lo, hi)
+			softmaxCausalC(p, T, lo, hi, window)
 			return
 		}
 		for r := lo; r < hi; r++ {
-			l := softmaxCausal(p[r*T:(r+1)*T], r%T)
+			l := softmaxCausal(p[r*T:(r+1)*T], r%T, window)
 			if lse != nil {
 				lse[r] = l
 			}
@@ -386,21 +408,24 @@ func attentionProbs(p, lse []float32, q, k []float32, b, T, NH, NKV, HD int) {
 	})
 }
 
-// softmaxCausal turns row[0..t] into probabilities and zeroes row[t+1..];
-// it returns the log-sum-exp of row[0..t] as it was.
-func softmaxCausal(row []float32, t int) float32 {
-	m := row[0]
-	for _, x := range row[1 : t+1] {
+// softmaxCausal turns row[lo..t] into probabilities and zeroes the rest of
+// the row, lo = 0, or t-window+1 (at least 0) with a sliding window; it
+// returns the log-sum-exp of row[lo..t] as it was.
+func softmaxCausal(row []float32, t, window int) float32 {
+	lo := keyStart(t, window)
+	clear(row[:lo])
+	m := row[lo]
+	for _, x := range row[lo+1 : t+1] {
 		m = max(m, x)
 	}
 	var sum float32
-	for j := 0; j <= t; j++ {
+	for j := lo; j <= t; j++ {
 		e := expf(row[j] - m)
 		row[j] = e
 		sum += e
 	}
 	inv := 1 / sum
-	for j := 0; j <= t; j++ {
+	for j := lo; j <= t; j++ {
 		row[j] *= inv
 	}
 	clear(row[t+1:])
@@ -409,50 +434,54 @@ func softmaxCausal(row []float32, t int) float32 {
 
 // AttentionBackward: see gpu.Backend. Per sequence it recomputes P, then
 // dP = dout V^T, dV += P^T dout, dS = P*(dP - rowsum(dP*P))/sqrt(HD),
-// dQ = dS K, dK += dS^T Q. P and dS are lower triangular: the products by
-// rows (dP, dQ) take the keys [0, r1) of each row block [r0, r1), the
-// products by columns (dV, dK) the rows [c0, T) of each column block.
-func (Backend) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v []float32, B, T, NH, NKV, HD int) {
+// dQ = dS K, dK += dS^T Q. P and dS are lower triangular (a band with a
+// sliding window): the products by rows (dP, dQ) take the keys [k0, r1) of
+// each row block [r0, r1), the products by columns (dV, dK) the rows
+// [c0, rowEnd) of each column block.
+func (Backend) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v []float32, B, T, NH, NKV, HD, window int) {
 	p, dp := scratch[:NH*T*T], scratch[NH*T*T:2*NH*T*T]
 	for b := 0; b < B; b++ {
-		attentionSeqBackward(dq, dk, dv, p, dp, dout, q, k, v, b, T, NH, NKV, HD)
+		attentionSeqBackward(dq, dk, dv, p, dp, dout, q, k, v, b, T, NH, NKV, HD, window)
 	}
 }
 
 // attentionSeqBackward is AttentionBackward of sequence b alone (its rows of
 // dq, dk, dv overwritten); p, dp [NH,T,T] are scratch.
-func attentionSeqBackward(dq, dk, dv, p, dp []float32, dout, q, k, v []float32, b, T, NH, NKV, HD int) {
+func attentionSeqBackward(dq, dk, dv, p, dp []float32, dout, q, k, v []float32, b, T, NH, NKV, HD, window int) {
 	group := NH / NKV
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	qs, ks := NH*HD, NKV*HD
 	clear(dk[b*T*ks : (b+1)*T*ks])
 	clear(dv[b*T*ks : (b+1)*T*ks])
-	attentionProbs(p, nil, q, k, b, T, NH, NKV, HD)
+	attentionProbs(p, nil, q, k, b, T, NH, NKV, HD, window)
 	for h := 0; h < NH; h++ {
 		kh := h / group
 		do := dout[b*T*qs+h*HD:]
 		ph, dph := p[h*T*T:], dp[h*T*T:]
 		for r0 := 0; r0 < T; r0 += attnBlock {
 			r1 := min(r0+attnBlock, T)
-			// dP[r0:r1, :r1] = dout[r0:r1] V[:r1]^T
-			Sgemm(false, true, r1-r0, r1, HD, 1, do[r0*qs:], qs, v[b*T*ks+kh*HD:], ks, 0, dph[r0*T:], T)
-			// dV[r0:r1] += P[r0:T, r0:r1]^T dout[r0:T]
-			Sgemm(true, false, r1-r0, HD, T-r0, 1, ph[r0*T+r0:], T, do[r0*qs:], qs,
+			k0, re := keyStart(r0, window), rowEnd(r1, T, window)
+			// dP[r0:r1, k0:r1] = dout[r0:r1] V[k0:r1]^T
+			Sgemm(false, true, r1-r0, r1-k0, HD, 1, do[r0*qs:], qs, v[(b*T+k0)*ks+kh*HD:], ks, 0, dph[r0*T+k0:], T)
+			// dV[r0:r1] += P[r0:re, r0:r1]^T dout[r0:re]
+			Sgemm(true, false, r1-r0, HD, re-r0, 1, ph[r0*T+r0:], T, do[r0*qs:], qs,
 				1, dv[(b*T+r0)*ks+kh*HD:], ks)
 		}
 	}
 	parallelRows(NH*T, T*4, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			t := r % T
-			pr := p[r*T : r*T+t+1]
+			j0 := keyStart(t, window)
+			pr := p[r*T+j0 : r*T+t+1]
 			d := dp[r*T : (r+1)*T]
 			var dot float32
 			for j, pj := range pr {
-				dot += pj * d[j]
+				dot += pj * d[j0+j]
 			}
 			for j, pj := range pr {
-				d[j] = pj * (d[j] - dot) * scale
+				d[j0+j] = pj * (d[j0+j] - dot) * scale
 			}
+			clear(d[:j0])
 			clear(d[t+1:])
 		}
 	})
@@ -461,11 +490,12 @@ func attentionSeqBackward(dq, dk, dv, p, dp []float32, dout, q, k, v []float32, 
 		ds := dp[h*T*T:]
 		for r0 := 0; r0 < T; r0 += attnBlock {
 			r1 := min(r0+attnBlock, T)
-			// dQ[r0:r1] = dS[r0:r1, :r1] K[:r1]
-			Sgemm(false, false, r1-r0, HD, r1, 1, ds[r0*T:], T, k[b*T*ks+kh*HD:], ks,
+			k0, re := keyStart(r0, window), rowEnd(r1, T, window)
+			// dQ[r0:r1] = dS[r0:r1, k0:r1] K[k0:r1]
+			Sgemm(false, false, r1-r0, HD, r1-k0, 1, ds[r0*T+k0:], T, k[(b*T+k0)*ks+kh*HD:], ks,
 				0, dq[(b*T+r0)*qs+h*HD:], qs)
-			// dK[r0:r1] += dS[r0:T, r0:r1]^T Q[r0:T]
-			Sgemm(true, false, r1-r0, HD, T-r0, 1, ds[r0*T+r0:], T, q[(b*T+r0)*qs+h*HD:], qs,
+			// dK[r0:r1] += dS[r0:re, r0:r1]^T Q[r0:re]
+			Sgemm(true, false, r1-r0, HD, re-r0, 1, ds[r0*T+r0:], T, q[(b*T+r0)*qs+h*HD:], qs,
 				1, dk[(b*T+r0)*ks+kh*HD:], ks)
 		}
 	}
@@ -473,13 +503,16 @@ func attentionSeqBackward(dq, dk, dv, p, dp []float32, dout, q, k, v []float32, 
 
 // AttentionCachedForward: see gpu.Backend. One (token, head) pair is a row of
 // work; rows are spread over goroutines.
-func (Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, maxT int) {
+func (Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, rows, window int) {
 	group := NH / NKV
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	KD := NKV * HD
 	maxLen := 0
 	for n := 0; n < N; n++ {
 		maxLen = max(maxLen, int(pos[n])+1)
+	}
+	if window > 0 {
+		maxLen = min(maxLen, window)
 	}
 	if useKernels && HD%8 == 0 && group <= 8 {
 		// one item per (token, kv head): the group's query heads share each key and value row;
@@ -489,7 +522,7 @@ func (Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, po
 		if N*NKV*maxLen*HD*2*group < minWork {
 			parts = 1
 		}
-		attentionCachedC(out, q, kcache, vcache, slot, pos, N, NH, NKV, HD, maxT, 0, N*NKV, scale, maxLen, parts)
+		attentionCachedC(out, q, kcache, vcache, slot, pos, N, NH, NKV, HD, rows, window, 0, N*NKV, scale, maxLen, parts)
 		return
 	}
 	parallelRows(N*NH, maxLen*HD*2, func(lo, hi int) {
@@ -497,14 +530,18 @@ func (Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, po
 		for r := lo; r < hi; r++ {
 			n, h := r/NH, r%NH
 			kh := h / group
-			P := int(pos[n]) + 1
-			base := int(slot[n]) * maxT * KD
+			j0 := keyStart(int(pos[n]), window)
+			P := int(pos[n]) + 1 - j0 // positions j0 .. pos[n]
+			if P > rows {
+				panic("cpu: AttentionCachedForward: a token sees more positions than its slot's rows hold")
+			}
+			base := int(slot[n]) * rows * KD
+			row := func(j int) int { return base + ((j0+j)%rows)*KD + kh*HD }
 			qh := q[(n*NH+h)*HD : (n*NH+h+1)*HD]
 			s := scores[:P]
 			m := float32(math.Inf(-1))
 			for j := range s {
-				kj := kcache[base+j*KD+kh*HD : base+j*KD+kh*HD+HD]
-				s[j] = dot(qh, kj) * scale
+				s[j] = dot(qh, kcache[row(j):row(j)+HD]) * scale
 				m = max(m, s[j])
 			}
 			var sum float32
@@ -516,7 +553,7 @@ func (Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, po
 			clear(o)
 			inv := 1 / sum
 			for j, sj := range s {
-				axpy(o, sj*inv, vcache[base+j*KD+kh*HD:base+j*KD+kh*HD+HD])
+				axpy(o, sj*inv, vcache[row(j):row(j)+HD])
 			}
 		}
 	})
@@ -580,6 +617,62 @@ func (Backend) SwiGLUBackwardH(dgate, dup, h []float32, dout, gate, up []float32
 			d := dout[i]
 			dup[i] = d * g * s
 			dgate[i] = d * u * s * (1 + g*(1-s))
+		}
+	})
+}
+
+// geluTanhC is sqrt(2/pi), the scale of PyTorch's tanh approximation of GELU.
+const geluTanhC = 0.7978845608028654
+
+// geluTanh is gelu_tanh(g) and its derivative, in float64 from the float32
+// input and rounded once (within an ulp of PyTorch's float32 formula).
+func geluTanh(g float32) (y, dy float32) {
+	x := float64(g)
+	u := geluTanhC * (x + 0.044715*x*x*x)
+	t := math.Tanh(u)
+	return float32(0.5 * x * (1 + t)), float32(0.5*(1+t) + 0.5*x*(1-t*t)*geluTanhC*(1+3*0.044715*x*x))
+}
+
+// GeGLUForward: out = gelu_tanh(gate) * up.
+func (Backend) GeGLUForward(out, gate, up []float32, n int) {
+	parallelRows(n, 40, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			y, _ := geluTanh(gate[i])
+			out[i] = y * up[i]
+		}
+	})
+}
+
+// GeGLUBackwardH: dgate = dout*up*gelu_tanh'(gate), dup = dout*gelu_tanh(gate),
+// and h = GeGLUForward's out, in one pass.
+func (Backend) GeGLUBackwardH(dgate, dup, h []float32, dout, gate, up []float32, n int) {
+	parallelRows(n, 44, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			y, dy := geluTanh(gate[i])
+			u, d := up[i], dout[i]
+			h[i] = y * u
+			dup[i] = d * y
+			dgate[i] = d * u * dy
+		}
+	})
+}
+
+// SoftcapForward: x = cap * tanh(x / cap), in float64 and rounded once.
+func (Backend) SoftcapForward(x []float32, cap float32, n int) {
+	c := float64(cap)
+	parallelRows(n, 20, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x[i] = float32(c * math.Tanh(float64(x[i])/c))
+		}
+	})
+}
+
+// SoftcapBackward: dx *= 1 - (y/cap)^2.
+func (Backend) SoftcapBackward(dx, y []float32, cap float32, n int) {
+	parallelRows(n, 4, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			t := y[i] / cap
+			dx[i] *= 1 - t*t
 		}
 	})
 }

@@ -155,14 +155,18 @@ AVX2 void rl_swiglu_bwd_h(float *dgate, float *dup, float *h, const float *dout,
 }
 
 // rl_softmax_causal_lse turns rows r0..r1-1 of p [*,T] into the causal softmax:
-// row r holds query t = r%T, whose entries 0..t become probabilities and the
-// rest 0. lse[r] (if lse is not NULL) gets the log-sum-exp of row r's entries
-// 0..t as they were.
-AVX2 void rl_softmax_causal_lse(float *p, float *lse, long T, long r0, long r1) {
+// row r holds query t = r%T, whose entries lo..t become probabilities and the
+// rest 0, lo = 0, or t-W+1 (at least 0) for a sliding window W > 0. lse[r]
+// (if lse is not NULL) gets the log-sum-exp of row r's entries lo..t as they
+// were.
+AVX2 void rl_softmax_causal_lse(float *p, float *lse, long T, long r0, long r1, long W) {
 	const __m256 ninf = _mm256_set1_ps(-INFINITY);
 	for (long r = r0; r < r1; r++) {
-		float *row = p + r * T;
-		long len = r % T + 1, j;
+		const long t = r % T, lo = W > 0 && t + 1 > W ? t + 1 - W : 0;
+		for (long j = 0; j < lo; j++)
+			p[r * T + j] = 0;
+		float *row = p + r * T + lo;
+		long len = t + 1 - lo, j;
 		__m256 mv = ninf;
 		for (j = 0; j + 8 <= len; j += 8)
 			mv = _mm256_max_ps(mv, _mm256_loadu_ps(row + j));
@@ -192,13 +196,13 @@ AVX2 void rl_softmax_causal_lse(float *p, float *lse, long T, long r0, long r1) 
 			_mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
 		for (; j < len; j++)
 			row[j] *= _mm256_cvtss_f32(inv);
-		for (j = len; j < T; j++)
+		for (j = len; j < T - lo; j++)
 			row[j] = 0;
 	}
 }
 
 // rl_softmax_causal is rl_softmax_causal_lse without the log-sum-exp.
-AVX2 void rl_softmax_causal(float *p, long T, long r0, long r1) { rl_softmax_causal_lse(p, NULL, T, r0, r1); }
+AVX2 void rl_softmax_causal(float *p, long T, long r0, long r1, long W) { rl_softmax_causal_lse(p, NULL, T, r0, r1, W); }
 
 // rl_logprob_fwd: rows n0..n1-1 of logits [*,V]: lse, entropy and the
 // log-prob of the target (0 without one); sums in double, as in Go.
@@ -535,19 +539,29 @@ static inline AVX2 float softmax_unnorm(float *s, long P) {
 	return 1 / hsum8(sum);
 }
 
+// cached_row is the cache row of position j0 + j of a slot of R rows (a
+// rolling window's cache when R is shorter than the positions).
+static inline long cached_row(long j0, long j, long R) {
+	const long p = j0 + j;
+	return p < R ? p : p % R;
+}
+
 // rl_attention_cached: attention of one token through the KV cache for the
 // work items lo..hi-1, item r = (token n = r / NKV, kv head kh = r % NKV) with
 // its G = NH/NKV query heads (each key and value row is loaded once for the
 // group). Token n sits at position pos[n] of cache slot slot[n] and attends to
-// positions 0..pos[n]. HD is a multiple of 8, G <= 8; s holds G*maxLen
-// floats of scratch (maxLen > every pos[n]).
+// positions j0..pos[n], j0 = 0 or, with a sliding window W > 0, pos[n]-W+1
+// (at least 0); position j sits in row j%R of its slot's R rows. HD is a
+// multiple of 8, G <= 8; s holds G*maxLen floats of scratch (maxLen >= every
+// span's length).
 AVX2 void rl_attention_cached(float *out, const float *q, const float *kc, const float *vc, const int32_t *slot,
-	const int32_t *pos, long NH, long NKV, long HD, long maxT, long lo, long hi, float scale, float *s, long maxLen) {
+	const int32_t *pos, long NH, long NKV, long HD, long R, long W, long lo, long hi, float scale, float *s, long maxLen) {
 	const long G = NH / NKV, KD = NKV * HD;
 	for (long r = lo; r < hi; r++) {
-		const long n = r / NKV, kh = r % NKV, P = (long)pos[n] + 1;
-		const float *kb = kc + (long)slot[n] * maxT * KD + kh * HD;
-		const float *vb = vc + (long)slot[n] * maxT * KD + kh * HD;
+		const long n = r / NKV, kh = r % NKV, j0 = W > 0 && pos[n] + 1 > W ? pos[n] + 1 - W : 0;
+		const long P = (long)pos[n] + 1 - j0;
+		const float *kb = kc + (long)slot[n] * R * KD + kh * HD;
+		const float *vb = vc + (long)slot[n] * R * KD + kh * HD;
 		const float *qh = q + (n * NH + kh * G) * HD;
 		float *oh = out + (n * NH + kh * G) * HD;
 		long j = 0;
@@ -559,7 +573,7 @@ AVX2 void rl_attention_cached(float *out, const float *q, const float *kc, const
 			for (long c = 0; c < HD; c += 8) {
 				__m256 kv[4];
 				for (int u = 0; u < 4; u++)
-					kv[u] = _mm256_loadu_ps(kb + (j + u) * KD + c);
+					kv[u] = _mm256_loadu_ps(kb + cached_row(j0, j + u, R) * KD + c);
 				for (long g = 0; g < G; g++) {
 					const __m256 qv = _mm256_loadu_ps(qh + g * HD + c);
 					for (int u = 0; u < 4; u++)
@@ -575,7 +589,7 @@ AVX2 void rl_attention_cached(float *out, const float *q, const float *kc, const
 			for (long g = 0; g < G; g++)
 				acc[g] = _mm256_setzero_ps();
 			for (long c = 0; c < HD; c += 8) {
-				const __m256 kv = _mm256_loadu_ps(kb + j * KD + c);
+				const __m256 kv = _mm256_loadu_ps(kb + cached_row(j0, j, R) * KD + c);
 				for (long g = 0; g < G; g++)
 					acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qh + g * HD + c), kv, acc[g]);
 			}
@@ -593,8 +607,9 @@ AVX2 void rl_attention_cached(float *out, const float *q, const float *kc, const
 					acc[g][u] = _mm256_setzero_ps();
 			for (long j = 0; j < P; j++) {
 				__m256 vv[4];
+				const float *vr = vb + cached_row(j0, j, R) * KD + c0;
 				for (int u = 0; u < nc; u++)
-					vv[u] = _mm256_loadu_ps(vb + j * KD + c0 + 8 * u);
+					vv[u] = _mm256_loadu_ps(vr + 8 * u);
 				for (long g = 0; g < G; g++) {
 					const __m256 pb = _mm256_set1_ps(s[g * maxLen + j]);
 					for (int u = 0; u < nc; u++)
@@ -647,7 +662,7 @@ int rl_have_avx512(void) {
 }
 
 static inline AVX512 __attribute__((always_inline)) void att_item512(const int G, float *oh, const float *qh,
-	const float *kb, const float *vb, long P, long HD, long KD, float scale, float *s, long maxLen) {
+	const float *kb, const float *vb, long j0, long P, long R, long HD, long KD, float scale, float *s, long maxLen) {
 	long j = 0;
 	for (; j + 4 <= P; j += 4) {
 		__m512 acc[G][4];
@@ -657,7 +672,7 @@ static inline AVX512 __attribute__((always_inline)) void att_item512(const int G
 		for (long c = 0; c < HD; c += 16) {
 			__m512 kv[4];
 			for (int u = 0; u < 4; u++)
-				kv[u] = _mm512_loadu_ps(kb + (j + u) * KD + c);
+				kv[u] = _mm512_loadu_ps(kb + cached_row(j0, j + u, R) * KD + c);
 			for (int g = 0; g < G; g++) {
 				const __m512 qv = _mm512_loadu_ps(qh + g * HD + c);
 				for (int u = 0; u < 4; u++)
@@ -673,7 +688,7 @@ static inline AVX512 __attribute__((always_inline)) void att_item512(const int G
 		for (int g = 0; g < G; g++)
 			acc[g] = _mm512_setzero_ps();
 		for (long c = 0; c < HD; c += 16) {
-			const __m512 kv = _mm512_loadu_ps(kb + j * KD + c);
+			const __m512 kv = _mm512_loadu_ps(kb + cached_row(j0, j, R) * KD + c);
 			for (int g = 0; g < G; g++)
 				acc[g] = _mm512_fmadd_ps(_mm512_loadu_ps(qh + g * HD + c), kv, acc[g]);
 		}
@@ -692,8 +707,9 @@ static inline AVX512 __attribute__((always_inline)) void att_item512(const int G
 		if (nc == 4) {
 			for (long jj = 0; jj < P; jj++) {
 				__m512 vv[4];
+				const float *vr = vb + cached_row(j0, jj, R) * KD + c0;
 				for (int u = 0; u < 4; u++)
-					vv[u] = _mm512_loadu_ps(vb + jj * KD + c0 + 16 * u);
+					vv[u] = _mm512_loadu_ps(vr + 16 * u);
 				for (int g = 0; g < G; g++) {
 					const __m512 pb = _mm512_set1_ps(s[g * maxLen + jj]);
 					for (int u = 0; u < 4; u++)
@@ -705,7 +721,7 @@ static inline AVX512 __attribute__((always_inline)) void att_item512(const int G
 				for (int g = 0; g < G; g++) {
 					const __m512 pb = _mm512_set1_ps(s[g * maxLen + jj]);
 					for (int u = 0; u < nc; u++)
-						acc[g][u] = _mm512_fmadd_ps(pb, _mm512_loadu_ps(vb + jj * KD + c0 + 16 * u), acc[g][u]);
+						acc[g][u] = _mm512_fmadd_ps(pb, _mm512_loadu_ps(vb + cached_row(j0, jj, R) * KD + c0 + 16 * u), acc[g][u]);
 				}
 		}
 		for (int g = 0; g < G; g++)
@@ -717,24 +733,25 @@ static inline AVX512 __attribute__((always_inline)) void att_item512(const int G
 // rl_attention_cached_avx512 is rl_attention_cached for HD a multiple of 16
 // and G = NH/NKV <= 8.
 AVX512 void rl_attention_cached_avx512(float *out, const float *q, const float *kc, const float *vc,
-	const int32_t *slot, const int32_t *pos, long NH, long NKV, long HD, long maxT, long lo, long hi, float scale,
+	const int32_t *slot, const int32_t *pos, long NH, long NKV, long HD, long R, long W, long lo, long hi, float scale,
 	float *s, long maxLen) {
 	const long G = NH / NKV, KD = NKV * HD;
 	for (long r = lo; r < hi; r++) {
-		const long n = r / NKV, kh = r % NKV, P = (long)pos[n] + 1;
-		const float *kb = kc + (long)slot[n] * maxT * KD + kh * HD;
-		const float *vb = vc + (long)slot[n] * maxT * KD + kh * HD;
+		const long n = r / NKV, kh = r % NKV, j0 = W > 0 && pos[n] + 1 > W ? pos[n] + 1 - W : 0;
+		const long P = (long)pos[n] + 1 - j0;
+		const float *kb = kc + (long)slot[n] * R * KD + kh * HD;
+		const float *vb = vc + (long)slot[n] * R * KD + kh * HD;
 		const float *qh = q + (n * NH + kh * G) * HD;
 		float *oh = out + (n * NH + kh * G) * HD;
 		switch (G) {
-		case 1: att_item512(1, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
-		case 2: att_item512(2, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
-		case 3: att_item512(3, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
-		case 4: att_item512(4, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
-		case 5: att_item512(5, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
-		case 6: att_item512(6, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
-		case 7: att_item512(7, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
-		default: att_item512(8, oh, qh, kb, vb, P, HD, KD, scale, s, maxLen); break;
+		case 1: att_item512(1, oh, qh, kb, vb, j0, P, R, HD, KD, scale, s, maxLen); break;
+		case 2: att_item512(2, oh, qh, kb, vb, j0, P, R, HD, KD, scale, s, maxLen); break;
+		case 3: att_item512(3, oh, qh, kb, vb, j0, P, R, HD, KD, scale, s, maxLen); break;
+		case 4: att_item512(4, oh, qh, kb, vb, j0, P, R, HD, KD, scale, s, maxLen); break;
+		case 5: att_item512(5, oh, qh, kb, vb, j0, P, R, HD, KD, scale, s, maxLen); break;
+		case 6: att_item512(6, oh, qh, kb, vb, j0, P, R, HD, KD, scale, s, maxLen); break;
+		case 7: att_item512(7, oh, qh, kb, vb, j0, P, R, HD, KD, scale, s, maxLen); break;
+		default: att_item512(8, oh, qh, kb, vb, j0, P, R, HD, KD, scale, s, maxLen); break;
 		}
 	}
 }
@@ -746,7 +763,7 @@ struct attn_job {
 	float *out;
 	const float *q, *kc, *vc;
 	const int32_t *slot, *pos;
-	long NH, NKV, HD, maxT, items, maxLen;
+	long NH, NKV, HD, R, W, items, maxLen;
 	float scale;
 	int avx512;
 };
@@ -765,16 +782,16 @@ static void attn_part(void *ctx, int p, int n) {
 		if (!s) abort();
 	}
 	if (j->avx512)
-		rl_attention_cached_avx512(j->out, j->q, j->kc, j->vc, j->slot, j->pos, j->NH, j->NKV, j->HD, j->maxT, lo, hi,
+		rl_attention_cached_avx512(j->out, j->q, j->kc, j->vc, j->slot, j->pos, j->NH, j->NKV, j->HD, j->R, j->W, lo, hi,
 		                           j->scale, s, j->maxLen);
 	else
-		rl_attention_cached(j->out, j->q, j->kc, j->vc, j->slot, j->pos, j->NH, j->NKV, j->HD, j->maxT, lo, hi,
+		rl_attention_cached(j->out, j->q, j->kc, j->vc, j->slot, j->pos, j->NH, j->NKV, j->HD, j->R, j->W, lo, hi,
 		                    j->scale, s, j->maxLen);
 }
 
 void rl_attention_cached_mt(int nparts, int avx512, float *out, const float *q, const float *kc, const float *vc,
-	const int32_t *slot, const int32_t *pos, long N, long NH, long NKV, long HD, long maxT, float scale, long maxLen) {
-	struct attn_job j = {out, q, kc, vc, slot, pos, NH, NKV, HD, maxT, N * NKV, maxLen, scale, avx512};
+	const int32_t *slot, const int32_t *pos, long N, long NH, long NKV, long HD, long R, long W, float scale, long maxLen) {
+	struct attn_job j = {out, q, kc, vc, slot, pos, NH, NKV, HD, R, W, N * NKV, maxLen, scale, avx512};
 	rl_pool_run(attn_part, &j, nparts);
 }
 

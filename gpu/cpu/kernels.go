@@ -61,23 +61,24 @@ func swigluBwdHC(dgate, dup, h, dout, gate, up []float32) {
 	C.rl_swiglu_bwd_h(fptr(dgate), fptr(dup), fptr(h), fptr(dout), fptr(gate), fptr(up), C.long(n))
 }
 
-// softmaxCausalC is softmaxCausal on the rows lo..hi-1 of p [*,T].
-func softmaxCausalC(p []float32, T, lo, hi int) {
+// softmaxCausalC is softmaxCausal on the rows lo..hi-1 of p [*,T] (window:
+// see softmaxCausal).
+func softmaxCausalC(p []float32, T, lo, hi, window int) {
 	if lo >= hi {
 		return
 	}
 	_ = p[hi*T-1]
-	C.rl_softmax_causal(fptr(p), C.long(T), C.long(lo), C.long(hi))
+	C.rl_softmax_causal(fptr(p), C.long(T), C.long(lo), C.long(hi), C.long(window))
 }
 
 // softmaxCausalLseC is softmaxCausalC that also writes the log-sum-exp of
 // row r (before normalising) to lse[r].
-func softmaxCausalLseC(p, lse []float32, T, lo, hi int) {
+func softmaxCausalLseC(p, lse []float32, T, lo, hi, window int) {
 	if lo >= hi {
 		return
 	}
 	_, _ = p[hi*T-1], lse[hi-1]
-	C.rl_softmax_causal_lse(fptr(p), fptr(lse), C.long(T), C.long(lo), C.long(hi))
+	C.rl_softmax_causal_lse(fptr(p), fptr(lse), C.long(T), C.long(lo), C.long(hi), C.long(window))
 }
 
 func logprobFwdC(logp, entropy, lse, logits []float32, targets []int32, lo, hi, V int) {
@@ -194,19 +195,24 @@ func rmsnormBwdDinpAddC(dinp, dout, dout2, inp, weight, rstd []float32, lo, hi, 
 		C.long(nc))
 }
 
-// attentionCachedC is AttentionCachedForward's items lo..hi-1 (token, kv
-// head) in C. The caller checks HD%8 == 0 and NH/NKV <= 8.
 // attentionCachedC is the cached attention of kernels.c over the work items
 // [lo, hi) (token, kv head) on the calling goroutine, or, with parts > 1,
-// over all N*NKV items on that many threads of the C pool (pool.c).
-func attentionCachedC(out, q, kc, vc []float32, slot, pos []int32, N, NH, NKV, HD, maxT, lo, hi int, scale float32, maxLen, parts int) {
+// over all N*NKV items on that many threads of the C pool (pool.c). The
+// caller checks HD%8 == 0 and NH/NKV <= 8; rows and window are
+// AttentionCachedForward's, maxLen at least every token's span of positions.
+func attentionCachedC(out, q, kc, vc []float32, slot, pos []int32, N, NH, NKV, HD, rows, window, lo, hi int, scale float32, maxLen, parts int) {
 	if lo >= hi {
 		return
 	}
 	KD := NKV * HD
 	_, _, _, _ = out[N*NH*HD-1], q[N*NH*HD-1], slot[N-1], pos[N-1]
 	for n := lo / NKV; n <= (hi-1)/NKV; n++ {
-		if p := int(pos[n]); p < 0 || p >= maxT || p >= maxLen || int(slot[n]) < 0 || (int(slot[n])+1)*maxT*KD > min(len(kc), len(vc)) {
+		p := int(pos[n])
+		span := p + 1
+		if window > 0 {
+			span = min(span, window)
+		}
+		if p < 0 || span > rows || span > maxLen || int(slot[n]) < 0 || (int(slot[n])+1)*rows*KD > min(len(kc), len(vc)) {
 			panic("cpu: AttentionCachedForward: position or slot outside the cache")
 		}
 	}
@@ -220,17 +226,17 @@ func attentionCachedC(out, q, kc, vc []float32, slot, pos []int32, N, NH, NKV, H
 			a = 1
 		}
 		C.rl_attention_cached_mt(C.int(parts), a, fptr(out), fptr(q), fptr(kc), fptr(vc), iptr(slot), iptr(pos), C.long(N),
-			C.long(NH), C.long(NKV), C.long(HD), C.long(maxT), C.float(scale), C.long(maxLen))
+			C.long(NH), C.long(NKV), C.long(HD), C.long(rows), C.long(window), C.float(scale), C.long(maxLen))
 		return
 	}
 	s := make([]float32, NH/NKV*maxLen)
 	if avx512 {
 		C.rl_attention_cached_avx512(fptr(out), fptr(q), fptr(kc), fptr(vc), iptr(slot), iptr(pos), C.long(NH), C.long(NKV),
-			C.long(HD), C.long(maxT), C.long(lo), C.long(hi), C.float(scale), fptr(s), C.long(maxLen))
+			C.long(HD), C.long(rows), C.long(window), C.long(lo), C.long(hi), C.float(scale), fptr(s), C.long(maxLen))
 		return
 	}
 	C.rl_attention_cached(fptr(out), fptr(q), fptr(kc), fptr(vc), iptr(slot), iptr(pos), C.long(NH), C.long(NKV),
-		C.long(HD), C.long(maxT), C.long(lo), C.long(hi), C.float(scale), fptr(s), C.long(maxLen))
+		C.long(HD), C.long(rows), C.long(window), C.long(lo), C.long(hi), C.float(scale), fptr(s), C.long(maxLen))
 }
 
 // ExpShift writes out[i] = exp((x[i]-m)*s) (the float32 exp of this

@@ -6,8 +6,8 @@ void rl_swiglu_fwd(float *out, const float *gate, const float *up, long n);
 void rl_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate, const float *up, long n);
 // rl_swiglu_bwd_h is rl_swiglu_bwd that also writes h = silu(gate)*up, as rl_swiglu_fwd does.
 void rl_swiglu_bwd_h(float *dgate, float *dup, float *h, const float *dout, const float *gate, const float *up, long n);
-void rl_softmax_causal(float *p, long T, long r0, long r1);
-void rl_softmax_causal_lse(float *p, float *lse, long T, long r0, long r1);
+void rl_softmax_causal(float *p, long T, long r0, long r1, long W);
+void rl_softmax_causal_lse(float *p, float *lse, long T, long r0, long r1, long W);
 void rl_logprob_fwd(float *logp, float *entropy, float *lse, const float *logits,
 	const int32_t *targets, long n0, long n1, long V);
 void rl_logprob_bwd(float *dlogits, const float *logits, const float *lse, const float *entropy,
@@ -27,7 +27,7 @@ void rl_rmsnorm_bwd_dw(float *dweight, const float *dout, const float *dout2, co
 void rl_rmsnorm_bwd_dinp_add(float *dinp, const float *dout, const float *dout2, const float *inp,
 	const float *weight, const float *rstd, long lo, long hi, long C);
 void rl_attention_cached(float *out, const float *q, const float *kc, const float *vc, const int32_t *slot,
-	const int32_t *pos, long NH, long NKV, long HD, long maxT, long lo, long hi, float scale, float *s, long maxLen);
+	const int32_t *pos, long NH, long NKV, long HD, long R, long W, long lo, long hi, float scale, float *s, long maxLen);
 double rl_exp_shift(float *out, const float *x, long n, float m, float s);
 int rl_have_avx512(void);
 // rl_swiglu_fwd_mt is rl_swiglu_fwd split over nparts threads of the pool.
@@ -35,6 +35,6 @@ void rl_swiglu_fwd_mt(int nparts, float *out, const float *gate, const float *up
 // rl_attention_cached_mt runs the cached attention of N tokens on nparts
 // threads of the pool (avx512: the AVX-512 build).
 void rl_attention_cached_mt(int nparts, int avx512, float *out, const float *q, const float *kc, const float *vc,
-	const int32_t *slot, const int32_t *pos, long N, long NH, long NKV, long HD, long maxT, float scale, long maxLen);
+	const int32_t *slot, const int32_t *pos, long N, long NH, long NKV, long HD, long R, long W, float scale, long maxLen);
 void rl_attention_cached_avx512(float *out, const float *q, const float *kc, const float *vc, const int32_t *slot,
-	const int32_t *pos, long NH, long NKV, long HD, long maxT, long lo, long hi, float scale, float *s, long maxLen);
+	const int32_t *pos, long NH, long NKV, long HD, long R, long W, long lo, long hi, float scale, float *s, long maxLen);

@@ -114,26 +114,28 @@ func TestSoftmaxCausalKernel(t *testing.T) {
 	needKernels(t)
 	r := rand.New(rand.NewPCG(7, 2))
 	for _, T := range []int{1, 2, 7, 8, 9, 16, 17, 37, 256} {
-		const NH = 3
-		p := randSlice(r, NH*T*T, 20)
-		p[T*T-1] = 80 // a large score
-		want := slices.Clone(p)
-		p2 := slices.Clone(p)
-		softmaxCausalC(p, T, 0, NH*T)
-		lse, wantLse := make([]float32, NH*T), make([]float32, NH*T)
-		for row := 0; row < NH*T; row++ {
-			wantLse[row] = softmaxCausal(want[row*T:(row+1)*T], row%T)
-		}
-		compare(t, "p", p, want, 2e-6, 1e-30)
-		softmaxCausalLseC(p2, lse, T, 0, NH*T)
-		compare(t, "p (lse)", p2, want, 2e-6, 1e-30)
-		compare(t, "lse", lse, wantLse, 1e-6, 1)
-		// a sub-range of rows leaves the others alone
-		q := randSlice(r, NH*T*T, 5)
-		orig := slices.Clone(q)
-		softmaxCausalC(q, T, 1, NH*T-1)
-		if !slices.Equal(q[:T], orig[:T]) || !slices.Equal(q[(NH*T-1)*T:], orig[(NH*T-1)*T:]) {
-			t.Fatalf("T=%d: rows outside [lo, hi) changed", T)
+		for _, W := range []int{0, 1, 5, 16, 300} {
+			const NH = 3
+			p := randSlice(r, NH*T*T, 20)
+			p[T*T-1] = 80 // a large score
+			want := slices.Clone(p)
+			p2 := slices.Clone(p)
+			softmaxCausalC(p, T, 0, NH*T, W)
+			lse, wantLse := make([]float32, NH*T), make([]float32, NH*T)
+			for row := 0; row < NH*T; row++ {
+				wantLse[row] = softmaxCausal(want[row*T:(row+1)*T], row%T, W)
+			}
+			compare(t, "p", p, want, 2e-6, 1e-30)
+			softmaxCausalLseC(p2, lse, T, 0, NH*T, W)
+			compare(t, "p (lse)", p2, want, 2e-6, 1e-30)
+			compare(t, "lse", lse, wantLse, 1e-6, 1)
+			// a sub-range of rows leaves the others alone
+			q := randSlice(r, NH*T*T, 5)
+			orig := slices.Clone(q)
+			softmaxCausalC(q, T, 1, NH*T-1, W)
+			if !slices.Equal(q[:T], orig[:T]) || !slices.Equal(q[(NH*T-1)*T:], orig[(NH*T-1)*T:]) {
+				t.Fatalf("T=%d W=%d: rows outside [lo, hi) changed", T, W)
+			}
 		}
 	}
 }
@@ -247,19 +249,27 @@ func TestRMSNormKernel(t *testing.T) {
 func TestAttentionCachedKernel(t *testing.T) {
 	needKernels(t)
 	r := rand.New(rand.NewPCG(11, 12))
-	for _, sh := range []struct{ NH, NKV, HD int }{{9, 3, 64}, {4, 4, 8}, {14, 2, 16}, {8, 1, 24}, {12, 2, 128}, {16, 2, 48}, {5, 5, 32}} {
+	for i, sh := range []struct{ NH, NKV, HD int }{{9, 3, 64}, {4, 4, 8}, {14, 2, 16}, {8, 1, 24}, {12, 2, 128}, {16, 2, 48}, {5, 5, 32}} {
 		const S, maxT = 5, 70
+		// a full cache, then rolling ones (positions past the rows wrap around)
+		rows, window, maxPos := maxT, 0, maxT
+		switch i % 3 {
+		case 1:
+			rows, window, maxPos = 20, 20, 3*maxT
+		case 2:
+			rows, window, maxPos = 24, 17, 3*maxT
+		}
 		KD := sh.NKV * sh.HD
-		kc, vc := randSlice(r, S*maxT*KD, 3), randSlice(r, S*maxT*KD, 3)
+		kc, vc := randSlice(r, S*rows*KD, 3), randSlice(r, S*rows*KD, 3)
 		var slot, pos []int32
 		for n := 0; n < 23; n++ {
-			slot, pos = append(slot, int32(r.IntN(S))), append(pos, int32(r.IntN(maxT)))
+			slot, pos = append(slot, int32(r.IntN(S))), append(pos, int32(r.IntN(maxPos)))
 		}
-		pos[0], pos[1] = 0, maxT-1
+		pos[0], pos[1] = 0, int32(maxPos-1)
 		N := len(slot)
 		q := randSlice(r, N*sh.NH*sh.HD, 2)
 		want := make([]float32, N*sh.NH*sh.HD)
-		withGo(func() { be.AttentionCachedForward(want, q, kc, vc, slot, pos, N, sh.NH, sh.NKV, sh.HD, maxT) })
+		withGo(func() { be.AttentionCachedForward(want, q, kc, vc, slot, pos, N, sh.NH, sh.NKV, sh.HD, rows, window) })
 		for _, avx512 := range []bool{false, true} {
 			if avx512 && !useAVX512Attention {
 				t.Log("no AVX-512 on this CPU: the AVX2 kernel only")
@@ -268,7 +278,7 @@ func TestAttentionCachedKernel(t *testing.T) {
 			saved := useAVX512Attention
 			useAVX512Attention = avx512
 			got := make([]float32, len(want))
-			be.AttentionCachedForward(got, q, kc, vc, slot, pos, N, sh.NH, sh.NKV, sh.HD, maxT)
+			be.AttentionCachedForward(got, q, kc, vc, slot, pos, N, sh.NH, sh.NKV, sh.HD, rows, window)
 			useAVX512Attention = saved
 			for i := range want {
 				if !closeTo(got[i], want[i], 1e-5, 1) {

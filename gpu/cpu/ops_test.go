@@ -257,16 +257,22 @@ func TestRopeGrad(t *testing.T) {
 }
 
 // naiveAttention is the float64 reference of AttentionForward.
-func naiveAttention(q, k, v []float32, B, T, NH, NKV, HD int) []float64 {
+// naiveAttention is causal attention in float64; window > 0 limits each
+// query to the keys at positions t-window+1 .. t.
+func naiveAttention(q, k, v []float32, B, T, NH, NKV, HD, window int) []float64 {
 	out := make([]float64, B*T*NH*HD)
 	scale := 1 / math.Sqrt(float64(HD))
 	for b := 0; b < B; b++ {
 		for h := 0; h < NH; h++ {
 			kh := h / (NH / NKV)
 			for t := 0; t < T; t++ {
+				j0 := 0
+				if window > 0 {
+					j0 = max(0, t-window+1)
+				}
 				s := make([]float64, t+1)
 				m := math.Inf(-1)
-				for j := 0; j <= t; j++ {
+				for j := j0; j <= t; j++ {
 					for d := 0; d < HD; d++ {
 						s[j] += float64(q[((b*T+t)*NH+h)*HD+d]) * float64(k[((b*T+j)*NKV+kh)*HD+d])
 					}
@@ -274,11 +280,11 @@ func naiveAttention(q, k, v []float32, B, T, NH, NKV, HD int) []float64 {
 					m = math.Max(m, s[j])
 				}
 				var sum float64
-				for j := range s {
+				for j := j0; j <= t; j++ {
 					s[j] = math.Exp(s[j] - m)
 					sum += s[j]
 				}
-				for j := range s {
+				for j := j0; j <= t; j++ {
 					for d := 0; d < HD; d++ {
 						out[((b*T+t)*NH+h)*HD+d] += s[j] / sum * float64(v[((b*T+j)*NKV+kh)*HD+d])
 					}
@@ -291,23 +297,26 @@ func naiveAttention(q, k, v []float32, B, T, NH, NKV, HD int) []float64 {
 
 func TestAttentionGrad(t *testing.T) {
 	tests := []struct {
-		name              string
-		B, T, NH, NKV, HD int
+		name                      string
+		B, T, NH, NKV, HD, window int
 	}{
-		{"MHA", 2, 5, 2, 2, 4},
-		{"GQA", 2, 6, 4, 2, 8},
-		{"MQA T=1", 3, 1, 3, 1, 4},
+		{"MHA", 2, 5, 2, 2, 4, 0},
+		{"GQA", 2, 6, 4, 2, 8, 0},
+		{"MQA T=1", 3, 1, 3, 1, 4, 0},
+		{"GQA window 3", 2, 7, 4, 2, 8, 3},
+		{"MHA window 1", 1, 5, 2, 2, 4, 1},
+		{"GQA window longer than T", 2, 6, 4, 2, 8, 9},
 	}
 	defer func(b int) { attnBlock = b }(attnBlock)
 	for _, blk := range []int{attnBlock, 2, 3} { // one block, and many with a partial last one
 		attnBlock = blk
 		for _, tt := range tests {
-			testAttentionGrad(t, fmt.Sprintf("%s block %d", tt.name, blk), tt.B, tt.T, tt.NH, tt.NKV, tt.HD)
+			testAttentionGrad(t, fmt.Sprintf("%s block %d", tt.name, blk), tt.B, tt.T, tt.NH, tt.NKV, tt.HD, tt.window)
 		}
 	}
 }
 
-func testAttentionGrad(t *testing.T, name string, B, T, NH, NKV, HD int) {
+func testAttentionGrad(t *testing.T, name string, B, T, NH, NKV, HD, window int) {
 	t.Run(name, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(1, 5))
 		q := randSlice(r, B*T*NH*HD, 1)
@@ -315,9 +324,9 @@ func testAttentionGrad(t *testing.T, name string, B, T, NH, NKV, HD int) {
 		v := randSlice(r, B*T*NKV*HD, 1)
 		out := make([]float32, B*T*NH*HD)
 		scratch := randSlice(r, 2*NH*T*T, 9) // garbage: must not matter
-		fwd := func() []float32 { be.AttentionForward(out, scratch, q, k, v, B, T, NH, NKV, HD); return out }
+		fwd := func() []float32 { be.AttentionForward(out, scratch, q, k, v, B, T, NH, NKV, HD, window); return out }
 		fwd()
-		want := naiveAttention(q, k, v, B, T, NH, NKV, HD)
+		want := naiveAttention(q, k, v, B, T, NH, NKV, HD, window)
 		for i := range want {
 			if math.Abs(float64(out[i])-want[i]) > 1e-5 {
 				t.Fatalf("out[%d] = %v, want %v", i, out[i], want[i])
@@ -326,10 +335,40 @@ func testAttentionGrad(t *testing.T, name string, B, T, NH, NKV, HD int) {
 		gradCheck(t, []string{"q", "k", "v"}, [][]float32{q, k, v}, fwd, func(dout []float32) [][]float32 {
 			dq := make([]float32, len(q))
 			dk, dv := randSlice(r, len(k), 9), randSlice(r, len(v), 9) // garbage: must be overwritten
-			be.AttentionBackward(dq, dk, dv, randSlice(r, 2*NH*T*T, 9), dout, q, k, v, B, T, NH, NKV, HD)
+			be.AttentionBackward(dq, dk, dv, randSlice(r, 2*NH*T*T, 9), dout, q, k, v, B, T, NH, NKV, HD, window)
 			return [][]float32{dq, dk, dv}
 		}, 1e-2, 2e-3)
 	})
+}
+
+// TestAttentionWindowOffByOne: a window of W is not one of W+1 or W-1 (the
+// planted off-by-one of the issue): the outputs differ.
+func TestAttentionWindowOffByOne(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 17))
+	const B, T, NH, NKV, HD, W = 1, 9, 2, 1, 8, 4
+	q, k, v := randSlice(r, B*T*NH*HD, 1), randSlice(r, B*T*NKV*HD, 1), randSlice(r, B*T*NKV*HD, 1)
+	run := func(w int) []float32 {
+		out := make([]float32, B*T*NH*HD)
+		be.AttentionForward(out, make([]float32, NH*T*T), q, k, v, B, T, NH, NKV, HD, w)
+		return out
+	}
+	got := run(W)
+	want := naiveAttention(q, k, v, B, T, NH, NKV, HD, W)
+	for _, w := range []int{W - 1, W + 1} {
+		other := naiveAttention(q, k, v, B, T, NH, NKV, HD, w)
+		d := 0.0
+		for i := range other {
+			d = math.Max(d, math.Abs(other[i]-want[i]))
+		}
+		if d < 1e-3 {
+			t.Fatalf("window %d and %d give the same attention: the test cannot tell them apart", W, w)
+		}
+	}
+	for i := range want {
+		if math.Abs(float64(got[i])-want[i]) > 1e-5 {
+			t.Fatalf("out[%d] = %v, want %v (window %d)", i, got[i], want[i], W)
+		}
+	}
 }
 
 func TestSwiGLUGrad(t *testing.T) {
@@ -350,6 +389,57 @@ func TestSwiGLUGrad(t *testing.T) {
 		dg, du := make([]float32, n), make([]float32, n)
 		be.SwiGLUBackward(dg, du, dout, gate, up, n)
 		return [][]float32{dg, du}
+	}, 1e-2, 1e-3)
+}
+
+// TestGeGLUGrad: GeGLU against PyTorch's tanh-approximated GELU in float64,
+// its gradient by finite differences, and h of the backward bit for bit the
+// forward's out.
+func TestGeGLUGrad(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 16))
+	const n = 50
+	gate, up := randSlice(r, n, 4), randSlice(r, n, 2)
+	gate[0], gate[1] = 0, -12 // gelu(0) = 0, and the far negative tail
+	out := make([]float32, n)
+	fwd := func() []float32 { be.GeGLUForward(out, gate, up, n); return out }
+	fwd()
+	for i := range out {
+		g := float64(gate[i])
+		want := 0.5 * g * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(g+0.044715*g*g*g))) * float64(up[i])
+		if math.Abs(float64(out[i])-want) > 1e-6*(1+math.Abs(want)) {
+			t.Fatalf("out[%d] = %v, want %v", i, out[i], want)
+		}
+	}
+	h := make([]float32, n)
+	gradCheck(t, []string{"gate", "up"}, [][]float32{gate, up}, fwd, func(dout []float32) [][]float32 {
+		dg, du := make([]float32, n), make([]float32, n)
+		be.GeGLUBackwardH(dg, du, h, dout, gate, up, n)
+		return [][]float32{dg, du}
+	}, 1e-2, 1e-3)
+	fwd()
+	if !slices.Equal(h, out) {
+		t.Fatal("GeGLUBackwardH's h differs from GeGLUForward's out")
+	}
+}
+
+// TestSoftcapGrad: the soft-cap against float64 and its gradient by finite
+// differences.
+func TestSoftcapGrad(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 18))
+	const n, cp = 40, 3
+	x := randSlice(r, n, 8)
+	out := make([]float32, n)
+	fwd := func() []float32 { copy(out, x); be.SoftcapForward(out, cp, n); return out }
+	fwd()
+	for i := range out {
+		if want := cp * math.Tanh(float64(x[i])/cp); math.Abs(float64(out[i])-want) > 1e-6 {
+			t.Fatalf("out[%d] = %v, want %v", i, out[i], want)
+		}
+	}
+	gradCheck(t, []string{"x"}, [][]float32{x}, fwd, func(dout []float32) [][]float32 {
+		dx := slices.Clone(dout)
+		be.SoftcapBackward(dx, fwd(), cp, n)
+		return [][]float32{dx}
 	}, 1e-2, 1e-3)
 }
 
@@ -461,33 +551,46 @@ func TestClipGradNorm(t *testing.T) {
 }
 
 // TestAttentionCached: attention of every token of a batch through a KV cache
-// equals the full causal attention, with sequences in arbitrary slots.
+// equals the full causal attention, with sequences in arbitrary slots; with a
+// sliding window, through a rolling cache of fewer rows than positions.
 func TestAttentionCached(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
-	const B, T, NH, NKV, HD, S, maxT = 2, 7, 4, 2, 8, 3, 10
-	q := randSlice(r, B*T*NH*HD, 1)
-	k := randSlice(r, B*T*NKV*HD, 1)
-	v := randSlice(r, B*T*NKV*HD, 1)
-	want := make([]float32, B*T*NH*HD)
-	be.AttentionForward(want, make([]float32, NH*T*T), q, k, v, B, T, NH, NKV, HD)
+	const B, T, NH, NKV, HD, S = 2, 7, 4, 2, 8, 3
+	for _, tc := range []struct{ window, rows int }{{0, 10}, {3, 3}, {3, 5}, {5, 10}, {9, 7}} {
+		q := randSlice(r, B*T*NH*HD, 1)
+		k := randSlice(r, B*T*NKV*HD, 1)
+		v := randSlice(r, B*T*NKV*HD, 1)
+		want := make([]float32, B*T*NH*HD)
+		be.AttentionForward(want, make([]float32, NH*T*T), q, k, v, B, T, NH, NKV, HD, tc.window)
 
-	kc, vc := randSlice(r, S*maxT*NKV*HD, 5), randSlice(r, S*maxT*NKV*HD, 5) // stale garbage beyond pos
-	slots := []int32{2, 0}                                                   // batch row b lives in slot slots[b]
-	slot, pos := make([]int32, B*T), make([]int32, B*T)
-	KD := NKV * HD
-	for b := 0; b < B; b++ {
-		for t := 0; t < T; t++ {
-			n := b*T + t
-			slot[n], pos[n] = slots[b], int32(t)
-			copy(kc[(int(slots[b])*maxT+t)*KD:], k[n*KD:(n+1)*KD])
-			copy(vc[(int(slots[b])*maxT+t)*KD:], v[n*KD:(n+1)*KD])
+		rows := tc.rows
+		kc, vc := randSlice(r, S*rows*NKV*HD, 5), randSlice(r, S*rows*NKV*HD, 5) // stale garbage beyond pos
+		slots := []int32{2, 0}                                                   // batch row b lives in slot slots[b]
+		KD := NKV * HD
+		// one token of each sequence a step, its key and value written first,
+		// as generation does: a rolling cache keeps only the last rows positions
+		got := make([]float32, B*T*NH*HD)
+		for tt := 0; tt < T; tt++ {
+			slot, pos := make([]int32, B), make([]int32, B)
+			qs := make([]float32, B*NH*HD)
+			for b := 0; b < B; b++ {
+				n := b*T + tt
+				slot[b], pos[b] = slots[b], int32(tt)
+				row := int(slots[b])*rows + tt%rows
+				copy(kc[row*KD:], k[n*KD:(n+1)*KD])
+				copy(vc[row*KD:], v[n*KD:(n+1)*KD])
+				copy(qs[b*NH*HD:], q[n*NH*HD:(n+1)*NH*HD])
+			}
+			o := make([]float32, B*NH*HD)
+			be.AttentionCachedForward(o, qs, kc, vc, slot, pos, B, NH, NKV, HD, rows, tc.window)
+			for b := 0; b < B; b++ {
+				copy(got[(b*T+tt)*NH*HD:], o[b*NH*HD:(b+1)*NH*HD])
+			}
 		}
-	}
-	got := make([]float32, B*T*NH*HD)
-	be.AttentionCachedForward(got, q, kc, vc, slot, pos, B*T, NH, NKV, HD, maxT)
-	for i := range want {
-		if math.Abs(float64(got[i]-want[i])) > 1e-5 {
-			t.Fatalf("out[%d] = %v, want %v", i, got[i], want[i])
+		for i := range want {
+			if math.Abs(float64(got[i]-want[i])) > 1e-5 {
+				t.Fatalf("window %d rows %d: out[%d] = %v, want %v", tc.window, rows, i, got[i], want[i])
+			}
 		}
 	}
 }

@@ -31,7 +31,7 @@ func mustSeqlens(op string, cuSeqlens []int32, S, N, maxT int) {
 
 // AttentionVarlenForward: see gpu.Backend. N rows, S sequences, maxT the
 // longest; the probabilities of one sequence ([NH,T,T]) are pooled scratch.
-func (Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuSeqlens []int32, S, N, maxT, NH, NKV, HD int) {
+func (Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuSeqlens []int32, S, N, maxT, NH, NKV, HD, window int) {
 	mustSeqlens("AttentionVarlenForward", cuSeqlens, S, N, maxT)
 	qs, ks := NH*HD, NKV*HD
 	buf := getScratch(NH*maxT*maxT + NH*maxT)
@@ -42,7 +42,7 @@ func (Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuS
 			continue
 		}
 		p, l := (*buf)[:NH*T*T], (*buf)[NH*maxT*maxT:NH*maxT*maxT+NH*T] // l [NH,T]
-		attentionSeqForward(out[off*qs:], l, p, q[off*qs:], k[off*ks:], v[off*ks:], 0, T, NH, NKV, HD)
+		attentionSeqForward(out[off*qs:], l, p, q[off*qs:], k[off*ks:], v[off*ks:], 0, T, NH, NKV, HD, window)
 		for h := 0; h < NH; h++ {
 			for t := 0; t < T; t++ {
 				lse[(off+t)*NH+h] = l[h*T+t]
@@ -54,7 +54,7 @@ func (Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuS
 // AttentionVarlenBackward: see gpu.Backend. Like AttentionBackward it
 // recomputes the probabilities of each sequence, so out and lse are not read.
 func (Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, q, k, v []float32, cuSeqlens []int32,
-	S, N, maxT, NH, NKV, HD int) {
+	S, N, maxT, NH, NKV, HD, window int) {
 	mustSeqlens("AttentionVarlenBackward", cuSeqlens, S, N, maxT)
 	qs, ks := NH*HD, NKV*HD
 	buf := getScratch(2 * NH * maxT * maxT)
@@ -66,6 +66,6 @@ func (Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, q, 
 		}
 		p, dp := (*buf)[:NH*T*T], (*buf)[NH*T*T:2*NH*T*T]
 		attentionSeqBackward(dq[off*qs:], dk[off*ks:], dv[off*ks:], p, dp, dout[off*qs:], q[off*qs:], k[off*ks:], v[off*ks:],
-			0, T, NH, NKV, HD)
+			0, T, NH, NKV, HD, window)
 	}
 }

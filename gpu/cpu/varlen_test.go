@@ -13,13 +13,15 @@ import (
 // varlenCase is a packed batch: the sequence lengths (a 0 among them) and
 // the heads.
 var varlenCases = []struct {
-	name        string
-	lengths     []int
-	NH, NKV, HD int
+	name                string
+	lengths             []int
+	NH, NKV, HD, window int
 }{
-	{"GQA", []int{5, 1, 0, 13, 8}, 4, 2, 8},
-	{"MHA one sequence", []int{9}, 2, 2, 4},
-	{"MQA", []int{3, 7, 2}, 3, 1, 16},
+	{"GQA", []int{5, 1, 0, 13, 8}, 4, 2, 8, 0},
+	{"MHA one sequence", []int{9}, 2, 2, 4, 0},
+	{"MQA", []int{3, 7, 2}, 3, 1, 16, 0},
+	{"GQA window 4", []int{5, 1, 0, 13, 8}, 4, 2, 8, 4},
+	{"MQA window 2", []int{3, 7, 2}, 3, 1, 16, 2},
 }
 
 // TestAttentionVarlenMatchesPerSequence: the packed ops give, on every
@@ -42,14 +44,14 @@ func TestAttentionVarlenMatchesPerSequence(t *testing.T) {
 							withGo(f)
 						}
 					}
-					testVarlenPerSequence(t, run, tc.lengths, tc.NH, tc.NKV, tc.HD)
+					testVarlenPerSequence(t, run, tc.lengths, tc.NH, tc.NKV, tc.HD, tc.window)
 				})
 			}
 		}
 	}
 }
 
-func testVarlenPerSequence(t *testing.T, run func(func()), lengths []int, NH, NKV, HD int) {
+func testVarlenPerSequence(t *testing.T, run func(func()), lengths []int, NH, NKV, HD, window int) {
 	r := rand.New(rand.NewPCG(3, 11))
 	cu, maxT := gpu.CuSeqlens(lengths)
 	S, N := len(lengths), int(cu[len(lengths)])
@@ -59,8 +61,8 @@ func testVarlenPerSequence(t *testing.T, run func(func()), lengths []int, NH, NK
 	out, lse := randSlice(r, N*qs, 9), randSlice(r, N*NH, 9) // garbage: must be overwritten
 	dq, dk, dv := randSlice(r, N*qs, 9), randSlice(r, N*ks, 9), randSlice(r, N*ks, 9)
 	run(func() {
-		be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
-		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, window)
+		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, window)
 	})
 	for s, T := range lengths {
 		if T == 0 {
@@ -72,8 +74,8 @@ func testVarlenPerSequence(t *testing.T, run func(func()), lengths []int, NH, NK
 		wdq, wdk, wdv := make([]float32, T*qs), make([]float32, T*ks), make([]float32, T*ks)
 		scratch := make([]float32, 2*NH*T*T)
 		run(func() {
-			be.AttentionForward(wout, scratch, sq, sk, sv, 1, T, NH, NKV, HD)
-			be.AttentionBackward(wdq, wdk, wdv, scratch, dout[o*qs:(o+T)*qs], sq, sk, sv, 1, T, NH, NKV, HD)
+			be.AttentionForward(wout, scratch, sq, sk, sv, 1, T, NH, NKV, HD, window)
+			be.AttentionBackward(wdq, wdk, wdv, scratch, dout[o*qs:(o+T)*qs], sq, sk, sv, 1, T, NH, NKV, HD, window)
 		})
 		name := fmt.Sprintf("sequence %d ", s)
 		compare(t, name+"out", out[o*qs:(o+T)*qs], wout, 1e-6, 1e-3)
@@ -86,13 +88,19 @@ func testVarlenPerSequence(t *testing.T, run func(func()), lengths []int, NH, NK
 			for h := 0; h < NH; h++ {
 				kh := h / (NH / NKV)
 				m, sum := math.Inf(-1), 0.0
-				sc := make([]float64, tq+1)
-				for j := range sc {
+				j0 := 0
+				if window > 0 {
+					j0 = max(0, tq-window+1)
+				}
+				sc := make([]float64, tq+1-j0)
+				for jj := range sc {
+					j := j0 + jj
+					_ = j
 					for d := 0; d < HD; d++ {
-						sc[j] += float64(sq[(tq*NH+h)*HD+d]) * float64(sk[(j*NKV+kh)*HD+d])
+						sc[jj] += float64(sq[(tq*NH+h)*HD+d]) * float64(sk[(j*NKV+kh)*HD+d])
 					}
-					sc[j] *= scale
-					m = math.Max(m, sc[j])
+					sc[jj] *= scale
+					m = math.Max(m, sc[jj])
 				}
 				for _, x := range sc {
 					sum += math.Exp(x - m)
@@ -110,6 +118,12 @@ func testVarlenPerSequence(t *testing.T, run func(func()), lengths []int, NH, NK
 // rows, what the padded ops give on the same sequences padded to the longest
 // (the padding at the end, its output gradient 0).
 func TestAttentionVarlenMatchesPadded(t *testing.T) {
+	for _, window := range []int{0, 3} {
+		t.Run(fmt.Sprintf("window %d", window), func(t *testing.T) { testVarlenMatchesPadded(t, window) })
+	}
+}
+
+func testVarlenMatchesPadded(t *testing.T, window int) {
 	r := rand.New(rand.NewPCG(4, 12))
 	lengths := []int{6, 11, 1, 4}
 	const NH, NKV, HD = 4, 2, 8
@@ -119,8 +133,8 @@ func TestAttentionVarlenMatchesPadded(t *testing.T) {
 	q, k, v, dout := randSlice(r, N*qs, 1), randSlice(r, N*ks, 1), randSlice(r, N*ks, 1), randSlice(r, N*qs, 1)
 	out, lse := make([]float32, N*qs), make([]float32, N*NH)
 	dq, dk, dv := make([]float32, N*qs), make([]float32, N*ks), make([]float32, N*ks)
-	be.AttentionVarlenForward(out, lse, q, k, v, cu, B, N, T, NH, NKV, HD)
-	be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, B, N, T, NH, NKV, HD)
+	be.AttentionVarlenForward(out, lse, q, k, v, cu, B, N, T, NH, NKV, HD, window)
+	be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, B, N, T, NH, NKV, HD, window)
 
 	// the same sequences padded to T: random padding, zero output gradient on it
 	pad := func(x []float32, w int, fill bool) []float32 {
@@ -137,8 +151,8 @@ func TestAttentionVarlenMatchesPadded(t *testing.T) {
 	pout := make([]float32, B*T*qs)
 	pdq, pdk, pdv := make([]float32, B*T*qs), make([]float32, B*T*ks), make([]float32, B*T*ks)
 	scratch := make([]float32, 2*NH*T*T)
-	be.AttentionForward(pout, scratch, pq, pk, pv, B, T, NH, NKV, HD)
-	be.AttentionBackward(pdq, pdk, pdv, scratch, pdout, pq, pk, pv, B, T, NH, NKV, HD)
+	be.AttentionForward(pout, scratch, pq, pk, pv, B, T, NH, NKV, HD, window)
+	be.AttentionBackward(pdq, pdk, pdv, scratch, pdout, pq, pk, pv, B, T, NH, NKV, HD, window)
 	for b, L := range lengths {
 		o := int(cu[b])
 		name := fmt.Sprintf("sequence %d ", b)
@@ -158,5 +172,5 @@ func TestAttentionVarlenRejectsBadSeqlens(t *testing.T) {
 		}
 	}()
 	x := make([]float32, 8*4)
-	be.AttentionVarlenForward(x, make([]float32, 8), x, x, x, []int32{0, 3, 7}, 2, 8, 4, 1, 1, 4)
+	be.AttentionVarlenForward(x, make([]float32, 8), x, x, x, []int32{0, 3, 7}, 2, 8, 4, 1, 1, 4, 0)
 }

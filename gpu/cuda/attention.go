@@ -10,7 +10,8 @@ import (
 
 // AttentionForward is causal GQA attention. The probabilities live in device
 // memory; scratch is not used.
-func (b *Backend) AttentionForward(out, scratch []float32, q, k, v []float32, B, T, NH, NKV, HD int) {
+func (b *Backend) AttentionForward(out, scratch []float32, q, k, v []float32, B, T, NH, NKV, HD, window int) {
+	needFullAttention("AttentionForward", window)
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	b.d.run("AttentionForward", func(a *arena) {
 		pq, pk, pv := a.in(q, B*T*NH*HD), a.in(k, B*T*NKV*HD), a.in(v, B*T*NKV*HD)
@@ -24,7 +25,8 @@ func (b *Backend) AttentionForward(out, scratch []float32, q, k, v []float32, B,
 }
 
 // AttentionBackward recomputes the probabilities per sequence, then dq, dk, dv.
-func (b *Backend) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v []float32, B, T, NH, NKV, HD int) {
+func (b *Backend) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v []float32, B, T, NH, NKV, HD, window int) {
+	needFullAttention("AttentionBackward", window)
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	b.d.run("AttentionBackward", func(a *arena) {
 		pq, pk, pv := a.in(q, B*T*NH*HD), a.in(k, B*T*NKV*HD), a.in(v, B*T*NKV*HD)
@@ -45,10 +47,11 @@ func (b *Backend) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v
 // AttentionCachedForward attends N new tokens to the KV cache [S,maxT,NKV,HD]
 // by flash-decoding (attentionCachedSplit), or, with the decode_block
 // variant, attention_cached: one block per (token, head).
-func (b *Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, maxT int) {
+func (b *Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, maxT, window int) {
 	if N == 0 {
 		return
 	}
+	needFullAttention("AttentionCachedForward", window)
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	maxLen := maxT // the scores' row stride: positions are not read on the host
 	b.d.run("AttentionCachedForward", func(a *arena) {
@@ -61,6 +64,13 @@ func (b *Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot,
 			ptr(a.in(kcache, len(kcache))), ptr(a.in(vcache, len(vcache))), ptr(a.ints(slot, N)), ptr(a.ints(pos, N)),
 			i64(N), i64(NH), i64(NKV), i64(HD), i64(maxT), i64(maxLen), f32(scale))
 	})
+}
+
+// needFullAttention panics for a sliding window, which the kernels do not take yet.
+func needFullAttention(op string, window int) {
+	if window != 0 {
+		panic(fmt.Sprintf("cuda: %s: sliding-window attention (window %d) is not implemented", op, window))
+	}
 }
 
 // decodeChunkMin and decodeChunkMax bound the positions of one chunk of

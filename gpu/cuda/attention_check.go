@@ -15,16 +15,16 @@ func checkAttention(b Device) error {
 	q, k, v := randn(r, B*T*NH*HD, 1), randn(r, B*T*NKV*HD, 1), randn(r, B*T*NKV*HD, 1)
 	o1, o2 := make([]float32, len(q)), make([]float32, len(q))
 	scratch := make([]float32, 2*NH*T*T)
-	ref.AttentionForward(o1, scratch, q, k, v, B, T, NH, NKV, HD)
-	b.AttentionForward(o2, scratch, q, k, v, B, T, NH, NKV, HD)
+	ref.AttentionForward(o1, scratch, q, k, v, B, T, NH, NKV, HD, 0)
+	b.AttentionForward(o2, scratch, q, k, v, B, T, NH, NKV, HD, 0)
 	if err := compare("out", o2, o1, 1e-5); err != nil {
 		return err
 	}
 	dout := randn(r, len(q), 1)
 	dq1, dq2 := make([]float32, len(q)), make([]float32, len(q))
 	dk1, dk2, dv1, dv2 := randn(r, len(k), 1), randn(r, len(k), 1), randn(r, len(v), 1), randn(r, len(v), 1)
-	ref.AttentionBackward(dq1, dk1, dv1, scratch, dout, q, k, v, B, T, NH, NKV, HD)
-	b.AttentionBackward(dq2, dk2, dv2, scratch, dout, q, k, v, B, T, NH, NKV, HD)
+	ref.AttentionBackward(dq1, dk1, dv1, scratch, dout, q, k, v, B, T, NH, NKV, HD, 0)
+	b.AttentionBackward(dq2, dk2, dv2, scratch, dout, q, k, v, B, T, NH, NKV, HD, 0)
 	return compareAll(1e-5, "dq", dq2, dq1, "dk", dk2, dk1, "dv", dv2, dv1)
 }
 
@@ -71,14 +71,14 @@ func attentionCachedCompare(b Device, cases []attentionCachedCase) error {
 		kc, vc := randn(r, c.S*c.maxT*c.NKV*c.HD, 1), randn(r, c.S*c.maxT*c.NKV*c.HD, 1)
 		q := randn(r, N*c.NH*c.HD, 1)
 		o1 := make([]float32, N*c.NH*c.HD)
-		ref.AttentionCachedForward(o1, q, kc, vc, c.slot, c.pos, N, c.NH, c.NKV, c.HD, c.maxT)
+		ref.AttentionCachedForward(o1, q, kc, vc, c.slot, c.pos, N, c.NH, c.NKV, c.HD, c.maxT, 0)
 		o2 := b.Alloc("check cached attention out", len(o1))
 		poison := make([]float32, len(o1))
 		for i := range poison {
 			poison[i] = float32(math.NaN())
 		}
 		b.Upload(o2, poison)
-		b.AttentionCachedForward(o2, q, kc, vc, c.slot, c.pos, N, c.NH, c.NKV, c.HD, c.maxT)
+		b.AttentionCachedForward(o2, q, kc, vc, c.slot, c.pos, N, c.NH, c.NKV, c.HD, c.maxT, 0)
 		got := host(b, o2)
 		b.Free(o2)
 		if err := compare("out", got, o1, 1e-5); err != nil {

@@ -103,9 +103,9 @@ func TestDecodeSplitLaunches(t *testing.T) {
 	be.UploadInt32(pos, c.pos)
 	for _, split := range []bool{false, true} {
 		be.SetVariants(Variants{DecodeBlock: !split})
-		be.AttentionCachedForward(out, q, kc, vc, slot, pos, N, c.NH, c.NKV, c.HD, c.maxT) // the arena grows here
+		be.AttentionCachedForward(out, q, kc, vc, slot, pos, N, c.NH, c.NKV, c.HD, c.maxT, 0) // the arena grows here
 		be.ResetCounters()
-		be.AttentionCachedForward(out, q, kc, vc, slot, pos, N, c.NH, c.NKV, c.HD, c.maxT)
+		be.AttentionCachedForward(out, q, kc, vc, slot, pos, N, c.NH, c.NKV, c.HD, c.maxT, 0)
 		got := be.Counters()
 		want := int64(1)
 		if split {

@@ -139,23 +139,23 @@ func (d *cpuDevice) ResidualRMSNormBackward(dres, dweight []float32, dout, dout2
 	d.Backend.ResidualRMSNormBackward(dres, dweight, dout, dout2, res, weight, rstd, N, C)
 }
 
-func (d *cpuDevice) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v []float32, B, T, NH, NKV, HD int) {
-	d.Backend.AttentionBackward(dq, dk, dv, scratch, dout, q, k, v, B, T, NH, NKV, HD)
+func (d *cpuDevice) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v []float32, B, T, NH, NKV, HD, window int) {
+	d.Backend.AttentionBackward(dq, dk, dv, scratch, dout, q, k, v, B, T, NH, NKV, HD, window)
 	if d.perturb == "attention-dk" {
 		dk[3] += 1e-2
 	}
 }
 
-func (d *cpuDevice) AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuSeqlens []int32, S, N, maxT, NH, NKV, HD int) {
-	d.Backend.AttentionVarlenForward(out, lse, q, k, v, cuSeqlens, S, N, maxT, NH, NKV, HD)
+func (d *cpuDevice) AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuSeqlens []int32, S, N, maxT, NH, NKV, HD, window int) {
+	d.Backend.AttentionVarlenForward(out, lse, q, k, v, cuSeqlens, S, N, maxT, NH, NKV, HD, window)
 	if d.perturb == "varlen-lse" {
 		lse[N*NH-1] += 1e-3
 	}
 }
 
 func (d *cpuDevice) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, q, k, v []float32, cuSeqlens []int32,
-	S, N, maxT, NH, NKV, HD int) {
-	d.Backend.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cuSeqlens, S, N, maxT, NH, NKV, HD)
+	S, N, maxT, NH, NKV, HD, window int) {
+	d.Backend.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cuSeqlens, S, N, maxT, NH, NKV, HD, window)
 	if d.perturb == "varlen-dv" {
 		dv[0] += 1e-3
 	}
@@ -168,8 +168,8 @@ func (d *cpuDevice) AdamW(params, grads, m, v []float32, step int, lr, beta1, be
 	d.Backend.AdamW(params, grads, m, v, step, lr, beta1, beta2, eps, weightDecay)
 }
 
-func (d *cpuDevice) AttentionCachedForward(out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, maxT int) {
-	d.Backend.AttentionCachedForward(out, q, kcache, vcache, slot, pos, N, NH, NKV, HD, maxT)
+func (d *cpuDevice) AttentionCachedForward(out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, maxT, window int) {
+	d.Backend.AttentionCachedForward(out, q, kcache, vcache, slot, pos, N, NH, NKV, HD, maxT, window)
 	if d.perturb == "cached-attention" {
 		for i := range out[:NH*HD] {
 			out[i] *= 1.01

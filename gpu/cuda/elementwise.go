@@ -50,6 +50,26 @@ func (b *Backend) SwiGLUBackwardH(dgate, dup, h []float32, dout, gate, up []floa
 // SwiGLUBackwardH; gpu.SwiGLURecompute).
 func (b *Backend) SwiGLURecompute() bool { return b.Variants().SwiGLURecompute }
 
+// GeGLUForward: see gpu.Backend; no kernel yet.
+func (b *Backend) GeGLUForward(out, gate, up []float32, n int) {
+	panic("cuda: GeGLUForward is not implemented")
+}
+
+// GeGLUBackwardH: see gpu.Backend; no kernel yet.
+func (b *Backend) GeGLUBackwardH(dgate, dup, h []float32, dout, gate, up []float32, n int) {
+	panic("cuda: GeGLUBackwardH is not implemented")
+}
+
+// SoftcapForward: see gpu.Backend; no kernel yet.
+func (b *Backend) SoftcapForward(x []float32, cap float32, n int) {
+	panic("cuda: SoftcapForward is not implemented")
+}
+
+// SoftcapBackward: see gpu.Backend; no kernel yet.
+func (b *Backend) SoftcapBackward(dx, y []float32, cap float32, n int) {
+	panic("cuda: SoftcapBackward is not implemented")
+}
+
 // ResidualForward: out = a + b.
 func (b *Backend) ResidualForward(out, x, y []float32, n int) {
 	b.d.run("ResidualForward", func(a *arena) {

@@ -40,10 +40,11 @@ func (b *Backend) flashSeqlens(a *arena, cuSeqlens []int32, S, N, maxT, NH, NKV,
 // AttentionVarlenForward: see gpu.Backend. One launch; lse [N,NH] is kept
 // for the backward. With bf16 products the products run on the bf16 tensor
 // cores (flashattn_mma.go) unless Variants.FlashSIMT is on.
-func (b *Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuSeqlens []int32, S, N, maxT, NH, NKV, HD int) {
+func (b *Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuSeqlens []int32, S, N, maxT, NH, NKV, HD, window int) {
 	if N == 0 {
 		return
 	}
+	needFullAttention("AttentionVarlenForward", window)
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	b.d.run("AttentionVarlenForward", func(a *arena) {
 		cu := b.flashSeqlens(a, cuSeqlens, S, N, maxT, NH, NKV, HD)
@@ -64,10 +65,11 @@ func (b *Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, 
 // With bf16 products dk/dv and dq run on the bf16 tensor cores
 // (flashattn_mma.go) unless Variants.FlashSIMT is on.
 func (b *Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, q, k, v []float32, cuSeqlens []int32,
-	S, N, maxT, NH, NKV, HD int) {
+	S, N, maxT, NH, NKV, HD, window int) {
 	if N == 0 {
 		return
 	}
+	needFullAttention("AttentionVarlenBackward", window)
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	b.d.run("AttentionVarlenBackward", func(a *arena) {
 		cu := b.flashSeqlens(a, cuSeqlens, S, N, maxT, NH, NKV, HD)

@@ -60,17 +60,17 @@ func checkAttentionVarlenTol(b Device, seed uint64, lengths []int, NH, NKV, HD i
 	// poisoned outputs: every element must be written
 	o1, o2 := randn(r, len(q), 100), randn(r, len(q), 100)
 	l1, l2 := randn(r, N*NH, 100), randn(r, N*NH, 100)
-	ref.AttentionVarlenForward(o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
-	b.AttentionVarlenForward(o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+	ref.AttentionVarlenForward(o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
+	b.AttentionVarlenForward(o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 	if err := compareAll(fwdTol, "out", o2, o1, "lse", l2, l1); err != nil {
 		return err
 	}
 	dout := randn(r, len(q), 1)
 	dq1, dq2 := randn(r, len(q), 100), randn(r, len(q), 100)
 	dk1, dk2, dv1, dv2 := randn(r, len(k), 100), randn(r, len(k), 100), randn(r, len(v), 100), randn(r, len(v), 100)
-	ref.AttentionVarlenBackward(dq1, dk1, dv1, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+	ref.AttentionVarlenBackward(dq1, dk1, dv1, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 	// the device's backward reads the device's forward (its out and lse)
-	b.AttentionVarlenBackward(dq2, dk2, dv2, dout, o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+	b.AttentionVarlenBackward(dq2, dk2, dv2, dout, o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 	return compareAll(bwdTol, "dq", dq2, dq1, "dk", dk2, dk1, "dv", dv2, dv1)
 }
 

@@ -68,14 +68,14 @@ func TestFlashMMAErrors(t *testing.T) {
 		cu, maxT, S, N, q, k, v := flashOperands(r, c.lengths, NH, NKV, HD)
 		o1, o2 := make([]float32, len(q)), make([]float32, len(q))
 		l1, l2 := make([]float32, N*NH), make([]float32, N*NH)
-		ref.AttentionVarlenForward(o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
-		be.AttentionVarlenForward(o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		ref.AttentionVarlenForward(o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
+		be.AttentionVarlenForward(o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		dout := randn(r, len(q), 1)
 		dq1, dq2 := make([]float32, len(q)), make([]float32, len(q))
 		dk1, dk2 := make([]float32, len(k)), make([]float32, len(k))
 		dv1, dv2 := make([]float32, len(v)), make([]float32, len(v))
-		ref.AttentionVarlenBackward(dq1, dk1, dv1, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
-		be.AttentionVarlenBackward(dq2, dk2, dv2, dout, o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		ref.AttentionVarlenBackward(dq1, dk1, dv1, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
+		be.AttentionVarlenBackward(dq2, dk2, dv2, dout, o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		eo, el := relErr(o2, o1), relErr(l2, l1)
 		eq, ek, ev := relErr(dq2, dq1), relErr(dk2, dk1), relErr(dv2, dv1)
 		t.Logf("lengths %v NH %d NKV %d HD %d: out %.2e lse %.2e; dq %.2e dk %.2e dv %.2e", c.lengths, NH, NKV, HD, eo, el, eq, ek, ev)
@@ -86,7 +86,7 @@ func TestFlashMMAErrors(t *testing.T) {
 			t.Errorf("case %d: out within %.2e of fp32: the bf16 products did not run", i, eo)
 		}
 		// the backward alone, on the reference's out and lse
-		be.AttentionVarlenBackward(dq2, dk2, dv2, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		be.AttentionVarlenBackward(dq2, dk2, dv2, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		bq, bk, bv := relErr(dq2, dq1), relErr(dk2, dk1), relErr(dv2, dv1)
 		t.Logf("  the backward on the reference's out and lse: dq %.2e dk %.2e dv %.2e", bq, bk, bv)
 		if bq > flashMMABwdTol || bk > flashMMABwdTol || bv > flashMMABwdTol {
@@ -224,13 +224,13 @@ func TestFlashBackwardVariantsMatchDefault(t *testing.T) {
 		NH, NKV, HD := c.NH, c.NKV, c.HD
 		cu, maxT, S, N, q, k, v := flashOperands(r, c.lengths, NH, NKV, HD)
 		out, lse := make([]float32, len(q)), make([]float32, N*NH)
-		ref.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		ref.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		dout := randn(r, len(q), 1)
 		var dq, dk, dv [3][]float32
 		for j, vars := range []Variants{{}, {FlashDKVGroup: true}, {FlashDQStage: true}} {
 			be.SetVariants(vars)
 			dq[j], dk[j], dv[j] = randn(r, len(q), 100), randn(r, len(k), 100), randn(r, len(v), 100)
-			be.AttentionVarlenBackward(dq[j], dk[j], dv[j], dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+			be.AttentionVarlenBackward(dq[j], dk[j], dv[j], dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		}
 		eq, ek, ev := relErr(dq[1], dq[0]), relErr(dk[1], dk[0]), relErr(dv[1], dv[0])
 		t.Logf("lengths %v NH %d NKV %d HD %d: flash_dkv_group - default: dq %.2e dk %.2e dv %.2e", c.lengths, NH, NKV, HD, eq, ek, ev)
@@ -268,9 +268,9 @@ func TestFlashDKVHeadsLaunches(t *testing.T) {
 	lse := alloc("lse", N*NH)
 	for _, heads := range []bool{false, true} {
 		be.SetVariants(Variants{FlashDKVGroup: !heads})
-		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD) // the arena grows here
+		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0) // the arena grows here
 		be.ResetCounters()
-		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		got := be.Counters()
 		want := int64(3)
 		if heads {
@@ -340,10 +340,10 @@ func TestFlashFwdLdsmLaunches(t *testing.T) {
 	q, out, k, v, lse := alloc("q", N*NH*HD), alloc("out", N*NH*HD), alloc("k", N*NKV*HD), alloc("v", N*NKV*HD), alloc("lse", N*NH)
 	for _, ldsm := range []bool{false, true} {
 		be.SetVariants(Variants{FlashFwdLdsm: ldsm})
-		be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD) // the arena grows here
+		be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0) // the arena grows here
 		be.ResetCounters()
 		be.ResetProfile()
-		be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		got := be.Counters()
 		if got.Launches != 1 || got.HostToDevice+got.DeviceToHost != 0 || got.Syncs != 0 || got.Allocs != 0 {
 			t.Errorf("flash_fwd_ldsm=%v: %v; want 1 launch, no copy, sync or allocation", ldsm, got)
@@ -413,7 +413,7 @@ func TestFlashFwdLdsmEmulator(t *testing.T) {
 		NH, NKV, HD := c.NH, c.NKV, c.HD
 		cu, maxT, S, N, q, k, v := flashOperands(r, c.lengths, NH, NKV, HD)
 		refOut, refLse := make([]float32, len(q)), make([]float32, N*NH)
-		ref.AttentionVarlenForward(refOut, refLse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		ref.AttentionVarlenForward(refOut, refLse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		// the default, the kernel built with expf, the kernel
 		var out, lse [3][]float32
 		for j, build := range []string{"", "expf", ""} {
@@ -422,7 +422,7 @@ func TestFlashFwdLdsmEmulator(t *testing.T) {
 				emuPlanted[kernel] = build
 			}
 			out[j], lse[j] = randn(r, len(q), 100), randn(r, N*NH, 100)
-			be.AttentionVarlenForward(out[j], lse[j], q, k, v, cu, S, N, maxT, NH, NKV, HD)
+			be.AttentionVarlenForward(out[j], lse[j], q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 			delete(emuPlanted, kernel)
 		}
 		if HD > 64 { // the same kernel (_mma128) either way
@@ -485,7 +485,7 @@ func TestFlashFwdLdsmUnalignedViews(t *testing.T) {
 	NH, NKV, HD := c.NH, c.NKV, c.HD
 	cu, maxT, S, N, q, k, v := flashOperands(r, c.lengths, NH, NKV, HD)
 	out, lse := make([]float32, len(q)), make([]float32, N*NH)
-	be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+	be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 	view := func(name string, x []float32) []float32 {
 		d := be.Alloc(name, len(x)+1)
 		be.Upload(d[1:], x)
@@ -493,7 +493,7 @@ func TestFlashFwdLdsmUnalignedViews(t *testing.T) {
 	}
 	qd, kd, vd := view("q", q), view("k", k), view("v", v)
 	od, ld := view("out", out), view("lse", lse)
-	be.AttentionVarlenForward(od, ld, qd, kd, vd, cu, S, N, maxT, NH, NKV, HD)
+	be.AttentionVarlenForward(od, ld, qd, kd, vd, cu, S, N, maxT, NH, NKV, HD, 0)
 	out2, lse2 := make([]float32, len(out)), make([]float32, len(lse))
 	be.Download(out2, od)
 	be.Download(lse2, ld)

@@ -58,8 +58,8 @@ func TestVariantKernels(t *testing.T) {
 	out, lse, dout := make([]float32, len(q)), make([]float32, N*NH), randn(r, len(q), 1)
 	dq, dk, dv := make([]float32, len(q)), make([]float32, len(k)), make([]float32, len(v))
 	attention := func() {
-		be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
-		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD)
+		be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
+		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 	}
 	// a decode's attention over a long cache (many chunks) and flat rows to sample
 	c := decodeSplitCases[0]
@@ -70,7 +70,7 @@ func TestVariantKernels(t *testing.T) {
 	params := []gpu.SampleParams{{Temperature: 1, TopK: 50, TopP: 0.95, U: 0.3}, {Temperature: 1, TopP: 0.9, U: 0.7}}
 	tokens := make([]int32, M)
 	decode := func() {
-		be.AttentionCachedForward(cout, cq, kc, vc, c.slot, c.pos, len(c.pos), c.NH, c.NKV, c.HD, c.maxT)
+		be.AttentionCachedForward(cout, cq, kc, vc, c.slot, c.pos, len(c.pos), c.NH, c.NKV, c.HD, c.maxT, 0)
 		be.SampleTokens(tokens, nil, logits, params, M, V)
 	}
 	mma := []string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_heads_mma64",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,37 @@ import (
 // smolLM2 is SmolLM2-135M's shape (HuggingFaceTB/SmolLM2-135M-Instruct).
 var smolLM2 = Config{Family: "llama", V: 49152, C: 576, F: 1536, L: 30, NH: 9, NKV: 3, HD: 64,
 	MaxPos: 8192, Eps: 1e-5, RopeTheta: 100000, Tied: true, BOS: 1, EOS: 2}
+
+// benchShapes are the shapes the training-step and decode benchmarks run, chosen by
+// RLHOST_BENCH_SHAPE (default smollm2-135m); scripts/goldens/model/bench_torch.py --shape
+// builds the same ones in transformers. The qwen3-0.6b variants measure what QK-norm and
+// a sliding window cost on the same dimensions (scripts/bench/families.sh).
+var benchShapes = map[string]Config{
+	"smollm2-135m": smolLM2,
+	// Qwen/Qwen3-0.6B: head_dim 128 != 1024/16, QK-norm, tied
+	"qwen3-0.6b": {Family: "qwen3", V: 151936, C: 1024, F: 3072, L: 28, NH: 16, NKV: 8, HD: 128,
+		MaxPos: 40960, Eps: 1e-6, RopeTheta: 1000000, Tied: true, BOS: 151643, EOS: 151645, QKNorm: true},
+	// the same dimensions as a Llama/Qwen2-style decoder: no QK-norm
+	"qwen3-0.6b-noqknorm": {Family: "llama", V: 151936, C: 1024, F: 3072, L: 28, NH: 16, NKV: 8, HD: 128,
+		MaxPos: 40960, Eps: 1e-6, RopeTheta: 1000000, Tied: true, BOS: 151643, EOS: 151645},
+	// Qwen3-0.6B with a sliding window of 64 on every layer (Mistral's attention)
+	"qwen3-0.6b-window64": {Family: "qwen3", V: 151936, C: 1024, F: 3072, L: 28, NH: 16, NKV: 8, HD: 128,
+		MaxPos: 40960, Eps: 1e-6, RopeTheta: 1000000, Tied: true, BOS: 151643, EOS: 151645, QKNorm: true,
+		Windows: slices.Repeat([]int{64}, 28)},
+}
+
+// benchShape is the shape RLHOST_BENCH_SHAPE names, and its name.
+func benchShape(b *testing.B) (string, Config) {
+	name := os.Getenv("RLHOST_BENCH_SHAPE")
+	if name == "" {
+		name = "smollm2-135m"
+	}
+	c, ok := benchShapes[name]
+	if !ok {
+		b.Fatalf("RLHOST_BENCH_SHAPE=%s: not one of the benchmark shapes", name)
+	}
+	return name, c
+}
 
 // randomModel fills a model of shape c with N(0, 0.02) weights and unit norms,
 // as transformers initialises one.
@@ -48,14 +80,15 @@ func BenchmarkTrainStepLoRA(b *testing.B) { benchTrainStep(b, benchLoRA) }
 func benchTrainStep(b *testing.B, lora *LoRAConfig) {
 	// {B, T, prompt}: with a prompt, its rows have no target and the batch
 	// is ScoredOnly (the lm_head runs on the T-prompt-1 scored rows).
+	shape, sc := benchShape(b)
 	for _, bt := range [][3]int{{4, 256, 0}, {4, 256, 128}} {
 		B, T, prompt := bt[0], bt[1], bt[2]
-		name := fmt.Sprintf("smollm2-135m-B%d-T%d", B, T)
+		name := fmt.Sprintf("%s-B%d-T%d", shape, B, T)
 		if prompt > 0 {
 			name += fmt.Sprintf("-prompt%d-scored", prompt)
 		}
 		b.Run(name, func(b *testing.B) {
-			m := randomModel(smolLM2)
+			m := randomModel(sc)
 			if lora != nil {
 				if err := m.EnableLoRA(*lora); err != nil {
 					b.Fatal(err)
@@ -132,14 +165,15 @@ func BenchmarkDecodeLoRA(b *testing.B) { benchDecode(b, benchLoRA) }
 
 func benchDecode(b *testing.B, lora *LoRAConfig) {
 	const prompt, gen = 32, 64
-	m := randomModel(smolLM2)
+	shape, sc := benchShape(b)
+	m := randomModel(sc)
 	if lora != nil {
 		if err := m.EnableLoRA(*lora); err != nil {
 			b.Fatal(err)
 		}
 	}
 	for _, batch := range []int{1, 16} {
-		b.Run(fmt.Sprintf("smollm2-135m-batch%d", batch), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s-batch%d", shape, batch), func(b *testing.B) {
 			g, err := m.NewGenerator(batch, prompt+gen+1)
 			if err != nil {
 				b.Fatal(err)

@@ -72,13 +72,13 @@ func (b *timedBackend) ResidualRMSNormBackward(dres, dweight, dout, dout2, res, 
 	defer b.add("ResidualRMSNormBackward", time.Now())
 	b.Backend.ResidualRMSNormBackward(dres, dweight, dout, dout2, res, weight, rstd, N, C)
 }
-func (b *timedBackend) AttentionForward(out, scratch, q, k, v []float32, B, T, NH, NKV, HD int) {
+func (b *timedBackend) AttentionForward(out, scratch, q, k, v []float32, B, T, NH, NKV, HD, window int) {
 	defer b.add("AttentionForward", time.Now())
-	b.Backend.AttentionForward(out, scratch, q, k, v, B, T, NH, NKV, HD)
+	b.Backend.AttentionForward(out, scratch, q, k, v, B, T, NH, NKV, HD, window)
 }
-func (b *timedBackend) AttentionBackward(dq, dk, dv, scratch, dout, q, k, v []float32, B, T, NH, NKV, HD int) {
+func (b *timedBackend) AttentionBackward(dq, dk, dv, scratch, dout, q, k, v []float32, B, T, NH, NKV, HD, window int) {
 	defer b.add("AttentionBackward", time.Now())
-	b.Backend.AttentionBackward(dq, dk, dv, scratch, dout, q, k, v, B, T, NH, NKV, HD)
+	b.Backend.AttentionBackward(dq, dk, dv, scratch, dout, q, k, v, B, T, NH, NKV, HD, window)
 }
 func (b *timedBackend) SwiGLUForward(out, gate, up []float32, n int) {
 	defer b.add("SwiGLUForward", time.Now())

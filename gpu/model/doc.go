@@ -1,7 +1,10 @@
-// Package model implements the Llama and Qwen2 decoder families on a
-// gpu.Backend: the training forward (per-token log-probs and entropy of a
-// padded batch) and its backward, AdamW with gradient-norm clipping, and
-// generation with a KV cache over a batch of sequences of different lengths.
+// Package model implements the decoder families of weights.Families (Llama 2
+// and 3.x, Qwen2, Qwen3, Mistral, Gemma 3 text; docs/models.md) on a
+// gpu.Backend, as options of one model (Config): the training forward
+// (per-token log-probs and entropy of a padded or packed batch) and its
+// backward, AdamW with gradient-norm clipping, and generation with a KV
+// cache over a batch of sequences of different lengths (rolling caches for
+// sliding-window layers).
 //
 // Weights come in as a weights.Checkpoint (Hugging Face names and shapes, fp32)
 // and live in one flat fp32 tensor of the backend, so the optimizer and the

@@ -52,7 +52,13 @@ type Result struct {
 type Generator struct {
 	m           *Model
 	Slots, MaxT int
-	kc, vc      [][]float32 // per layer [Slots(+1), MaxT, NKV*HD], tensors of the backend
+	kc, vc      [][]float32 // per layer [Slots(+1), rows[l], NKV*HD], tensors of the backend
+	// rows is each layer's cache rows a slot: MaxT, or for a sliding-window layer whose
+	// window is short of MaxT a rolling window of window+chunk-1 rows (position j in row
+	// j%rows), chunk being how many prompt tokens of a slot one forward runs at most
+	rows    []int
+	chunk   int     // 0: a prompt is prefilled in one forward
+	perSlot []int32 // a forward's tokens per slot (the rolling caches' bound)
 	// padSlot: the cache has one slot more, slot Slots, where the rows that pad a
 	// decode step write (position 0 only), read by those rows alone
 	padSlot bool
@@ -69,6 +75,8 @@ type Generator struct {
 	rstd             []float32
 	tokD, posD       []int32   // [N] this step's tokens and positions
 	slotD, rowD      []int32   // [N] their slots, and rows slot*MaxT+pos of the KV cache
+	ringD            []int32   // [N] their rows slot*rows+pos%rows of the rolling caches (nil: none)
+	gu2              []float32 // [N,C] a Sandwich norm's output
 	selD             []int32   // [M] rows whose logits are needed
 	rowH             []int32   // host [N] staging of rowD and selD
 	fused            []float32 // [N, sum of widths]: a fused product's output (reduced dtypes)
@@ -153,11 +161,35 @@ func (m *Model) NewGenerator(slots, maxT int) (g *Generator, err error) {
 	if g.padSlot {
 		S++
 	}
+	// rolling caches for the sliding-window layers whose window is well short of maxT
+	// (rows = window + chunk - 1 with chunk the shortest such window)
 	for l := 0; l < c.L; l++ {
-		g.kc = append(g.kc, m.be.Alloc(fmt.Sprintf("KV cache: layer %d keys", l), S*maxT*c.NKV*c.HD))
-		g.vc = append(g.vc, m.be.Alloc(fmt.Sprintf("KV cache: layer %d values", l), S*maxT*c.NKV*c.HD))
+		if w := c.Window(l); w > 0 && 2*w-1 < maxT && (g.chunk == 0 || w < g.chunk) {
+			g.chunk = w
+		}
+	}
+	g.rows = make([]int, c.L)
+	for l := range g.rows {
+		g.rows[l] = maxT
+		if w := c.Window(l); w > 0 && g.chunk > 0 && w+g.chunk-1 < maxT {
+			g.rows[l] = w + g.chunk - 1
+		}
+	}
+	for l := 0; l < c.L; l++ {
+		g.kc = append(g.kc, m.be.Alloc(fmt.Sprintf("KV cache: layer %d keys", l), S*g.rows[l]*c.NKV*c.HD))
+		g.vc = append(g.vc, m.be.Alloc(fmt.Sprintf("KV cache: layer %d values", l), S*g.rows[l]*c.NKV*c.HD))
 	}
 	return g, nil
+}
+
+// ringRows is the rows of the rolling caches (they all have the same), 0 when there are none.
+func (g *Generator) ringRows() int {
+	for _, r := range g.rows {
+		if r != g.MaxT {
+			return r
+		}
+	}
+	return 0
 }
 
 // tensor returns *b as a tensor of n floats of the model's backend,
@@ -216,7 +248,11 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	g.q, g.atty = g.tensor(&g.q, N*QD, "q"), g.tensor(&g.atty, N*QD, "attention output")
 	g.k, g.v = g.tensor(&g.k, N*KD, "k"), g.tensor(&g.v, N*KD, "v")
 	g.gate, g.up = g.tensor(&g.gate, N*c.F, "gate"), g.tensor(&g.up, N*c.F, "up")
-	g.rstd = g.tensor(&g.rstd, max(N, len(rows)), "rstd")
+	nr := max(N, len(rows))
+	if c.QKNorm {
+		nr = max(nr, N*c.NH) // the QK-norms' rows
+	}
+	g.rstd = g.tensor(&g.rstd, nr, "rstd")
 	// the step's indexes go up once: tokens, positions, slots, cache rows
 	tokD, posD := g.tensorInt32(&g.tokD, N, "tokens"), g.tensorInt32(&g.posD, N, "positions")
 	slotD, rowD := g.tensorInt32(&g.slotD, N, "slots"), g.tensorInt32(&g.rowD, N, "cache rows")
@@ -231,6 +267,14 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	be.UploadInt32(posD, pos)
 	be.UploadInt32(slotD, slot)
 	be.UploadInt32(rowD, g.rowH[:N])
+	var ringD []int32 // the rolling caches' rows
+	if R := g.ringRows(); R > 0 {
+		ringD = g.tensorInt32(&g.ringD, N, "rolling cache rows")
+		for n := range N {
+			g.rowH[n] = slot[n]*int32(R) + pos[n]%int32(R)
+		}
+		be.UploadInt32(ringD, g.rowH[:N])
+	}
 	M := len(rows)
 	g.sel, g.lnsel = g.tensor(&g.sel, M*c.C, "selected rows"), g.tensor(&g.lnsel, M*c.C, "selected rows, normalised")
 	logitsD := g.tensor(&g.logitsD, M*c.V, "logits")
@@ -241,6 +285,15 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	be.UploadInt32(selD, g.rowH[:M])
 
 	g.checkCache()
+	if g.chunk > 0 { // rolling caches: a forward writes at most a chunk of a slot's positions
+		g.perSlot = grow32(g.perSlot, g.Slots)
+		clear(g.perSlot)
+		for _, s := range slot[:T] {
+			if g.perSlot[s]++; int(g.perSlot[s]) > g.chunk {
+				panic(fmt.Sprintf("model: generator: more than %d tokens of slot %d in one forward overwrite its rolling cache", g.chunk, s))
+			}
+		}
+	}
 	for n, t := range tokens[:T] { // the slots' caches will hold these tokens (the padding's: none)
 		s, j := slot[n], int(pos[n])
 		if j > len(g.cache[s]) {
@@ -250,15 +303,19 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 	}
 	// the backend's fused ops (gpu.DecodeFused; none on gpu/cpu), on the
 	// layers whose q/k/v or gate/up products have no LoRA adapters; gate
-	// and up in one product up to fusedGateUpMaxRows rows
+	// and up in one product up to fusedGateUpMaxRows rows, SwiGLU only
 	df := gpu.DecodeFusedOps(be)
-	fuseGU := df != nil && N <= fusedGateUpMaxRows
+	fuseGU := df != nil && N <= fusedGateUpMaxRows && c.Act == SiLU
 	if df != nil {
 		g.qkv = g.tensor(&g.qkv, N*(QD+2*KD), "q, k and v")
 	}
 	if fuseGU {
 		g.gu = g.tensor(&g.gu, N*2*c.F, "gate and up")
 	}
+	if c.Sandwich {
+		g.gu2 = g.tensor(&g.gu2, N*c.C, "normalised output")
+	}
+	nw := m.normW() // before the graph: the offset norm weights may need refreshing
 	// the decode step's graph: every input is on the device already, and
 	// nothing comes back before the logits
 	if graph {
@@ -266,16 +323,24 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 		defer dg.EndDecodeGraph()
 	}
 	be.EmbeddingForward(g.x, tokD, p.Embed, N, c.C)
-	be.RMSNormForward(g.ln, g.rstd, g.x, p.Layers[0].LN1, N, c.C, c.Eps)
+	if c.EmbedScale != 0 {
+		be.Scale(g.x[:N*c.C], c.EmbedScale)
+	}
+	be.RMSNormForward(g.ln, g.rstd, g.x, nw.ln1[0], N, c.C, c.Eps)
 	for l := 0; l < c.L; l++ {
 		// g.ln holds ln1(x) of this layer: the norm above, or the previous
 		// layer's last op (the residual add fused with this norm)
 		lp := &p.Layers[l]
 		fl := g.fusedLayer(l)
-		if df != nil && fl == nil && lp.wqkv != nil && m.adapter(l, modQ) == nil && m.adapter(l, modK) == nil &&
+		cos, sin := m.rope(l)
+		cacheRows, win := rowD, c.Window(l)
+		if g.rows[l] != g.MaxT {
+			cacheRows = ringD
+		}
+		if df != nil && fl == nil && lp.wqkv != nil && !c.QKNorm && m.adapter(l, modQ) == nil && m.adapter(l, modK) == nil &&
 			m.adapter(l, modV) == nil { // one product, then the biases, RoPE and the cache writes in one op
 			be.MatmulForward(g.qkv, g.ln, lp.wqkv, nil, N, c.C, QD+2*KD)
-			df.QKVRopeCacheForward(g.q, g.kc[l], g.vc[l], g.qkv, lp.bqkv, posD, rowD, m.cos, m.sin,
+			df.QKVRopeCacheForward(g.q, g.kc[l], g.vc[l], g.qkv, lp.bqkv, posD, cacheRows, cos, sin,
 				N, c.NH, c.NKV, c.HD, m.Rope)
 		} else {
 			if fl != nil { // one product for q, k and v
@@ -290,18 +355,30 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 			m.loraForward(&g.lora, nil, g.q, g.ln, m.adapter(l, modQ), N)
 			m.loraForward(&g.lora, nil, g.k, g.ln, m.adapter(l, modK), N)
 			m.loraForward(&g.lora, nil, g.v, g.ln, m.adapter(l, modV), N)
-			if df != nil && fl == nil { // adapters on q, k or v: RoPE and the cache writes in one op
-				df.RopeCacheForward(g.q, g.kc[l], g.vc[l], g.k, g.v, posD, rowD, m.cos, m.sin, N, c.NH, c.NKV, c.HD, m.Rope)
+			if c.QKNorm { // each head of q and k normalised in place (rstd discarded)
+				be.RMSNormForward(g.q, g.rstd, g.q, nw.qn[l], N*c.NH, c.HD, c.Eps)
+				be.RMSNormForward(g.k, g.rstd, g.k, nw.kn[l], N*c.NKV, c.HD, c.Eps)
+			}
+			if df != nil && fl == nil { // RoPE and the cache writes in one op
+				df.RopeCacheForward(g.q, g.kc[l], g.vc[l], g.k, g.v, posD, cacheRows, cos, sin, N, c.NH, c.NKV, c.HD, m.Rope)
 			} else {
-				be.RopeQKForward(g.q, g.k, posD, m.cos, m.sin, N, c.NH, c.NKV, c.HD, m.Rope)
-				be.ScatterRows(g.kc[l], g.k, rowD, N, KD)
-				be.ScatterRows(g.vc[l], g.v, rowD, N, KD)
+				be.RopeQKForward(g.q, g.k, posD, cos, sin, N, c.NH, c.NKV, c.HD, m.Rope)
+				be.ScatterRows(g.kc[l], g.k, cacheRows, N, KD)
+				be.ScatterRows(g.vc[l], g.v, cacheRows, N, KD)
 			}
 		}
-		be.AttentionCachedForward(g.atty, g.q, g.kc[l], g.vc[l], slotD, posD, N, c.NH, c.NKV, c.HD, g.MaxT)
+		if c.QScale != 0 && c.QScale != 1 {
+			be.Scale(g.q[:N*QD], c.QScale)
+		}
+		be.AttentionCachedForward(g.atty, g.q, g.kc[l], g.vc[l], slotD, posD, N, c.NH, c.NKV, c.HD, g.rows[l], win)
 		be.MatmulForward(g.tmp, g.atty, lp.WO, nil, N, QD, c.C)
 		m.loraForward(&g.lora, nil, g.tmp, g.atty, m.adapter(l, modO), N)
-		be.ResidualRMSNormForward(g.x, g.ln, g.rstd, g.x, g.tmp, lp.LN2, N, c.C, c.Eps)
+		if c.Sandwich { // the output's norm, then the residual add and the MLP's input norm
+			be.RMSNormForward(g.gu2, g.rstd, g.tmp, nw.ln2[l], N, c.C, c.Eps)
+			be.ResidualRMSNormForward(g.x, g.ln, g.rstd, g.x, g.gu2, nw.pre[l], N, c.C, c.Eps)
+		} else {
+			be.ResidualRMSNormForward(g.x, g.ln, g.rstd, g.x, g.tmp, nw.ln2[l], N, c.C, c.Eps)
+		}
 		if fuseGU && fl == nil && lp.wgu != nil && m.adapter(l, modGate) == nil && m.adapter(l, modUp) == nil {
 			be.MatmulForward(g.gu, g.ln, lp.wgu, nil, N, c.C, 2*c.F) // one product, SwiGLU over its rows
 			df.SwiGLURowsForward(g.gate, g.gu, N, c.F)
@@ -316,19 +393,31 @@ func (g *Generator) forward(tokens, slot, pos []int32, rows []int) []float32 {
 			}
 			m.loraForward(&g.lora, nil, g.gate, g.ln, m.adapter(l, modGate), N)
 			m.loraForward(&g.lora, nil, g.up, g.ln, m.adapter(l, modUp), N)
-			be.SwiGLUForward(g.gate, g.gate, g.up, N*c.F)
+			if c.Act == GELUTanh {
+				be.GeGLUForward(g.gate, g.gate, g.up, N*c.F)
+			} else {
+				be.SwiGLUForward(g.gate, g.gate, g.up, N*c.F)
+			}
 		}
 		be.MatmulForward(g.tmp, g.gate, lp.WDown, nil, N, c.F, c.C)
 		m.loraForward(&g.lora, nil, g.tmp, g.gate, m.adapter(l, modDown), N)
+		mlpOut := g.tmp
+		if c.Sandwich {
+			be.RMSNormForward(g.gu2, g.rstd, g.tmp, nw.post[l], N, c.C, c.Eps)
+			mlpOut = g.gu2
+		}
 		if l+1 < c.L { // with the next layer's ln1
-			be.ResidualRMSNormForward(g.x, g.ln, g.rstd, g.x, g.tmp, p.Layers[l+1].LN1, N, c.C, c.Eps)
+			be.ResidualRMSNormForward(g.x, g.ln, g.rstd, g.x, mlpOut, nw.ln1[l+1], N, c.C, c.Eps)
 		} else { // the final norm runs on the selected rows only
-			be.ResidualForward(g.x, g.x, g.tmp, N*c.C)
+			be.ResidualForward(g.x, g.x, mlpOut, N*c.C)
 		}
 	}
 	be.GatherRows(g.sel, g.x, selD, M, c.C)
-	be.RMSNormForward(g.lnsel, g.rstd, g.sel, p.NormF, M, c.C, c.Eps)
+	be.RMSNormForward(g.lnsel, g.rstd, g.sel, nw.final, M, c.C, c.Eps)
 	be.MatmulForward(logitsD, g.lnsel, p.LMHead, nil, M, c.C, c.V)
+	if c.FinalSoftcap != 0 {
+		be.SoftcapForward(logitsD, c.FinalSoftcap, M*c.V)
+	}
 	if M > sampled { // padded: the real rows' logits, the first ones
 		if PlantDecodePadding == "tail" {
 			return logitsD[(M-sampled)*c.V:] // planted bug: the last rows' (the padding's among them)
@@ -422,6 +511,7 @@ type running struct {
 	slot   int   // the slot it occupies
 	next   int32 // the last token sampled that the host has read
 	plen   int   // prompt tokens: sample k (from 1) sits at position plen-1+k of the slot
+	fill   int   // prompt tokens run or copied so far (plen once the prompt is in the cache)
 	nsched int   // samples scheduled: read, and in flight (overlap scheduling)
 	last   bool  // the last sample scheduled ends it by length (MaxTokens, MaxT)
 	fin    bool  // finished: handed to done
@@ -572,8 +662,8 @@ func (g *Generator) Stream(reqs []Request, feed func() []Request, done func(i in
 			reqs = append(reqs, feed()...)
 			admit(n)
 		}
-		if pend != nil && len(waiting) > 0 && slices.Contains(slots, nil) {
-			finish(pend) // a request can be admitted: plan the step knowing the tokens
+		if pend != nil && (len(waiting) > 0 && slices.Contains(slots, nil) || slices.ContainsFunc(slots, filling)) {
+			finish(pend) // a request can be admitted, or a prompt goes on: plan the step knowing the tokens
 			pend = nil
 		}
 		st := &steps[cur]
@@ -599,9 +689,23 @@ func (g *Generator) Stream(reqs []Request, feed func() []Request, done func(i in
 				r.schedule(&reqs[r.req].Sample, g.MaxT)
 			}
 		} else {
-			// decode tokens of the running requests
+			// decode tokens of the running requests, the next chunk of the prompts
+			// still being prefilled (rolling caches: at most g.chunk tokens a step)
 			for _, r := range slots {
 				if r == nil {
+					continue
+				}
+				if filling(r) {
+					prompt := reqs[r.req].Prompt
+					end := min(r.plen, r.fill+g.chunk)
+					for j := r.fill; j < end; j++ {
+						tokens, slot, pos = append(tokens, prompt[j]), append(slot, int32(r.slot)), append(pos, int32(j))
+					}
+					r.fill = end
+					if end == r.plen {
+						rows, st.rows = append(rows, len(tokens)-1), append(st.rows, r)
+						r.schedule(&reqs[r.req].Sample, g.MaxT)
+					}
 					continue
 				}
 				tokens, slot, pos = append(tokens, r.next), append(slot, int32(r.slot)), append(pos, int32(r.plen-1+r.nsched))
@@ -648,14 +752,21 @@ func (g *Generator) Stream(reqs []Request, feed func() []Request, done func(i in
 				cached[dst] = append(cached[dst][:0], cached[src][:p]...)
 				g.SharedTokens += p
 				g.PrefillTokens += len(prompt) - p
-				r := &running{req: i, slot: dst, plen: len(prompt), devAt: -1, res: &Result{},
+				r := &running{req: i, slot: dst, plen: len(prompt), fill: len(prompt), devAt: -1, res: &Result{},
 					rng: rand.New(rand.NewPCG(reqs[i].Sample.Seed, 0x6a09e667f3bcc909))}
 				slots[dst] = r
-				for j := p; j < len(prompt); j++ {
+				end := len(prompt)
+				if g.chunk > 0 {
+					end = min(end, p+g.chunk)
+				}
+				for j := p; j < end; j++ {
 					tokens, slot, pos = append(tokens, prompt[j]), append(slot, int32(dst)), append(pos, int32(j))
 				}
-				rows, st.rows = append(rows, len(tokens)-1), append(st.rows, r)
-				r.schedule(&reqs[i].Sample, g.MaxT)
+				r.fill = end
+				if end == len(prompt) {
+					rows, st.rows = append(rows, len(tokens)-1), append(st.rows, r)
+					r.schedule(&reqs[i].Sample, g.MaxT)
+				}
 				prefilling = append(prefilling, prompt)
 			}
 		}
@@ -702,6 +813,9 @@ func (g *Generator) Stream(reqs []Request, feed func() []Request, done func(i in
 	}
 }
 
+// filling reports whether r's prompt is still being prefilled (in chunks: rolling caches).
+func filling(r *running) bool { return r != nil && r.fill < r.plen }
+
 // minSharedPrefix is the shortest prefix worth waiting a step for: a request whose
 // prompt shares at least this many more tokens with one being prefilled than with any
 // cache is admitted in the next step, copying them.
@@ -719,25 +833,36 @@ func commonPrefix(a, b []int32) int {
 }
 
 // sharedPrefix finds the slot whose cache holds the longest prefix of prompt and its
-// length, at most len(prompt)-1 (the last prompt token runs, for its logits).
+// length, at most len(prompt)-1 (the last prompt token runs, for its logits). With
+// rolling caches a slot serves only a prefix that ends in the last chunk of what it
+// holds: the window before the prefix's end must still be in its rows.
 func (g *Generator) sharedPrefix(prompt []int32, cached [][]int32) (src, p int) {
 	for s, c := range cached {
-		if n := min(commonPrefix(prompt, c), len(prompt)-1); n > p {
+		n := min(commonPrefix(prompt, c), len(prompt)-1)
+		if g.chunk > 0 && n < len(c)-g.chunk {
+			continue // the positions before n have been overwritten in its rolling rows
+		}
+		if n > p {
 			src, p = s, n
 		}
 	}
 	return src, p
 }
 
-// copyPrefix copies the keys and values of positions [0, p) from slot src to slot dst.
+// copyPrefix copies the keys and values of positions [0, p) from slot src to slot dst
+// (a rolling cache's rows whole: sharedPrefix made sure they hold the window before p).
 // Every row of a forward is computed the same way whatever else is in it, so these are
 // the values a prefill of dst would have written.
 func (g *Generator) copyPrefix(dst, src, p int) {
 	KD := g.m.Config.NKV * g.m.Config.HD
 	be := g.m.be
 	for l := range g.kc {
-		be.Copy(g.kc[l][dst*g.MaxT*KD:dst*g.MaxT*KD+p*KD], g.kc[l][src*g.MaxT*KD:src*g.MaxT*KD+p*KD])
-		be.Copy(g.vc[l][dst*g.MaxT*KD:dst*g.MaxT*KD+p*KD], g.vc[l][src*g.MaxT*KD:src*g.MaxT*KD+p*KD])
+		R, n := g.rows[l], p
+		if R != g.MaxT {
+			n = R
+		}
+		be.Copy(g.kc[l][dst*R*KD:dst*R*KD+n*KD], g.kc[l][src*R*KD:src*R*KD+n*KD])
+		be.Copy(g.vc[l][dst*R*KD:dst*R*KD+n*KD], g.vc[l][src*R*KD:src*R*KD+n*KD])
 	}
 }
 

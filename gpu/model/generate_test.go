@@ -21,7 +21,7 @@ import (
 // requests hand their slot (and stale cache) to the next one, and the
 // returned log-probabilities match the full forward's.
 func TestGoldenGreedy(t *testing.T) {
-	for _, name := range families {
+	for _, name := range allFamilies {
 		t.Run(name, func(t *testing.T) {
 			m := newTiny(t, name)
 			g := loadGolden(t, name)

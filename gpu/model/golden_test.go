@@ -49,7 +49,19 @@ type goldenMeta struct {
 	} `json:"generate"`
 }
 
+// families are the Llama-2 and Qwen2 checkpoints of make_goldens.py, which the LoRA,
+// value and reward goldens also cover.
 var families = []string{"tiny-llama", "tiny-qwen2"}
+
+// newFamilies are make_family_goldens.py's checkpoints of the other families: Qwen3 (tied,
+// head_dim != hidden/heads; and with yarn RoPE, one key/value head), Llama 3 (llama3 RoPE),
+// Mistral (a sliding window shorter than the prompts), Gemma 3 (sliding and global layers,
+// query_pre_attn_scalar; and with linear RoPE scaling and final logit soft-capping).
+var newFamilies = []string{"tiny-qwen3", "tiny-qwen3-yarn", "tiny-llama3", "tiny-mistral", "tiny-gemma3", "tiny-gemma3-capped"}
+
+// allFamilies are every tiny checkpoint with the base goldens (logits, gradients, AdamW,
+// greedy generations).
+var allFamilies = append(append([]string{}, families...), newFamilies...)
 
 // loadCheckpoint reads a save_pretrained directory (config.json + safetensors).
 func loadCheckpoint(t testing.TB, dir string) *weights.Checkpoint {
@@ -140,7 +152,7 @@ func newTiny(t testing.TB, name string) *Model {
 // parameter gradient and the parameters after one clipped AdamW step with
 // transformers + PyTorch autograd (scripts/goldens/model/make_goldens.py).
 func TestGoldenTrainStep(t *testing.T) {
-	for _, name := range families {
+	for _, name := range allFamilies {
 		t.Run(name, func(t *testing.T) {
 			m := newTiny(t, name)
 			g := loadGolden(t, name)

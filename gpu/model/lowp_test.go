@@ -54,18 +54,34 @@ func compareLowp(t *testing.T, m *Model, dt cpu.Dtype, prompt []int32, n int) lo
 	}
 	g32, r32 := gen(false)
 	glp, rlp := gen(true)
-	// teacher-forced logits of both along the fp32 path
+	// teacher-forced logits of both along the fp32 path: one forward, or, through rolling
+	// caches (sliding windows), forwards of at most a chunk of tokens each, as Generate runs
 	seq := append(slices.Clone(prompt), r32.Tokens[:n-1]...)
-	slot, pos := make([]int32, len(seq)), make([]int32, len(seq))
-	rows := make([]int, n)
-	for i := range pos {
-		pos[i] = int32(i)
+	teacher := func(g *Generator) []float32 {
+		chunk := len(seq)
+		if g.chunk > 0 {
+			chunk = g.chunk
+		}
+		var logits []float32
+		for s := 0; s < len(seq); s += chunk {
+			e := min(s+chunk, len(seq))
+			slot, pos := make([]int32, e-s), make([]int32, e-s)
+			var rows []int
+			for i := range pos {
+				pos[i] = int32(s + i)
+				if s+i >= P-1 {
+					rows = append(rows, i)
+				}
+			}
+			if len(rows) > 0 {
+				logits = append(logits, g.forward(seq[s:e], slot, pos, rows)...)
+			} else {
+				g.forward(seq[s:e], slot, pos, []int{0}) // the keys and values only
+			}
+		}
+		return logits
 	}
-	for i := range rows {
-		rows[i] = P - 1 + i
-	}
-	l32 := slices.Clone(g32.forward(seq, slot, pos, rows))
-	llp := slices.Clone(glp.forward(seq, slot, pos, rows))
+	l32, llp := teacher(g32), teacher(glp)
 	rep := lowpReport{steps: n, minMargin: math.Inf(1)}
 	errs, margins := make([]float64, n), make([]float64, n)
 	for i := 0; i < n; i++ {
@@ -113,10 +129,16 @@ func logSoftmaxAt(z []float32, i int32) float64 {
 // TestLowpGreedyTiny compares bfloat16 and int8 generation with fp32 on the
 // tiny goldens' prompts. The logit error is also bounded relative to the
 // largest logit (bf16: 8 significant bits per weight, int8: 7 bits per
-// block), with room for the measured values (see docs/compute.md).
+// block), with room for the measured values (see docs/compute.md): the
+// other families' tiny checkpoints (head_dim 8 to 16, QK-norm, Gemma's
+// soft-capped logits) measure int8 errors up to 4.4% of the largest logit
+// (Llama and Qwen2 up to 2.5%), so their bound is 5%.
 func TestLowpGreedyTiny(t *testing.T) {
 	bounds := map[cpu.Dtype]float64{cpu.BFloat16: 0.02, cpu.Int8: 0.04}
-	for _, name := range families {
+	for _, name := range allFamilies {
+		if slices.Contains(newFamilies, name) {
+			bounds = map[cpu.Dtype]float64{cpu.BFloat16: 0.02, cpu.Int8: 0.05}
+		}
 		m := newTiny(t, name)
 		g := loadGolden(t, name)
 		for _, dt := range []cpu.Dtype{cpu.BFloat16, cpu.Int8} {

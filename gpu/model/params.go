@@ -11,12 +11,18 @@ import (
 
 // LayerParams are one decoder layer's tensors (views into Params.Data).
 type LayerParams struct {
-	LN1        []float32 // input_layernorm.weight [C]
-	WQ, BQ     []float32 // self_attn.q_proj [NH*HD, C], bias [NH*HD] (nil without bias)
-	WK, BK     []float32 // self_attn.k_proj [NKV*HD, C], bias [NKV*HD]
-	WV, BV     []float32 // self_attn.v_proj [NKV*HD, C], bias [NKV*HD]
-	WO         []float32 // self_attn.o_proj [C, NH*HD]
-	LN2        []float32 // post_attention_layernorm.weight [C]
+	LN1    []float32 // input_layernorm.weight [C]
+	WQ, BQ []float32 // self_attn.q_proj [NH*HD, C], bias [NH*HD] (nil without bias)
+	WK, BK []float32 // self_attn.k_proj [NKV*HD, C], bias [NKV*HD]
+	WV, BV []float32 // self_attn.v_proj [NKV*HD, C], bias [NKV*HD]
+	WO     []float32 // self_attn.o_proj [C, NH*HD]
+	QNorm  []float32 // self_attn.q_norm.weight [HD] (QKNorm families; nil otherwise)
+	KNorm  []float32 // self_attn.k_norm.weight [HD]
+	// LN2 is post_attention_layernorm.weight [C]: the MLP's input norm, or with
+	// Sandwich (gemma3_text) the norm of the attention's output
+	LN2        []float32
+	PreFFN     []float32 // pre_feedforward_layernorm.weight [C] (Sandwich; the MLP's input norm)
+	PostFFN    []float32 // post_feedforward_layernorm.weight [C] (Sandwich; the MLP's output norm)
 	WGate, WUp []float32 // mlp.gate_proj, mlp.up_proj [F, C]
 	WDown      []float32 // mlp.down_proj [C, F]
 
@@ -84,7 +90,15 @@ func NewParams(be gpu.Backend, c Config, what string) *Params {
 			lp.BV = take(pre+"self_attn.v_proj.bias", c.NKV*c.HD)
 		}
 		lp.WO = take(pre+"self_attn.o_proj.weight", c.C, c.NH*c.HD)
+		if c.QKNorm {
+			lp.QNorm = take(pre+"self_attn.q_norm.weight", c.HD)
+			lp.KNorm = take(pre+"self_attn.k_norm.weight", c.HD)
+		}
 		lp.LN2 = take(pre+"post_attention_layernorm.weight", c.C)
+		if c.Sandwich {
+			lp.PreFFN = take(pre+"pre_feedforward_layernorm.weight", c.C)
+			lp.PostFFN = take(pre+"post_feedforward_layernorm.weight", c.C)
+		}
 		lp.wgu = p.Data[off : off+2*c.F*c.C : off+2*c.F*c.C]
 		lp.WGate = take(pre+"mlp.gate_proj.weight", c.F, c.C)
 		lp.WUp = take(pre+"mlp.up_proj.weight", c.F, c.C)

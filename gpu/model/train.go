@@ -43,10 +43,17 @@ type layerActs struct {
 	k, v  []float32 // [N,NKV*HD], k after RoPE
 	atty  []float32 // [N,NH*HD] attention output before o_proj
 	lse   []float32 // [N,NH] log-sum-exp of the attention scores (fused attention only)
-	r2    []float32 // [N,C] x + o_proj(atty)
-	rstd2 []float32 // [N]
+	r2    []float32 // [N,C] x + o_proj(atty) (Sandwich: x + norm(o_proj(atty)))
+	rstd2 []float32 // [N] of the MLP's input norm of r2
 	gate  []float32 // [N,F]
 	up    []float32 // [N,F]
+
+	// QKNorm: q and k as the products give them, before their norms; the rstd of each head
+	qn, kn       []float32 // [N,NH*HD], [N,NKV*HD]
+	rstdQ, rstdK []float32 // [N*NH], [N*NKV]
+	// Sandwich: the attention's and the MLP's outputs before their norms
+	ao, mo       []float32 // [N,C]
+	rstdA, rstdM []float32 // [N]
 }
 
 // Acts holds the activations of one training forward and the scratch of its
@@ -118,6 +125,8 @@ type Acts struct {
 	dgate, dup, dh  []float32 // [N,F]
 	dq, datty       []float32 // [N,NH*HD]
 	dk, dv          []float32 // [N,NKV*HD]
+	dkn             []float32 // [N,NKV*HD] the k product's gradient (QKNorm)
+	dlogitsBuf      []float32 // [N,V] the logits' gradient before soft-capping (FinalSoftcap)
 }
 
 // NewActs allocates activations for a B x T batch on the model's backend;
@@ -165,6 +174,22 @@ func (m *Model) newActs(B, T int, packed bool) *Acts {
 		if a.fused {
 			a.layers[l].lse = f("attention lse", N*c.NH)
 		}
+		if c.QKNorm {
+			la := &a.layers[l]
+			la.qn, la.kn = f("q before its norm", N*c.NH*c.HD), f("k before its norm", N*c.NKV*c.HD)
+			la.rstdQ, la.rstdK = f("rstd of q", N*c.NH), f("rstd of k", N*c.NKV)
+		}
+		if c.Sandwich {
+			la := &a.layers[l]
+			la.ao, la.mo = f("attention output before its norm", N*c.C), f("MLP output before its norm", N*c.C)
+			la.rstdA, la.rstdM = f("rstd of the attention output", N), f("rstd of the MLP output", N)
+		}
+	}
+	if c.QKNorm {
+		a.dkn = f("dk before its norm", N*c.NKV*c.HD)
+	}
+	if c.FinalSoftcap != 0 {
+		a.dlogitsBuf = f("dlogits before soft-capping", N*c.V)
 	}
 	a.xf, a.lnf, a.rstdf = f("xf", N*c.C), f("lnf", N*c.C), f("rstdf", N)
 	a.Logits, a.logp, a.ent, a.lse = f("logits", N*c.V), f("logp", N), f("entropy", N), f("lse", N)
@@ -270,6 +295,9 @@ func (m *Model) Forward(a *Acts, b Batch) error {
 	if !b.ScoredOnly {
 		a.Scored = nil
 		be.MatmulForward(a.Logits, a.lnf, m.Params.LMHead, nil, N, c.C, c.V)
+		if c.FinalSoftcap != 0 {
+			be.SoftcapForward(a.Logits, c.FinalSoftcap, N*c.V)
+		}
 		be.LogprobForward(a.logp, a.ent, a.lse, a.Logits, a.targets, N, c.V)
 		be.Download(a.Logp, a.logp[:N])
 		be.Download(a.Entropy, a.ent[:N])
@@ -293,6 +321,9 @@ func (m *Model) Forward(a *Acts, b Batch) error {
 	be.UploadInt32(a.targetsS, a.hostI[:M])
 	be.GatherRows(a.lnfS, a.lnf, a.scoredD, M, c.C)
 	be.MatmulForward(a.Logits, a.lnfS, m.Params.LMHead, nil, M, c.C, c.V)
+	if c.FinalSoftcap != 0 {
+		be.SoftcapForward(a.Logits, c.FinalSoftcap, M*c.V)
+	}
 	be.LogprobForward(a.logpS, a.entS, a.lse, a.Logits, a.targetsS, M, c.V)
 	be.Download(a.hostS[:M], a.logpS)
 	for i, n := range a.Scored {
@@ -353,44 +384,85 @@ func (m *Model) forwardBody(a *Acts, b Batch) error {
 		a.loraU = make([][numMods][]float32, c.L)
 	}
 
+	nw := m.normW()
 	be.EmbeddingForward(a.layers[0].x, a.tokens, p.Embed, N, c.C)
-	be.RMSNormForward(a.ln, a.layers[0].rstd1, a.layers[0].x, p.Layers[0].LN1, N, c.C, c.Eps)
+	if c.EmbedScale != 0 {
+		be.Scale(a.layers[0].x[:N*c.C], c.EmbedScale)
+	}
+	be.RMSNormForward(a.ln, a.layers[0].rstd1, a.layers[0].x, nw.ln1[0], N, c.C, c.Eps)
 	for l := 0; l < c.L; l++ {
 		// a.ln holds ln1(x) of this layer: the norm above, or the previous
 		// layer's last op (the residual add fused with this norm)
 		la, lp := &a.layers[l], &p.Layers[l]
-		be.MatmulForward(la.q, a.ln, lp.WQ, lp.BQ, N, c.C, QD)
-		m.loraForward(&a.lora, &a.loraU[l][modQ], la.q, a.ln, m.adapter(l, modQ), N)
-		be.MatmulForward(la.k, a.ln, lp.WK, lp.BK, N, c.C, KD)
-		m.loraForward(&a.lora, &a.loraU[l][modK], la.k, a.ln, m.adapter(l, modK), N)
+		cos, sin := m.rope(l)
+		// the q and k products, into qn and kn where their norms follow
+		qp, kp := la.q, la.k
+		if c.QKNorm {
+			qp, kp = la.qn, la.kn
+		}
+		be.MatmulForward(qp, a.ln, lp.WQ, lp.BQ, N, c.C, QD)
+		m.loraForward(&a.lora, &a.loraU[l][modQ], qp, a.ln, m.adapter(l, modQ), N)
+		be.MatmulForward(kp, a.ln, lp.WK, lp.BK, N, c.C, KD)
+		m.loraForward(&a.lora, &a.loraU[l][modK], kp, a.ln, m.adapter(l, modK), N)
 		be.MatmulForward(la.v, a.ln, lp.WV, lp.BV, N, c.C, KD)
 		m.loraForward(&a.lora, &a.loraU[l][modV], la.v, a.ln, m.adapter(l, modV), N)
-		be.RopeQKForward(la.q, la.k, a.pos, m.cos, m.sin, N, c.NH, c.NKV, c.HD, m.Rope)
-		if a.fused {
-			be.AttentionVarlenForward(la.atty, la.lse, la.q, la.k, la.v, a.cu[:a.nseq+1], a.nseq, N, a.maxLen, c.NH, c.NKV, c.HD)
-		} else {
-			be.AttentionForward(la.atty, a.attBuf, la.q, la.k, la.v, B, T, c.NH, c.NKV, c.HD)
+		if c.QKNorm { // each head of q and k normalised over its HD channels
+			be.RMSNormForward(la.q, la.rstdQ, la.qn, nw.qn[l], N*c.NH, c.HD, c.Eps)
+			be.RMSNormForward(la.k, la.rstdK, la.kn, nw.kn[l], N*c.NKV, c.HD, c.Eps)
 		}
-		be.MatmulForward(a.dtmp, la.atty, lp.WO, nil, N, QD, c.C) // dtmp: scratch [N,C]
-		m.loraForward(&a.lora, &a.loraU[l][modO], a.dtmp, la.atty, m.adapter(l, modO), N)
-		be.ResidualRMSNormForward(la.r2, a.ln, la.rstd2, la.x, a.dtmp, lp.LN2, N, c.C, c.Eps)
+		be.RopeQKForward(la.q, la.k, a.pos, cos, sin, N, c.NH, c.NKV, c.HD, m.Rope)
+		if c.QScale != 0 && c.QScale != 1 {
+			be.Scale(la.q[:N*QD], c.QScale)
+		}
+		win := c.Window(l)
+		if a.fused {
+			be.AttentionVarlenForward(la.atty, la.lse, la.q, la.k, la.v, a.cu[:a.nseq+1], a.nseq, N, a.maxLen, c.NH, c.NKV, c.HD, win)
+		} else {
+			be.AttentionForward(la.atty, a.attBuf, la.q, la.k, la.v, B, T, c.NH, c.NKV, c.HD, win)
+		}
+		if c.Sandwich { // o_proj into ao, its norm into dtmp, then r2 = x + dtmp and the MLP's input norm
+			be.MatmulForward(la.ao, la.atty, lp.WO, nil, N, QD, c.C)
+			m.loraForward(&a.lora, &a.loraU[l][modO], la.ao, la.atty, m.adapter(l, modO), N)
+			be.RMSNormForward(a.dtmp, la.rstdA, la.ao, nw.ln2[l], N, c.C, c.Eps)
+			be.ResidualRMSNormForward(la.r2, a.ln, la.rstd2, la.x, a.dtmp, nw.pre[l], N, c.C, c.Eps)
+		} else {
+			be.MatmulForward(a.dtmp, la.atty, lp.WO, nil, N, QD, c.C) // dtmp: scratch [N,C]
+			m.loraForward(&a.lora, &a.loraU[l][modO], a.dtmp, la.atty, m.adapter(l, modO), N)
+			be.ResidualRMSNormForward(la.r2, a.ln, la.rstd2, la.x, a.dtmp, nw.ln2[l], N, c.C, c.Eps)
+		}
 		be.MatmulForward(la.gate, a.ln, lp.WGate, nil, N, c.C, c.F)
 		m.loraForward(&a.lora, &a.loraU[l][modGate], la.gate, a.ln, m.adapter(l, modGate), N)
 		be.MatmulForward(la.up, a.ln, lp.WUp, nil, N, c.C, c.F)
 		m.loraForward(&a.lora, &a.loraU[l][modUp], la.up, a.ln, m.adapter(l, modUp), N)
-		be.SwiGLUForward(a.h, la.gate, la.up, N*c.F)
-		be.MatmulForward(a.dtmp, a.h, lp.WDown, nil, N, c.F, c.C)
-		m.loraForward(&a.lora, &a.loraU[l][modDown], a.dtmp, a.h, m.adapter(l, modDown), N)
+		m.gluForward(a.h, la.gate, la.up, N*c.F)
+		mlpOut := a.dtmp
+		if c.Sandwich {
+			mlpOut = la.mo
+		}
+		be.MatmulForward(mlpOut, a.h, lp.WDown, nil, N, c.F, c.C)
+		m.loraForward(&a.lora, &a.loraU[l][modDown], mlpOut, a.h, m.adapter(l, modDown), N)
+		if c.Sandwich {
+			be.RMSNormForward(a.dtmp, la.rstdM, la.mo, nw.post[l], N, c.C, c.Eps)
+		}
 		// the residual stream after this layer, and its norm: the next
 		// layer's ln1, or the final norm
 		if l+1 < c.L {
 			nx := &a.layers[l+1]
-			be.ResidualRMSNormForward(nx.x, a.ln, nx.rstd1, la.r2, a.dtmp, p.Layers[l+1].LN1, N, c.C, c.Eps)
+			be.ResidualRMSNormForward(nx.x, a.ln, nx.rstd1, la.r2, a.dtmp, nw.ln1[l+1], N, c.C, c.Eps)
 		} else {
-			be.ResidualRMSNormForward(a.xf, a.lnf, a.rstdf, la.r2, a.dtmp, p.NormF, N, c.C, c.Eps)
+			be.ResidualRMSNormForward(a.xf, a.lnf, a.rstdf, la.r2, a.dtmp, nw.final, N, c.C, c.Eps)
 		}
 	}
 	return nil
+}
+
+// gluForward is the MLP's gated activation: out = act(gate) * up.
+func (m *Model) gluForward(out, gate, up []float32, n int) {
+	if m.Config.Act == GELUTanh {
+		m.be.GeGLUForward(out, gate, up, n)
+		return
+	}
+	m.be.SwiGLUForward(out, gate, up, n)
 }
 
 // Backward propagates dlogp [N] and dentropy [N] (the gradients of the loss
@@ -413,22 +485,37 @@ func (m *Model) Backward(a *Acts, dlogp, dentropy []float32) error {
 	frozen := m.lora != nil
 	if frozen {
 		if a.normSink == nil {
-			a.normSink = be.Alloc("discarded norm-weight gradients", c.C)
+			a.normSink = be.Alloc("discarded norm-weight gradients", max(c.C, c.HD))
 			a.owned = append(a.owned, a.normSink)
 		}
-		sink := a.normSink
+		sink, sinkHD := a.normSink[:c.C], a.normSink[:c.HD]
 		g = &Params{NormF: sink, Layers: make([]LayerParams, c.L)}
 		for l := range g.Layers {
-			g.Layers[l].LN1, g.Layers[l].LN2 = sink, sink
+			gl := &g.Layers[l]
+			gl.LN1, gl.LN2 = sink, sink
+			if c.Sandwich {
+				gl.PreFFN, gl.PostFFN = sink, sink
+			}
+			if c.QKNorm {
+				gl.QNorm, gl.KNorm = sinkHD, sinkHD
+			}
 		}
 	} else {
 		m.EnableGrads()
 		g = m.Grads
 	}
 
+	// with soft-capped logits the gradient goes to a buffer of its own: the
+	// cap's derivative reads the capped logits
 	dlogits := a.Logits
+	if c.FinalSoftcap != 0 {
+		dlogits = a.dlogitsBuf
+	}
 	if !a.scoredOnly {
 		be.LogprobBackward(dlogits, a.Logits, a.lse, a.ent, a.targets, dlogp, dentropy, N, c.V)
+		if c.FinalSoftcap != 0 {
+			be.SoftcapBackward(dlogits, a.Logits, c.FinalSoftcap, N*c.V)
+		}
 		be.MatmulBackward(a.dln, g.LMHead, nil, dlogits, a.lnf, p.LMHead, N, c.C, c.V, false)
 	} else {
 		// the packed rows of a ScoredOnly forward; the others get no gradient
@@ -444,6 +531,9 @@ func (m *Model) Backward(a *Acts, dlogp, dentropy []float32) error {
 			}
 			be.Upload(a.dentS, a.hostS[:M])
 			be.LogprobBackward(dlogits, a.Logits, a.lse, a.entS, a.targetsS, a.dlogpS, a.dentS, M, c.V)
+			if c.FinalSoftcap != 0 {
+				be.SoftcapBackward(dlogits[:M*c.V], a.Logits, c.FinalSoftcap, M*c.V)
+			}
 			be.MatmulBackward(a.dtmp, g.LMHead, nil, dlogits, a.lnfS, p.LMHead, M, c.C, c.V, false)
 			be.ScatterRows(a.dln, a.dtmp, a.scoredD, M, c.C)
 		}
@@ -459,32 +549,49 @@ func (m *Model) backwardBody(a *Acts, g *Params, frozen bool) {
 	B, T := a.B, a.T
 	N := B * T
 	QD, KD := c.NH*c.HD, c.NKV*c.HD
+	nw := m.normW()
 	// the MLP's backward: the former sequence where the backend asks for it
-	// (gpu.SwiGLURecompute), else one pass fewer over gate and up a layer
-	recompute := gpu.RecomputesSwiGLU(be)
-	be.RMSNormBackward(a.dres, g.NormF, a.dln, a.xf, p.NormF, a.rstdf, N, c.C)
+	// (gpu.SwiGLURecompute; SwiGLU only), else one pass fewer over gate and up a layer
+	recompute := gpu.RecomputesSwiGLU(be) && c.Act == SiLU
+	be.RMSNormBackward(a.dres, g.NormF, a.dln, a.xf, nw.final, a.rstdf, N, c.C)
 	// a.dres is now the gradient of the residual stream after the last layer.
 	for l := c.L - 1; l >= 0; l-- {
 		la, lp, lg := &a.layers[l], &p.Layers[l], &g.Layers[l]
-		// out = r2 + down(h): dres flows to r2 unchanged, and into the MLP.
+		cos, sin := m.rope(l)
+		// out = r2 + down(h) (Sandwich: r2 + norm(down(h))): dres flows to r2
+		// unchanged, and into the MLP as dmlp
+		dmlp := a.dres
+		if c.Sandwich { // a.dln is free until the gate and up products' input gradient
+			be.RMSNormBackward(a.dln, lg.PostFFN, a.dres, la.mo, nw.post[l], la.rstdM, N, c.C)
+			dmlp = a.dln
+		}
 		if recompute {
 			be.SwiGLUForward(a.h, la.gate, la.up, N*c.F) // recompute h
-			be.MatmulBackward(a.dh, lg.WDown, nil, a.dres, a.h, lp.WDown, N, c.F, c.C, false)
-			m.loraBackward(&a.lora, a.dh, a.dres, a.h, a.loraU[l][modDown], m.adapter(l, modDown), N)
+			be.MatmulBackward(a.dh, lg.WDown, nil, dmlp, a.h, lp.WDown, N, c.F, c.C, false)
+			m.loraBackward(&a.lora, a.dh, dmlp, a.h, a.loraU[l][modDown], m.adapter(l, modDown), N)
 			be.SwiGLUBackward(a.dgate, a.dup, a.dh, la.gate, la.up, N*c.F)
 		} else {
 			// dh, which does not read h, then h recomputed in the pass
 			// that takes dgate and dup, then the gradients that read h
 			ad := m.adapter(l, modDown)
-			be.MatmulBackward(a.dh, nil, nil, a.dres, nil, lp.WDown, N, c.F, c.C, false)
-			du := m.loraBackwardInput(&a.lora, a.dh, a.dres, a.loraU[l][modDown], ad, N)
-			be.SwiGLUBackwardH(a.dgate, a.dup, a.h, a.dh, la.gate, la.up, N*c.F)
+			be.MatmulBackward(a.dh, nil, nil, dmlp, nil, lp.WDown, N, c.F, c.C, false)
+			du := m.loraBackwardInput(&a.lora, a.dh, dmlp, a.loraU[l][modDown], ad, N)
+			if c.Act == GELUTanh {
+				be.GeGLUBackwardH(a.dgate, a.dup, a.h, a.dh, la.gate, la.up, N*c.F)
+			} else {
+				be.SwiGLUBackwardH(a.dgate, a.dup, a.h, a.dh, la.gate, la.up, N*c.F)
+			}
 			if lg.WDown != nil {
-				be.MatmulBackward(nil, lg.WDown, nil, a.dres, a.h, lp.WDown, N, c.F, c.C, false)
+				be.MatmulBackward(nil, lg.WDown, nil, dmlp, a.h, lp.WDown, N, c.F, c.C, false)
 			}
 			m.loraBackwardA(du, a.h, ad, N)
 		}
-		be.RMSNormForward(a.ln, la.rstd2, la.r2, lp.LN2, N, c.C, c.Eps) // recompute ln2
+		// the MLP's input norm of r2: ln2, or Sandwich's pre-feedforward norm
+		mlpNorm, dMLPNorm := nw.ln2[l], lg.LN2
+		if c.Sandwich {
+			mlpNorm, dMLPNorm = nw.pre[l], lg.PreFFN
+		}
+		be.RMSNormForward(a.ln, la.rstd2, la.r2, mlpNorm, N, c.C, c.Eps) // recompute it
 		// d ln2 = the gate and up products' input gradients, summed in a.dln
 		// by the products themselves (accumulate), the adapters' too
 		be.MatmulBackward(a.dln, lg.WGate, nil, a.dgate, a.ln, lp.WGate, N, c.C, c.F, false)
@@ -492,30 +599,51 @@ func (m *Model) backwardBody(a *Acts, g *Params, frozen bool) {
 		be.MatmulBackward(a.dln, lg.WUp, nil, a.dup, a.ln, lp.WUp, N, c.C, c.F, true)
 		m.loraBackward(&a.lora, a.dln, a.dup, a.ln, a.loraU[l][modUp], m.adapter(l, modUp), N)
 		// a.dres += ln2's input gradient for d ln2 = a.dln: a.dres = d r2
-		be.ResidualRMSNormBackward(a.dres, lg.LN2, a.dln, nil, la.r2, lp.LN2, la.rstd2, N, c.C)
-		// r2 = x + o_proj(atty): dres flows to x unchanged, and into attention.
-		be.MatmulBackward(a.datty, lg.WO, nil, a.dres, la.atty, lp.WO, N, QD, c.C, false)
-		m.loraBackward(&a.lora, a.datty, a.dres, la.atty, a.loraU[l][modO], m.adapter(l, modO), N)
+		be.ResidualRMSNormBackward(a.dres, dMLPNorm, a.dln, nil, la.r2, mlpNorm, la.rstd2, N, c.C)
+		// r2 = x + o_proj(atty) (Sandwich: x + norm(o_proj(atty))): dres flows
+		// to x unchanged, and into attention as dattn
+		dattn := a.dres
+		if c.Sandwich {
+			be.RMSNormBackward(a.dtmp, lg.LN2, a.dres, la.ao, nw.ln2[l], la.rstdA, N, c.C)
+			dattn = a.dtmp
+		}
+		be.MatmulBackward(a.datty, lg.WO, nil, dattn, la.atty, lp.WO, N, QD, c.C, false)
+		m.loraBackward(&a.lora, a.datty, dattn, la.atty, a.loraU[l][modO], m.adapter(l, modO), N)
+		win := c.Window(l)
 		if a.fused {
 			be.AttentionVarlenBackward(a.dq, a.dk, a.dv, a.datty, la.atty, la.lse, la.q, la.k, la.v, a.cu[:a.nseq+1],
-				a.nseq, N, a.maxLen, c.NH, c.NKV, c.HD)
+				a.nseq, N, a.maxLen, c.NH, c.NKV, c.HD, win)
 		} else {
-			be.AttentionBackward(a.dq, a.dk, a.dv, a.attBuf, a.datty, la.q, la.k, la.v, B, T, c.NH, c.NKV, c.HD)
+			be.AttentionBackward(a.dq, a.dk, a.dv, a.attBuf, a.datty, la.q, la.k, la.v, B, T, c.NH, c.NKV, c.HD, win)
 		}
-		be.RopeQKBackward(a.dq, a.dk, a.pos, m.cos, m.sin, N, c.NH, c.NKV, c.HD, m.Rope)
-		be.RMSNormForward(a.ln, la.rstd1, la.x, lp.LN1, N, c.C, c.Eps) // recompute ln1
+		if c.QScale != 0 && c.QScale != 1 {
+			be.Scale(a.dq[:N*QD], c.QScale)
+		}
+		be.RopeQKBackward(a.dq, a.dk, a.pos, cos, sin, N, c.NH, c.NKV, c.HD, m.Rope)
+		// the gradients of the q and k products: through their norms (into
+		// a.datty, free since the attention's backward, and a.dkn)
+		dq, dk := a.dq, a.dk
+		if c.QKNorm {
+			be.RMSNormBackward(a.datty, lg.QNorm, a.dq, la.qn, nw.qn[l], la.rstdQ, N*c.NH, c.HD)
+			be.RMSNormBackward(a.dkn, lg.KNorm, a.dk, la.kn, nw.kn[l], la.rstdK, N*c.NKV, c.HD)
+			dq, dk = a.datty, a.dkn
+		}
+		be.RMSNormForward(a.ln, la.rstd1, la.x, nw.ln1[l], N, c.C, c.Eps) // recompute ln1
 		// d ln1 = the q, k and v products' input gradients, summed in a.dln
 		// by the products (accumulate)
-		be.MatmulBackward(a.dln, lg.WQ, lg.BQ, a.dq, a.ln, lp.WQ, N, c.C, QD, false)
-		m.loraBackward(&a.lora, a.dln, a.dq, a.ln, a.loraU[l][modQ], m.adapter(l, modQ), N)
-		be.MatmulBackward(a.dln, lg.WK, lg.BK, a.dk, a.ln, lp.WK, N, c.C, KD, true)
-		m.loraBackward(&a.lora, a.dln, a.dk, a.ln, a.loraU[l][modK], m.adapter(l, modK), N)
+		be.MatmulBackward(a.dln, lg.WQ, lg.BQ, dq, a.ln, lp.WQ, N, c.C, QD, false)
+		m.loraBackward(&a.lora, a.dln, dq, a.ln, a.loraU[l][modQ], m.adapter(l, modQ), N)
+		be.MatmulBackward(a.dln, lg.WK, lg.BK, dk, a.ln, lp.WK, N, c.C, KD, true)
+		m.loraBackward(&a.lora, a.dln, dk, a.ln, a.loraU[l][modK], m.adapter(l, modK), N)
 		be.MatmulBackward(a.dln, lg.WV, lg.BV, a.dv, a.ln, lp.WV, N, c.C, KD, true)
 		m.loraBackward(&a.lora, a.dln, a.dv, a.ln, a.loraU[l][modV], m.adapter(l, modV), N)
 		// a.dres += ln1's input gradient for d ln1 = a.dln: a.dres = d x
-		be.ResidualRMSNormBackward(a.dres, lg.LN1, a.dln, nil, la.x, lp.LN1, la.rstd1, N, c.C)
+		be.ResidualRMSNormBackward(a.dres, lg.LN1, a.dln, nil, la.x, nw.ln1[l], la.rstd1, N, c.C)
 	}
 	if !frozen {
+		if c.EmbedScale != 0 {
+			be.Scale(a.dres[:N*c.C], c.EmbedScale)
+		}
 		be.EmbeddingBackward(g.Embed, a.dres, a.tokens, N, c.C)
 	}
 }

@@ -15,9 +15,12 @@ import (
 
 // ParseConfig decodes a Hugging Face config.json, from transformers 4 or 5: rope_theta may sit
 // at the top level or in rope_parameters, eos_token_id may be an id, a list of ids (every one
-// is kept, in EOSTokenIDs) or null, and ids may be null. RoPE scaling other than the default
-// is rejected, since the models implement plain RoPE only. name is used in error messages.
-// generation_config.json is not read here: [Load] adds its eos ids.
+// is kept, in EOSTokenIDs) or null, and ids may be null. Keys a family's config class has a
+// default for are filled in when absent (save_pretrained leaves some out), so the result is
+// what transformers builds from the same file. RoPE scaling of the types [RopeScaling] names is
+// read from rope_scaling or rope_parameters (flat, or per layer type as gemma3_text's); other
+// types and options the models do not implement are errors naming the key. name is used in
+// error messages. generation_config.json is not read here: [Load] adds its eos ids.
 func ParseConfig(name string, b []byte) (Config, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -28,64 +31,64 @@ func ParseConfig(name string, b []byte) (Config, error) {
 		return Config{}, err
 	}
 	delete(raw, "eos_token_id")
+	// rope_scaling and rope_parameters are read by parseRope, from raw
+	ropeScaling, ropeParams := raw["rope_scaling"], raw["rope_parameters"]
+	delete(raw, "rope_scaling")
+	delete(raw, "rope_parameters")
 	fixed, _ := json.Marshal(raw)
 	var c Config
 	if err := json.Unmarshal(fixed, &c); err != nil {
 		return Config{}, fmt.Errorf("weights: %s: %w", name, err)
 	}
 	c.setEOS(eos)
-	var rope struct {
-		RopeScaling    map[string]any `json:"rope_scaling"`
-		RopeParameters map[string]any `json:"rope_parameters"`
-		Dtype          string         `json:"dtype"`
-		MLPBias        bool           `json:"mlp_bias"`
-		SlidingWindow  bool           `json:"use_sliding_window"`
+	var extra struct {
+		Dtype               string  `json:"dtype"`
+		MLPBias             bool    `json:"mlp_bias"`
+		PartialRotaryFactor float64 `json:"partial_rotary_factor"`
 	}
-	if err := json.Unmarshal(fixed, &rope); err != nil {
+	if err := json.Unmarshal(fixed, &extra); err != nil {
 		return Config{}, fmt.Errorf("weights: %s: %w", name, err)
 	}
-	for key, m := range map[string]map[string]any{"rope_scaling": rope.RopeScaling, "rope_parameters": rope.RopeParameters} {
-		if m == nil {
-			continue
-		}
-		for _, k := range []string{"rope_type", "type"} {
-			if t, ok := m[k].(string); ok && t != "default" {
-				return Config{}, fmt.Errorf("weights: %s: %s.%s = %q is not supported (only default RoPE)", name, key, k, t)
-			}
-		}
-		if th, ok := m["rope_theta"].(float64); ok && c.RopeTheta == 0 {
-			c.RopeTheta = th
-		}
-	}
-	if rope.MLPBias {
+	if extra.MLPBias {
 		return Config{}, fmt.Errorf("weights: %s: mlp_bias = true is not supported", name)
 	}
-	if rope.SlidingWindow {
-		return Config{}, fmt.Errorf("weights: %s: use_sliding_window = true is not supported", name)
+	if extra.PartialRotaryFactor != 0 && extra.PartialRotaryFactor != 1 {
+		return Config{}, fmt.Errorf("weights: %s: partial_rotary_factor = %v is not supported (RoPE over the whole head only)", name, extra.PartialRotaryFactor)
 	}
 	if c.ModelType == "" && len(c.Architectures) > 0 {
-		switch c.Architectures[0] {
-		case "LlamaForCausalLM":
-			c.ModelType = "llama"
-		case "Qwen2ForCausalLM":
-			c.ModelType = "qwen2"
+		if f := familyOfArchitecture(c.Architectures[0]); f != nil {
+			c.ModelType = f.ModelType
 		}
 	}
 	if c.TorchDtype == "" {
-		c.TorchDtype = rope.Dtype
+		c.TorchDtype = extra.Dtype
+	}
+	has := func(key string) bool {
+		v, ok := raw[key]
+		return ok && string(v) != "null"
+	}
+	if f := familyOf(c.ModelType); f != nil {
+		f.defaults(&c, has, func(key string) bool { _, ok := raw[key]; return ok })
+	}
+	if err := parseRope(&c, ropeScaling, ropeParams); err != nil {
+		return Config{}, fmt.Errorf("weights: %s: %w", name, err)
 	}
 	if c.RopeTheta == 0 {
-		c.RopeTheta = 10000 // transformers' default for both families
+		c.RopeTheta = 10000 // transformers' default for llama, qwen2, qwen3 and mistral
 	}
 	if c.NumKeyValueHeads == 0 {
 		c.NumKeyValueHeads = c.NumAttentionHeads
 	}
 	if c.HiddenAct == "" {
 		c.HiddenAct = "silu"
+		if f := c.Family(); f != nil {
+			c.HiddenAct = f.Activation
+		}
 	}
 	if strings.ToLower(c.ModelType) == "qwen2" {
 		c.AttentionBias = true
 	}
+	canonicalWindows(&c)
 	if err := checkConfig(c); err != nil {
 		return Config{}, fmt.Errorf("weights: %s: %w", name, err)
 	}
@@ -99,13 +102,18 @@ const (
 	maxHeads  = 1024
 )
 
-// checkConfig rejects architectures and sizes the models cannot run.
+// checkConfig rejects architectures, options and sizes the models cannot run.
 func checkConfig(c Config) error {
-	if c.ModelType != "llama" && c.ModelType != "qwen2" {
-		return fmt.Errorf("unsupported architecture: model_type %q (architectures %v); want llama or qwen2", c.ModelType, c.Architectures)
+	f := familyOf(c.ModelType)
+	if f == nil {
+		return unsupportedFamily(c)
 	}
-	if c.HiddenAct != "silu" {
-		return fmt.Errorf("unsupported hidden_act %q; want silu", c.HiddenAct)
+	if act := c.Activation(); act != f.Activation {
+		key := "hidden_act"
+		if c.HiddenActivation != "" {
+			key = "hidden_activation"
+		}
+		return fmt.Errorf("unsupported %s %q for %s; want %s", key, act, c.ModelType, f.Activation)
 	}
 	for _, f := range []struct {
 		name string
@@ -131,6 +139,21 @@ func checkConfig(c Config) error {
 	if c.HeadDim < 0 {
 		return fmt.Errorf("head_dim = %d is negative", c.HeadDim)
 	}
+	if c.SlidingWindow < 0 {
+		return fmt.Errorf("sliding_window = %d is negative", c.SlidingWindow)
+	}
+	if _, err := c.SlidingLayers(); err != nil {
+		return err
+	}
+	if c.AttnLogitSoftcapping != 0 {
+		return fmt.Errorf("attn_logit_softcapping = %v is not supported (attention scores are not soft-capped; Gemma 3 checkpoints leave it null)", c.AttnLogitSoftcapping)
+	}
+	if c.FinalLogitSoftcapping < 0 {
+		return fmt.Errorf("final_logit_softcapping = %v is negative", c.FinalLogitSoftcapping)
+	}
+	if c.QueryPreAttnScalar < 0 {
+		return fmt.Errorf("query_pre_attn_scalar = %v is negative", c.QueryPreAttnScalar)
+	}
 	return nil
 }
 
@@ -141,13 +164,15 @@ func headDim(c Config) int {
 	return c.HiddenSize / c.NumAttentionHeads
 }
 
-// ExpectedShapes lists every tensor a Llama/Qwen2 checkpoint with config c holds, with its
-// shape: lm_head.weight only when the embeddings are not tied, q/k/v biases only with
-// attention_bias (always for qwen2).
+// ExpectedShapes lists every tensor a checkpoint of config c holds, with its shape:
+// lm_head.weight only when the embeddings are not tied, q/k/v biases only with attention_bias
+// (always for qwen2), q_norm and k_norm for qwen3 and gemma3_text, and gemma3_text's pre- and
+// post-feedforward norms.
 func ExpectedShapes(c Config) map[string][]int {
 	C, F, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
 	hd := headDim(c)
 	q, kv := c.NumAttentionHeads*hd, c.NumKeyValueHeads*hd
+	f := familyOf(c.ModelType)
 	m := map[string][]int{
 		"model.embed_tokens.weight": {V, C},
 		"model.norm.weight":         {C},
@@ -170,6 +195,14 @@ func ExpectedShapes(c Config) map[string][]int {
 			m[p+"self_attn.q_proj.bias"] = []int{q}
 			m[p+"self_attn.k_proj.bias"] = []int{kv}
 			m[p+"self_attn.v_proj.bias"] = []int{kv}
+		}
+		if f != nil && f.QKNorm {
+			m[p+"self_attn.q_norm.weight"] = []int{hd}
+			m[p+"self_attn.k_norm.weight"] = []int{hd}
+		}
+		if f != nil && f.Sandwich {
+			m[p+"pre_feedforward_layernorm.weight"] = []int{C}
+			m[p+"post_feedforward_layernorm.weight"] = []int{C}
 		}
 	}
 	return m

@@ -124,11 +124,26 @@ func TestLoadErrors(t *testing.T) {
 			editConfig(t, d, `"model_type": "llama"`, `"model_type": "gpt2"`)
 			return d
 		}, []string{"config.json", "unsupported architecture", "gpt2"}},
-		{"scaled rope", func(t *testing.T) string {
+		{"unsupported rope type", func(t *testing.T) string {
 			d := copyDir(t, "testdata/llama")
-			editConfig(t, d, `"rope_type": "default"`, `"rope_type": "llama3"`)
+			editConfig(t, d, `"rope_type": "default"`, `"rope_type": "dynamic"`)
 			return d
-		}, []string{"config.json", "llama3", "not supported"}},
+		}, []string{"config.json", "rope_parameters.rope_type", "dynamic", "not supported", "llama3"}},
+		{"llama3 rope without its parameters", func(t *testing.T) string {
+			d := copyDir(t, "testdata/llama")
+			editConfig(t, d, `"rope_type": "default"`, `"rope_type": "llama3", "factor": 8`)
+			return d
+		}, []string{"config.json", "rope_parameters", "llama3 needs", "low_freq_factor"}},
+		{"gemma2", func(t *testing.T) string {
+			d := copyDir(t, "testdata/llama")
+			editConfig(t, d, `"model_type": "llama"`, `"model_type": "gemma2"`)
+			return d
+		}, []string{"config.json", `model_type "gemma2"`, "nearest: gemma3_text"}},
+		{"layer types", func(t *testing.T) string {
+			d := copyDir(t, "testdata/llama")
+			editConfig(t, d, `"model_type": "llama"`, `"layer_types": ["full_attention", "chunked_attention"], "model_type": "llama"`)
+			return d
+		}, []string{"config.json", `layer_types[1] = "chunked_attention"`}},
 		{"shape mismatch", func(t *testing.T) string {
 			d := copyDir(t, "testdata/llama")
 			editConfig(t, d, `"intermediate_size": 128`, `"intermediate_size": 96`)

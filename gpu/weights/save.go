@@ -60,16 +60,14 @@ func SaveAs(dir string, ck *Checkpoint, dtype safetensors.DType) error {
 }
 
 // configJSON renders c as a config.json readable by transformers 4 (top-level rope_theta,
-// torch_dtype) and 5 (rope_parameters, dtype).
+// rope_scaling, torch_dtype) and 5 (rope_parameters, dtype). Keys whose absence would mean a
+// different default in the family's config class (sliding_window) are written as null.
 func configJSON(c Config, dtype safetensors.DType) ([]byte, error) {
 	torchDtype := map[safetensors.DType]string{safetensors.F32: "float32", safetensors.F16: "float16", safetensors.BF16: "bfloat16"}[dtype]
 	c.TorchDtype = torchDtype
 	if len(c.Architectures) == 0 {
-		switch c.ModelType {
-		case "llama":
-			c.Architectures = []string{"LlamaForCausalLM"}
-		case "qwen2":
-			c.Architectures = []string{"Qwen2ForCausalLM"}
+		if f := c.Family(); f != nil {
+			c.Architectures = []string{f.Architecture}
 		}
 	}
 	b, err := json.Marshal(c)
@@ -81,7 +79,25 @@ func configJSON(c Config, dtype safetensors.DType) ([]byte, error) {
 		return nil, err
 	}
 	m["dtype"] = torchDtype
-	m["rope_parameters"] = map[string]any{"rope_theta": c.RopeTheta, "rope_type": "default"}
+	global := map[string]any{"rope_theta": c.RopeTheta, "rope_type": "default"}
+	if s := c.RopeScaling; s != nil {
+		b, err := json.Marshal(s)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &global); err != nil {
+			return nil, err
+		}
+		global["rope_theta"] = c.RopeTheta
+	}
+	m["rope_parameters"] = global
+	if c.ModelType == "gemma3_text" {
+		// transformers 5: one set per layer type; 4: rope_scaling and rope_local_base_freq
+		m["rope_parameters"] = map[string]any{
+			"full_attention":    global,
+			"sliding_attention": map[string]any{"rope_type": "default", "rope_theta": c.RopeLocalBaseFreq},
+		}
+	}
 	m["mlp_bias"] = false
 	// every eos id: one as an id, several as a list (generation_config.json's among them, since
 	// no generation_config.json is written), none as null
@@ -93,8 +109,19 @@ func configJSON(c Config, dtype safetensors.DType) ([]byte, error) {
 	default:
 		m["eos_token_id"] = ids
 	}
-	if c.ModelType == "qwen2" {
-		m["use_sliding_window"] = false
+	switch c.ModelType {
+	case "qwen2", "qwen3":
+		m["use_sliding_window"] = c.UseSlidingWindow
+		fallthrough
+	case "mistral", "gemma3_text":
+		if c.SlidingWindow == 0 {
+			m["sliding_window"] = nil
+		}
+		for _, k := range []string{"final_logit_softcapping", "attn_logit_softcapping"} {
+			if _, ok := m[k]; !ok && c.ModelType == "gemma3_text" {
+				m[k] = nil
+			}
+		}
 	}
 	return json.MarshalIndent(m, "", "  ")
 }

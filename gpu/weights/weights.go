@@ -1,15 +1,18 @@
 // Package weights holds a model checkpoint in memory as fp32 tensors with Hugging Face names
 // and shapes, independent of the file format it came from (HF safetensors or GGUF).
 //
-// Tensor names are those of transformers' Llama/Qwen2 state dicts, for example
+// Tensor names are those of transformers' state dicts (Llama, Qwen2, Qwen3, Mistral, Gemma 3
+// text), for example
 // "model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", "lm_head.weight".
 // Linear weights are [out, in], row-major, exactly as transformers stores them.
 package weights
 
-// Config is the subset of a Hugging Face config.json that Llama and Qwen2 models need.
+// Config is the subset of a Hugging Face config.json that the decoder families need (see
+// [Families]). Keys keep transformers' names; a zero value is the key's absence (null), and
+// [ParseConfig] fills in what transformers' config class of the family defaults to.
 type Config struct {
 	Architectures         []string `json:"architectures"`
-	ModelType             string   `json:"model_type"` // "llama" | "qwen2"
+	ModelType             string   `json:"model_type"` // one of Families' model types
 	HiddenSize            int      `json:"hidden_size"`
 	IntermediateSize      int      `json:"intermediate_size"`
 	NumHiddenLayers       int      `json:"num_hidden_layers"`
@@ -33,8 +36,52 @@ type Config struct {
 	// eos_token_id absent, null or [], a GGUF without tokenizer.ggml.eos_token_id);
 	// EOSTokenID is then 0, not an id to stop at, and EOSTokenIDs is empty.
 	NoEOS      bool   `json:"-"`
-	HiddenAct  string `json:"hidden_act"` // "silu"
+	HiddenAct  string `json:"hidden_act"` // "silu", or gemma3_text's "gelu_pytorch_tanh"
 	TorchDtype string `json:"torch_dtype,omitempty"`
+
+	// HiddenActivation is gemma3_text's name for the MLP's activation (its hidden_act is
+	// ignored by transformers): "gelu_pytorch_tanh".
+	HiddenActivation string `json:"hidden_activation,omitempty"`
+	// RopeScaling rescales the RoPE frequencies of the (global) attention layers: llama3,
+	// linear or yarn; nil is plain RoPE. transformers 5's rope_parameters is read into it too.
+	RopeScaling *RopeScaling `json:"rope_scaling,omitempty"`
+	// SlidingWindow is how many positions a sliding-window layer's query sees, its own
+	// included (mistral: every layer; gemma3_text: the "sliding_attention" layers; qwen2 and
+	// qwen3 only with UseSlidingWindow). 0: none.
+	SlidingWindow    int  `json:"sliding_window,omitempty"`
+	UseSlidingWindow bool `json:"use_sliding_window,omitempty"` // qwen2, qwen3
+	MaxWindowLayers  int  `json:"max_window_layers,omitempty"`  // qwen2, qwen3: layers from this index slide
+	// LayerTypes is each layer's attention, "full_attention" or "sliding_attention"
+	// (transformers writes it since 4.53); [Config.SlidingLayers] derives it when absent.
+	LayerTypes []string `json:"layer_types,omitempty"`
+	// SlidingWindowPattern: gemma3_text's older key, every Nth layer is global (6).
+	SlidingWindowPattern int `json:"sliding_window_pattern,omitempty"`
+	// QueryPreAttnScalar: gemma3_text scales attention scores by its -1/2 power, not head_dim's.
+	QueryPreAttnScalar float64 `json:"query_pre_attn_scalar,omitempty"`
+	// RopeLocalBaseFreq: gemma3_text's RoPE base of its sliding-window layers.
+	RopeLocalBaseFreq float64 `json:"rope_local_base_freq,omitempty"`
+	// FinalLogitSoftcapping and AttnLogitSoftcapping (gemma3_text; null there by default):
+	// logits = cap * tanh(logits / cap). 0: none.
+	FinalLogitSoftcapping float64 `json:"final_logit_softcapping,omitempty"`
+	AttnLogitSoftcapping  float64 `json:"attn_logit_softcapping,omitempty"`
+}
+
+// RopeScaling is a config's rope_scaling (transformers 4) or rope_parameters (5): how the
+// inverse frequencies of RoPE are rescaled for longer contexts (transformers'
+// modeling_rope_utils.py). Type is "llama3", "linear" or "yarn"; the rest are that type's
+// parameters, 0 where the config leaves them out.
+type RopeScaling struct {
+	Type                          string  `json:"rope_type"`
+	Factor                        float64 `json:"factor,omitempty"`
+	LowFreqFactor                 float64 `json:"low_freq_factor,omitempty"`                  // llama3
+	HighFreqFactor                float64 `json:"high_freq_factor,omitempty"`                 // llama3
+	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings,omitempty"` // llama3, yarn
+	AttentionFactor               float64 `json:"attention_factor,omitempty"`                 // yarn
+	BetaFast                      float64 `json:"beta_fast,omitempty"`                        // yarn (32)
+	BetaSlow                      float64 `json:"beta_slow,omitempty"`                        // yarn (1)
+	Mscale                        float64 `json:"mscale,omitempty"`                           // yarn
+	MscaleAllDim                  float64 `json:"mscale_all_dim,omitempty"`                   // yarn
+	Truncate                      *bool   `json:"truncate,omitempty"`                         // yarn (true)
 }
 
 // EOSIDs is every end-of-sequence id of c (see EOSTokenIDs): none with NoEOS, EOSTokenID

@@ -192,7 +192,7 @@ type Agent struct {
 // spelling of the same keys.
 type Trace struct {
 	Backend           StringList `yaml:"backend" doc:"trace backend plugin(s) (rlhost-trace-NAME), a name or a list; null = no tracing"`
-	Token2Text        *bool      `yaml:"token2text" doc:"decoded prompt and response text on every generate span and the trajectory (false: token ids); null = on when the backends include local, off for mlflow/weave alone (docs/tracing.md)"`
+	Token2Text        *bool      `yaml:"token2text" doc:"decoded prompt and response text beside the token ids of every generate span, and on the trajectory (false: the ids alone); null = on when the backends include local, off for mlflow/weave alone (docs/tracing.md)"`
 	MaxSamplesPerStep *int       `yaml:"max_samples_per_step" doc:"trace all n rollouts of this many prompts per step; null = all"`
 }
 

@@ -207,7 +207,10 @@ func planColumns(sc *arrow.Schema, name string) (*columns, error) {
 			continue
 		}
 		msg := fmt.Sprintf("missing required column %q (the file has %s)", req, strings.Join(c.names, ", "))
-		if s := didYouMean(req, c.names); s != "" {
+		if sc.FieldIndices("messages") != nil || sc.FieldIndices("input_ids") != nil {
+			msg += "; it is an SFT file (messages or input_ids): give it to rlhost sft, and to rlhost train only the RL files " +
+				"(rlhost preprocess writes the SFT ones to OUT/sft/, apart from OUT/*.parquet)"
+		} else if s := didYouMean(req, c.names); s != "" {
 			msg += fmt.Sprintf("; did you mean %q? rename it", s)
 		}
 		return nil, &Error{File: name, Row: -1, Column: req, Msg: msg}

@@ -210,6 +210,9 @@ func TestReadErrors(t *testing.T) {
 		{"renamed column", writeTable(t, arrow.NewSchema([]arrow.Field{fieldF("data_source", strT), fieldF("prompts", arrow.ListOf(msgT)), fieldF("reward_model", rmT)}, nil),
 			func(b *array.RecordBuilder) { appendGood(b, false, false) }),
 			[]string{"x.parquet", `column prompt`, `missing required column "prompt"`, `did you mean "prompts"`}, false},
+		{"an SFT file", writeTable(t, arrow.NewSchema([]arrow.Field{fieldF("data_source", strT), fieldF("messages", arrow.ListOf(msgT)), fieldF("reward_model", rmT)}, nil),
+			func(b *array.RecordBuilder) { appendGood(b, false, false) }),
+			[]string{`missing required column "prompt"`, "it is an SFT file (messages or input_ids): give it to rlhost sft"}, false},
 		{"missing column", writeTable(t, arrow.NewSchema([]arrow.Field{fieldF("data_source", strT), fieldF("prompt", arrow.ListOf(msgT)), fieldF("ability", strT)}, nil),
 			func(b *array.RecordBuilder) {
 				b.Field(0).(*array.StringBuilder).Append("s")

@@ -66,17 +66,18 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("data: ")
-	b.WriteString(e.File)
+	parts := []string{"data"}
+	if e.File != "" {
+		parts = append(parts, e.File)
+	}
 	if e.Row >= 0 {
-		fmt.Fprintf(&b, ": row %d", e.Row)
+		parts = append(parts, fmt.Sprintf("row %d", e.Row))
 	}
 	if e.Column != "" {
-		fmt.Fprintf(&b, ": column %s", e.Column)
+		parts = append(parts, "column "+e.Column)
 	}
-	b.WriteString(": ")
-	b.WriteString(e.Msg)
+	var b strings.Builder
+	b.WriteString(strings.Join(append(parts, e.Msg), ": "))
 	if e.Err != nil {
 		b.WriteString(": ")
 		b.WriteString(e.Err.Error())

@@ -81,7 +81,7 @@ var summaryFields = []summaryField{
 	{GradNorm, "grad_norm", plain},
 	{ResponseLengthMean, "resp_len", func(v float64) string { return fmt.Sprintf("%.1f", v) }},
 	{ResponseClipRatio, "clipped", func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) }},
-	{NumTurnsMean, "turns", func(v float64) string { return fmt.Sprintf("%.2f", v) }},
+	{NumTurnsMean, "num_turns", func(v float64) string { return fmt.Sprintf("%.2f", v) }},
 	{ToolCallsMean, "tool_calls", func(v float64) string { return fmt.Sprintf("%.2f", v) }},
 	{Throughput, "tok/s", func(v float64) string { return fmt.Sprintf("%.1f", v) }},
 	{TimingGen, "gen", seconds},

@@ -19,7 +19,7 @@ func TestSummary(t *testing.T) {
 			ScoreMean: 0.4375, PGLoss: -0.0123, PPOKL: 0.0003, ResponseLengthMean: 212.46, ResponseClipRatio: 0.03125,
 			Throughput: 41.23, TimingStep: 83.14, TimingGen: 50, NumTurnsMean: 2.5, ToolCallsMean: 1.25,
 			ValRewardKey("openai/gsm8k"): 0.51, "actor/lr": 1e-6,
-		}}, "step 12 | score 0.4375 | val openai/gsm8k 0.51 | pg_loss -0.0123 | kl 0.0003 | resp_len 212.5 | clipped 3% | turns 2.50 | tool_calls 1.25 | tok/s 41.2 | gen 50.0s | step_time 83.1s"},
+		}}, "step 12 | score 0.4375 | val openai/gsm8k 0.51 | pg_loss -0.0123 | kl 0.0003 | resp_len 212.5 | clipped 3% | num_turns 2.50 | tool_calls 1.25 | tok/s 41.2 | gen 50.0s | step_time 83.1s"},
 		{"non-finite", Step{Step: 1, Values: map[string]float64{GradNorm: math.NaN(), PGLoss: math.Inf(1), TimingStep: math.Inf(-1)}},
 			"step 1 | pg_loss +Inf | grad_norm NaN | step_time -Inf"},
 		{"two val sources, sorted", Step{Step: 2, Values: map[string]float64{ValRewardKey("b"): 1, ValRewardKey("a"): 0, RewardMean: 0.5}},

@@ -12,7 +12,7 @@
 //
 // [Trainer] runs the optimisation (full or LoRA, micro-batches, AdamW with clipping, warm-up
 // and cosine decay, validation loss) and writes Hugging Face checkpoints with the tokenizer,
-// which rlhost train loads as its starting policy. [TrajectoryExample] turns a traced
-// trajectory's generate calls into a token row. Configuration keys are veRL's SFT trainer's
-// ([Config], docs/sft.md).
+// which rlhost train loads as its starting policy. [TokenRow] writes an example as a token row
+// (rlhost sft --from-traces makes them from a run's traced token ids, plugins/local's
+// TrajectoryTokens). Configuration keys are veRL's SFT trainer's ([Config], docs/sft.md).
 package sft

@@ -167,33 +167,6 @@ func TestParseConversation(t *testing.T) {
 	}
 }
 
-func TestTrajectoryExample(t *testing.T) {
-	ex, err := TrajectoryExample([]Turn{{Prompt: []int{1, 2, 3}, Response: []int{4, 5}}, {Offset: 5, Prompt: []int{6}, Response: []int{7}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := i32s(ex.IDs); !equalInts(got, []int{1, 2, 3, 4, 5, 6, 7}) {
-		t.Errorf("ids %v", got)
-	}
-	want := []bool{false, false, false, true, true, false, true}
-	for i := range want {
-		if ex.Mask[i] != want[i] {
-			t.Errorf("mask %v, want %v", ex.Mask, want)
-			break
-		}
-	}
-	// a full prompt that extends the context is accepted; one that does not is an error
-	if _, err := TrajectoryExample([]Turn{{Prompt: []int{1}, Response: []int{2}}, {Prompt: []int{1, 2, 3}, Response: []int{4}}}); err != nil {
-		t.Error(err)
-	}
-	if _, err := TrajectoryExample([]Turn{{Prompt: []int{1}, Response: []int{2}}, {Offset: 7, Prompt: []int{3}, Response: []int{4}}}); err == nil {
-		t.Error("a turn with a wrong offset was accepted")
-	}
-	if _, err := TrajectoryExample(nil); err == nil {
-		t.Error("no turns was accepted")
-	}
-}
-
 func TestConfigLoad(t *testing.T) {
 	c, err := Load(nil, []string{"data.train_files=a.parquet", "+optim.lr=2e-5", "data.multiturn.messages_key=conv", "trainer.total_training_steps=3"})
 	if err != nil {

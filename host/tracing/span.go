@@ -111,11 +111,13 @@ func (tr *Trajectory) Start(name string, parent *Span, inputs any) *Span {
 
 // Generate opens a generate span for one turn: prompt and response token counts as
 // attributes (prompt_tokens, response_tokens, and logprob_mean when logprobs are given), the
-// token ids as inputs and outputs, and with Token2Text the decoded text instead. When the
-// prompt extends the previous turn's prompt and response (multi-turn), only the new part is
-// stored (inputs {"prompt_delta": ...}, attribute prompt_offset), so a long conversation does
-// not cost the square of its length. Close it with End(nil, err); the response stays the
-// outputs.
+// exact token ids as inputs and outputs (prompt_ids, response_ids), and with Token2Text the
+// decoded text beside them (prompt, response). The ids are always kept, so that a trace can
+// give back the exact tokens the model was trained on (rlhost sft --from-traces); text alone
+// cannot (decoding and encoding again does not give the same ids). When the prompt extends
+// the previous turn's prompt and response (multi-turn), only the new part is stored (inputs
+// prompt_delta_ids / prompt_delta, attribute prompt_offset), so a long conversation does not
+// cost the square of its length. Close it with End(nil, err); the response stays the outputs.
 func (tr *Trajectory) Generate(parent *Span, promptIDs, responseIDs []int, logprobs []float32) *Span {
 	if tr == nil {
 		return nil
@@ -162,13 +164,13 @@ func (s *Span) SetTokens(promptIDs, responseIDs []int, logprobs []float32) {
 	if offset > 0 {
 		key = "prompt_delta"
 	}
+	in := map[string]any{key + "_ids": intsOrEmpty(promptIDs[offset:])}
+	out := map[string]any{"response_ids": intsOrEmpty(responseIDs)}
 	if tr.t.cfg.Token2Text {
-		s.inputs = encode(map[string]any{key: tr.t.cfg.Decode(promptIDs[offset:])})
-		s.outputs = encode(map[string]any{"response": tr.t.cfg.Decode(responseIDs)})
-	} else {
-		s.inputs = encode(map[string]any{key + "_ids": intsOrEmpty(promptIDs[offset:])})
-		s.outputs = encode(map[string]any{"response_ids": intsOrEmpty(responseIDs)})
+		in[key] = tr.t.cfg.Decode(promptIDs[offset:])
+		out["response"] = tr.t.cfg.Decode(responseIDs)
 	}
+	s.inputs, s.outputs = encode(in), encode(out)
 }
 
 func intsOrEmpty(x []int) []int {

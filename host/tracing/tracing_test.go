@@ -212,6 +212,36 @@ func TestTrajectorySpans(t *testing.T) {
 	}
 }
 
+// Generate spans always keep the exact token ids; with token2text the decoded text is added
+// beside them (rlhost sft --from-traces needs the ids, the viewer reads the text).
+func TestTokenIDsWithToken2Text(t *testing.T) {
+	mem := &tracingtest.Memory{}
+	tr := newTracer(t, tracing.Config{Token2Text: true, Decode: tracingtest.Decode}, map[string]*tracingtest.Memory{"local": mem})
+	tr.BeginStep(1, false, []int64{0})
+	j := tr.Trajectory(tracing.TrajectoryAttrs{Step: 1})
+	j.Generate(nil, []int{1, 2, 3}, []int{4, 5}, nil).End(nil, nil)
+	j.Generate(nil, []int{1, 2, 3, 4, 5, 9}, []int{6}, nil).End(nil, nil)
+	j.End(0.5, nil)
+	closeTracer(t, tr)
+	s := mem.Snapshot()
+	d := func(ids ...int) string { b, _ := json.Marshal(tracingtest.Decode(ids)); return string(b) }
+	want := []struct{ in, out string }{
+		{`{"prompt":` + d(1, 2, 3) + `,"prompt_ids":[1,2,3]}`, `{"response":` + d(4, 5) + `,"response_ids":[4,5]}`},
+		{`{"prompt_delta":` + d(9) + `,"prompt_delta_ids":[9]}`, `{"response":` + d(6) + `,"response_ids":[6]}`},
+	}
+	if len(s) != 3 {
+		t.Fatalf("%d spans; want 2 generate and the root", len(s))
+	}
+	for i, w := range want {
+		if s[i].Inputs != w.in || s[i].Outputs != w.out {
+			t.Errorf("generate %d: inputs %s outputs %s; want %s %s", i, s[i].Inputs, s[i].Outputs, w.in, w.out)
+		}
+	}
+	if s[1].Attributes["prompt_offset"] != int64(5) {
+		t.Errorf("second generate: prompt_offset %v; want 5", s[1].Attributes["prompt_offset"])
+	}
+}
+
 func TestTokenIDsWithoutToken2Text(t *testing.T) {
 	mem := &tracingtest.Memory{}
 	tr := newTracer(t, tracing.Config{}, map[string]*tracingtest.Memory{"local": mem})

@@ -53,6 +53,10 @@ func loadExamples(ctx context.Context, key string, patterns []string, chat rollo
 			return nil, 0, err
 		}
 		for i, r := range rs {
+			if err := data.CheckRow(r); err != nil {
+				return nil, 0, fmt.Errorf("trainer: %s: %s row %d: %v (rlhost preprocess skips such rows)",
+					key, f, i, strings.TrimPrefix(err.Error(), "data: "))
+			}
 			rt, ok := tasks.route(r.DataSource)
 			if !ok {
 				return nil, 0, fmt.Errorf("trainer: %s: %s row %d: data_source %q is served by none of the loaded tasks: %s "+

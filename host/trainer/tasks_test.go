@@ -55,6 +55,21 @@ func TestUnknownDataSourceFailsFast(t *testing.T) {
 	}
 }
 
+// A row that rlhost preprocess would skip (data.CheckRow: no data_source, no prompt text) stops
+// loading with the file and the row, in a run of one task too.
+func TestInvalidRowFailsFast(t *testing.T) {
+	dir := t.TempDir()
+	writeRows(t, filepath.Join(dir, "a.parquet"), "openai/gsm8k", "openai/gsm8k", "")
+	one := &runTask{name: "gsm8k", sources: []string{"openai/gsm8k"}}
+	set := &taskSet{list: []*runTask{one}, bySource: map[string]*runTask{"openai/gsm8k": one}, log: hclog.NewNullLogger()}
+	_, _, err := loadExamples(context.Background(), "data.train_files", []string{filepath.Join(dir, "a.parquet")}, rollout.Chat{}, set,
+		"single_turn_agent", 512, true, "error", 0, nil)
+	want := "trainer: data.train_files: " + filepath.Join(dir, "a.parquet") + " row 2: column data_source: is empty"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("loading a row without data_source: %v; want %q", err, want)
+	}
+}
+
 func TestRouteSingleTaskTakesEverySource(t *testing.T) {
 	a := &runTask{name: "gsm8k", sources: []string{"openai/gsm8k"}}
 	s := &taskSet{list: []*runTask{a}, bySource: map[string]*runTask{"openai/gsm8k": a}, log: hclog.NewNullLogger()}

@@ -144,6 +144,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	if t.actor, err = model.New(be, ck); err != nil {
 		return nil, err
 	}
+	fmt.Fprintf(opts.Progress, "model %s\n", t.actor.Config.Describe())
 	if err := checkVocab(t.tk, t.actor.Config, mpath); err != nil {
 		return nil, err
 	}

@@ -65,8 +65,10 @@ func (s *Store) each(ctx context.Context, flt Filter, f func(Trajectory, []trace
 	}
 }
 
-// ExportJSONL writes one JSON object per trajectory: its trajectories-table fields and its
-// spans ("spans", in start order). It returns the number of trajectories written.
+// ExportJSONL writes one JSON object per trajectory: its trajectories-table fields, its
+// exact token ids (prompt_ids, response_ids, response_mask: TrajectoryTokens; null when the
+// trajectory has none, e.g. it failed before generating) and its spans ("spans", in start
+// order). It returns the number of trajectories written.
 func (s *Store) ExportJSONL(ctx context.Context, w io.Writer, flt Filter) (int, error) {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
@@ -74,10 +76,15 @@ func (s *Store) ExportJSONL(ctx context.Context, w io.Writer, flt Filter) (int, 
 	n := 0
 	err := s.each(ctx, flt, func(t Trajectory, spans []trace.Span) error {
 		n++
+		tk, _ := TrajectoryTokens(spans)
+		if tk == nil {
+			tk = &Tokens{}
+		}
 		return enc.Encode(struct {
 			Trajectory
+			Tokens
 			Spans []ExportedSpan `json:"spans"`
-		}{t, exportSpans(spans)})
+		}{t, *tk, exportSpans(spans)})
 	})
 	if err != nil {
 		return n, err

@@ -17,8 +17,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// trajectory makes the spans of one trajectory as host/tracing would: a generate turn, a tool
-// call, a second turn whose prompt extends the first, and the root.
+// trajectory makes the spans of one trajectory as host/tracing would with token2text: a
+// generate turn, a tool call, a second turn whose prompt extends the first, and the root. The
+// generate spans hold the token ids and the text beside them: prompt 1-5, response 6-8, the
+// observation 9-10 (after the 8 tokens before it), response 11, 12, 13 and the step.
 func trajectory(id string, step, sample, rollout int64, reward float64, response string) []trace.Span {
 	t0 := time.Unix(1700000000, 0).Add(time.Duration(step) * time.Minute)
 	common := func() map[string]any {
@@ -36,11 +38,13 @@ func trajectory(id string, step, sample, rollout int64, reward float64, response
 	}
 	return []trace.Span{
 		{TraceID: id, SpanID: id + "-g1", ParentID: id + "-r", Name: "generate", Start: t0.Add(1), End: t0.Add(2), Attributes: g1,
-			Inputs: `{"prompt":"What is 6*7?"}`, Outputs: `{"response":"<tool_call>calc</tool_call>"}`},
+			Inputs:  `{"prompt":"What is 6*7?","prompt_ids":[1,2,3,4,5]}`,
+			Outputs: `{"response":"<tool_call>calc</tool_call>","response_ids":[6,7,8]}`},
 		{TraceID: id, SpanID: id + "-t", ParentID: id + "-r", Name: "tool_call:calc_gsm8k_reward", Start: t0.Add(3), End: t0.Add(4),
 			Attributes: common(), Inputs: `{"answer":"42"}`, Outputs: `{"text":"Current parsed answer=42 reward=1.0"}`},
 		{TraceID: id, SpanID: id + "-g2", ParentID: id + "-r", Name: "generate", Start: t0.Add(5), End: t0.Add(6), Attributes: g2,
-			Inputs: `{"prompt_delta":"tool: reward=1.0"}`, Outputs: `{"response":` + mustJSON(response) + `}`},
+			Inputs:  `{"prompt_delta":"tool: reward=1.0","prompt_delta_ids":[9,10]}`,
+			Outputs: `{"response":` + mustJSON(response) + fmt.Sprintf(`,"response_ids":[11,12,13,%d]}`, step)},
 		{TraceID: id, SpanID: id + "-r", Name: "agent_loop", Start: t0, End: t0.Add(7), Attributes: root,
 			Inputs: `{"prompt":"What is 6*7?"}`, Outputs: `{"response":` + mustJSON("<tool_call>calc</tool_call> "+response) + `}`},
 	}
@@ -428,6 +432,7 @@ func TestExportJSONL(t *testing.T) {
 	}
 	var row struct {
 		Trajectory
+		Tokens
 		Spans []ExportedSpan `json:"spans"`
 	}
 	if err := json.Unmarshal([]byte(lines[0]), &row); err != nil {
@@ -435,5 +440,58 @@ func TestExportJSONL(t *testing.T) {
 	}
 	if row.Step != 3 || len(row.Spans) != 4 || string(row.Spans[2].Inputs) != `{"answer":"42"}` {
 		t.Errorf("row %+v", row)
+	}
+	// ids and text: the token ids laid out as one sequence beside the decoded prompt
+	want := Tokens{PromptIDs: []int{1, 2, 3, 4, 5}, ResponseIDs: []int{6, 7, 8, 9, 10, 11, 12, 13, 3},
+		ResponseMask: []int{1, 1, 1, 0, 0, 1, 1, 1, 1}}
+	if !reflect.DeepEqual(row.Tokens, want) || row.Prompt != "What is 6*7?" {
+		t.Errorf("exported tokens %+v, prompt %q; want %+v", row.Tokens, row.Prompt, want)
+	}
+}
+
+func TestTrajectoryTokens(t *testing.T) {
+	gen := func(in, out string, offset int64) trace.Span {
+		a := map[string]any{}
+		if offset > 0 {
+			a["prompt_offset"] = offset
+		}
+		return trace.Span{SpanID: "g", Name: "generate", Inputs: in, Outputs: out, Attributes: a}
+	}
+	root := trace.Span{SpanID: "r", Name: "agent_loop", Inputs: `{"prompt":"q"}`}
+	for _, tc := range []struct {
+		name  string
+		spans []trace.Span
+		want  *Tokens
+		err   error // nil: want is returned
+	}{
+		{"one turn", []trace.Span{root, gen(`{"prompt_ids":[1,2,3]}`, `{"response_ids":[4,5]}`, 0)},
+			&Tokens{[]int{1, 2, 3}, []int{4, 5}, []int{1, 1}}, nil},
+		{"a delta after the context", []trace.Span{root, gen(`{"prompt_ids":[1,2,3]}`, `{"response_ids":[4,5]}`, 0),
+			gen(`{"prompt_delta_ids":[6]}`, `{"response_ids":[7]}`, 5)},
+			&Tokens{[]int{1, 2, 3}, []int{4, 5, 6, 7}, []int{1, 1, 0, 1}}, nil},
+		{"text beside the ids", []trace.Span{root, gen(`{"prompt":"a b","prompt_ids":[1,2]}`, `{"response":"c","response_ids":[3]}`, 0)},
+			&Tokens{[]int{1, 2}, []int{3}, []int{1}}, nil},
+		{"a whole prompt that extends the context", []trace.Span{gen(`{"prompt_ids":[1]}`, `{"response_ids":[2]}`, 0),
+			gen(`{"prompt_ids":[1,2,3]}`, `{"response_ids":[4]}`, 0)},
+			&Tokens{[]int{1}, []int{2, 3, 4}, []int{1, 0, 1}}, nil},
+		{"a whole prompt that does not", []trace.Span{gen(`{"prompt_ids":[1]}`, `{"response_ids":[2]}`, 0),
+			gen(`{"prompt_ids":[1,9,3]}`, `{"response_ids":[4]}`, 0)}, nil, ErrNotOneSequence},
+		{"a wrong offset", []trace.Span{gen(`{"prompt_ids":[1]}`, `{"response_ids":[2]}`, 0),
+			gen(`{"prompt_delta_ids":[3]}`, `{"response_ids":[4]}`, 7)}, nil, ErrNotOneSequence},
+		{"no turns", []trace.Span{root}, nil, ErrNotOneSequence},
+		{"no model tokens", []trace.Span{gen(`{"prompt_ids":[1]}`, `{"response_ids":[]}`, 0)}, nil, ErrNotOneSequence},
+		{"text only", []trace.Span{gen(`{"prompt":"a b"}`, `{"response":"c"}`, 0)}, nil, ErrNoTokenIDs},
+	} {
+		got, err := TrajectoryTokens(tc.spans)
+		switch {
+		case tc.err != nil && !errors.Is(err, tc.err):
+			t.Errorf("%s: %+v, %v; want %v", tc.name, got, err, tc.err)
+		case tc.err == nil && (err != nil || !reflect.DeepEqual(got, tc.want)):
+			t.Errorf("%s: %+v, %v; want %+v", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := TrajectoryTokens([]trace.Span{gen(`{"prompt_delta_ids":[1]}`, `{"response_ids":[2]}`, 0)}); err == nil ||
+		!strings.Contains(err.Error(), "prompt_offset") {
+		t.Errorf("a delta without an offset: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package local_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/apache/arrow/go/v17/arrow"
@@ -49,5 +50,14 @@ func TestExportParquet(t *testing.T) {
 	// The last row (step 3, rollout 1) has reward 0, advantage -0.5.
 	if adv := tbl.Column(19).Data().Chunk(0).(*array.Float64); adv.IsNull(11) || adv.Value(11) != -0.5 {
 		t.Errorf("last row's advantage: null %v, %v", adv.IsNull(11), adv.Value(11))
+	}
+	// and its token ids beside the text: the prompt, the two turns and the observation between them
+	for col, want := range map[int]string{20: "[1 2 3 4 5]", 21: "[6 7 8 9 10 11 12 13 3]", 22: "[1 1 1 0 0 1 1 1 1]"} {
+		l := tbl.Column(col).Data().Chunk(0).(*array.List)
+		start, end := l.ValueOffsets(11)
+		vals := l.ListValues().(*array.Int64).Int64Values()[start:end]
+		if got := fmt.Sprint(vals); l.IsNull(11) || got != want {
+			t.Errorf("last row's %s: %s; want %s", localparquet.Schema.Field(col).Name, got, want)
+		}
 	}
 }

@@ -271,7 +271,7 @@ type Trajectory struct {
 	End            int64   `json:"end_unix_nano"`
 	PromptTokens   int64   `json:"prompt_tokens"`
 	ResponseTokens int64   `json:"response_tokens"`
-	Turns          int64   `json:"turns"`
+	Turns          int64   `json:"turns"` // assistant turns (generate calls); num_turns in the metrics counts as veRL does (docs/metrics.md)
 	Prompt         string  `json:"prompt,omitempty"`
 	Response       string  `json:"response,omitempty"`
 	Error          string  `json:"error,omitempty"`

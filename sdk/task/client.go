@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -40,11 +41,15 @@ func (c *Client) Configure(ctx context.Context, config map[string]any) error {
 }
 
 // ConfigureWithHost is Configure that also tells the plugin where the host's Host service
-// listens (nil: nowhere).
+// listens (nil: nowhere). No configuration (nil or empty) is sent as {}, never null, so that
+// a plugin always receives an object.
 func (c *Client) ConfigureWithHost(ctx context.Context, config map[string]any, hs *HostService) error {
-	text := EncodeJSON(config)
-	if text == "" {
-		text = "{}"
+	text := "{}"
+	if len(config) > 0 {
+		if text = EncodeJSON(config); text == "" {
+			_, err := json.Marshal(config)
+			return fmt.Errorf("%w: Configure: the config cannot be encoded as JSON: %v", ErrInvalidArgument, err)
+		}
 	}
 	req := &taskv1.ConfigureRequest{ConfigJson: text}
 	if hs != nil {

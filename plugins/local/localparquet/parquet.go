@@ -42,6 +42,10 @@ var Schema = arrow.NewSchema([]arrow.Field{
 	{Name: "error", Type: arrow.BinaryTypes.String},
 	{Name: "spans_json", Type: arrow.BinaryTypes.String},
 	{Name: "advantage", Type: arrow.PrimitiveTypes.Float64, Nullable: true}, // training trajectories only
+	// The exact token ids (local.TrajectoryTokens); null when the trajectory has none.
+	{Name: "prompt_ids", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: true},
+	{Name: "response_ids", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: true},
+	{Name: "response_mask", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: true},
 }, nil)
 
 // Export writes the trajectories of st matching flt as a parquet file (Schema), for
@@ -96,6 +100,25 @@ func Export(ctx context.Context, st *local.Store, w io.Writer, flt local.Filter)
 		} else {
 			b.Field(19).AppendNull()
 		}
+		ints := func(i int, v []int) {
+			lb := b.Field(i).(*array.ListBuilder)
+			if v == nil {
+				lb.AppendNull()
+				return
+			}
+			lb.Append(true)
+			vb := lb.ValueBuilder().(*array.Int64Builder)
+			for _, x := range v {
+				vb.Append(int64(x))
+			}
+		}
+		tk, _ := local.TrajectoryTokens(spans)
+		if tk == nil {
+			tk = &local.Tokens{}
+		}
+		ints(20, tk.PromptIDs)
+		ints(21, tk.ResponseIDs)
+		ints(22, tk.ResponseMask)
 		n++
 		if pending++; pending >= 1000 {
 			return flush()

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch eager CPU peer of gpu/model's benchmarks, same shapes and batch:
-SmolLM2-135M with random weights (transformers' init), fp32.
+SmolLM2-135M (or --shape, gpu/model's RLHOST_BENCH_SHAPE) with random weights
+(transformers' init), fp32.
 
   train: forward, weighted log-prob loss, backward, clip_grad_norm_(1.0),
          AdamW step on a B x T batch -> tokens/s
@@ -13,7 +14,7 @@ import argparse
 import time
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 
 def smollm2():
@@ -23,9 +24,26 @@ def smollm2():
                        bos_token_id=1, eos_token_id=2, hidden_act="silu")
 
 
+# Qwen/Qwen3-0.6B's dimensions
+QWEN3_06B = dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                 num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+                 rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True, bos_token_id=151643,
+                 eos_token_id=151645, hidden_act="silu")
+
+# the shapes of gpu/model's benchShapes (RLHOST_BENCH_SHAPE): config and model class
+SHAPES = {
+    "smollm2-135m": lambda: (smollm2(), LlamaForCausalLM),
+    "qwen3-0.6b": lambda: (Qwen3Config(**QWEN3_06B), Qwen3ForCausalLM),
+    "qwen3-0.6b-noqknorm": lambda: (LlamaConfig(**QWEN3_06B), LlamaForCausalLM),
+    "qwen3-0.6b-window64": lambda: (Qwen3Config(**QWEN3_06B, use_sliding_window=True, sliding_window=64,
+                                                max_window_layers=0), Qwen3ForCausalLM),
+}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--shape", default="smollm2-135m", choices=sorted(SHAPES))
     ap.add_argument("--B", type=int, default=4)
     ap.add_argument("--T", type=int, default=256)
     ap.add_argument("--skip-decode", action="store_true")
@@ -39,9 +57,10 @@ def main():
     args = ap.parse_args()
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    cfg = smollm2()
+    cfg, cls = SHAPES[args.shape]()
     cfg._attn_implementation = "sdpa"
-    model = LlamaForCausalLM(cfg).float()
+    model = cls(cfg).float()
+    print(f"shape {args.shape}: {cls.__name__}")
     if args.lora > 0:  # the peer of BenchmarkTrainStepLoRA / BenchmarkDecodeLoRA (adapters not merged)
         from peft import LoraConfig, get_peft_model
         model = get_peft_model(model, LoraConfig(r=args.lora, lora_alpha=2 * args.lora, target_modules="all-linear",

@@ -10,7 +10,7 @@ import (
 
 // SFTMessagesKey is the extra_info key under which Preprocess gives a row's cold-start
 // trajectory: the messages that follow the row's prompt, in OpenAI's shape. rlhost preprocess
-// moves them out of the RL row into SPLIT_sft.parquet (docs/sft.md).
+// moves them out of the RL row into sft/SPLIT.parquet (docs/sft.md).
 const SFTMessagesKey = "sft_messages"
 
 // Replies of the editor tool, as the model reads them.

@@ -66,7 +66,7 @@ async function showList(q) {
   ${summary.against ? `<p><a id="to-runs" href="#/runs">compare this run's validation with ${esc(summary.against)}</a></p>` : ""}
   <div class="summary">${steps}</div>
   <div id="count">${data.items.length} of ${data.total} trajectories</div>
-  <table id="list"><thead><tr><th>trace</th><th>step</th><th>sample</th><th>rollout</th><th>validate</th><th>reward</th><th>advantage</th><th>turns</th><th>response tokens</th><th>seconds</th><th>error</th><th></th></tr></thead>
+  <table id="list"><thead><tr><th>trace</th><th>step</th><th>sample</th><th>rollout</th><th>validate</th><th>reward</th><th>advantage</th><th title="assistant turns: generate calls">assistant turns</th><th>response tokens</th><th>seconds</th><th>error</th><th></th></tr></thead>
   <tbody>${data.items.map(t => `<tr class="row" data-id="${esc(t.trace_id)}">
     <td><a href="#/t/${esc(t.trace_id)}">${esc(t.trace_id.slice(0, 12))}</a></td><td class="num">${t.step}</td><td class="num">${t.sample_index}</td>
     <td class="num">${t.rollout_n}</td><td>${t.validate}</td><td class="num ${rewardClass(t.reward)}">${fmt(t.reward)}</td>
@@ -100,7 +100,7 @@ async function showTrajectory(id) {
   app.innerHTML = `<p><a href="#/">← all trajectories</a>${across}${group}</p>
   <div class="meta" id="traj-meta">trace <b>${esc(t.trace_id)}</b> · step ${t.step} · sample ${t.sample_index} · rollout ${t.rollout_n}
     · validate ${t.validate} · reward <b class="${rewardClass(t.reward)}">${fmt(t.reward)}</b>${t.advantage !== null && t.advantage !== undefined ? ` · advantage <b>${fmtAdv(t.advantage)}</b>` : ""}
-    · ${esc(t.agent_name)} · ${esc(t.task)} · ${esc(t.data_source)} · ${t.turns} turns · ${t.prompt_tokens}/${t.response_tokens} tokens
+    · ${esc(t.agent_name)} · ${esc(t.task)} · ${esc(t.data_source)} · ${t.turns} assistant turns · ${t.prompt_tokens}/${t.response_tokens} tokens
     ${t.error ? `<div class="err">${esc(t.error)}</div>` : ""}</div>
   <div class="chat" id="chat">${msgs}</div>`;
 }
