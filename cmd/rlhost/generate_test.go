@@ -89,3 +89,48 @@ func TestGenerateEOS(t *testing.T) {
 		t.Errorf("no eos id: %v (%s); want %v (length)", toks, reason, all)
 	}
 }
+
+// `rlhost generate --chat --tools` warns once, on stderr, when the chat template drops the
+// tools (naming the model, the template's file and the fixes), and says nothing when the
+// template renders them.
+func TestGenerateWarnsDroppedTools(t *testing.T) {
+	tools := `[{"type": "function", "function": {"name": "calc_reward", "description": "Score an answer.", "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}}}}]`
+	gen := func(dir string) (string, string) {
+		t.Helper()
+		stdout, stderr, err := run(t, "generate", "--model", dir, "--chat", "--prompt", "What is 2+2?", "--max-tokens", "2", "--tools", tools)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		return stdout, stderr
+	}
+	withTools := tinyChatWith(t, `257`, "")
+	if _, stderr := gen(withTools); strings.Contains(stderr, "tools section") {
+		t.Errorf("a template that renders tools warned:\n%s", stderr)
+	}
+	// The same model with a template that has no tools section (SmolLM2's shape).
+	plain := tinyChatWith(t, `257`, "")
+	cfgPath := filepath.Join(plain, "tokenizer_config.json")
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["chat_template"] = "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+	b, _ = json.Marshal(cfg)
+	writeFile(t, cfgPath, string(b))
+	_, stderr := gen(plain)
+	if n := strings.Count(stderr, "has no tools section"); n != 1 {
+		t.Fatalf("want one warning, got %d:\n%s", n, stderr)
+	}
+	for _, w := range []string{plain, filepath.Join(plain, "tokenizer_config.json"), "calc_reward", "data.multiturn.tool_calls_as_text", "rlhost sft", "never reads the tools variable"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("warning does not name %q:\n%s", w, stderr)
+		}
+	}
+	if _, stderr, err := run(t, "generate", "--model", plain, "--prompt", "x", "--tools", tools); err == nil || !strings.Contains(stderr+err.Error(), "need --chat") {
+		t.Errorf("--tools without --chat: %v %s", err, stderr)
+	}
+}

@@ -89,6 +89,11 @@ func TestTrainEndToEnd(t *testing.T) {
 	if !strings.Contains(stderr, "step 1 |") {
 		t.Errorf("no step summary on the console:\n%s", stderr)
 	}
+	// GSM8K's rows run the tool agent with the calc_gsm8k_reward tool, and SmolLM2's template
+	// has no tools section: one warning for the run, not one per prompt.
+	if n := strings.Count(stderr, "has no tools section"); n != 1 || !strings.Contains(stderr, "calc_gsm8k_reward") {
+		t.Errorf("%d dropped-tools warnings, want 1:\n%s", n, stderr)
+	}
 	if !strings.Contains(stderr, "model llama: ") {
 		t.Errorf("the console does not name the model's family:\n%s", stderr)
 	}

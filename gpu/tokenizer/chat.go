@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -191,8 +192,11 @@ func messageValue(m Message, order *orderTable) (map[string]any, error) {
 // on their own, to append to a running conversation without re-rendering
 // it: the messages are templated alone with add_generation_prompt, and the
 // prefix the template puts before any message (e.g. a default system turn)
-// is cut off. This is veRL's tool-agent trick; see docs/tokenizer.md for how
-// the prefix is found.
+// is cut off. This is veRL's tool-agent trick; templates that refuse it
+// (a conversation must start with a user turn: Gemma, Mistral) or whose
+// default prefix the trick cannot find (Llama 3) render the messages after a
+// stand-in user and assistant turn instead, keeping what they add. See
+// docs/tokenizer.md for the order the ways are tried in.
 func (t *Tokenizer) RenderObservation(messages []Message) (string, error) {
 	return t.RenderObservationKwargs(messages, nil)
 }
@@ -200,47 +204,86 @@ func (t *Tokenizer) RenderObservation(messages []Message) (string, error) {
 // RenderObservationKwargs is RenderObservation with extra template variables
 // (see ApplyChatTemplateKwargs); veRL passes the same kwargs here as to the prompt.
 func (t *Tokenizer) RenderObservationKwargs(messages []Message, kwargs map[string]any) (string, error) {
-	full, err := t.ApplyChatTemplateKwargs(messages, nil, true, kwargs)
-	if err != nil {
-		return "", err
-	}
-	prefix, err := t.observationPrefix(full, kwargs)
-	if err != nil {
-		return "", err
-	}
-	return full[len(prefix):], nil
-}
-
-// observationPrefix finds what the template renders before the first message.
-// veRL renders [{}] (one empty message); where that is not a prefix of the
-// rendered observation (templates that print an empty message as a turn, or
-// fail on it in Python), the prefix is the longest common prefix of a lone
-// user turn and a lone assistant turn, cut back to its last newline.
-func (t *Tokenizer) observationPrefix(full string, kwargs map[string]any) (string, error) {
 	tmpl, err := t.template()
 	if err != nil {
 		return "", err
 	}
-	var order orderTable
-	defer order.release()
-	empty := map[string]any{}
-	vars, _ := t.templateVars([]any{empty}, nil, false, &order)
-	if err := addKwargs(vars, kwargs); err != nil {
+	full, fullErr := t.ApplyChatTemplateKwargs(messages, nil, true, kwargs)
+	var lcp string
+	lcpErr := fullErr
+	if fullErr == nil {
+		// veRL's probe: render [{}] (one empty message). Where that is not a prefix of
+		// the rendered observation (templates that print an empty message as a turn, or
+		// fail on it in Python), or is longer than the common prefix of a lone user turn
+		// and a lone assistant turn, it is not used.
+		var order orderTable
+		vars, _ := t.templateVars([]any{map[string]any{}}, nil, false, &order)
+		if err := addKwargs(vars, kwargs); err != nil {
+			order.release()
+			return "", err
+		}
+		p, pErr := tmpl.render(t.name, vars)
+		order.release()
+		lcp, lcpErr = t.turnLCP(tmpl, kwargs)
+		if pErr == nil && strings.HasPrefix(full, p) && (lcpErr != nil || len(p) <= len(lcp)) {
+			return full[len(p):], nil
+		}
+	}
+	obs, ctxErr := t.observationInContext(messages, kwargs)
+	if ctxErr == nil {
+		return obs, nil
+	}
+	if lcpErr == nil && strings.HasPrefix(full, lcp) {
+		return full[len(lcp):], nil
+	}
+	if fullErr != nil && !errors.Is(ctxErr, errNotPrefix) {
+		ctxErr = fullErr
+	}
+	return "", fmt.Errorf("tokenizer: %s: cannot render the observation (%s) on its own: %w", t.name, roles(messages),
+		unwrapName(ctxErr, t.name))
+}
+
+var errNotPrefix = errors.New("the conversation renders differently once the observation is added")
+
+// observationInContext renders the observation after a stand-in conversation, a user turn
+// and an assistant turn, and keeps what it adds to the stand-in's rendering.
+func (t *Tokenizer) observationInContext(messages []Message, kwargs map[string]any) (string, error) {
+	base := []Message{{Role: "user", Content: "\x01"}, {Role: "assistant", Content: "\x02"}}
+	before, err := t.ApplyChatTemplateKwargs(base, nil, false, kwargs)
+	if err != nil {
 		return "", err
 	}
-	p, pErr := tmpl.render(t.name, vars)
-	pOK := pErr == nil && strings.HasPrefix(full, p)
-	lcp, lcpErr := t.turnLCP(tmpl, kwargs)
-	if pOK && (lcpErr != nil || len(p) <= len(lcp)) {
-		return p, nil
+	after, err := t.ApplyChatTemplateKwargs(append(base, messages...), nil, true, kwargs)
+	if err != nil {
+		return "", err
 	}
-	if lcpErr != nil {
-		return "", fmt.Errorf("tokenizer: %s: cannot find what the chat template renders before the first message: %v", t.name, lcpErr)
+	if !strings.HasPrefix(after, before) {
+		return "", errNotPrefix
 	}
-	if !strings.HasPrefix(full, lcp) {
-		return "", fmt.Errorf("tokenizer: %s: the observation does not start with the template's default prefix %q", t.name, clip(lcp, 60))
+	return after[len(before):], nil
+}
+
+func roles(ms []Message) string {
+	r := make([]string, len(ms))
+	for i, m := range ms {
+		r[i] = m.Role
 	}
-	return lcp, nil
+	return strings.Join(r, ", ")
+}
+
+// unwrapName drops the "tokenizer: NAME: " prefix of an error of this tokenizer, to wrap it in
+// another that names it.
+type namedErr struct {
+	msg string
+	err error
+}
+
+func (e *namedErr) Error() string { return e.msg }
+func (e *namedErr) Unwrap() error { return e.err }
+
+func unwrapName(err error, name string) error {
+	msg := strings.TrimPrefix(err.Error(), "tokenizer: "+name+": ")
+	return &namedErr{msg: msg, err: err}
 }
 
 // turnLCP is the common prefix of a lone user turn and a lone assistant turn,

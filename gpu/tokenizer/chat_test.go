@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ type chatGolden struct {
 	AddGenerationPrompt bool              `json:"add_generation_prompt"`
 	Kwargs              map[string]any    `json:"kwargs"`
 	Text                string            `json:"text"`
+	IDs                 []int             `json:"ids"`
 }
 
 // TestChatTemplateGoldens renders every golden conversation (with and
@@ -35,6 +37,10 @@ func TestChatTemplateGoldens(t *testing.T) {
 				if got != g.Text {
 					t.Errorf("%s agp=%v: rendered text differs at byte %d:\n got %q\nwant %q",
 						g.Name, g.AddGenerationPrompt, firstDiff(got, g.Text), got, g.Text)
+					continue
+				}
+				if ids := tk.Encode(got, false); g.IDs == nil || !slices.Equal(ids, g.IDs) {
+					t.Errorf("%s agp=%v: ids %v, want %v", g.Name, g.AddGenerationPrompt, ids, g.IDs)
 				}
 			}
 		})
@@ -241,6 +247,15 @@ func TestTemplateFeatures(t *testing.T) {
 		{"trim and lstrip blocks", "  {% if true %}\nx\n  {% endif %}\ny", "x\ny"},
 		{"trailing newline dropped", "x\n", "x"},
 		{"bos token", `{{ bos_token }}{{ eos_token }}`, "<s></s>"},
+		// Added for the Gemma 3, Mistral and Llama 3.1 templates (jinjarewrite.go, jinja.go).
+		{"conditional in parentheses", `{% for m in messages %}{{ '<' + m.role + '>' + ('first ' if loop.first else "") + m.content[:1] }}{% endfor %}`, "<user>first a<assistant><"},
+		{"conditional as argument, list item, dict value", `{{ [1 if false else 2, 3] | join(',') }}|{{ {'k': 'v' if messages else 'w'}['k'] }}|{{ ('x' if true else 'y') | upper }}`, "2,3|v|X"},
+		{"conditional branch not taken is not evaluated", `{{ (messages[9].content[0] if false else 'safe') }}`, "safe"},
+		{"conditional text in a string untouched", `{{ "(a if b else c)" }}`, "(a if b else c)"},
+		{"negative index of a one-item list", `{% set u = messages | selectattr('role', 'equalto', 'user') | list %}{{ u[-1].role }}{{ u[-1] == messages[0] }}{{ messages[-2].role }}{{ 'ab'[-2] }}`, "userTrueusera"},
+		{"items keys values in key order", `{% for k, v in tools[0].items() %}{{ k }}={{ v | tojson }};{% endfor %}{{ tools[0].keys() | list | join(',') }}|{{ tools[0].values() | list | length }}`, `b=1;a=[1.5, "é\n", null, true];b,a|2`},
+		{"items filter in key order", `{% for k, v in tools[0] | items %}{{ k }};{% endfor %}{% for k, v in {'z': 1, 'y': 2} | items %}{{ k }}{% endfor %}`, "b;a;zy"},
+		{"is iterable on a string", `{{ messages[0].content is iterable }}{{ messages[0].content is mapping }}{{ tools[0] is mapping }}`, "TrueFalseTrue"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

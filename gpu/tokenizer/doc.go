@@ -21,8 +21,11 @@
 // Qwen3's enable_thinking). [Tokenizer.RenderObservation] templates tool or
 // user observation messages on
 // their own, without the template's default system prefix, for appending to a
-// running token sequence. [ParseHermesToolCalls] reads
-// <tool_call>{"name": ..., "arguments": ...}</tool_call> blocks back.
+// running token sequence. [ParseToolCalls] reads the tool calls a model
+// writes in its family's format ([ToolFormat]: hermes <tool_call> blocks,
+// Llama 3's JSON, Mistral's [TOOL_CALLS]), as vLLM's parsers do;
+// [FormatToolCalls] writes them; [Tokenizer.DetectToolFormat] picks the
+// format from the chat template and special tokens.
 //
 // Errors are prefixed with "tokenizer: " and name the file, key or template
 // line at fault.

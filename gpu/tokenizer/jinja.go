@@ -44,6 +44,7 @@ func templateConfig() *config.Config {
 func templateEnvironment() *exec.Environment {
 	filters := exec.NewFilterSet(maps.Clone(builtinsFilters()))
 	filters.Replace("tojson", filterPyJSON)
+	filters.Replace("items", filterItems)
 	ctx := gonja.DefaultContext.Inherit()
 	ctx.Set("raise_exception", raiseException)
 	ctx.Set("strftime_now", strftimeNow)
@@ -52,8 +53,100 @@ func templateEnvironment() *exec.Environment {
 		Filters:           filters,
 		Tests:             gonja.DefaultEnvironment.Tests,
 		ControlStructures: gonja.DefaultEnvironment.ControlStructures,
-		Methods:           gonja.DefaultEnvironment.Methods,
+		Methods:           templateMethods(),
 	}
+}
+
+// templateMethods are gonja's methods with the dict methods keys(), values() and items() in
+// the order of the dict's keys, as Python's dicts keep it (gonja sorts them): a JSON object of
+// the messages or tools in the order it was written, a template's dict literal in its order.
+func templateMethods() exec.Methods {
+	m := gonja.DefaultEnvironment.Methods
+	dict := map[string]exec.Method[map[string]any]{
+		"keys": func(self map[string]any, v *exec.Value, args *exec.VarArgs) (any, error) {
+			if err := args.Take(); err != nil {
+				return nil, exec.ErrInvalidCall(err)
+			}
+			items := itemsOf(self, v)
+			out := make([]any, len(items))
+			for i, kv := range items {
+				out[i] = kv.([]any)[0]
+			}
+			return out, nil
+		},
+		"values": func(self map[string]any, v *exec.Value, args *exec.VarArgs) (any, error) {
+			if err := args.Take(); err != nil {
+				return nil, exec.ErrInvalidCall(err)
+			}
+			items := itemsOf(self, v)
+			out := make([]any, len(items))
+			for i, kv := range items {
+				out[i] = kv.([]any)[1]
+			}
+			return out, nil
+		},
+		"items": func(self map[string]any, v *exec.Value, args *exec.VarArgs) (any, error) {
+			if err := args.Take(); err != nil {
+				return nil, exec.ErrInvalidCall(err)
+			}
+			return itemsOf(self, v), nil
+		},
+	}
+	for _, name := range []string{"get", "pop", "setdefault", "update", "copy", "clear"} {
+		if f, ok := m.Dict.Get(name); ok {
+			dict[name] = f
+		}
+	}
+	m.Dict = exec.NewMethodSet(dict)
+	return m
+}
+
+// itemsOf are the (key, value) pairs of the dict a method was called on, in its keys' order:
+// gonja hands the method a copy of the dict (self), so the order is looked up on the original
+// (v); a dict whose order is unknown is sorted, as gonja does.
+func itemsOf(self map[string]any, v *exec.Value) []any {
+	switch d := unwrap(v.Interface()).(type) {
+	case map[string]any:
+		return orderedItems(d)
+	case orderedObject:
+		out := make([]any, len(d.keys))
+		for i, k := range d.keys {
+			out[i] = []any{k, d.vals[k]}
+		}
+		return out
+	}
+	return orderedItems(self)
+}
+
+// orderedItems are a map's (key, value) pairs in its keys' order.
+func orderedItems(d map[string]any) []any {
+	keys := keysOf(d)
+	out := make([]any, len(keys))
+	for i, k := range keys {
+		out[i] = []any{k, d[k]}
+	}
+	return out
+}
+
+// filterItems is jinja2's items filter (a mapping's pairs, in its order; a list as it is).
+func filterItems(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	if err := params.Take(); err != nil {
+		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	if in.IsNil() {
+		return exec.AsValue([]any{})
+	}
+	if in.IsList() {
+		return in
+	}
+	switch unwrap(in.Interface()).(type) {
+	case map[string]any, orderedObject:
+		return exec.AsValue(itemsOf(nil, in))
+	}
+	return exec.AsValue(errors.New("items requires a mapping"))
 }
 
 func builtinsFilters() map[string]exec.FilterFunction {
@@ -81,7 +174,7 @@ var builtinFilterNames = map[string]bool{
 func compileTemplate(name, src string) (*chatTemplate, error) {
 	gonjaQuiet.Do(func() { gonja.SetLoggerOutput(io.Discard) })
 	root := "chat_template"
-	loader, err := loaders.NewShiftedLoader(root, strings.NewReader(src), emptyLoader{})
+	loader, err := loaders.NewShiftedLoader(root, strings.NewReader(rewriteTemplate(src)), emptyLoader{})
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %s: chat template: %v", name, err)
 	}

@@ -12,8 +12,10 @@
 // alone (as the tool agent loop appends observations): a conversation's prompts extend each
 // other token for token, with no re-tokenisation of what the model wrote.
 //
-// Tool calls in a completion are parsed in the Hermes format (<tool_call>{...}</tool_call>)
-// and returned as OpenAI tool_calls with finish_reason "tool_calls". Supported request fields:
+// Tool calls in a completion are parsed in the run's tool-call format (Options.ToolFormat:
+// hermes <tool_call>{...}</tool_call> blocks, Llama 3's JSON, Mistral's [TOOL_CALLS]; by
+// default the model's own, from its chat template) and returned as OpenAI tool_calls with
+// finish_reason "tool_calls"; prompts are rendered with Options.TemplateKwargs. Supported request fields:
 // messages, tools, temperature, top_p, max_tokens (or max_completion_tokens), n, logprobs,
 // top_logprobs (only the sampled token is reported), stop. Responses carry two extra fields,
 // prompt_token_ids and choices[].token_ids. Streaming is not supported (400).

@@ -27,12 +27,18 @@ type Options struct {
 	Model      string // the model name reported in responses; default "policy"
 	MaxContext int    // prompt + completion tokens at most (the policy's maxT); 0: no limit
 	MaxBody    int64  // request body bytes at most; default 32 MiB
+	// TemplateKwargs are extra chat-template variables (data.apply_chat_template_kwargs).
+	TemplateKwargs map[string]any
+	// ToolFormat is the tool-call format replies are parsed in (multi_turn.format); "" or
+	// auto: detected from the tokenizer, as the rollout does.
+	ToolFormat tokenizer.ToolFormat
 }
 
 // Server is the OpenAI-compatible endpoint. It implements rollout.ChatEndpoint.
 type Server struct {
 	policy rollout.Policy
 	tk     *tokenizer.Tokenizer
+	chat   rollout.Chat
 	opts   Options
 
 	mu       sync.Mutex
@@ -51,7 +57,9 @@ func New(p rollout.Policy, tk *tokenizer.Tokenizer, opts Options) *Server {
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = 32 << 20
 	}
-	return &Server{policy: p, tk: tk, opts: opts, sessions: map[string]*session{}}
+	chat := rollout.Chat{Tok: tk, Kwargs: opts.TemplateKwargs, Format: opts.ToolFormat}
+	chat.Format = chat.ToolFormat()
+	return &Server{policy: p, tk: tk, chat: chat, opts: opts, sessions: map[string]*session{}}
 }
 
 // Start listens on 127.0.0.1 (a free port) and serves in the background.
@@ -399,13 +407,13 @@ func (ss *session) prompt(msgs []task.Message, tools []json.RawMessage, toolsKey
 	}
 	ss.mu.Unlock()
 	if base != nil {
-		text, err := tk.RenderObservation(toTok(rest))
+		text, err := tk.RenderObservationKwargs(toTok(rest), ss.srv.chat.Kwargs)
 		if err != nil {
 			return nil, 0, fmt.Errorf("chatserver: chat template: %v", err)
 		}
 		return append(ids, tk.Encode(text, false)...), base.rootLen, nil
 	}
-	text, err := tk.ApplyChatTemplate(toTok(msgs), tools, true)
+	text, err := tk.ApplyChatTemplateKwargs(toTok(msgs), tools, true, ss.srv.chat.Kwargs)
 	if err != nil {
 		return nil, 0, fmt.Errorf("chatserver: chat template: %v", err)
 	}
@@ -449,6 +457,25 @@ func toTok(ms []task.Message) []tokenizer.Message {
 }
 
 var toolCallRE = regexp.MustCompile(`(?s)<tool_call>.*?</tool_call>`)
+
+// callID is the id of call k of choice i of request index: call_INDEX_I_K, or 9 letters and
+// digits for the mistral format (Mistral's templates refuse other ids).
+func callID(f tokenizer.ToolFormat, index, i, k int) string {
+	if f == tokenizer.ToolFormatMistral {
+		return fmt.Sprintf("c%03d%02d%03d", index%1000, i%100, k%1000)
+	}
+	return fmt.Sprintf("call_%d_%d_%d", index, i, k)
+}
+
+// stripSpecial removes the text of special tokens (<|python_tag|>, [TOOL_CALLS], end tokens).
+func (s *Server) stripSpecial(text string) string {
+	for _, t := range s.tk.SpecialTokens() {
+		if t.Special && t.Content != "" {
+			text = strings.ReplaceAll(text, t.Content, "")
+		}
+	}
+	return text
+}
 
 // complete serves one request of the session.
 func (ss *session) complete(ctx context.Context, req *chatRequest) (*chatResponse, int, error) {
@@ -570,14 +597,21 @@ func (ss *session) complete(ctx context.Context, req *chatRequest) (*chatRespons
 				text = text[:k]
 			}
 		}
-		calls, _ := tokenizer.ParseHermesToolCalls(raw)
+		calls, content, _ := ss.srv.chat.ParseToolCalls(raw)
 		reply := task.Message{Role: "assistant", Content: text}
 		msg := outMessage{Role: "assistant"}
 		if len(calls) > 0 {
-			reply.Content = strings.TrimSpace(toolCallRE.ReplaceAllString(text, ""))
+			if ss.srv.chat.Format == tokenizer.ToolFormatHermes {
+				reply.Content = strings.TrimSpace(toolCallRE.ReplaceAllString(text, ""))
+			} else { // the parser's content, from the text with special tokens, without them
+				reply.Content = strings.TrimSpace(ss.srv.stripSpecial(content))
+			}
 			finish = "tool_calls"
 			for k, c := range calls {
-				id := fmt.Sprintf("call_%d_%d_%d", index, i, k)
+				id := c.ID
+				if !rollout.ValidToolCallID(ss.srv.chat.Format, id) {
+					id = callID(ss.srv.chat.Format, index, i, k)
+				}
 				reply.ToolCalls = append(reply.ToolCalls, task.ToolCall{ID: id, Name: c.Name, Arguments: c.Arguments})
 				var oc outToolCall
 				oc.ID, oc.Type = id, "function"

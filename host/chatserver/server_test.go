@@ -325,3 +325,47 @@ func FuzzRequest(f *testing.F) {
 		}
 	})
 }
+
+// Replies are parsed in the server's tool-call format: Mistral's [TOOL_CALLS] list, with the
+// model's id kept (or a 9-character one), the text before it as the content; Llama 3's JSON.
+func TestToolFormats(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		format  tokenizer.ToolFormat
+		reply   string
+		id      string
+		content any
+	}{
+		{"mistral with id", tokenizer.ToolFormatMistral, `Let me compute.[TOOL_CALLS][{"name": "calc", "arguments": {"expr": "3+69"}, "id": "a1b2c3d4e"}]`, "a1b2c3d4e", "Let me compute."},
+		{"mistral without id", tokenizer.ToolFormatMistral, `[TOOL_CALLS] [{"name": "calc", "arguments": {"expr": "3+69"}}]`, "c00000000", nil},
+		{"llama3_json", tokenizer.ToolFormatLlama3JSON, `<|python_tag|>{"name": "calc", "parameters": {"expr": "3+69"}}`, "call_0_0_0", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tk := smolTokenizer(t)
+			s := New(&scripted{tk: tk, texts: []string{tt.reply}}, tk, Options{MaxContext: 2048, ToolFormat: tt.format})
+			if err := s.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			sess, _ := s.Open("traj-f", rollout.SamplingParams{MaxTokens: 64, Temperature: 1, Seed: 7})
+			status, m := post(t, sess.BaseURL()+"/chat/completions", "", `{"messages": [{"role": "user", "content": "3+69?"}], "tools": [`+calcTool+`]}`)
+			if status != 200 {
+				t.Fatalf("status %d: %v", status, m)
+			}
+			ch := m["choices"].([]any)[0].(map[string]any)
+			msg := ch["message"].(map[string]any)
+			tcs, _ := msg["tool_calls"].([]any)
+			if ch["finish_reason"] != "tool_calls" || len(tcs) != 1 {
+				t.Fatalf("reply %v", ch)
+			}
+			tc := tcs[0].(map[string]any)
+			fn := tc["function"].(map[string]any)
+			if fn["name"] != "calc" || fn["arguments"] != `{"expr": "3+69"}` || tc["id"] != tt.id {
+				t.Errorf("tool call %v", tc)
+			}
+			if msg["content"] != tt.content {
+				t.Errorf("content %#v, want %#v", msg["content"], tt.content)
+			}
+		})
+	}
+}

@@ -24,7 +24,6 @@ var compatKeys = map[string]string{
 	"data.return_multi_modal_inputs":       "text only",
 	"data.filter_overlong_prompts_workers": "",
 	"data.validation_shuffle":              "",
-	"data.apply_chat_template_kwargs":      "",
 	"data.tool_config_path":                "tools come from the task plugin",
 	"data.datagen":                         "",
 

@@ -51,21 +51,22 @@ type TaskTimeouts struct {
 
 // Data is the dataset section (veRL data.*).
 type Data struct {
-	TrainFiles            StringList     `yaml:"train_files" doc:"training parquet file(s) in veRL's schema: a path or a list of paths; each may be a glob (*, ?, [...]) matching at least one file (matches in name order)"`
-	ValFiles              StringList     `yaml:"val_files" doc:"validation parquet file(s): a path or a list of paths; each may be a glob (*, ?, [...]) matching at least one file"`
-	TrainBatchSize        int            `yaml:"train_batch_size" doc:"prompts per training step; each is sampled actor_rollout_ref.rollout.n times"`
-	ValBatchSize          *int           `yaml:"val_batch_size" doc:"prompts per validation batch; null = all validation prompts in one batch"`
-	ValMaxSamples         *int           `yaml:"val_max_samples" doc:"validate on the first N rows of val_files only (a fixed subset; veRL picks N at random), in a mixed run the first N of each task; -1 or null = all rows"`
-	MaxPromptLength       int            `yaml:"max_prompt_length" doc:"longest prompt in tokens (chat template applied)"`
-	MaxResponseLength     int            `yaml:"max_response_length" doc:"longest response in tokens, all turns of a trajectory together"`
-	FilterOverlongPrompts bool           `yaml:"filter_overlong_prompts" doc:"drop rows whose prompt is longer than max_prompt_length when loading"`
-	Truncation            string         `yaml:"truncation" enum:"error|left|right|middle" doc:"what to do with a prompt longer than max_prompt_length that was not filtered"`
-	Shuffle               bool           `yaml:"shuffle" doc:"shuffle the training rows every epoch"`
-	Seed                  int            `yaml:"seed" doc:"seed of the training-data shuffle"`
-	PromptKey             string         `yaml:"prompt_key" doc:"column holding the chat prompt"`
-	ReturnRawChat         bool           `yaml:"return_raw_chat" doc:"accepted for veRL compatibility: rlhost always keeps the raw chat (the agent loops need it)"`
-	DataloaderNumWorkers  *int           `yaml:"dataloader_num_workers" doc:"accepted for veRL compatibility; no effect"`
-	SamplingWeights       map[string]any `yaml:"sampling_weights" doc:"free-form map: data_source -> mixing weight of the training batches; empty = rows are drawn uniformly from all train_files (veRL's concatenation). Set, each prompt of a batch comes from a data_source drawn with probability weight/sum, walking that source's rows in its own shuffled epochs; every data_source of the training rows needs a weight (0 leaves it out)"`
+	TrainFiles              StringList     `yaml:"train_files" doc:"training parquet file(s) in veRL's schema: a path or a list of paths; each may be a glob (*, ?, [...]) matching at least one file (matches in name order)"`
+	ValFiles                StringList     `yaml:"val_files" doc:"validation parquet file(s): a path or a list of paths; each may be a glob (*, ?, [...]) matching at least one file"`
+	TrainBatchSize          int            `yaml:"train_batch_size" doc:"prompts per training step; each is sampled actor_rollout_ref.rollout.n times"`
+	ValBatchSize            *int           `yaml:"val_batch_size" doc:"prompts per validation batch; null = all validation prompts in one batch"`
+	ValMaxSamples           *int           `yaml:"val_max_samples" doc:"validate on the first N rows of val_files only (a fixed subset; veRL picks N at random), in a mixed run the first N of each task; -1 or null = all rows"`
+	MaxPromptLength         int            `yaml:"max_prompt_length" doc:"longest prompt in tokens (chat template applied)"`
+	MaxResponseLength       int            `yaml:"max_response_length" doc:"longest response in tokens, all turns of a trajectory together"`
+	FilterOverlongPrompts   bool           `yaml:"filter_overlong_prompts" doc:"drop rows whose prompt is longer than max_prompt_length when loading"`
+	Truncation              string         `yaml:"truncation" enum:"error|left|right|middle" doc:"what to do with a prompt longer than max_prompt_length that was not filtered"`
+	Shuffle                 bool           `yaml:"shuffle" doc:"shuffle the training rows every epoch"`
+	Seed                    int            `yaml:"seed" doc:"seed of the training-data shuffle"`
+	PromptKey               string         `yaml:"prompt_key" doc:"column holding the chat prompt"`
+	ReturnRawChat           bool           `yaml:"return_raw_chat" doc:"accepted for veRL compatibility: rlhost always keeps the raw chat (the agent loops need it)"`
+	DataloaderNumWorkers    *int           `yaml:"dataloader_num_workers" doc:"accepted for veRL compatibility; no effect"`
+	ApplyChatTemplateKwargs map[string]any `yaml:"apply_chat_template_kwargs" doc:"free-form map: extra variables of the chat template, passed wherever it renders (training and validation prompts, tool observations, the chat server), as veRL passes them to apply_chat_template; e.g. {enable_thinking: false} for Qwen3"`
+	SamplingWeights         map[string]any `yaml:"sampling_weights" doc:"free-form map: data_source -> mixing weight of the training batches; empty = rows are drawn uniformly from all train_files (veRL's concatenation). Set, each prompt of a batch comes from a data_source drawn with probability weight/sum, walking that source's rows in its own shuffled epochs; every data_source of the training rows needs a weight (0 leaves it out)"`
 }
 
 // ActorRolloutRef is veRL's actor_rollout_ref section: the policy model, its
@@ -192,7 +193,7 @@ type MultiTurn struct {
 	ToolResponseTruncateSide string  `yaml:"tool_response_truncate_side" enum:"left|middle|right" doc:"which part of an over-long tool response is kept"`
 	ToolConfigPath           *string `yaml:"tool_config_path" doc:"veRL tool config file; not read: rlhost takes tools from the task plugin (a warning says so)"`
 	InteractionConfigPath    *string `yaml:"interaction_config_path" doc:"veRL interaction config file; set (to any path) it turns on the task plugin's interaction (user simulator) as in veRL; the file is not read"`
-	Format                   string  `yaml:"format" enum:"hermes" doc:"tool-call format the model writes"`
+	Format                   string  `yaml:"format" enum:"auto|hermes|llama3_json|mistral" doc:"tool-call format the model writes, read by the tool agent, the chat server (external_episode tasks) and written by rlhost sft's tool_calls_as_text: hermes = <tool_call>{...}</tool_call> blocks (Qwen2.5, Qwen3, SmolLM2); llama3_json = a {\"name\", \"parameters\"} JSON object as the message, or after <|python_tag|> (Llama 3.1-3.3); mistral = [TOOL_CALLS] and a JSON list, with or without call ids (Mistral, Ministral; also [TOOL_CALLS]name[ARGS]{...}); auto = picked from the chat template and special tokens, hermes when they name no other format (the run prints its choice). veRL's default is hermes (docs/tokenizer.md)"`
 }
 
 // Agent is actor_rollout_ref.rollout.agent.
@@ -367,7 +368,7 @@ func Default() *Config {
 					MaxParallelCalls:         1,
 					MaxToolResponseLength:    256,
 					ToolResponseTruncateSide: "middle",
-					Format:                   "hermes",
+					Format:                   "auto",
 				},
 				Agent: Agent{DefaultAgentLoop: "single_turn_agent"},
 				Engine: Engine{Protocol: "vllm", APIKeyEnv: "RLHOST_ENGINE_API_KEY", Timeout: 300, MaxRetries: 3,

@@ -77,7 +77,7 @@ func TestDefaults(t *testing.T) {
 		"actor_rollout_ref.rollout.multi_turn.max_parallel_calls":          1,
 		"actor_rollout_ref.rollout.multi_turn.max_tool_response_length":    256,
 		"actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side": "middle",
-		"actor_rollout_ref.rollout.multi_turn.format":                      "hermes",
+		"actor_rollout_ref.rollout.multi_turn.format":                      "auto",
 		"actor_rollout_ref.rollout.agent.default_agent_loop":               "single_turn_agent",
 		"actor_rollout_ref.rollout.trace.backend":                          nil,
 		"actor_rollout_ref.rollout.trace.token2text":                       nil,

@@ -76,3 +76,47 @@ func TestValidateTasks(t *testing.T) {
 		t.Errorf("TaskRewardWeight: dr %v gsm8k %v", c.TaskRewardWeight("dr"), c.TaskRewardWeight("gsm8k"))
 	}
 }
+
+// data.apply_chat_template_kwargs reaches the config as typed values (a bool
+// stays a bool: the template tests enable_thinking is false), and
+// multi_turn.format takes the tool-call formats and nothing else.
+func TestChatTemplateKeys(t *testing.T) {
+	c := Default()
+	if err := c.Apply("data.apply_chat_template_kwargs={enable_thinking: false, date_string: '1 Jan 2025'}"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"enable_thinking": false, "date_string": "1 Jan 2025"}
+	if got := c.Data.ApplyChatTemplateKwargs; !reflect.DeepEqual(got, want) {
+		t.Errorf("kwargs = %#v, want %#v", got, want)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("kwargs: %v", err)
+	}
+	bad := Default()
+	if err := bad.Apply("data.apply_chat_template_kwargs={tools: []}"); err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "data.apply_chat_template_kwargs.tools") {
+		t.Errorf("kwarg tools: %v, want an error naming the key", err)
+	}
+	if f := Default().ActorRolloutRef.Rollout.MultiTurn.Format; f != "auto" {
+		t.Errorf("default format %q, want auto", f)
+	}
+	for _, f := range []string{"hermes", "llama3_json", "mistral", "auto"} {
+		c := Default()
+		if err := c.Apply("actor_rollout_ref.rollout.multi_turn.format=" + f); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("format %s: %v", f, err)
+		}
+	}
+	c = Default()
+	err := c.Apply("actor_rollout_ref.rollout.multi_turn.format=llama3")
+	if err == nil {
+		err = c.Validate()
+	}
+	if err == nil || !strings.Contains(err.Error(), "llama3_json") {
+		t.Errorf("format llama3: %v, want an error naming llama3_json", err)
+	}
+}

@@ -46,6 +46,11 @@ func (c *Config) Validate() error {
 	v.atLeast("data.max_prompt_length", d.MaxPromptLength, 1)
 	v.atLeast("data.max_response_length", d.MaxResponseLength, 1)
 	v.nonEmpty("data.prompt_key", d.PromptKey)
+	for _, k := range []string{"messages", "tools", "add_generation_prompt"} {
+		if _, ok := d.ApplyChatTemplateKwargs[k]; ok {
+			v.add("data.apply_chat_template_kwargs."+k, "data.apply_chat_template_kwargs.%s: %s is set by the rollout itself, not a template kwarg", k, k)
+		}
+	}
 
 	m := &c.ActorRolloutRef.Model
 	v.nonEmpty("actor_rollout_ref.model.path", m.Path)

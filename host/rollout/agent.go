@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -33,6 +32,10 @@ type Config struct {
 	Interaction           bool   // answer turns without tool calls with the task's user simulator
 	DefaultAgentLoop      string // for rows without agent_name
 	Sampling              SamplingParams
+	// TemplateKwargs are extra chat-template variables (data.apply_chat_template_kwargs).
+	TemplateKwargs map[string]any
+	// ToolFormat is the tool-call format (multi_turn.format); "" or auto: detected.
+	ToolFormat tokenizer.ToolFormat
 }
 
 func (c Config) withDefaults() Config {
@@ -108,6 +111,11 @@ type Deps struct {
 	External AgentLoop
 }
 
+// Chat is the loops' chat: the tokenizer, the template kwargs and the tool-call format.
+func (d Deps) Chat() Chat {
+	return Chat{Tok: d.Tokenizer, Kwargs: d.Config.TemplateKwargs, Format: d.Config.ToolFormat}
+}
+
 // trace starts the trajectory's trace (nil when not sampled or tracing is off).
 func (d Deps) trace(s *Sample, agent string) *tracing.Trajectory {
 	return d.Tracer.Trajectory(tracing.TrajectoryAttrs{Step: s.Step, SampleIndex: s.SampleIndex, RolloutN: s.RolloutN,
@@ -153,69 +161,12 @@ func LoopFor(name string, d Deps) (AgentLoop, string, error) {
 	return nil, name, fmt.Errorf("%s", msg)
 }
 
-// TokMessages converts a conversation to the tokenizer's messages (what its chat template renders).
-func TokMessages(ms []task.Message) []tokenizer.Message {
-	out := make([]tokenizer.Message, len(ms))
-	for i, m := range ms {
-		out[i] = tokenizer.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID}
-		for _, c := range m.ToolCalls {
-			out[i].ToolCalls = append(out[i].ToolCalls, tokenizer.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
-		}
-	}
-	return out
-}
-
-// ToolSchemas are the tools as the rollout passes them to the chat template: OpenAI function
-// schemas, nil for none. SFT renders its rows through the same two functions, so SFT and RL
-// see identical tokens.
-func ToolSchemas(ts []task.ToolSpec) []json.RawMessage {
-	if len(ts) == 0 {
-		return nil
-	}
-	out := make([]json.RawMessage, len(ts))
-	for i, t := range ts {
-		out[i] = t.OpenAI()
-	}
-	return out
-}
-
 // turnSeed derives the random stream of one generate call from the trajectory's identity, so
 // a run is reproducible whatever the batching.
 func turnSeed(base uint64, s *Sample, turn int) uint64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%s/%d/%d/%d/%v", base, s.UID, s.SampleIndex, s.RolloutN, s.Step, s.Validate)
 	return h.Sum64() ^ uint64(turn)*0x9e3779b97f4a7c15
-}
-
-// EncodePrompt renders the prompt as the loops do: the chat template over the messages, with
-// the tools for the tool agent, and the generation prompt.
-func EncodePrompt(tk *tokenizer.Tokenizer, agentName string, p task.Prompt) ([]int, error) {
-	if agentName == ToolAgent {
-		return encodePrompt(tk, p.Messages, p.Tools)
-	}
-	return encodePrompt(tk, p.Messages, nil)
-}
-
-// encodePrompt renders the prompt messages (and tools) with the chat template and the
-// generation prompt.
-func encodePrompt(tk *tokenizer.Tokenizer, msgs []task.Message, tools []task.ToolSpec) ([]int, error) {
-	text, err := tk.ApplyChatTemplate(TokMessages(msgs), ToolSchemas(tools), true)
-	if err != nil {
-		return nil, fmt.Errorf("%w: chat template: %v", ErrConfig, err)
-	}
-	return tk.Encode(text, false), nil
-}
-
-// EncodeObservation renders observation messages (tool results, user turns) on their own and
-// encodes them, as the tool agent appends them to a trajectory (with mask 0): the chat
-// template over the messages alone with the generation prompt, the template's default prefix
-// cut off (tokenizer.RenderObservation).
-func EncodeObservation(tk *tokenizer.Tokenizer, msgs []task.Message) ([]int, error) {
-	text, err := tk.RenderObservation(TokMessages(msgs))
-	if err != nil {
-		return nil, fmt.Errorf("%w: observation template: %v", ErrConfig, err)
-	}
-	return tk.Encode(text, false), nil
 }
 
 // SingleTurnAgentLoop generates one response to the prompt.
@@ -229,7 +180,7 @@ func (l *SingleTurnAgentLoop) Run(ctx context.Context, s *Sample) (*Output, erro
 	ids := s.PromptIDs
 	if ids == nil {
 		var err error
-		if ids, err = encodePrompt(l.d.Tokenizer, s.Prompt.Messages, nil); err != nil {
+		if ids, err = l.d.Chat().EncodePrompt(SingleTurnAgent, s.Prompt); err != nil {
 			return nil, err
 		}
 	}
@@ -272,10 +223,12 @@ type ToolAgentLoop struct {
 // Run implements AgentLoop.
 func (l *ToolAgentLoop) Run(ctx context.Context, s *Sample) (*Output, error) {
 	tk := l.d.Tokenizer
+	chat := l.d.Chat()
+	format := chat.ToolFormat()
 	promptIDs := s.PromptIDs
 	if promptIDs == nil {
 		var err error
-		if promptIDs, err = encodePrompt(tk, s.Prompt.Messages, s.Prompt.Tools); err != nil {
+		if promptIDs, err = chat.EncodePrompt(ToolAgent, s.Prompt); err != nil {
 			return nil, err
 		}
 	}
@@ -337,7 +290,7 @@ func (l *ToolAgentLoop) Run(ctx context.Context, s *Sample) (*Output, error) {
 		}
 		raw := tk.Decode(g.Tokens, false)
 		parse := tr.Start("tool_parse", nil, map[string]any{"text": raw})
-		calls, perrs := tokenizer.ParseHermesToolCalls(raw)
+		calls, _, perrs := tokenizer.ParseToolCalls(format, raw)
 		out.ParseErrors += len(perrs)
 		var perr error
 		if len(perrs) > 0 {
@@ -351,7 +304,11 @@ func (l *ToolAgentLoop) Run(ctx context.Context, s *Sample) (*Output, error) {
 			if i >= l.cfg.MaxParallelCalls {
 				break
 			}
-			assistant.ToolCalls = append(assistant.ToolCalls, task.ToolCall{ID: fmt.Sprintf("call_%d_%d", turn, i), Name: c.Name, Arguments: c.Arguments})
+			id := c.ID
+			if !ValidToolCallID(format, id) {
+				id = ToolCallID(format, turn, i)
+			}
+			assistant.ToolCalls = append(assistant.ToolCalls, task.ToolCall{ID: id, Name: c.Name, Arguments: c.Arguments})
 		}
 		out.Messages = append(out.Messages, assistant)
 		switch {
@@ -369,8 +326,9 @@ func (l *ToolAgentLoop) Run(ctx context.Context, s *Sample) (*Output, error) {
 					out.ToolErrors++
 				}
 				var args any
+				callID := ""
 				if i < len(assistant.ToolCalls) {
-					args = assistant.ToolCalls[i].Arguments
+					args, callID = assistant.ToolCalls[i].Arguments, assistant.ToolCalls[i].ID
 				}
 				cs := tr.Start("tool_call:"+r.Name, nil, map[string]any{"arguments": args})
 				// The plugin ran the call inside Obs and timed it: the span covers that run,
@@ -388,7 +346,7 @@ func (l *ToolAgentLoop) Run(ctx context.Context, s *Sample) (*Output, error) {
 				}
 				cs.End(map[string]any{"text": r.Text, "metrics": r.Metrics}, cerr)
 				out.ToolRewards = append(out.ToolRewards, r.StepReward)
-				msgs = append(msgs, task.Message{Role: "tool", Content: TruncateToolText(r.Text, l.cfg.MaxToolResponseLength, l.cfg.TruncateSide)})
+				msgs = append(msgs, task.Message{Role: "tool", Content: TruncateToolText(r.Text, l.cfg.MaxToolResponseLength, l.cfg.TruncateSide), ToolCallID: callID})
 			}
 			done, err := l.appendObservation(out, msgs)
 			if err != nil {
@@ -433,7 +391,7 @@ func (l *ToolAgentLoop) appendObservation(out *Output, msgs []task.Message) (boo
 	if len(msgs) == 0 {
 		return false, nil
 	}
-	ids, err := EncodeObservation(l.d.Tokenizer, msgs)
+	ids, err := l.d.Chat().EncodeObservation(msgs)
 	if err != nil {
 		return false, err
 	}

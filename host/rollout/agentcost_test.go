@@ -67,7 +67,7 @@ func BenchmarkGRPOAgentLoop(b *testing.B) {
 		row := task.Row{DataSource: "arith", AgentName: ToolAgent,
 			Prompt:      []task.Message{{Role: "user", Content: fmt.Sprintf("What is %d + %d? Answer with the number only.", i, 7)}},
 			RewardModel: task.RewardModel{Style: "rule", GroundTruth: fmt.Sprint(i + 7)}, ExtraInfo: map[string]any{"index": int64(i)}}
-		ids, err := EncodePrompt(tk, ToolAgent, task.Prompt{Messages: row.Prompt, Tools: env.CachedInfo().Tools})
+		ids, err := Chat{Tok: tk}.EncodePrompt(ToolAgent, task.Prompt{Messages: row.Prompt, Tools: env.CachedInfo().Tools})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -26,18 +26,19 @@ type Config struct {
 
 // DataConfig is the data section.
 type DataConfig struct {
-	TrainFiles           StringList      `yaml:"train_files" doc:"SFT parquet files: a messages column (and optionally tools), or input_ids + loss_mask token rows"`
-	ValFiles             StringList      `yaml:"val_files" doc:"validation parquet files (same formats); empty: no validation loss"`
-	TrainBatchSize       int             `yaml:"train_batch_size" doc:"conversations per optimiser step"`
-	MicroBatchSizePerGPU int             `yaml:"micro_batch_size_per_gpu" doc:"conversations per forward/backward; gradients accumulate over the batch"`
-	MaxLength            int             `yaml:"max_length" doc:"longest tokenised conversation; longer rows are skipped (reason too_long), never cut"`
-	Truncation           string          `yaml:"truncation" enum:"error|skip" doc:"an over-long row: error stops with the file and row, skip skips and counts it (veRL: error, left, right)"`
-	MessagesKey          string          `yaml:"messages_key" doc:"column of the conversation (newer veRL spelling of multiturn.messages_key; empty: use multiturn.messages_key)"`
-	ToolsKey             string          `yaml:"tools_key" doc:"column of the tool schemas (empty: use multiturn.tools_key)"`
-	Multiturn            MultiturnConfig `yaml:"multiturn"`
-	Shuffle              bool            `yaml:"shuffle" doc:"shuffle the training rows every epoch"`
-	Seed                 int             `yaml:"seed" doc:"seed of the shuffle"`
-	ValMaxSamples        int             `yaml:"val_max_samples" doc:"validate on the first N usable rows; 0 = all"`
+	TrainFiles              StringList      `yaml:"train_files" doc:"SFT parquet files: a messages column (and optionally tools), or input_ids + loss_mask token rows"`
+	ValFiles                StringList      `yaml:"val_files" doc:"validation parquet files (same formats); empty: no validation loss"`
+	TrainBatchSize          int             `yaml:"train_batch_size" doc:"conversations per optimiser step"`
+	MicroBatchSizePerGPU    int             `yaml:"micro_batch_size_per_gpu" doc:"conversations per forward/backward; gradients accumulate over the batch"`
+	MaxLength               int             `yaml:"max_length" doc:"longest tokenised conversation; longer rows are skipped (reason too_long), never cut"`
+	Truncation              string          `yaml:"truncation" enum:"error|skip" doc:"an over-long row: error stops with the file and row, skip skips and counts it (veRL: error, left, right)"`
+	MessagesKey             string          `yaml:"messages_key" doc:"column of the conversation (newer veRL spelling of multiturn.messages_key; empty: use multiturn.messages_key)"`
+	ToolsKey                string          `yaml:"tools_key" doc:"column of the tool schemas (empty: use multiturn.tools_key)"`
+	Multiturn               MultiturnConfig `yaml:"multiturn"`
+	Shuffle                 bool            `yaml:"shuffle" doc:"shuffle the training rows every epoch"`
+	Seed                    int             `yaml:"seed" doc:"seed of the shuffle"`
+	ValMaxSamples           int             `yaml:"val_max_samples" doc:"validate on the first N usable rows; 0 = all"`
+	ApplyChatTemplateKwargs map[string]any  `yaml:"apply_chat_template_kwargs" doc:"free-form map: extra variables of the chat template, as rlhost train's data.apply_chat_template_kwargs (veRL passes them to apply_chat_template), e.g. {enable_thinking: false} for Qwen3"`
 }
 
 // Multiturn is data.multiturn.
@@ -47,7 +48,8 @@ type MultiturnConfig struct {
 	ToolsKey    string `yaml:"tools_key" doc:"column of the OpenAI tool schemas (a list or a JSON string); rows without it declare no tools"`
 	// ToolCallsAsText writes an assistant turn's tool_calls into its content as Hermes text
 	// when the chat template does not render tool calls (SmolLM2's); off, such rows are skipped.
-	ToolCallsAsText bool `yaml:"tool_calls_as_text" doc:"when the chat template ignores tool_calls, write them into the content as Hermes <tool_call> text (what the rollout's parser reads); false skips such rows"`
+	ToolCallsAsText bool   `yaml:"tool_calls_as_text" doc:"when the chat template ignores tool_calls, write them into the content as text in data.multiturn.format (what the rollout's parser reads; hermes: <tool_call> blocks); false skips such rows"`
+	Format          string `yaml:"format" enum:"auto|hermes|llama3_json|mistral" doc:"tool-call format of the model, as rlhost train's actor_rollout_ref.rollout.multi_turn.format: what tool calls written in an assistant's content are read as, and what tool_calls_as_text writes; auto = from the chat template and special tokens, hermes when they name no other format"`
 }
 
 // ModelConfig is the model section.
@@ -142,7 +144,7 @@ func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
 func Default() *Config {
 	return &Config{
 		Data: DataConfig{TrainBatchSize: 8, MicroBatchSizePerGPU: 2, MaxLength: 1024, Truncation: "skip",
-			Multiturn: MultiturnConfig{Enable: true, MessagesKey: "messages", ToolsKey: "tools"}, Shuffle: true},
+			Multiturn: MultiturnConfig{Enable: true, MessagesKey: "messages", ToolsKey: "tools", Format: "auto"}, Shuffle: true},
 		Model: ModelConfig{PartialPretrain: config.DefaultModelPath, LoraAlpha: 16,
 			TargetModules: StringList{"all-linear"}, FSDPConfig: FSDPConfig{MixedPrecision: MixedPrecisionConfig{ParamDtype: "bfloat16"}}},
 		Optim: OptimConfig{LR: 1e-5, Betas: []float64{0.9, 0.95}, Eps: 1e-8, WeightDecay: 0.01, WarmupStepsRatio: 0.1,
@@ -392,6 +394,11 @@ func (c *Config) Validate() error {
 	}
 	if d.ValMaxSamples < 0 {
 		bad("data.val_max_samples=%d: want >= 0", d.ValMaxSamples)
+	}
+	for _, k := range []string{"messages", "tools", "add_generation_prompt"} {
+		if _, ok := d.ApplyChatTemplateKwargs[k]; ok {
+			bad("data.apply_chat_template_kwargs.%s: %s comes from the row, not a template kwarg", k, k)
+		}
 	}
 	for _, k := range keys() {
 		if k.enum == "" {

@@ -1,7 +1,6 @@
 package sft
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -73,16 +72,31 @@ func skip(reason, format string, args ...any) *SkipError {
 // alone). So SFT and RL train on the same token sequences.
 type Encoder struct {
 	Tok *tokenizer.Tokenizer
+	// Kwargs are extra chat-template variables (data.apply_chat_template_kwargs), passed
+	// wherever the template renders, as the rollout passes them.
+	Kwargs map[string]any
+	// Format is the tool-call format (data.multiturn.format): what tool calls written in
+	// the content are read as, and what ToolCallsAsText writes; "" or auto: detected
+	// from the tokenizer, as the rollout does.
+	Format tokenizer.ToolFormat
 	// MaxLength is the longest sequence accepted (0: no limit).
 	MaxLength int
-	// ToolCallsAsText writes tool calls into the content as Hermes text when the template
-	// does not render tool_calls.
+	// ToolCallsAsText writes tool calls into the content as text in Format when the
+	// template does not render tool_calls.
 	ToolCallsAsText bool
+}
+
+// chat is the rollout's view of the encoder's template, kwargs and format.
+func (e *Encoder) chat() rollout.Chat {
+	c := rollout.Chat{Tok: e.Tok, Kwargs: e.Kwargs, Format: e.Format}
+	c.Format = c.ToolFormat()
+	return c
 }
 
 // Encode tokenises one conversation.
 func (e *Encoder) Encode(c Conversation) (*Example, *SkipError) {
 	msgs := c.Messages
+	chat := e.chat()
 	first := -1
 	for i, m := range msgs {
 		switch m.Role {
@@ -109,7 +123,7 @@ func (e *Encoder) Encode(c Conversation) (*Example, *SkipError) {
 		for _, tc := range m.ToolCalls {
 			names = append(names, tc.Name)
 		}
-		text, _ := tokenizer.ParseHermesToolCalls(m.Content)
+		text, _, _ := chat.ParseToolCalls(m.Content)
 		for _, tc := range text {
 			names = append(names, tc.Name)
 		}
@@ -122,7 +136,7 @@ func (e *Encoder) Encode(c Conversation) (*Example, *SkipError) {
 	tools := c.Tools
 	toolJSON := rollout.ToolSchemas(tools)
 	prompt := task.Prompt{Messages: msgs[:first], Tools: tools}
-	ids, err := rollout.EncodePrompt(e.Tok, rollout.ToolAgent, prompt)
+	ids, err := chat.EncodePrompt(rollout.ToolAgent, prompt)
 	if err != nil {
 		return nil, skip(ReasonTemplateError, "prompt: %v", err)
 	}
@@ -147,7 +161,7 @@ func (e *Encoder) Encode(c Conversation) (*Example, *SkipError) {
 			if j == len(msgs) { // trailing observations: nothing after them to learn
 				break
 			}
-			obs, err := rollout.EncodeObservation(e.Tok, msgs[i:j])
+			obs, err := chat.EncodeObservation(msgs[i:j])
 			if err != nil {
 				return nil, skip(ReasonTemplateError, "messages %d-%d: %v", i, j-1, err)
 			}
@@ -164,16 +178,16 @@ func (e *Encoder) Encode(c Conversation) (*Example, *SkipError) {
 			}
 			if !renders {
 				if !e.ToolCallsAsText {
-					return nil, skip(ReasonTemplateNoTools, "message %d has tool_calls and the chat template of %s does not render them (set data.multiturn.tool_calls_as_text=true to write them as Hermes text)", i, e.Tok.Name())
+					return nil, skip(ReasonTemplateNoTools, "message %d has tool_calls and the chat template of %s does not render them (set data.multiturn.tool_calls_as_text=true to write them as %s text)", i, e.Tok.Name(), chat.Format)
 				}
-				m = toolCallsAsText(m)
+				m = toolCallsAsText(chat.Format, m)
 			}
 		}
-		before, err := e.Tok.ApplyChatTemplate(rollout.TokMessages(hist), toolJSON, true)
+		before, err := e.Tok.ApplyChatTemplateKwargs(rollout.TokMessages(hist), toolJSON, true, e.Kwargs)
 		if err != nil {
 			return nil, skip(ReasonTemplateError, "message %d: %v", i, err)
 		}
-		after, err := e.Tok.ApplyChatTemplate(rollout.TokMessages(append(hist, m)), toolJSON, false)
+		after, err := e.Tok.ApplyChatTemplateKwargs(rollout.TokMessages(append(hist, m)), toolJSON, false, e.Kwargs)
 		if err != nil {
 			return nil, skip(ReasonTemplateError, "message %d: %v", i, err)
 		}
@@ -209,13 +223,13 @@ func (e *Encoder) Encode(c Conversation) (*Example, *SkipError) {
 // rendersToolCalls tells whether the template renders an assistant turn's tool calls: the
 // turn rendered with and without them must differ.
 func (e *Encoder) rendersToolCalls(hist []task.Message, m task.Message, tools []json.RawMessage) (bool, error) {
-	with, err := e.Tok.ApplyChatTemplate(rollout.TokMessages(append(append([]task.Message(nil), hist...), m)), tools, false)
+	with, err := e.Tok.ApplyChatTemplateKwargs(rollout.TokMessages(append(append([]task.Message(nil), hist...), m)), tools, false, e.Kwargs)
 	if err != nil {
 		return false, err
 	}
 	bare := m
 	bare.ToolCalls = nil
-	without, err := e.Tok.ApplyChatTemplate(rollout.TokMessages(append(append([]task.Message(nil), hist...), bare)), tools, false)
+	without, err := e.Tok.ApplyChatTemplateKwargs(rollout.TokMessages(append(append([]task.Message(nil), hist...), bare)), tools, false, e.Kwargs)
 	if err != nil {
 		return false, err
 	}
@@ -234,52 +248,32 @@ func (e *Encoder) rendersToolCalls(hist []task.Message, m task.Message, tools []
 // <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, with the JSON spaced as
 // Python's json.dumps writes it (what Qwen2.5's template renders).
 func HermesCall(name string, args json.RawMessage) string {
-	if len(bytes.TrimSpace(args)) == 0 {
-		args = json.RawMessage("{}")
-	}
-	n, _ := json.Marshal(name)
-	return "<tool_call>\n{\"name\": " + string(n) + ", \"arguments\": " + pySpaced(args) + "}\n</tool_call>"
+	return tokenizer.FormatToolCalls(tokenizer.ToolFormatHermes, []tokenizer.ToolCall{{Name: name, Arguments: args}})
 }
 
-// toolCallsAsText moves an assistant message's tool calls into its content as Hermes text.
-func toolCallsAsText(m task.Message) task.Message {
-	var b strings.Builder
-	b.WriteString(m.Content)
-	for _, c := range m.ToolCalls {
-		if b.Len() > 0 {
-			b.WriteString("\n")
+// toolCallsAsText moves an assistant message's tool calls into its content as text in format
+// f (tokenizer.FormatToolCalls): after the content on a line of their own (hermes,
+// llama3_json), or right after it (mistral, whose parser reads the content as what comes
+// before [TOOL_CALLS]). Mistral calls keep ids the format allows.
+func toolCallsAsText(f tokenizer.ToolFormat, m task.Message) task.Message {
+	calls := make([]tokenizer.ToolCall, len(m.ToolCalls))
+	for i, c := range m.ToolCalls {
+		calls[i] = tokenizer.ToolCall{Name: c.Name, Arguments: c.Arguments}
+		if f == tokenizer.ToolFormatMistral && rollout.ValidToolCallID(f, c.ID) {
+			calls[i].ID = c.ID
 		}
-		b.WriteString(HermesCall(c.Name, c.Arguments))
 	}
-	m.Content = b.String()
+	text := tokenizer.FormatToolCalls(f, calls)
+	switch {
+	case m.Content == "":
+		m.Content = text
+	case f == tokenizer.ToolFormatMistral:
+		m.Content += text
+	default:
+		m.Content += "\n" + text
+	}
 	m.ToolCalls = nil
 	return m
-}
-
-// pySpaced re-writes compact JSON with Python's separators (", " and ": "), keeping the
-// order of object keys.
-func pySpaced(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return string(raw)
-	}
-	src := b.Bytes()
-	var out strings.Builder
-	inStr, esc := false, false
-	for _, ch := range src {
-		out.WriteByte(ch)
-		switch {
-		case inStr && esc:
-			esc = false
-		case inStr && ch == '\\':
-			esc = true
-		case ch == '"':
-			inStr = !inStr
-		case !inStr && (ch == ',' || ch == ':'):
-			out.WriteByte(' ')
-		}
-	}
-	return out.String()
 }
 
 func toolList(ts []task.ToolSpec) string {

@@ -82,7 +82,7 @@ func TestEncodeMatchesRollout(t *testing.T) {
 	if sk != nil {
 		t.Fatal(sk)
 	}
-	prompt, err := rollout.EncodePrompt(tk, rollout.ToolAgent, task.Prompt{Messages: conv.Messages[:2], Tools: calcTool})
+	prompt, err := rollout.Chat{Tok: tk}.EncodePrompt(rollout.ToolAgent, task.Prompt{Messages: conv.Messages[:2], Tools: calcTool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestEncodeMatchesRollout(t *testing.T) {
 {"name": "calc", "arguments": {"expression": "12*7"}}
 </tool_call>`
 	turn1 := append(tk.Encode(call, false), tk.EOS())
-	obs, err := rollout.EncodeObservation(tk, conv.Messages[3:4])
+	obs, err := rollout.Chat{Tok: tk}.EncodeObservation(conv.Messages[3:4])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,10 +181,16 @@ func TestConfigLoad(t *testing.T) {
 		{"optim.lr=x", "optim"},
 		{"nokey", "want key=value"},
 		{"data.micro_batch_size_per_gpu=0", "micro_batch_size_per_gpu"},
+		{"data.multiturn.format=llama3", "data.multiturn.format"},
+		{"data.apply_chat_template_kwargs={messages: []}", "data.apply_chat_template_kwargs.messages"},
 	} {
 		if _, err := Load(nil, []string{bad.o}); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("Load(%q) = %v, want an error with %q", bad.o, err, bad.want)
 		}
+	}
+	if c, err := Load(nil, []string{"data.apply_chat_template_kwargs={enable_thinking: false}", "data.multiturn.format=mistral"}); err != nil ||
+		c.Data.ApplyChatTemplateKwargs["enable_thinking"] != false || c.Data.Multiturn.Format != "mistral" {
+		t.Errorf("kwargs and format: %+v %v", c, err)
 	}
 	if !strings.Contains(KeysMarkdown(), "`data.multiturn.tool_calls_as_text`") {
 		t.Error("KeysMarkdown misses a key")
@@ -258,5 +264,38 @@ func TestLoadFilesSkips(t *testing.T) {
 	cfg.Data.Truncation = "error"
 	if _, _, err := LoadFiles([]string{file}, enc, cfg, 0, 0); err == nil || !strings.Contains(err.Error(), file+": row 4: ") {
 		t.Errorf("truncation=error: %v", err)
+	}
+}
+
+// tool_calls_as_text writes the calls in data.multiturn.format, and the rollout's parser of
+// that format reads the encoded turn back as the same call (the content stays outside it).
+func TestToolCallsAsTextFormats(t *testing.T) {
+	tk := plainTokenizer(t)
+	for _, tt := range []struct {
+		format tokenizer.ToolFormat
+		text   string
+	}{
+		{tokenizer.ToolFormatHermes, "I will compute.\n<tool_call>\n{\"name\": \"calc\", \"arguments\": {\"expression\": \"12*7\"}}\n</tool_call>"},
+		{tokenizer.ToolFormatLlama3JSON, "I will compute.\n{\"name\": \"calc\", \"parameters\": {\"expression\": \"12*7\"}}"},
+		{tokenizer.ToolFormatMistral, "I will compute.[TOOL_CALLS][{\"name\": \"calc\", \"arguments\": {\"expression\": \"12*7\"}}]"},
+	} {
+		conv := Conversation{Messages: []task.Message{msg("user", "12*7?"),
+			callMsg("I will compute.", "calc", `{"expression":"12*7"}`), msg("tool", "84"), msg("assistant", "#### 84")}, Tools: calcTool}
+		ex, sk := (&Encoder{Tok: tk, Format: tt.format, ToolCallsAsText: true}).Encode(conv)
+		if sk != nil {
+			t.Fatalf("%s: %v", tt.format, sk)
+		}
+		prompt, _ := rollout.Chat{Tok: tk}.EncodePrompt(rollout.ToolAgent, task.Prompt{Messages: conv.Messages[:1], Tools: calcTool})
+		turn := append(tk.Encode(tt.text, false), tk.EOS())
+		got := i32s(ex.IDs)
+		if len(got) < len(prompt)+len(turn) || !equalInts(got[len(prompt):len(prompt)+len(turn)], turn) {
+			t.Errorf("%s: turn\n got %q\nwant %q", tt.format, tk.Decode(got[len(prompt):], false), tt.text)
+			continue
+		}
+		calls, content, errs := tokenizer.ParseToolCalls(tt.format, tk.Decode(turn, false))
+		if len(errs) > 0 || len(calls) != 1 || calls[0].Name != "calc" || string(calls[0].Arguments) != `{"expression": "12*7"}` ||
+			!strings.HasPrefix(content, "I will compute.") {
+			t.Errorf("%s: the turn parses as %v %q %v", tt.format, calls, content, errs)
+		}
 	}
 }

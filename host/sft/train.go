@@ -101,7 +101,12 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	enc := &Encoder{Tok: t.tk, MaxLength: cfg.Data.MaxLength, ToolCallsAsText: cfg.Data.Multiturn.ToolCallsAsText}
+	format, err := tokenizer.ParseToolFormat(cfg.Data.Multiturn.Format)
+	if err != nil {
+		return nil, fmt.Errorf("sft: data.multiturn.format: %v", err)
+	}
+	enc := &Encoder{Tok: t.tk, Kwargs: cfg.Data.ApplyChatTemplateKwargs, Format: format, MaxLength: cfg.Data.MaxLength,
+		ToolCallsAsText: cfg.Data.Multiturn.ToolCallsAsText}
 	vocab := ck.Config.VocabSize
 	var st *DataStats
 	if t.train, st, err = LoadFiles(cfg.Data.TrainFiles, enc, cfg, vocab, 0); err != nil {

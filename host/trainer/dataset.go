@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/host/data"
 	"github.com/rlhost/rlhost/host/progress"
 	"github.com/rlhost/rlhost/host/rollout"
@@ -39,7 +38,7 @@ func taskRow(r data.Row) task.Row {
 // row and the loaded tasks), asks that task for the row's prompt, tokenises it with the chat
 // template, and drops (filterOverlong) or rejects (truncation=error) prompts longer than
 // maxPrompt. limit > 0 keeps only the first limit usable rows.
-func loadExamples(ctx context.Context, key string, patterns []string, tk *tokenizer.Tokenizer, tasks *taskSet,
+func loadExamples(ctx context.Context, key string, patterns []string, chat rollout.Chat, tasks *taskSet,
 	defaultLoop string, maxPrompt int, filterOverlong bool, truncation string, limit int, bar *progress.Bar) ([]example, int, error) {
 	files, err := data.ExpandFiles(key, patterns)
 	if err != nil {
@@ -115,7 +114,7 @@ func loadExamples(ctx context.Context, key string, patterns []string, tk *tokeni
 				if loop == "" {
 					loop = defaultLoop
 				}
-				ids, err := rollout.EncodePrompt(tk, loop, p)
+				ids, err := chat.EncodePrompt(loop, p)
 				if err != nil {
 					errs[i] = fmt.Errorf("%s: %w", where[i], err)
 					continue

@@ -52,7 +52,8 @@ func (t *Trainer) setJudge(be gpu.Backend, maxT int, progress io.Writer) error {
 	var j task.Judger
 	switch jc.Backend {
 	case "policy":
-		t.judge.chat = chatserver.New(t.rolloutPolicy(), t.tk, chatserver.Options{Model: "policy", MaxContext: maxT})
+		t.judge.chat = chatserver.New(t.rolloutPolicy(), t.tk, chatserver.Options{Model: "policy", MaxContext: maxT,
+			TemplateKwargs: t.render.Kwargs, ToolFormat: t.render.Format})
 		if err := t.judge.chat.Start(); err != nil {
 			return err
 		}

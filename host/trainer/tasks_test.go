@@ -42,7 +42,7 @@ func TestUnknownDataSourceFailsFast(t *testing.T) {
 	dir := t.TempDir()
 	writeRows(t, filepath.Join(dir, "a.parquet"), "openai/gsm8k", "arith")
 	writeRows(t, filepath.Join(dir, "b.parquet"), "arith_hard", "openai/gsm8k", "search_r1")
-	_, _, err := loadExamples(context.Background(), "data.train_files", []string{filepath.Join(dir, "*.parquet")}, nil, twoTasks(),
+	_, _, err := loadExamples(context.Background(), "data.train_files", []string{filepath.Join(dir, "*.parquet")}, rollout.Chat{}, twoTasks(),
 		"single_turn_agent", 512, true, "error", 0, nil)
 	if err == nil {
 		t.Fatal("loading rows of an unserved data_source succeeded")
@@ -62,7 +62,7 @@ func TestInvalidRowFailsFast(t *testing.T) {
 	writeRows(t, filepath.Join(dir, "a.parquet"), "openai/gsm8k", "openai/gsm8k", "")
 	one := &runTask{name: "gsm8k", sources: []string{"openai/gsm8k"}}
 	set := &taskSet{list: []*runTask{one}, bySource: map[string]*runTask{"openai/gsm8k": one}, log: hclog.NewNullLogger()}
-	_, _, err := loadExamples(context.Background(), "data.train_files", []string{filepath.Join(dir, "a.parquet")}, nil, set,
+	_, _, err := loadExamples(context.Background(), "data.train_files", []string{filepath.Join(dir, "a.parquet")}, rollout.Chat{}, set,
 		"single_turn_agent", 512, true, "error", 0, nil)
 	want := "trainer: data.train_files: " + filepath.Join(dir, "a.parquet") + " row 2: column data_source: is empty"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {

@@ -48,6 +48,7 @@ type Trainer struct {
 
 	tasks   *taskSet
 	tk      *tokenizer.Tokenizer
+	render  rollout.Chat // tk with data.apply_chat_template_kwargs and the tool-call format
 	actor   *model.Model
 	ref     *model.Model // nil when no KL term needs it
 	opt     *model.AdamW
@@ -156,6 +157,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		return nil, err
 	}
 	FallBackEOS(opts.Progress, mpath, t.actor, t.tk)
+	format, formatLine, err := rollout.ResolveToolFormat(t.tk, cfg.ActorRolloutRef.Rollout.MultiTurn.Format)
+	if err != nil {
+		return nil, err
+	}
+	if format == tokenizer.ToolFormatHermes && cfg.ActorRolloutRef.Rollout.MultiTurn.Format == "auto" {
+		formatLine = "" // the default as before: nothing new to say
+	}
+	t.render = rollout.Chat{Tok: t.tk, Kwargs: cfg.Data.ApplyChatTemplateKwargs, Format: format}
 	needRef := cfg.ActorRolloutRef.Actor.UseKLLoss || cfg.Algorithm.UseKLInReward
 	if mc := cfg.ActorRolloutRef.Model; mc.LoraRank > 0 {
 		// LoRA: the base is frozen, so the reference policy is the actor with its adapters off.
@@ -216,7 +225,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		return nil, err
 	}
 	if t.tasks.has(task.FeatureExternalEpisode) {
-		t.chat = chatserver.New(t.rolloutPolicy(), t.tk, chatserver.Options{MaxContext: maxT})
+		t.chat = chatserver.New(t.rolloutPolicy(), t.tk, chatserver.Options{MaxContext: maxT,
+			TemplateKwargs: t.render.Kwargs, ToolFormat: t.render.Format})
 		if err := t.chat.Start(); err != nil {
 			return nil, err
 		}
@@ -258,7 +268,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		bar := progress.New(opts.Progress, "prompts (train)", 0, "rows")
 		bar.Waiting(t.tasks.waitingOn)
 		var filtered int
-		t.train, filtered, err = loadExamples(ctx, "data.train_files", d.TrainFiles, t.tk, t.tasks, defLoop, cfg.PromptLength(), d.FilterOverlongPrompts, d.Truncation, 0, bar)
+		t.train, filtered, err = loadExamples(ctx, "data.train_files", d.TrainFiles, t.render, t.tasks, defLoop, cfg.PromptLength(), d.FilterOverlongPrompts, d.Truncation, 0, bar)
 		if err != nil {
 			return nil, err
 		}
@@ -281,10 +291,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 		if d.ValMaxSamples != nil {
 			limit = *d.ValMaxSamples
 		}
-		t.val, _, err = loadExamples(ctx, "data.val_files", d.ValFiles, t.tk, t.tasks, defLoop, cfg.PromptLength(), true, d.Truncation, limit, nil)
+		t.val, _, err = loadExamples(ctx, "data.val_files", d.ValFiles, t.render, t.tasks, defLoop, cfg.PromptLength(), true, d.Truncation, limit, nil)
 		if err != nil {
 			return nil, err
 		}
+	}
+	if err := t.warnDroppedTools(opts.Progress, mpath, defLoop, formatLine); err != nil {
+		return nil, err
 	}
 	if err := t.resume(); err != nil {
 		return nil, err
@@ -297,6 +310,36 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	}
 	ok = true
 	return t, nil
+}
+
+// warnDroppedTools prints, once per run, the tool-call format (formatLine; "" prints none) and a
+// warning when the chat template does not show the model the tools of the first tool_agent
+// prompt that has tools (tools vanish in silence otherwise: the schemas are dropped, the run
+// goes on).
+func (t *Trainer) warnDroppedTools(w io.Writer, mpath, defLoop, formatLine string) error {
+	for _, set := range [][]example{t.train, t.val} {
+		for _, e := range set {
+			loop := e.Row.AgentName
+			if loop == "" {
+				loop = defLoop
+			}
+			if loop != rollout.ToolAgent || len(e.Prompt.Tools) == 0 {
+				continue
+			}
+			if formatLine != "" {
+				fmt.Fprintln(w, formatLine)
+			}
+			ok, err := t.render.ToolsRendered(e.Prompt.Messages, e.Prompt.Tools)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				fmt.Fprintln(w, t.render.DroppedToolsWarning(mpath, "task "+e.task.name, e.Prompt.Tools))
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 // openTracer starts the trace backends of actor_rollout_ref.rollout.trace (the local store by
@@ -528,8 +571,8 @@ func (t *Trainer) rolloutDeps(rt *runTask, validate bool) rollout.Deps {
 	mt := r.MultiTurn
 	c := rollout.Config{ResponseLength: t.cfg.ResponseLength(), MaxParallelCalls: mt.MaxParallelCalls,
 		MaxToolResponseLength: mt.MaxToolResponseLength, TruncateSide: mt.ToolResponseTruncateSide,
-		DefaultAgentLoop: r.Agent.DefaultAgentLoop,
-		Interaction:      rt.p.CachedInfo().Has(task.FeatureInteraction) && t.interactionOn(rt)}
+		DefaultAgentLoop: r.Agent.DefaultAgentLoop, TemplateKwargs: t.render.Kwargs, ToolFormat: t.render.Format,
+		Interaction: rt.p.CachedInfo().Has(task.FeatureInteraction) && t.interactionOn(rt)}
 	if mt.MaxAssistantTurns != nil {
 		c.MaxAssistantTurns = *mt.MaxAssistantTurns
 	}

@@ -29,7 +29,7 @@ func modelPath(t *testing.T) string { return chatservertest.ModelPath(t) }
 func smol(t *testing.T) (*model.Model, *tokenizer.Tokenizer) { return chatservertest.LoadDefault(t) }
 
 func prompt(t *testing.T, tk *tokenizer.Tokenizer, q string) []int {
-	ids, err := rollout.EncodePrompt(tk, rollout.SingleTurnAgent, task.Prompt{Messages: []task.Message{{Role: "user", Content: q}}})
+	ids, err := rollout.Chat{Tok: tk}.EncodePrompt(rollout.SingleTurnAgent, task.Prompt{Messages: []task.Message{{Role: "user", Content: q}}})
 	if err != nil {
 		t.Fatal(err)
 	}

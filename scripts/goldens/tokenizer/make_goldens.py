@@ -248,13 +248,19 @@ CHATS = [
                         {"role": "tool", "content": "{\"temp\": 21}", "tool_call_id": "call_1"},
                         {"role": "tool", "content": "{\"temp\": 18}", "tool_call_id": "call_2"},
                         {"role": "assistant", "content": "Paris 21°C, Tokyo 18°C."}], TOOLS),
+    # Qwen3's multi-step tool use: the thinking of turns after the last user query is kept.
+    ("think_tool_steps", [{"role": "user", "content": Q},
+                          {"role": "assistant", "content": "<think>\nCompute 48 + 24.\n</think>\n\nChecking.",
+                           "tool_calls": [tc("calc_gsm8k_reward", {"answer": "72"})]},
+                          {"role": "tool", "content": "Current parsed answer='72' reward=1.0"},
+                          {"role": "assistant", "content": "<think>\nThe tool agrees.\n</think>\n\n#### 72"}], TOOLS[:1]),
 ]
 
 
 # Extra template variables (apply_chat_template(**kwargs), veRL's
 # apply_chat_template_kwargs), each with the conversations it is rendered on.
 KWARGS = [
-    ("enable_thinking_false", {"enable_thinking": False}, ["user_only", "tool_call_turn"]),
+    ("enable_thinking_false", {"enable_thinking": False}, ["user_only", "tool_call_turn", "think_tool_steps"]),
     ("enable_thinking_true", {"enable_thinking": True}, ["user_only"]),
 ]
 
@@ -265,19 +271,21 @@ def render(tok, messages, tools, agp, **kw):
     return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=agp, **kw)
 
 
-def chat_records(tok):
+def chat_records(tok, ids):
+    """ids(text) are the token ids of a rendered text (the tokenizers reference)."""
     out = []
     for name, msgs, tools in CHATS:
         for agp in (False, True):
+            text = render(tok, copy.deepcopy(msgs), copy.deepcopy(tools), agp)
             out.append({"name": name, "messages": msgs, "tools": tools, "add_generation_prompt": agp,
-                        "text": render(tok, copy.deepcopy(msgs), copy.deepcopy(tools), agp)})
+                        "text": text, "ids": ids(text)})
     chats = {name: (msgs, tools) for name, msgs, tools in CHATS}
     for kwname, kwargs, names in KWARGS:
         for name in names:
             msgs, tools = chats[name]
+            text = render(tok, copy.deepcopy(msgs), copy.deepcopy(tools), True, **kwargs)
             out.append({"name": name + "+" + kwname, "messages": msgs, "tools": tools, "add_generation_prompt": True,
-                        "kwargs": kwargs,
-                        "text": render(tok, copy.deepcopy(msgs), copy.deepcopy(tools), True, **kwargs)})
+                        "kwargs": kwargs, "text": text, "ids": ids(text)})
     return out
 
 
@@ -343,7 +351,7 @@ def main():
             with open(os.path.join(a.out, f"decode_{name}.json"), "w", encoding="utf-8") as f:
                 json.dump(decode_records(tok, name), f, ensure_ascii=False, indent=1)
             with open(os.path.join(a.out, f"chat_{name}.json"), "w", encoding="utf-8") as f:
-                json.dump(chat_records(hf), f, ensure_ascii=False, indent=1)
+                json.dump(chat_records(hf, lambda text: tok.encode(text, add_special_tokens=False).ids), f, ensure_ascii=False, indent=1)
             with open(os.path.join(a.out, f"obs_{name}.json"), "w", encoding="utf-8") as f:
                 json.dump(obs_records(hf, name), f, ensure_ascii=False, indent=1)
     with open(os.path.join(a.out, "VERSIONS"), "w") as f:
