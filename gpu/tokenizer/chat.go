@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // Message is one chat message in the OpenAI shape that chat templates expect.
@@ -55,10 +56,32 @@ func (c *ToolCall) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// SetChatTemplate makes src the chat template instead of the model's own (veRL's
+// actor_rollout_ref.model.custom_chat_template: base models whose files carry none, or a
+// template that renders tools); origin names where it came from, for messages
+// (ChatTemplateOrigin). src is compiled here: a template that does not parse is an error
+// naming origin. Call it before the tokenizer renders anything.
+func (t *Tokenizer) SetChatTemplate(src, origin string) error {
+	tmpl, err := compileTemplate(origin, src)
+	if err != nil {
+		return err
+	}
+	t.chatTemplate, t.templateOrigin = src, origin
+	t.tmplOnce = sync.Once{}
+	t.tmplOnce.Do(func() { t.tmpl, t.tmplErr = tmpl, nil })
+	t.obsOnce = sync.Once{}
+	t.obsPrefix, t.obsErr = "", nil
+	return nil
+}
+
+// ChatTemplateOrigin is where the chat template set by SetChatTemplate came from; "" when
+// the tokenizer uses the model's own.
+func (t *Tokenizer) ChatTemplateOrigin() string { return t.templateOrigin }
+
 func (t *Tokenizer) template() (*chatTemplate, error) {
 	t.tmplOnce.Do(func() {
 		if t.chatTemplate == "" {
-			t.tmplErr = fmt.Errorf("tokenizer: %s: the model has no chat template", t.name)
+			t.tmplErr = fmt.Errorf("tokenizer: %s: the model has no chat template (a base model: give one with actor_rollout_ref.model.custom_chat_template)", t.name)
 			return
 		}
 		t.tmpl, t.tmplErr = compileTemplate(t.name, t.chatTemplate)

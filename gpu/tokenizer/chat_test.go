@@ -349,3 +349,31 @@ func TestObservationPrefixMethods(t *testing.T) {
 		t.Error("kwarg messages accepted")
 	}
 }
+
+// TestSetChatTemplate: a template set by the caller (a base model's, whose GGUF carries
+// none) replaces the model's for prompts and observations, names its origin, and one that
+// does not parse is refused naming it; before, the model without a template says how to
+// give one.
+func TestSetChatTemplate(t *testing.T) {
+	tk := &Tokenizer{name: "base.gguf", bosText: "<bos>", eosText: "<eos>", pad: -1, unk: -1}
+	msgs := []Message{{Role: "user", Content: "What is 2+2?"}}
+	if _, err := tk.ApplyChatTemplate(msgs, nil, true); err == nil || !strings.Contains(err.Error(), "custom_chat_template") {
+		t.Fatalf("no template: %v, want an error that names custom_chat_template", err)
+	}
+	const gemma = "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ 'model' if m.role == 'assistant' else m.role }}\n" +
+		"{{ m.content | trim }}<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+	tk = &Tokenizer{name: "base.gguf", bosText: "<bos>", eosText: "<eos>", pad: -1, unk: -1}
+	if err := tk.SetChatTemplate(gemma, "the config's template"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := tk.ApplyChatTemplate(msgs, nil, true)
+	if want := "<bos><start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n"; err != nil || got != want {
+		t.Errorf("rendered %q (%v), want %q", got, err, want)
+	}
+	if tk.ChatTemplateOrigin() != "the config's template" || tk.ChatTemplate() != gemma {
+		t.Errorf("origin %q, template %q", tk.ChatTemplateOrigin(), tk.ChatTemplate())
+	}
+	if err := tk.SetChatTemplate("{% for m in messages %}", "the config's template"); err == nil || !strings.Contains(err.Error(), "the config's template") {
+		t.Errorf("a template that does not parse: %v, want an error naming its origin", err)
+	}
+}

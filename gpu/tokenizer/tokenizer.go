@@ -45,6 +45,7 @@ type Tokenizer struct {
 	bos, eos, pad, unk int // -1 when the model has none
 	bosText, eosText   string
 	chatTemplate       string
+	templateOrigin     string // where a chat template set by SetChatTemplate came from; "": the model's
 
 	tmplOnce sync.Once
 	tmpl     *chatTemplate

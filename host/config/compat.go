@@ -36,7 +36,6 @@ var compatKeys = map[string]string{
 	"actor_rollout_ref.model.enable_activation_offload": "",
 	"actor_rollout_ref.model.use_fused_kernels":         "",
 	"actor_rollout_ref.model.use_liger":                 "",
-	"actor_rollout_ref.model.custom_chat_template":      "",
 
 	"actor_rollout_ref.actor.strategy":                       "FSDP is not used",
 	"actor_rollout_ref.actor.fsdp_config":                    "FSDP is not used",

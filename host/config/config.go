@@ -86,6 +86,7 @@ type Model struct {
 	TargetModules               StringList `yaml:"target_modules" doc:"modules that get LoRA adapters: all-linear or a list of projection names"`
 	EnableGradientCheckpointing bool       `yaml:"enable_gradient_checkpointing" doc:"recompute activations in the backward to save memory, where the model backend supports it"`
 	UseRemovePadding            bool       `yaml:"use_remove_padding" doc:"accepted for veRL compatibility; no effect (rlhost never pads sequences)"`
+	CustomChatTemplate          string     `yaml:"custom_chat_template" doc:"a Jinja chat template used instead of the model's own (a base model whose files carry none, or one that renders tools)"`
 }
 
 // Optim is an optimiser section (AdamW), used by the actor and the critic.

@@ -182,12 +182,16 @@ func (c Chat) DroppedToolsWarning(model, who string, tools []task.ToolSpec) stri
 		"(%s), so the model is never shown them. Fixes: a model or chat template that renders tools (docs/tokenizer.md lists them); "+
 		"or describe the tools in the task's prompt text; or a cold start: rlhost sft on conversations with tool calls "+
 		"(data.multiturn.tool_calls_as_text=true writes them as %s text, the format this run parses)",
-		model, templateSource(c.Tok.Name()), who, strings.Join(names, ", "), how, c.ToolFormat())
+		model, templateSource(c.Tok), who, strings.Join(names, ", "), how, c.ToolFormat())
 }
 
-// templateSource says where the chat template of a tokenizer loaded from name came from, as
-// tokenizer.Load reads it.
-func templateSource(name string) string {
+// templateSource says where the chat template of tk came from: the one the config set
+// (SetChatTemplate), or the model's own as tokenizer.Load reads it.
+func templateSource(tk *tokenizer.Tokenizer) string {
+	if o := tk.ChatTemplateOrigin(); o != "" {
+		return o
+	}
+	name := tk.Name()
 	if strings.HasSuffix(strings.ToLower(name), ".gguf") {
 		return "the GGUF's tokenizer.chat_template"
 	}

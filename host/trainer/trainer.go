@@ -144,6 +144,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	if t.tk, err = tokenizer.Load(mpath); err != nil {
 		return nil, err
 	}
+	if src := cfg.ActorRolloutRef.Model.CustomChatTemplate; src != "" {
+		if err := t.tk.SetChatTemplate(src, "actor_rollout_ref.model.custom_chat_template"); err != nil {
+			return nil, fmt.Errorf("trainer: %w", err)
+		}
+	}
 	fmt.Fprintf(opts.Progress, "loading %s\n", mpath)
 	ck, err := weights.Load(mpath)
 	if err != nil {
