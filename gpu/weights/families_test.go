@@ -204,11 +204,13 @@ func TestGemma3GGUF270M(t *testing.T) {
 		c.TieWordEmbeddings != r.TieWordEmbeddings || c.SlidingWindow != r.SlidingWindow ||
 		!reflect.DeepEqual(c.LayerTypes, r.LayerTypes) || c.QueryPreAttnScalar != r.QueryPreAttnScalar ||
 		r.FinalLogitSoftcapping != nil || c.FinalLogitSoftcapping != 0 || c.Activation() != r.HiddenActivation ||
-		c.BOSTokenID != r.BOSTokenID || !reflect.DeepEqual(c.EOSIDs(), []int{r.EOSTokenID}) ||
+		c.BOSTokenID != r.BOSTokenID || !reflect.DeepEqual(c.EOSIDs(), []int{r.EOSTokenID, 106}) ||
 		c.RopeTheta != r.RopeParameters["full_attention"].RopeTheta ||
 		c.RopeLocalBaseFreq != r.RopeParameters["sliding_attention"].RopeTheta || c.RopeScaling != nil {
 		t.Errorf("config\n%+v\ntransformers\n%+v", c, r)
 	}
+	// (transformers' GGUF loader reads <eos> alone; generation also ends at <end_of_turn>, 106,
+	// as llama.cpp and Gemma 3's generation_config.json have it)
 	// google/gemma-3-270m's config.json, spelled out
 	if c.HiddenSize != 640 || c.NumHiddenLayers != 18 || c.HeadDim != 256 || c.SlidingWindow != 512 ||
 		c.QueryPreAttnScalar != 256 || c.RopeTheta != 1e6 || c.RopeLocalBaseFreq != 1e4 || c.RMSNormEps != 1e-6 {

@@ -394,6 +394,16 @@ func ggufConfig(f *gguf.File) (Config, ggufArch, error) {
 	} else {
 		c.setEOS(nil)
 	}
+	if name == "gemma3" {
+		// Gemma's turns end with <end_of_turn>: llama.cpp ends generation there (an
+		// end-of-generation token by its text) and Gemma 3's generation_config.json lists it
+		// beside <eos>; the GGUF's metadata names only <eos>
+		if toks, err := f.Strings("tokenizer.ggml.tokens"); err == nil {
+			if id := slices.Index(toks, "<end_of_turn>"); id >= 0 && len(c.EOSIDs()) > 0 {
+				c.setEOS(append(slices.Clone(c.EOSIDs()), id))
+			}
+		}
+	}
 	canonicalWindows(&c)
 	if err := checkConfig(c); err != nil {
 		return c, arch, fmt.Errorf("weights: %s: %w", f.Name, err)
