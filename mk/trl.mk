@@ -42,3 +42,18 @@ example-arith: setup-blas model build $(ARITH_DATA)/train.parquet ## GRPO on the
 	@if [ -d runs/arith ]; then echo "== removing the previous run in runs/arith =="; rm -rf runs/arith; fi
 	$(BIN)/rlhost train -c examples/configs/arith.yaml $(ARITH_ARGS)
 	@echo "== the run is in runs/arith: curves.png, metrics.jsonl =="
+
+# The same example with Gemma 3 270M (base, Q4_K_M GGUF; docs/models.md): the Gemma 3 family's
+# GRPO run, examples/configs/arith-gemma3.yaml, on problems with operands below 10 (data/arith10),
+# curves in runs/arith-gemma3/curves.png.
+ARITH10_RAW  := data/arith10-raw
+ARITH10_DATA := data/arith10
+.PHONY: example-arith-gemma3
+$(ARITH10_DATA)/train.parquet: | $(BIN)/rlhost plugins ## the arith example's data with operands below 10, in data/arith10
+	@test -s $(ARITH10_RAW)/train.jsonl || (cd examples/arith && $(GO) run ./gendata -max 10 -out ../../$(ARITH10_RAW))
+	$(BIN)/rlhost preprocess --task arith --input $(ARITH10_RAW) --output-dir $(ARITH10_DATA)
+
+example-arith-gemma3: setup-blas model-gemma3 build $(ARITH10_DATA)/train.parquet ## GRPO on the arith example with Gemma 3 270M (examples/configs/arith-gemma3.yaml)
+	@if [ -d runs/arith-gemma3 ]; then echo "== removing the previous run in runs/arith-gemma3 =="; rm -rf runs/arith-gemma3; fi
+	$(BIN)/rlhost train -c examples/configs/arith-gemma3.yaml $(ARITH_ARGS)
+	@echo "== the run is in runs/arith-gemma3: curves.png, metrics.jsonl =="
