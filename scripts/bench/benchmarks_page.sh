@@ -6,14 +6,17 @@
 #   scripts/bench/benchmarks_page.sh write AREA...   rewrite docs/benchmarks.md (make bench-docs)
 #   scripts/bench/benchmarks_page.sh check AREA...   fail if docs/benchmarks.md is not what write makes
 #
-# Both fail when the page is over BENCH_DOCS_MAX lines (150): each docs/bench/AREA.md keeps only
-# its latest figures, and earlier runs move to docs/bench/history/AREA.md.
+# Both fail when the page is over BENCH_DOCS_MAX lines (170): each docs/bench/AREA.md keeps only
+# its latest figures, and earlier runs move to docs/bench/history/AREA.md. check also fails when
+# README.md states a measured figure (a number with a unit of time, speed, size or a ratio, outside
+# its code blocks): the figures live on this page alone, so the two cannot disagree and README
+# cannot grow a timing log again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mode=${1:-}
 [ "$mode" = write ] || [ "$mode" = check ] || { echo "usage: $0 write|check AREA..." >&2; exit 2; }
 shift
-max=${BENCH_DOCS_MAX:-150}
+max=${BENCH_DOCS_MAX:-170}
 
 page() {
 	cat <<'HEAD'
@@ -50,4 +53,14 @@ lines=$(wc -l < docs/benchmarks.md)
 if [ "$lines" -gt "$max" ]; then
 	echo "bench-docs: docs/benchmarks.md is $lines lines, over $max: keep each docs/bench/AREA.md to its latest figures (one table, the command, the machine and load) and move earlier runs to docs/bench/history/AREA.md" >&2
 	exit 1
+fi
+if [ "$mode" = check ]; then
+	# README.md outside its fenced blocks: no number followed by a unit of a measurement
+	figures=$(awk '/^```/ {code = !code; next} !code' README.md |
+		grep -nE '(^|[^[:alnum:].])[0-9]+([.,][0-9]+)?[[:space:]]*(x|×|s|ms|µs|min|h|tokens/s|GiB|GB|MiB|MB|KiB|kB|%|GFLOPS|TFLOP/s)([^[:alnum:]]|$)' || true)
+	if [ -n "$figures" ]; then
+		echo "bench-docs-check: README.md states measured figures (they belong in docs/bench/AREA.md, which docs/benchmarks.md shows):" >&2
+		echo "$figures" >&2
+		exit 1
+	fi
 fi
