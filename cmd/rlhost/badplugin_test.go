@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,7 +154,11 @@ func TestBadPluginHangs(t *testing.T) {
 			call := c.call[:strings.IndexByte(c.call, ' ')]
 			wantFailure(t, stderr, err, "step 2: 2 steps in a row were not trained on (trainer.max_consecutive_failed_steps=2;",
 				"plugin rlhost-task-"+c.mode+": "+c.call, "got no answer within 1s (task.timeouts."+strings.ToLower(call)+")",
-				"cancelled after 1.", "the plugin still answers health checks")
+				"the plugin still answers health checks")
+			// The elapsed time is rounded to the millisecond: 1s, 1.004s, never under the limit.
+			if !regexp.MustCompile(`cancelled after 1(\.\d{1,3})?s`).MatchString(err.Error()) {
+				t.Errorf("the run's error does not give the elapsed time (1s or a little more): %v", err)
+			}
 			if !strings.Contains(stderr, "step 1: not trained on") {
 				t.Errorf("no warning for the skipped step 1:\n%s", stderr)
 			}
