@@ -8,25 +8,25 @@ import (
 	"math"
 )
 
-// AttentionForward is causal GQA attention. The probabilities live in device
-// memory; scratch is not used.
+// AttentionForward is causal GQA attention, within a sliding window when
+// window > 0. The probabilities live in device memory; scratch is not used.
 func (b *Backend) AttentionForward(out, scratch []float32, q, k, v []float32, B, T, NH, NKV, HD, window int) {
-	needFullAttention("AttentionForward", window)
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	b.d.run("AttentionForward", func(a *arena) {
 		pq, pk, pv := a.in(q, B*T*NH*HD), a.in(k, B*T*NKV*HD), a.in(v, B*T*NKV*HD)
 		po := a.out(out, B*T*NH*HD)
 		pp := a.alloc(int64(NH*T*T) * 4)
 		for s := 0; s < B; s++ {
-			b.d.launch("attention_probs", NH*T, ptr(pp), ptr(pq), ptr(pk), i64(s), i64(T), i64(NH), i64(NKV), i64(HD), f32(scale))
-			b.d.launch("attention_out", gridFor(T*NH*HD), ptr(po), ptr(pp), ptr(pv), i64(s), i64(T), i64(NH), i64(NKV), i64(HD))
+			b.d.launch("attention_probs", NH*T, ptr(pp), ptr(pq), ptr(pk), i64(s), i64(T), i64(NH), i64(NKV), i64(HD), f32(scale),
+				i64(window))
+			b.d.launch("attention_out", gridFor(T*NH*HD), ptr(po), ptr(pp), ptr(pv), i64(s), i64(T), i64(NH), i64(NKV), i64(HD),
+				i64(window))
 		}
 	})
 }
 
 // AttentionBackward recomputes the probabilities per sequence, then dq, dk, dv.
 func (b *Backend) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v []float32, B, T, NH, NKV, HD, window int) {
-	needFullAttention("AttentionBackward", window)
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	b.d.run("AttentionBackward", func(a *arena) {
 		pq, pk, pv := a.in(q, B*T*NH*HD), a.in(k, B*T*NKV*HD), a.in(v, B*T*NKV*HD)
@@ -35,42 +35,56 @@ func (b *Backend) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v
 		pp := a.alloc(int64(NH*T*T) * 4)
 		pds := a.alloc(int64(NH*T*T) * 4)
 		for s := 0; s < B; s++ {
-			b.d.launch("attention_probs", NH*T, ptr(pp), ptr(pq), ptr(pk), i64(s), i64(T), i64(NH), i64(NKV), i64(HD), f32(scale))
-			b.d.launch("attention_dscores", NH*T, ptr(pds), ptr(pp), ptr(pdo), ptr(pv), i64(s), i64(T), i64(NH), i64(NKV), i64(HD), f32(scale))
-			b.d.launch("attention_dq", gridFor(T*NH*HD), ptr(pdq), ptr(pds), ptr(pk), i64(s), i64(T), i64(NH), i64(NKV), i64(HD))
+			b.d.launch("attention_probs", NH*T, ptr(pp), ptr(pq), ptr(pk), i64(s), i64(T), i64(NH), i64(NKV), i64(HD), f32(scale),
+				i64(window))
+			b.d.launch("attention_dscores", NH*T, ptr(pds), ptr(pp), ptr(pdo), ptr(pv), i64(s), i64(T), i64(NH), i64(NKV), i64(HD),
+				f32(scale), i64(window))
+			b.d.launch("attention_dq", gridFor(T*NH*HD), ptr(pdq), ptr(pds), ptr(pk), i64(s), i64(T), i64(NH), i64(NKV), i64(HD),
+				i64(window))
 			b.d.launch("attention_dkv", gridFor(T*NKV*HD), ptr(pdk), ptr(pdv), ptr(pds), ptr(pp), ptr(pq), ptr(pdo),
-				i64(s), i64(T), i64(NH), i64(NKV), i64(HD))
+				i64(s), i64(T), i64(NH), i64(NKV), i64(HD), i64(window))
 		}
 	})
 }
 
-// AttentionCachedForward attends N new tokens to the KV cache [S,maxT,NKV,HD]
-// by flash-decoding (attentionCachedSplit), or, with the decode_block
-// variant, attention_cached: one block per (token, head).
-func (b *Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, maxT, window int) {
+// AttentionCachedForward attends N new tokens to the KV cache [S*rows,NKV,HD]
+// (slots of rows rows, position j of a slot in its row j%rows: a full
+// cache, or a sliding window's rolling one) by flash-decoding
+// (attentionCachedSplit), or, with the decode_block variant,
+// attention_cached: one block per (token, head).
+func (b *Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, rows, window int) {
 	if N == 0 {
 		return
 	}
-	needFullAttention("AttentionCachedForward", window)
+	if rows <= 0 || window < 0 {
+		panic(&Error{"AttentionCachedForward", fmt.Errorf("%d rows a slot, window %d", rows, window)})
+	}
 	scale := float32(1 / math.Sqrt(float64(HD)))
-	maxLen := maxT // the scores' row stride: positions are not read on the host
+	span := cachedSpan(rows, window) // the scores' row stride: positions are not read on the host
 	b.d.run("AttentionCachedForward", func(a *arena) {
 		if !b.d.vars.DecodeBlock {
-			b.attentionCachedSplit(a, out, q, kcache, vcache, slot, pos, N, NH, NKV, HD, maxT, scale)
+			b.attentionCachedSplit(a, out, q, kcache, vcache, slot, pos, N, NH, NKV, HD, rows, span, scale)
 			return
 		}
-		ps := a.alloc(int64(N*NH*maxLen) * 4)
+		ps := a.alloc(int64(N*NH*span) * 4)
 		b.d.launch("attention_cached", N*NH, ptr(a.out(out, N*NH*HD)), ptr(ps), ptr(a.in(q, N*NH*HD)),
 			ptr(a.in(kcache, len(kcache))), ptr(a.in(vcache, len(vcache))), ptr(a.ints(slot, N)), ptr(a.ints(pos, N)),
-			i64(N), i64(NH), i64(NKV), i64(HD), i64(maxT), i64(maxLen), f32(scale))
+			i64(N), i64(NH), i64(NKV), i64(HD), i64(rows), i64(span), f32(scale))
 	})
 }
 
-// needFullAttention panics for a sliding window, which the kernels do not take yet.
-func needFullAttention(op string, window int) {
-	if window != 0 {
-		panic(fmt.Sprintf("cuda: %s: sliding-window attention (window %d) is not implemented", op, window))
+// cachedSpan is the most positions a token sees in a cache of rows rows a
+// slot: the window (window > 0), at most rows, or rows for full attention.
+// The decode kernels attend to the last min(pos+1, span) positions of a
+// token (attention.cuh, ds_positions), which for a window is gpu.Backend's
+// positions pos-window+1 .. pos, and for a full cache (rows above every
+// position) 0 .. pos; a slot of fewer rows than that (a caller's error,
+// which gpu/cpu refuses) still reads only its own rows.
+func cachedSpan(rows, window int) int {
+	if window > 0 && window < rows {
+		return window
 	}
+	return rows
 }
 
 // decodeChunkMin and decodeChunkMax bound the positions of one chunk of
@@ -123,13 +137,13 @@ func decodeRows(N, NH, NKV, HD int) int {
 const decodeSMs = 132
 
 // decodeChunks chooses the chunks of attention_cached_split for rows
-// blocks a chunk (decodeRows) over a cache of maxT positions per slot on a
-// GPU of sms multiprocessors: enough chunks per row that rows*chunks
-// reaches decodeBlocksPerSM*sms blocks, each of at least decodeChunkMin
-// positions (so a short cache or a full grid gives one chunk) and at most
-// decodeChunkMax. The longest sequence a launch can hold is maxT: the
-// positions are on the device, and the blocks of chunks past a token's
-// position return at once. chunks*L >= maxT.
+// blocks a chunk (decodeRows) over at most maxT positions a token sees
+// (cachedSpan) on a GPU of sms multiprocessors: enough chunks per row that
+// rows*chunks reaches decodeBlocksPerSM*sms blocks, each of at least
+// decodeChunkMin positions (so a short cache or a full grid gives one
+// chunk) and at most decodeChunkMax. The most positions a token of a
+// launch can see is maxT: the positions are on the device, and the blocks
+// of chunks past a token's positions return at once. chunks*L >= maxT.
 func decodeChunks(rows, maxT, sms int) (L, chunks int) {
 	want := max(1, (decodeBlocksPerSM*max(1, sms)+rows-1)/max(1, rows)) // chunks per row
 	L = (maxT + want - 1) / want
@@ -165,27 +179,33 @@ func (d *device) attentionSMs() int {
 // of query heads and chunk) writes each chunk's
 // partial softmax to scratch of the op's arena, attention_cached_combine
 // rescales and sums them (not launched with one chunk, where the split
-// kernel writes out itself). Nothing is read on the host.
-func (b *Backend) attentionCachedSplit(a *arena, out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, maxT int, scale float32) {
-	rows := N * NH
+// kernel writes out itself). The chunks cut the span positions a token
+// sees at most (cachedSpan); the kernels read slots of rows rows. Nothing
+// is read on the host.
+func (b *Backend) attentionCachedSplit(a *arena, out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, rows, span int,
+	scale float32) {
+	qrows := N * NH
 	GB := decodeGroupHeads(NH/NKV, HD)
 	blocks := decodeRows(N, NH, NKV, HD)
-	L, chunks := decodeChunks(blocks, maxT, b.d.attentionSMs())
-	po, pq := a.out(out, rows*HD), a.in(q, rows*HD)
+	L, chunks := decodeChunks(blocks, span, b.d.attentionSMs())
+	po, pq := a.out(out, qrows*HD), a.in(q, qrows*HD)
 	pk, pv := a.in(kcache, len(kcache)), a.in(vcache, len(vcache))
 	pslot, ppos := a.ints(slot, N), a.ints(pos, N)
 	var part, ml dptr
 	if chunks > 1 {
-		part, ml = a.alloc(int64(rows*chunks*HD)*4), a.alloc(int64(rows*chunks*2)*4)
+		part, ml = a.alloc(int64(qrows*chunks*HD)*4), a.alloc(int64(qrows*chunks*2)*4)
 	}
 	if b.d.vars.DecodeVec && decodeVec(HD) {
 		b.d.launch("attention_cached_split_vec", blocks*chunks, ptr(po), ptr(part), ptr(ml), ptr(pq), ptr(pk), ptr(pv),
-			ptr(pslot), ptr(ppos), i64(N), i64(NH), i64(NKV), i64(HD), i64(maxT), i64(L), i64(chunks), i64(GB), f32(scale))
+			ptr(pslot), ptr(ppos), i64(N), i64(NH), i64(NKV), i64(HD), i64(rows), i64(span), i64(L), i64(chunks), i64(GB),
+			f32(scale))
 	} else {
 		b.d.launch("attention_cached_split", blocks*chunks, ptr(po), ptr(part), ptr(ml), ptr(pq), ptr(pk), ptr(pv),
-			ptr(pslot), ptr(ppos), i64(N), i64(NH), i64(NKV), i64(HD), i64(maxT), i64(L), i64(chunks), i64(GB), f32(scale))
+			ptr(pslot), ptr(ppos), i64(N), i64(NH), i64(NKV), i64(HD), i64(rows), i64(span), i64(L), i64(chunks), i64(GB),
+			f32(scale))
 	}
 	if chunks > 1 {
-		b.d.launch("attention_cached_combine", rows, ptr(po), ptr(part), ptr(ml), ptr(ppos), i64(NH), i64(HD), i64(L), i64(chunks))
+		b.d.launch("attention_cached_combine", qrows, ptr(po), ptr(part), ptr(ml), ptr(ppos), i64(NH), i64(HD), i64(L), i64(chunks),
+			i64(span))
 	}
 }

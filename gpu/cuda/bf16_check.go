@@ -380,11 +380,19 @@ func checkTrainStepBF16(b Device) error { return mixedStepCheck(b, BF16) }
 func checkTrainStepTF32(b Device) error { return mixedStepCheck(b, TF32) }
 
 func mixedStepCheck(b Device, p Precision) error {
-	d, err := mixedStepDiffs(b, p)
+	return mixedStepCheckConfig(b, p, mixedStepConfig, mixedTolerance[p])
+}
+
+// mixedStepConfig is the Qwen2-shaped model of mixedStepCheck.
+var mixedStepConfig = model.Config{Family: "qwen2", V: 97, C: 64, F: 160, L: 2, NH: 4, NKV: 2, HD: 16, MaxPos: 64,
+	Eps: 1e-6, RopeTheta: 10000, QKVBias: true, BOS: 1, EOS: 2}
+
+// mixedStepCheckConfig is mixedStepCheck of the model c, within tol.
+func mixedStepCheckConfig(b Device, p Precision, c model.Config, tol struct{ logp, loss float64 }) error {
+	d, err := mixedStepDiffs(b, p, c)
 	if err != nil {
 		return err
 	}
-	tol := mixedTolerance[p]
 	for s := range d.logp {
 		if !(d.logp[s] <= tol.logp) {
 			return fmt.Errorf("step %d: logp[%d] = %.6g on cuda (%v), %.6g on cpu (fp32) (|diff| %.3g > %.3g)",
@@ -410,16 +418,14 @@ type stepDiffs struct {
 	lossGot, lossWant [2]float64
 }
 
-// mixedStepDiffs runs forward, backward and AdamW twice on the checks'
-// Qwen2-shaped model (weights std 0.1) on b in precision p and on the CPU
+// mixedStepDiffs runs forward, backward and AdamW twice on the model c
+// (weights std 0.1) on b in precision p and on the CPU
 // in fp32, from the same weights and batch; the second forward reads the
 // updated weights (so their bfloat16 copies must have been refreshed).
-func mixedStepDiffs(b Device, p Precision) (stepDiffs, error) {
+func mixedStepDiffs(b Device, p Precision, c model.Config) (stepDiffs, error) {
 	prev := b.Precision()
 	b.SetPrecision(p)
 	defer b.SetPrecision(prev)
-	c := model.Config{Family: "qwen2", V: 97, C: 64, F: 160, L: 2, NH: 4, NKV: 2, HD: 16, MaxPos: 64,
-		Eps: 1e-6, RopeTheta: 10000, QKVBias: true, BOS: 1, EOS: 2}
 	r := rand.New(rand.NewPCG(34, 34))
 	init := randn(r, c.NumParams(), 0.1)
 	const B, T = 2, 12

@@ -22,7 +22,7 @@ var bf16Checks = []Check{
 func TestMixedPrecisionEmulator(t *testing.T) {
 	be := openEmulator(t)
 	for _, p := range []Precision{BF16, TF32} {
-		d, err := mixedStepDiffs(be, p)
+		d, err := mixedStepDiffs(be, p, mixedStepConfig)
 		if err != nil {
 			t.Fatal(err)
 		}

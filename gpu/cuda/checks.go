@@ -93,8 +93,15 @@ var Checks = []Check{
 	{"AttentionVarlenDKVGroup", checkAttentionVarlenDKVGroup},
 	{"AttentionVarlenDQStage", checkAttentionVarlenDQStage},
 	{"AttentionVarlenFwdLdsm", checkAttentionVarlenFwdLdsm},
+	{"AttentionWindow", checkAttentionWindow},
+	{"AttentionVarlenWindow", checkAttentionVarlenWindow},
+	{"AttentionVarlenWindowMMA", checkAttentionVarlenWindowMMA},
+	{"AttentionVarlenWindowVariants", checkAttentionVarlenWindowVariants},
+	{"AttentionCachedWindow", checkAttentionCachedWindow},
 	{"SwiGLU", checkSwiGLU},
 	{"SwiGLUBackwardH", checkSwiGLUBackwardH},
+	{"GeGLU", checkGeGLU},
+	{"Softcap", checkSoftcap},
 	{"Residual", checkResidual},
 	{"Logprob", checkLogprob},
 	{"LogprobTwoPass", checkLogprobTwoPass},
@@ -119,6 +126,9 @@ var Checks = []Check{
 	{"GenerateDecodeVec", checkGenerateDecodeVec},
 	{"GenerateQwen", checkGenerateQwen},
 	{"DecodeGraph", checkDecodeGraph},
+	{"TrainStepWindow", checkTrainStepWindow},
+	{"TrainStepWindowBF16", checkTrainStepWindowBF16},
+	{"GenerateWindow", checkGenerateWindow},
 }
 
 // ---------------------------------------------------------------------------
@@ -252,6 +262,11 @@ func checkTrainStepSwiGLURecompute(b Device) error {
 func trainStepCheck(b Device, lengths []int) error {
 	c := model.Config{Family: "qwen2", V: 97, C: 64, F: 160, L: 2, NH: 4, NKV: 2, HD: 16, MaxPos: 64,
 		Eps: 1e-6, RopeTheta: 10000, QKVBias: true, BOS: 1, EOS: 2}
+	return trainStepCheckConfig(b, c, lengths)
+}
+
+// trainStepCheckConfig is trainStepCheck of the model c.
+func trainStepCheckConfig(b Device, c model.Config, lengths []int) error {
 	r := rand.New(rand.NewPCG(16, 16))
 	init := randn(r, c.NumParams(), 0.05)
 	mc, mg := model.NewZero(ref, c), model.NewZero(b, c)
@@ -289,6 +304,7 @@ func trainStepCheck(b Device, lengths []int) error {
 	var logits [2][]float32
 	var logp [2][]float32
 	var norms [2]float64
+	var grads [2][][]float32 // each parameter's gradient, before the update (clipping may scale them in place)
 	for i, m := range []*model.Model{mc, mg} {
 		m.EnableGrads()
 		a := m.NewActs(B, T)
@@ -302,6 +318,9 @@ func trainStepCheck(b Device, lengths []int) error {
 		if err := m.Backward(a, dlogp, dent); err != nil {
 			return fmt.Errorf("backward on %s: %w", m.Backend().Name(), err)
 		}
+		for _, g := range m.Grads.Names {
+			grads[i] = append(grads[i], host(m.Backend(), g.Data))
+		}
 		opt := model.NewAdamW(m, cfg)
 		var err error
 		if norms[i], err = opt.Update(m); err != nil {
@@ -312,7 +331,7 @@ func trainStepCheck(b Device, lengths []int) error {
 		return err
 	}
 	for i, info := range mc.Grads.Names {
-		if err := compare("grad "+info.Name, host(b, mg.Grads.Names[i].Data), info.Data, 1e-4); err != nil {
+		if err := compare("grad "+info.Name, grads[1][i], grads[0][i], 1e-4); err != nil {
 			return err
 		}
 	}
@@ -324,8 +343,15 @@ func trainStepCheck(b Device, lengths []int) error {
 	// between backends. Elsewhere the steps must agree closely (checkAdamW
 	// checks the update itself on equal gradients).
 	gotParams := host(b, mg.Params.Data)
+	var cpuGrads []float32
+	for _, g := range grads[0] {
+		cpuGrads = append(cpuGrads, g...)
+	}
+	if len(cpuGrads) != len(mc.Params.Data) {
+		return fmt.Errorf("the gradients' views hold %d floats, the parameters %d", len(cpuGrads), len(mc.Params.Data))
+	}
 	for i, want := range mc.Params.Data {
-		got, g := gotParams[i], mc.Grads.Data[i]
+		got, g := gotParams[i], cpuGrads[i]
 		tol := 1e-5
 		if math.Abs(float64(g)) < 1e-6 {
 			tol = 2.1 * float64(cfg.LR)

@@ -121,6 +121,27 @@ func (d *cpuDevice) SwiGLUBackwardH(dgate, dup, h, dout, gate, up []float32, n i
 	}
 }
 
+func (d *cpuDevice) GeGLUForward(out, gate, up []float32, n int) {
+	d.Backend.GeGLUForward(out, gate, up, n)
+	if d.perturb == "geglu" {
+		out[n/2] += 1e-3
+	}
+}
+
+func (d *cpuDevice) GeGLUBackwardH(dgate, dup, h, dout, gate, up []float32, n int) {
+	d.Backend.GeGLUBackwardH(dgate, dup, h, dout, gate, up, n)
+	if d.perturb == "geglu" {
+		dgate[n/3] += 1e-3
+	}
+}
+
+func (d *cpuDevice) SoftcapBackward(dx, y []float32, cap float32, n int) {
+	if d.perturb == "softcap" { // the cap's derivative at the uncapped scale
+		cap *= 1.01
+	}
+	d.Backend.SoftcapBackward(dx, y, cap, n)
+}
+
 func (d *cpuDevice) ResidualRMSNormForward(res, out, rstd []float32, a, b, weight []float32, N, C int, eps float32) {
 	d.Backend.ResidualRMSNormForward(res, out, rstd, a, b, weight, N, C, eps)
 	if d.perturb == "residual-rmsnorm-res" {
@@ -243,32 +264,36 @@ func TestChecksDetectErrors(t *testing.T) {
 		// (swiglu_recompute); by default the step's h comes from
 		// SwiGLUBackwardH, perturbed below, and the forward's error stays
 		// inside TrainStep's tolerance
-		{"swiglu", []string{"SwiGLU", "SwiGLUBackwardH", "SwiGLURows", "ResidentTensors", "TrainStepSwiGLURecompute", "GenerateGroups",
+		{"swiglu", []string{"GenerateWindow", "SwiGLU", "SwiGLUBackwardH", "SwiGLURows", "ResidentTensors", "TrainStepSwiGLURecompute", "GenerateGroups",
 			"GenerateSampleSplit",
 			"GenerateDecodeBlock", "GenerateDecodeVec"}},
 		{"swiglu-backward-h", []string{"SwiGLUBackwardH", "TrainStep", "TrainStepPacked"}},
-		{"attention-dk", []string{"Attention", "TrainStep", "TrainStepTF32", "TrainStepSwiGLURecompute"}},
-		{"adamw-no-decay", []string{"AdamW", "TrainStep", "TrainStepPacked", "TrainStepTF32", "TrainStepSwiGLURecompute"}},
-		{"rope-backward-forward", []string{"Rope", "RopeQK", "TrainStep", "TrainStepPacked", "TrainStepTF32", "TrainStepSwiGLURecompute"}},
-		{"bf16-truncate", []string{"ToBF16", "GemmBF16", "GemmStridedBatchedBF16", "MatmulBF16"}},
+		{"attention-dk", []string{"AttentionWindow", "TrainStepWindow", "Attention", "TrainStep", "TrainStepTF32", "TrainStepSwiGLURecompute"}},
+		{"adamw-no-decay", []string{"TrainStepWindow", "AdamW", "TrainStep", "TrainStepPacked", "TrainStepTF32", "TrainStepSwiGLURecompute"}},
+		{"rope-backward-forward", []string{"TrainStepWindow", "TrainStepWindowBF16", "Rope", "RopeQK", "TrainStep", "TrainStepPacked", "TrainStepTF32", "TrainStepSwiGLURecompute"}},
+		{"bf16-truncate", []string{"TrainStepWindowBF16", "ToBF16", "GemmBF16", "GemmStridedBatchedBF16", "MatmulBF16"}},
 		{"matmul-backward-fp32", []string{"MatmulBF16"}},
-		{"matmul-accumulate-overwrite", []string{"Matmul", "MatmulBF16", "MatmulTF32", "TrainStep", "TrainStepPacked", "TrainStepTF32",
+		{"matmul-accumulate-overwrite", []string{"TrainStepWindow", "TrainStepWindowBF16", "Matmul", "MatmulBF16", "MatmulTF32", "TrainStep", "TrainStepPacked", "TrainStepTF32",
 			"TrainStepSwiGLURecompute"}},
-		{"cached-attention", []string{"AttentionCached", "AttentionCachedBlock", "AttentionCachedVec", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateDecodeVec", "GenerateQwen"}},
-		{"varlen-lse", []string{"AttentionVarlen"}},
-		{"varlen-dv", []string{"AttentionVarlen", "TrainStepPacked"}},
+		{"cached-attention", []string{"AttentionCachedWindow", "GenerateWindow", "AttentionCached", "AttentionCachedBlock", "AttentionCachedVec", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateDecodeVec", "GenerateQwen"}},
+		{"varlen-lse", []string{"AttentionVarlenWindow", "AttentionVarlen"}},
+		{"varlen-dv", []string{"AttentionVarlenWindow", "TrainStepWindow", "AttentionVarlen", "TrainStepPacked"}},
 		{"sample-no-top-p", []string{"Sample", "SampleBisect", "SampleSplit", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateDecodeVec"}},
 		{"sample-no-top-k", []string{"Sample", "SampleBisect", "SampleSplit", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateDecodeVec"}},
-		{"residual-rmsnorm-res", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepSwiGLURecompute"}},
-		{"residual-rmsnorm-overwrite", []string{"ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepBF16", "TrainStepTF32",
+		{"residual-rmsnorm-res", []string{"TrainStepWindow", "ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepSwiGLURecompute"}},
+		{"residual-rmsnorm-overwrite", []string{"TrainStepWindow", "TrainStepWindowBF16", "ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepBF16", "TrainStepTF32",
 			"TrainStepSwiGLURecompute"}},
 		// the model sums the products' input gradients in the products
 		// (MatmulBackward's accumulate) and passes no second gradient
 		{"residual-rmsnorm-no-dout2", []string{"ResidualRMSNorm"}},
 		// generation's fused ops (decode_test.go): the keys and values in
 		// the wrong cache rows, gate and up swapped
-		{"decode-qkv-slot", []string{"DecodeQKV", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateDecodeVec", "GenerateQwen"}},
-		{"swiglu-rows-swap", []string{"SwiGLURows", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateDecodeVec", "GenerateQwen"}},
+		{"decode-qkv-slot", []string{"GenerateWindow", "DecodeQKV", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateDecodeVec", "GenerateQwen"}},
+		// GeGLU's output and dgate off by 1e-3 at one element; the
+		// soft-cap's derivative with the cap 1% off
+		{"geglu", []string{"GeGLU", "TrainStepWindow"}},
+		{"softcap", []string{"Softcap", "TrainStepWindow"}},
+		{"swiglu-rows-swap", []string{"GenerateWindow", "SwiGLURows", "Generate", "GenerateSampled", "GenerateSampleSplit", "GenerateGroups", "GenerateDecodeBlock", "GenerateDecodeVec", "GenerateQwen"}},
 	} {
 		t.Run(tc.perturb, func(t *testing.T) {
 			d := &cpuDevice{perturb: tc.perturb}

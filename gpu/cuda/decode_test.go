@@ -6,7 +6,7 @@ import "github.com/rlhost/rlhost/gpu"
 // checks of the fused ops (decode_check.go) and the generation checks'
 // fused path run without a GPU, with planted errors: "decode-qkv-slot"
 // writes the keys and values at the token's position in slot 0 (the cache
-// rows ignored), "swiglu-rows-swap" swaps gate and up.
+// rows ignored; wrapped at the cache's end), "swiglu-rows-swap" swaps gate and up.
 
 func (d *cpuDevice) DecodeFusion() bool { return true }
 
@@ -32,7 +32,7 @@ func (d *cpuDevice) QKVRopeCacheForward(q, kcache, vcache, qkv, bias []float32, 
 	}
 	d.RopeQKForward(q, k, pos, cos, sin, N, NH, NKV, HD, layout)
 	if d.perturb == "decode-qkv-slot" {
-		rows = pos
+		rows = slotZeroRows(pos, len(kcache)/KD)
 	}
 	d.ScatterRows(kcache, k, rows, N, KD)
 	d.ScatterRows(vcache, v, rows, N, KD)
@@ -44,10 +44,21 @@ func (d *cpuDevice) RopeCacheForward(q, kcache, vcache, k, v []float32, pos, row
 	k = append([]float32(nil), k[:N*KD]...)
 	d.RopeQKForward(q, k, pos, cos, sin, N, NH, NKV, HD, layout)
 	if d.perturb == "decode-qkv-slot" {
-		rows = pos
+		rows = slotZeroRows(pos, len(kcache)/KD)
 	}
 	d.ScatterRows(kcache, k, rows, N, KD)
 	d.ScatterRows(vcache, v, rows, N, KD)
+}
+
+// slotZeroRows is the planted "decode-qkv-slot": the token's position as
+// its row (in slot 0), within the cache's cap rows (a rolling cache's
+// positions pass its rows).
+func slotZeroRows(pos []int32, cap int) []int32 {
+	rows := make([]int32, len(pos))
+	for i, p := range pos {
+		rows[i] = p % int32(cap)
+	}
+	return rows
 }
 
 func (d *cpuDevice) SwiGLURowsForward(out, gu []float32, N, F int) {

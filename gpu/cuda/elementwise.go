@@ -1,6 +1,6 @@
 package cuda
 
-// SwiGLU and the residual add (kernels/elementwise.cuh).
+// SwiGLU, GeGLU, soft-capping and the residual add (kernels/elementwise.cuh).
 // CPU reference: gpu/cpu; the checks are in elementwise_check.go.
 
 // SwiGLUForward: out = silu(gate) * up; in BF16 the kernel writes out's
@@ -50,24 +50,48 @@ func (b *Backend) SwiGLUBackwardH(dgate, dup, h []float32, dout, gate, up []floa
 // SwiGLUBackwardH; gpu.SwiGLURecompute).
 func (b *Backend) SwiGLURecompute() bool { return b.Variants().SwiGLURecompute }
 
-// GeGLUForward: see gpu.Backend; no kernel yet.
+// GeGLUForward: out = gelu_tanh(gate) * up (Gemma's MLP; out may alias
+// gate or up); in BF16 the kernel writes out's bfloat16 copy too (the
+// down product's input), as SwiGLUForward does.
 func (b *Backend) GeGLUForward(out, gate, up []float32, n int) {
-	panic("cuda: GeGLUForward is not implemented")
+	b.d.run("GeGLUForward", func(a *arena) {
+		pg, pu := a.in(gate, n), a.in(up, n)
+		po := a.out(out, n)
+		b.d.launch("geglu_forward", gridFor(n), ptr(po), ptr(b.d.outputBF16(a, out, po, n)), ptr(pg), ptr(pu), i64(n))
+	})
 }
 
-// GeGLUBackwardH: see gpu.Backend; no kernel yet.
+// GeGLUBackwardH: dgate, dup and h = GeGLUForward's out in one kernel, one
+// pass over gate and up, with the bfloat16 copies SwiGLUBackwardH writes
+// (dgate and dup into the gradient copies, h into the activation copy).
 func (b *Backend) GeGLUBackwardH(dgate, dup, h []float32, dout, gate, up []float32, n int) {
-	panic("cuda: GeGLUBackwardH is not implemented")
+	d := b.d
+	d.run("GeGLUBackwardH", func(a *arena) {
+		pd, pg, pu := a.in(dout, n), a.in(gate, n), a.in(up, n)
+		pdg, pdu, ph := a.out(dgate, n), a.out(dup, n), a.out(h, n)
+		d.launch("geglu_backward_h", gridFor(n), ptr(pdg), ptr(pdu), ptr(ph), ptr(d.gradBF16(a, 0, dgate, pdg, n)),
+			ptr(d.gradBF16(a, 1, dup, pdu, n)), ptr(d.outputBF16(a, h, ph, n)), ptr(pd), ptr(pg), ptr(pu), i64(n))
+	})
 }
 
-// SoftcapForward: see gpu.Backend; no kernel yet.
+// SoftcapForward: x = cap * tanh(x / cap) in place (Gemma's logit
+// soft-capping).
 func (b *Backend) SoftcapForward(x []float32, cap float32, n int) {
-	panic("cuda: SoftcapForward is not implemented")
+	b.d.run("SoftcapForward", func(a *arena) {
+		b.d.launch("softcap_forward", gridFor(n), ptr(a.inout(x, n)), f32(cap), i64(n))
+	})
 }
 
-// SoftcapBackward: see gpu.Backend; no kernel yet.
+// SoftcapBackward: dx *= 1 - (y/cap)^2 in place; in BF16 the kernel writes
+// dx's bfloat16 copy into the gradient copy (dx is the LM head product's
+// output gradient next, which LogprobBackward's copy no longer holds).
 func (b *Backend) SoftcapBackward(dx, y []float32, cap float32, n int) {
-	panic("cuda: SoftcapBackward is not implemented")
+	d := b.d
+	d.run("SoftcapBackward", func(a *arena) {
+		py := a.in(y, n)
+		pdx := a.inout(dx, n)
+		d.launch("softcap_backward", gridFor(n), ptr(pdx), ptr(d.gradBF16(a, 0, dx, pdx, n)), ptr(py), f32(cap), i64(n))
+	})
 }
 
 // ResidualForward: out = a + b.

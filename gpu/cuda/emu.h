@@ -59,6 +59,7 @@ static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 // (the emulator is built without FMA instructions; fmaf rounds once).
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 
 static inline unsigned int __float_as_uint(float x) {

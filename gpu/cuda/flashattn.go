@@ -13,8 +13,11 @@ import (
 	"github.com/rlhost/rlhost/gpu"
 )
 
-// flashTile and flashMaxHD are FA_TILE and FA_HDMAX of flashattn.cuh.
-const flashTile, flashMaxHD = 64, 128
+// flashTile is FA_TILE of flashattn.cuh; flashMaxHD the largest head
+// dimension of the fused attention (the _hd256 kernels, FA_NC256 chunks),
+// flashMMAMaxHD that of the tensor-core kernels and of the fp32 kernels
+// built with FA_NC chunks (FA_HDMAX).
+const flashTile, flashMaxHD, flashMMAMaxHD = 64, 256, 128
 
 // flashBlocks is the grid of a flash kernel: one block per (sequence, tile
 // of the longest sequence, head); blocks past their sequence's end return.
@@ -22,9 +25,12 @@ func flashBlocks(S, maxT, heads int) int { return S * ((maxT + flashTile - 1) / 
 
 // flashSeqlens checks the shape and, when cuSeqlens is host memory, its
 // contents (a resident tensor cannot be read here), and returns it staged.
-func (b *Backend) flashSeqlens(a *arena, cuSeqlens []int32, S, N, maxT, NH, NKV, HD int) dptr {
+func (b *Backend) flashSeqlens(a *arena, cuSeqlens []int32, S, N, maxT, NH, NKV, HD, window int) dptr {
 	if HD > flashMaxHD || HD <= 0 || NKV <= 0 || NH%NKV != 0 {
 		panic(&Error{"", fmt.Errorf("head dimension %d (at most %d) or heads %d/%d not supported", HD, flashMaxHD, NH, NKV)})
+	}
+	if window < 0 {
+		panic(&Error{"", fmt.Errorf("window %d", window)})
 	}
 	if len(cuSeqlens) < S+1 {
 		panic(&Error{"", fmt.Errorf("cuSeqlens has %d entries for %d sequences", len(cuSeqlens), S)})
@@ -39,22 +45,30 @@ func (b *Backend) flashSeqlens(a *arena, cuSeqlens []int32, S, N, maxT, NH, NKV,
 
 // AttentionVarlenForward: see gpu.Backend. One launch; lse [N,NH] is kept
 // for the backward. With bf16 products the products run on the bf16 tensor
-// cores (flashattn_mma.go) unless Variants.FlashSIMT is on.
+// cores (flashattn_mma.go) unless Variants.FlashSIMT is on; heads of more
+// than 128 dimensions run the fp32 _hd256 kernels in every precision. A
+// sliding window (window > 0) masks the scores outside it and skips the
+// key tiles wholly outside it.
 func (b *Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, cuSeqlens []int32, S, N, maxT, NH, NKV, HD, window int) {
 	if N == 0 {
 		return
 	}
-	needFullAttention("AttentionVarlenForward", window)
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	b.d.run("AttentionVarlenForward", func(a *arena) {
-		cu := b.flashSeqlens(a, cuSeqlens, S, N, maxT, NH, NKV, HD)
-		if b.d.flashMMA() {
-			b.flashForwardMMA(a, cu, out, lse, q, k, v, S, N, maxT, NH, NKV, HD, scale)
+		cu := b.flashSeqlens(a, cuSeqlens, S, N, maxT, NH, NKV, HD, window)
+		if HD <= flashMMAMaxHD && b.d.flashMMA() {
+			b.flashForwardMMA(a, cu, out, lse, q, k, v, S, N, maxT, NH, NKV, HD, scale, window)
 			return
 		}
-		b.d.launch("flash_attention_forward", flashBlocks(S, maxT, NH), ptr(a.out(out, N*NH*HD)), ptr(a.out(lse, N*NH)),
-			ptr(a.in(q, N*NH*HD)), ptr(a.in(k, N*NKV*HD)), ptr(a.in(v, N*NKV*HD)), ptr(cu),
-			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+		po, pl := a.out(out, N*NH*HD), a.out(lse, N*NH)
+		pq, pk, pv := a.in(q, N*NH*HD), a.in(k, N*NKV*HD), a.in(v, N*NKV*HD)
+		if HD > flashMMAMaxHD {
+			b.d.launch("flash_attention_forward_hd256", flashBlocks(S, maxT, NH), ptr(po), ptr(pl), ptr(pq), ptr(pk), ptr(pv),
+				ptr(cu), i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
+			return
+		}
+		b.d.launch("flash_attention_forward", flashBlocks(S, maxT, NH), ptr(po), ptr(pl), ptr(pq), ptr(pk), ptr(pv),
+			ptr(cu), i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
 	})
 }
 
@@ -63,30 +77,40 @@ func (b *Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, 
 // head, summing the group's query heads) and dq (one block per query tile
 // and head): no atomics, so the result does not depend on scheduling.
 // With bf16 products dk/dv and dq run on the bf16 tensor cores
-// (flashattn_mma.go) unless Variants.FlashSIMT is on.
+// (flashattn_mma.go) unless Variants.FlashSIMT is on; heads of more than
+// 128 dimensions run the fp32 _hd256 kernels in every precision.
 func (b *Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, q, k, v []float32, cuSeqlens []int32,
 	S, N, maxT, NH, NKV, HD, window int) {
 	if N == 0 {
 		return
 	}
-	needFullAttention("AttentionVarlenBackward", window)
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	b.d.run("AttentionVarlenBackward", func(a *arena) {
-		cu := b.flashSeqlens(a, cuSeqlens, S, N, maxT, NH, NKV, HD)
+		cu := b.flashSeqlens(a, cuSeqlens, S, N, maxT, NH, NKV, HD, window)
 		pq, pk, pv := a.in(q, N*NH*HD), a.in(k, N*NKV*HD), a.in(v, N*NKV*HD)
 		pdo, plse := a.in(dout, N*NH*HD), a.in(lse, N*NH)
 		pD := a.alloc(int64(N*NH) * 4)
 		b.d.launch("flash_attention_backward_dot", gridFor(N*NH), ptr(pD), ptr(pdo), ptr(a.in(out, N*NH*HD)), i64(N*NH), i64(HD))
-		if b.d.flashMMA() {
-			b.flashBackwardMMA(a, cu, pq, pk, pv, pdo, plse, pD, dq, dk, dv, S, N, maxT, NH, NKV, HD, scale)
+		if HD <= flashMMAMaxHD && b.d.flashMMA() {
+			b.flashBackwardMMA(a, cu, pq, pk, pv, pdo, plse, pD, dq, dk, dv, S, N, maxT, NH, NKV, HD, scale, window)
 			return
 		}
-		b.d.launch("flash_attention_backward_dkv", flashBlocks(S, maxT, NKV), ptr(a.out(dk, N*NKV*HD)), ptr(a.out(dv, N*NKV*HD)),
+		pdk, pdv, pdq := a.out(dk, N*NKV*HD), a.out(dv, N*NKV*HD), a.out(dq, N*NH*HD)
+		if HD > flashMMAMaxHD {
+			b.d.launch("flash_attention_backward_dkv_hd256", flashBlocks(S, maxT, NKV), ptr(pdk), ptr(pdv),
+				ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
+				i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
+			b.d.launch("flash_attention_backward_dq_hd256", flashBlocks(S, maxT, NH), ptr(pdq),
+				ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
+				i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
+			return
+		}
+		b.d.launch("flash_attention_backward_dkv", flashBlocks(S, maxT, NKV), ptr(pdk), ptr(pdv),
 			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
-			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
-		b.d.launch("flash_attention_backward_dq", flashBlocks(S, maxT, NH), ptr(a.out(dq, N*NH*HD)),
+			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
+		b.d.launch("flash_attention_backward_dq", flashBlocks(S, maxT, NH), ptr(pdq),
 			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
-			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
 	})
 }
 

@@ -19,24 +19,26 @@ const flashMMAQueries = 128
 // AttentionVarlenForward's op: one block per (sequence, tile of 128
 // queries, head), the kernel built for head dimensions up to 64 when HD
 // fits (two blocks per SM; with the flash_fwd_ldsm variant
-// flash_attention_forward_ldsm_mma64, the same grid and arguments), else
-// the one up to 128.
-func (b *Backend) flashForwardMMA(a *arena, cu dptr, out, lse, q, k, v []float32, S, N, maxT, NH, NKV, HD int, scale float32) {
+// flash_attention_forward_ldsm_mma64, the same grid and arguments, which
+// takes no window: with one the default kernel runs), else the one up to
+// 128.
+func (b *Backend) flashForwardMMA(a *arena, cu dptr, out, lse, q, k, v []float32, S, N, maxT, NH, NKV, HD int, scale float32,
+	window int) {
 	grid := S * ((maxT + flashMMAQueries - 1) / flashMMAQueries) * NH
 	po, pl := a.out(out, N*NH*HD), a.out(lse, N*NH)
 	pq, pk, pv := a.in(q, N*NH*HD), a.in(k, N*NKV*HD), a.in(v, N*NKV*HD)
 	if HD <= 64 {
-		if b.d.vars.FlashFwdLdsm { // the same grid and arguments (flashattn.cuh)
+		if b.d.vars.FlashFwdLdsm && window == 0 { // the same grid and arguments (flashattn.cuh), no window
 			b.d.launch("flash_attention_forward_ldsm_mma64", grid, ptr(po), ptr(pl), ptr(pq), ptr(pk), ptr(pv), ptr(cu),
 				i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
 			return
 		}
 		b.d.launch("flash_attention_forward_mma64", grid, ptr(po), ptr(pl), ptr(pq), ptr(pk), ptr(pv), ptr(cu),
-			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
 		return
 	}
 	b.d.launch("flash_attention_forward_mma128", grid, ptr(po), ptr(pl), ptr(pq), ptr(pk), ptr(pv), ptr(cu),
-		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
 }
 
 // flashBackwardMMA launches the tensor-core backward inside
@@ -50,37 +52,37 @@ func (b *Backend) flashForwardMMA(a *arena, cu dptr, out, lse, q, k, v []float32
 // faster. Above 64 dK and dV take two kernels (flashattn.cuh: their
 // accumulators and fragments together exceed a thread's registers).
 func (b *Backend) flashBackwardMMA(a *arena, cu, pq, pk, pv, pdo, plse, pD dptr, dq, dk, dv []float32,
-	S, N, maxT, NH, NKV, HD int, scale float32) {
+	S, N, maxT, NH, NKV, HD int, scale float32, window int) {
 	pdq, pdk, pdv := a.out(dq, N*NH*HD), a.out(dk, N*NKV*HD), a.out(dv, N*NKV*HD)
 	keys, queries := flashBlocks(S, maxT, NKV), flashBlocks(S, maxT, NH)
 	if HD <= 64 {
 		if b.d.vars.FlashDKVGroup {
 			b.d.launch("flash_attention_backward_dkv_mma64", keys, ptr(pdk), ptr(pdv),
 				ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
-				i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+				i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
 		} else {
-			b.flashBackwardDKVHeads(a, cu, pq, pk, pv, pdo, plse, pD, pdk, pdv, S, N, maxT, NH, NKV, HD, scale)
+			b.flashBackwardDKVHeads(a, cu, pq, pk, pv, pdo, plse, pD, pdk, pdv, S, N, maxT, NH, NKV, HD, scale, window)
 		}
 		if b.d.vars.FlashDQStage { // the same grid and arguments (flashattn.cuh)
 			b.d.launch("flash_attention_backward_dq_mma64", queries, ptr(pdq),
 				ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
-				i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+				i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
 			return
 		}
 		b.d.launch("flash_attention_backward_dq_ldsm_mma64", queries, ptr(pdq),
 			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
-			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
 		return
 	}
 	b.d.launch("flash_attention_backward_dk_mma128", keys, ptr(pdk), ptr(pdv),
 		ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
-		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
 	b.d.launch("flash_attention_backward_dv_mma128", keys, ptr(pdk), ptr(pdv),
 		ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
-		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
 	b.d.launch("flash_attention_backward_dq_mma128", queries, ptr(pdq),
 		ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
-		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
 }
 
 // flashBackwardDKVHeads launches dK and dV for HD <= 64 (the default; the
@@ -90,12 +92,12 @@ func (b *Backend) flashBackwardMMA(a *arena, cu, pq, pk, pv, pdo, plse, pD dptr,
 // flash_attention_backward_dkv_reduce summing each key/value head's group
 // of query heads in order into dk, dv.
 func (b *Backend) flashBackwardDKVHeads(a *arena, cu, pq, pk, pv, pdo, plse, pD, pdk, pdv dptr,
-	S, N, maxT, NH, NKV, HD int, scale float32) {
+	S, N, maxT, NH, NKV, HD int, scale float32, window int) {
 	part := int64(N*NH*HD) * 4
 	ppk, ppv := a.alloc(part), a.alloc(part)
 	b.d.launch("flash_attention_backward_dkv_heads_mma64", flashBlocks(S, maxT, NH), ptr(ppk), ptr(ppv),
 		ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
-		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
 	b.d.launch("flash_attention_backward_dkv_reduce", gridFor(N*NKV*HD), ptr(pdk), ptr(pdv), ptr(ppk), ptr(ppv),
 		i64(N), i64(NH), i64(NKV), i64(HD))
 }

@@ -11,8 +11,9 @@
 # Usage: ./proof.sh [OUT_DIR]    (default ./proof-out; the table is also written to OUT_DIR/table.md,
 # the paths and the device-time profile to OUT_DIR/paths.txt, the machine to OUT_DIR/machine.txt:
 # `make bench-cuda-record FROM=OUT_DIR` records them in docs/bench/cuda.md and its history)
-# Steps: rlhost selftest --device cuda; random checkpoints of PROOF_SHAPES (default the goal's
-# Qwen2.5-0.5B shape) written by transformers; `rlhost selftest --bench` (for each precision of
+# Steps: rlhost selftest --device cuda; a random checkpoint of PROOF_MODEL's shape (default the
+# goal's Qwen2.5-0.5B; qwen3-0.6b, llama3.2-1b and gemma3-1b are the families of issue 38 at their
+# released sizes, smollm2-135m the small one; PROOF_SHAPES lists several) written by transformers; `rlhost selftest --bench` (for each precision of
 # PROOF_DTYPES, default bfloat16): a training step of PROOF_BATCH x PROOF_SEQ (8 x 1024, packed:
 # fused attention), greedy decodes of PROOF_NEW_TOKENS (512) after PROOF_PROMPT (128) tokens at
 # batch PROOF_DECODE_BATCH (64) and at batch 1, a GRPO-like decode (groups of 8 samples of a
@@ -50,9 +51,21 @@ mkdir -p "$out/bin/plugins"
 rlhost=${RLHOST:-$out/bin/rlhost}
 # the goals' shapes (issue 20): training B x T, decode batch DB of NEW tokens after P
 B=${PROOF_BATCH:-8} T=${PROOF_SEQ:-1024} DB=${PROOF_DECODE_BATCH:-64} P=${PROOF_PROMPT:-128} NEW=${PROOF_NEW_TOKENS:-512}
-SHAPES=${PROOF_SHAPES:-qwen2.5-0.5b}
+# the shape of the training-step and decode comparisons, random weights on both sides
+# (proof_torch.py's SHAPES): PROOF_MODEL, one of MODELS: the goal's Qwen2.5-0.5B, SmolLM2-135M, or
+# a family of issue 38 at its released size, Qwen3-0.6B (QK-norm, heads of 128), Llama-3.2-1B
+# (llama3 RoPE) or Gemma-3-1B (sliding-window layers of 512 positions, heads of 256, GeGLU);
+# PROOF_SHAPES, several of them space-separated, overrides it
+MODELS="qwen2.5-0.5b smollm2-135m qwen3-0.6b llama3.2-1b gemma3-1b"
+SHAPES=${PROOF_SHAPES:-${PROOF_MODEL:-qwen2.5-0.5b}}
 # the GRPO run's checkpoint shape (default the goal's; smollm2-135m is the small one)
 GRPO_SHAPE=${PROOF_GRPO_SHAPE:-qwen2.5-0.5b}
+for s in $SHAPES $GRPO_SHAPE; do
+	case " $MODELS " in
+	*" $s "*) ;;
+	*) echo "proof: unknown shape \"$s\" (PROOF_MODEL, PROOF_SHAPES, PROOF_GRPO_SHAPE): want one of $MODELS" >&2; exit 2 ;;
+	esac
+done
 # the GRPO run's size: prompts per step, samples per prompt (rollout.n), most new tokens per
 # response. A random model rarely stops early, so each step decodes about PROMPTS x N x TOKENS
 # tokens: sized so that the device, not the host, should hold most of a step (the host-share goal

@@ -1,7 +1,8 @@
 """The PyTorch side of scripts/gpu/proof.sh, on the GPU machine (torch + transformers only).
 
   proof_torch.py make DIR SHAPE [TOKENIZER_DIR]
-                                     write a random SHAPE checkpoint (qwen2.5-0.5b or smollm2-135m);
+                                     write a random SHAPE checkpoint (qwen2.5-0.5b, smollm2-135m,
+                                     qwen3-0.6b, llama3.2-1b or gemma3-1b);
                                      with TOKENIZER_DIR, its tokenizer files beside it and their
                                      bos/eos/pad ids in config.json (vocab_size stays SHAPE's)
   proof_torch.py bench DIR B T DB P NEW [DTYPES]
@@ -37,7 +38,61 @@ SHAPES = {
                          num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
                          max_position_embeddings=4096, rope_theta=100000.0, rms_norm_eps=1e-5,
                          tie_word_embeddings=True),
+    # The families of issue 38 (PROOF_MODEL), their checkpoints' config.json values:
+    # Qwen3-0.6B: 28 layers, hidden 1024, 16 heads of 128 (head_dim != hidden/heads), 8 KV heads,
+    # FFN 3072, vocab 151936, QK-norm, tied
+    "qwen3-0.6b": dict(model_type="qwen3", vocab_size=151936, hidden_size=1024, intermediate_size=3072,
+                       num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                       max_position_embeddings=40960, rope_theta=1e6, rms_norm_eps=1e-6,
+                       tie_word_embeddings=True),
+    # Llama-3.2-1B: 16 layers, hidden 2048, 32 heads of 64, 8 KV heads, FFN 8192, vocab 128256,
+    # llama3 RoPE (factor 32 over 8192 positions), tied
+    "llama3.2-1b": dict(model_type="llama", vocab_size=128256, hidden_size=2048, intermediate_size=8192,
+                        num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                        max_position_embeddings=131072, rope_theta=500000.0, rms_norm_eps=1e-5,
+                        tie_word_embeddings=True,
+                        rope=dict(rope_type="llama3", factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                  original_max_position_embeddings=8192)),
+    # Gemma-3-1B (gemma3_text): 26 layers, hidden 1152, 4 heads of 256, 1 KV head, FFN 6912 (GeGLU,
+    # tanh GELU), vocab 262144, five sliding-window layers (512) to one global, RoPE bases 1e6
+    # (global) and 1e4 (local), query_pre_attn_scalar 256, tied
+    "gemma3-1b": dict(model_type="gemma3_text", vocab_size=262144, hidden_size=1152, intermediate_size=6912,
+                      num_hidden_layers=26, num_attention_heads=4, num_key_value_heads=1, head_dim=256,
+                      max_position_embeddings=32768, rope_theta=1e6, rms_norm_eps=1e-6, sliding_window=512,
+                      query_pre_attn_scalar=256, hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+                      local_rope_theta=10000.0, sliding_pattern=6),
 }
+
+
+def shape_config(shape, major):
+    """model_type and the transformers config keyword arguments of SHAPE for a transformers of
+    major version `major`: RoPE scaling as rope_parameters from 5 on (rope_scaling before), Gemma's
+    layer pattern as layer_types and its two RoPE bases per layer type (rope_local_base_freq and
+    sliding_window_pattern before 5), as its checkpoints' config.json has them."""
+    cfg = dict(SHAPES[shape])
+    mt = cfg.pop("model_type")
+    rope = cfg.pop("rope", None)
+    local = cfg.pop("local_rope_theta", None)
+    pattern = cfg.pop("sliding_pattern", None)
+    if pattern:
+        n = cfg["num_hidden_layers"]
+        cfg["layer_types"] = ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)]
+    if major >= 5:
+        theta = cfg.pop("rope_theta")
+        if local is not None:
+            cfg["rope_parameters"] = {"full_attention": {"rope_type": "default", "rope_theta": theta},
+                                      "sliding_attention": {"rope_type": "default", "rope_theta": local}}
+        elif rope:
+            cfg["rope_parameters"] = dict(rope, rope_theta=theta)
+        else:
+            cfg["rope_theta"] = theta
+    else:
+        if rope:
+            cfg["rope_scaling"] = dict(rope)
+        if local is not None:
+            cfg["rope_local_base_freq"] = local
+            cfg["sliding_window_pattern"] = pattern
+    return mt, cfg
 
 # Peaks for MFU: bf16 as measured with PyTorch on the H100/H200 machines (8192^3 product,
 # about 790-800 TFLOP/s); fp32 (no tensor cores) from the datasheet.
@@ -74,8 +129,8 @@ def make(out, shape, tokdir=None):
     import shutil
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-    cfg = dict(SHAPES[shape])
-    mt = cfg.pop("model_type")
+    import transformers
+    mt, cfg = shape_config(shape, int(transformers.__version__.split(".")[0]))
     if tokdir:
         cfg.update(token_ids(tokdir))
     config = AutoConfig.for_model(mt, **cfg)

@@ -492,3 +492,91 @@ def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch, ab):
     assert f"GRPO run {shape} ({prompts} prompts x {n} samples, up to {toks} new tokens)" in (out / "machine.txt").read_text()
     for cmd in ("paths", "table"):
         assert any(c.startswith(f"py {bundle}/proof_torch.py {cmd} ") and f"--grpo-shape {shape} " in c for c in calls), calls
+
+
+def stub_proof(tmp_path, env_extra):
+    """Runs the bundle's proof.sh with the stand-ins for python, rlhost and nvidia-smi of
+    test_proof_grpo_shape and the environment env_extra (PROOF_* set to None are removed);
+    returns the process, the output folder and the calls the stand-ins logged."""
+    import gzip
+    import shutil
+    bundle, out, log = tmp_path / "bundle", tmp_path / "out", tmp_path / "log"
+    (bundle / "tokenizer").mkdir(parents=True)
+    (bundle / "plugins").mkdir()
+    (bundle / "arith-raw").mkdir()
+    shutil.copy(HERE / "proof.sh", bundle)
+    (bundle / "tokenizer" / "tokenizer.json").write_text("{}")
+    with gzip.open(bundle / "plugins" / "rlhost-task-arith.gz", "wb") as f:
+        f.write(b"#!/bin/sh\n")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name, text in [("python", STUB_PY.format(py=sys.executable, log=log)), ("rlhost", STUB_RLHOST.format(log=log)),
+                       ("nvidia-smi", "#!/bin/sh\necho 'NVIDIA H100 80GB HBM3'\n")]:
+        (bindir / name).write_text(text)
+        (bindir / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROOF_")}
+    env.update(PYTHON=str(bindir / "python"), RLHOST=str(bindir / "rlhost"), PATH=f"{bindir}:{os.environ['PATH']}",
+               PROOF_GRPO_AB="0", PROOF_VARIANTS="")
+    env.update({k: v for k, v in env_extra.items() if v is not None})
+    p = subprocess.run(["bash", str(bundle / "proof.sh"), str(out)], env=env, capture_output=True, text=True)
+    calls = log.read_text().splitlines() if log.exists() else []
+    return p, bundle, out, calls
+
+
+@pytest.mark.parametrize("model", ["qwen3-0.6b", "llama3.2-1b", "gemma3-1b", None])
+def test_proof_model(tmp_path, model):
+    # PROOF_MODEL picks the shape of the training-step and decode comparisons: the random
+    # checkpoint proof_torch.py makes, rlhost's bench on it and PyTorch's on the same; the GRPO
+    # run keeps its own shape (PROOF_GRPO_SHAPE, default the goal's)
+    p, bundle, out, calls = stub_proof(tmp_path, {"PROOF_MODEL": model})
+    assert p.returncode == 0, p.stdout + p.stderr
+    shape = model or "qwen2.5-0.5b"
+    ck = out / f"ck-{shape}"
+    assert f"py {bundle}/proof_torch.py make {ck} {shape}" in calls, calls
+    bench = [c for c in calls if c.startswith("rlhost selftest --device cuda --bench ")]
+    assert bench and all(c.startswith(f"rlhost selftest --device cuda --bench {ck} ") for c in bench), bench
+    peers = [c for c in calls if c.startswith(f"py {bundle}/proof_torch.py bench ")]
+    assert len(peers) == 1 and peers[0].startswith(f"py {bundle}/proof_torch.py bench {ck} "), peers
+    assert f"shapes {shape}: train B=8 T=1024" in (out / "machine.txt").read_text()
+    assert f"py {bundle}/proof_torch.py make {out}/ck-grpo-qwen2.5-0.5b qwen2.5-0.5b {bundle}/tokenizer" in calls
+    assert any(c.startswith(f"py {bundle}/proof_torch.py table ") and c.endswith(f" {out}/{shape}.jsonl") for c in calls), calls
+
+
+def test_proof_model_unknown(tmp_path):
+    # a shape proof_torch.py does not know is refused before anything runs, naming the known ones
+    p, _, _, calls = stub_proof(tmp_path, {"PROOF_MODEL": "gemma3-27b"})
+    assert p.returncode == 2
+    assert 'unknown shape "gemma3-27b"' in p.stderr and "qwen3-0.6b llama3.2-1b gemma3-1b" in p.stderr, p.stderr
+    assert not any("selftest" in c for c in calls), calls
+
+
+def test_proof_models_listed():
+    # proof.sh's list of shapes is proof_torch.py's
+    text = (HERE / "proof.sh").read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("MODELS="))
+    assert line.split("=", 1)[1].strip('"').split() == list(proof_torch.SHAPES)
+
+
+def test_shape_config():
+    # the new families' configs as their checkpoints' config.json: Llama 3.2's llama3 RoPE and
+    # Gemma 3's layer pattern and two RoPE bases, as transformers 5 (rope_parameters) and 4 take them
+    mt, cfg = proof_torch.shape_config("llama3.2-1b", 5)
+    assert mt == "llama" and "rope_theta" not in cfg and "rope_scaling" not in cfg
+    assert cfg["rope_parameters"] == dict(rope_type="llama3", factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                          original_max_position_embeddings=8192, rope_theta=500000.0)
+    mt, cfg = proof_torch.shape_config("llama3.2-1b", 4)
+    assert cfg["rope_theta"] == 500000.0 and cfg["rope_scaling"]["rope_type"] == "llama3" and "rope_parameters" not in cfg
+    mt, cfg = proof_torch.shape_config("gemma3-1b", 5)
+    assert mt == "gemma3_text" and cfg["head_dim"] == 256 and cfg["sliding_window"] == 512
+    lt = cfg["layer_types"]
+    assert len(lt) == 26 and lt.count("full_attention") == 4 and lt[5] == "full_attention" and lt[:5] == ["sliding_attention"] * 5
+    assert cfg["rope_parameters"] == {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                                      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    assert not any(k in cfg for k in ("local_rope_theta", "sliding_pattern", "rope"))
+    mt, cfg = proof_torch.shape_config("gemma3-1b", 4)
+    assert cfg["rope_theta"] == 1e6 and cfg["rope_local_base_freq"] == 10000.0 and cfg["sliding_window_pattern"] == 6
+    mt, cfg = proof_torch.shape_config("qwen3-0.6b", 5)
+    assert mt == "qwen3" and cfg["head_dim"] == 128 and cfg["rope_theta"] == 1e6
+    # the shapes of before are unchanged
+    assert proof_torch.shape_config("qwen2.5-0.5b", 5) == ("qwen2", {k: v for k, v in proof_torch.SHAPES["qwen2.5-0.5b"].items()
+                                                                     if k != "model_type"})

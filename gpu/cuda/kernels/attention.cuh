@@ -6,17 +6,22 @@
 // ---------------------------------------------------------------------------
 // attention over one sequence b of q [B,T,NH,HD], k, v [B,T,NKV,HD].
 // p, dp [NH,T,T] hold the probabilities (and their gradients) of that sequence.
+// window > 0 is a sliding window: the query at t sees the keys at_lo(t,
+// window) .. t, at_lo = t-window+1 (at least 0); 0 sees 0 .. t.
+
+// at_lo is the first key the query at t sees.
+__device__ i64 at_lo(i64 t, i64 window) { return window > 0 && t - window + 1 > 0 ? t - window + 1 : 0; }
 
 // attention_probs: one block per row r = h*T + t: the causal softmax of
-// q[b,t,h,:] . k[b,j,h/group,:] * scale over j <= t; zeros for j > t.
+// q[b,t,h,:] . k[b,j,h/group,:] * scale over lo <= j <= t; zeros elsewhere.
 __global__ void attention_probs(float* p, const float* q, const float* k, i64 b, i64 T, i64 NH, i64 NKV, i64 HD,
-                                float scale) {
+                                float scale, i64 window) {
     i64 r = blockIdx.x, h = r / T, t = r % T;
-    i64 kh = h / (NH / NKV);
+    i64 kh = h / (NH / NKV), lo = at_lo(t, window);
     const float* qr = q + ((b * T + t) * NH + h) * HD;
     float* row = p + r * T;
     float m = -INFINITY;
-    for (i64 j = threadIdx.x; j <= t; j += BLOCK) {
+    for (i64 j = lo + threadIdx.x; j <= t; j += BLOCK) {
         const float* kr = k + ((b * T + j) * NKV + kh) * HD;
         float s = 0.0f;
         for (i64 d = 0; d < HD; d++) s += qr[d] * kr[d];
@@ -26,39 +31,40 @@ __global__ void attention_probs(float* p, const float* q, const float* k, i64 b,
     }
     m = block_max(m);
     float sum = 0.0f;
-    for (i64 j = threadIdx.x; j <= t; j += BLOCK) {
+    for (i64 j = lo + threadIdx.x; j <= t; j += BLOCK) {
         float e = expf(row[j] - m);
         row[j] = e;
         sum += e;
     }
     sum = block_sum(sum);
     float inv = 1.0f / sum;
-    for (i64 j = threadIdx.x; j < T; j += BLOCK) row[j] = j <= t ? row[j] * inv : 0.0f;
+    for (i64 j = threadIdx.x; j < T; j += BLOCK) row[j] = lo <= j && j <= t ? row[j] * inv : 0.0f;
 }
 
-// attention_out: out[b,t,h,d] = sum_{j<=t} p[h,t,j] v[b,j,h/group,d]; one thread per (t,h,d).
-__global__ void attention_out(float* out, const float* p, const float* v, i64 b, i64 T, i64 NH, i64 NKV, i64 HD) {
+// attention_out: out[b,t,h,d] = sum_{lo<=j<=t} p[h,t,j] v[b,j,h/group,d]; one thread per (t,h,d).
+__global__ void attention_out(float* out, const float* p, const float* v, i64 b, i64 T, i64 NH, i64 NKV, i64 HD,
+                              i64 window) {
     GRID_STRIDE(idx, T * NH * HD) {
         i64 d = idx % HD, h = (idx / HD) % NH, t = idx / (HD * NH);
         i64 kh = h / (NH / NKV);
         const float* pr = p + (h * T + t) * T;
         float s = 0.0f;
-        for (i64 j = 0; j <= t; j++) s += pr[j] * v[((b * T + j) * NKV + kh) * HD + d];
+        for (i64 j = at_lo(t, window); j <= t; j++) s += pr[j] * v[((b * T + j) * NKV + kh) * HD + d];
         out[((b * T + t) * NH + h) * HD + d] = s;
     }
 }
 
-// attention_dscores: one block per row r = h*T + t. dp = dout . v for j <= t,
-// then ds = p*(dp - sum_j p*dp)*scale, written over dp; zeros for j > t.
+// attention_dscores: one block per row r = h*T + t. dp = dout . v for lo <= j <= t,
+// then ds = p*(dp - sum_j p*dp)*scale, written over dp; zeros elsewhere.
 __global__ void attention_dscores(float* dp, const float* p, const float* dout, const float* v, i64 b, i64 T,
-                                  i64 NH, i64 NKV, i64 HD, float scale) {
+                                  i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
     i64 r = blockIdx.x, h = r / T, t = r % T;
-    i64 kh = h / (NH / NKV);
+    i64 kh = h / (NH / NKV), lo = at_lo(t, window);
     const float* dor = dout + ((b * T + t) * NH + h) * HD;
     const float* pr = p + r * T;
     float* row = dp + r * T;
     float dot = 0.0f;
-    for (i64 j = threadIdx.x; j <= t; j += BLOCK) {
+    for (i64 j = lo + threadIdx.x; j <= t; j += BLOCK) {
         const float* vr = v + ((b * T + j) * NKV + kh) * HD;
         float s = 0.0f;
         for (i64 d = 0; d < HD; d++) s += dor[d] * vr[d];
@@ -66,34 +72,37 @@ __global__ void attention_dscores(float* dp, const float* p, const float* dout, 
         dot += pr[j] * s;
     }
     dot = block_sum(dot);
-    for (i64 j = threadIdx.x; j < T; j += BLOCK) row[j] = j <= t ? pr[j] * (row[j] - dot) * scale : 0.0f;
+    for (i64 j = threadIdx.x; j < T; j += BLOCK) row[j] = lo <= j && j <= t ? pr[j] * (row[j] - dot) * scale : 0.0f;
 }
 
-// attention_dq: dq[b,t,h,d] = sum_{j<=t} ds[h,t,j] k[b,j,h/group,d]; one thread per (t,h,d).
-__global__ void attention_dq(float* dq, const float* ds, const float* k, i64 b, i64 T, i64 NH, i64 NKV, i64 HD) {
+// attention_dq: dq[b,t,h,d] = sum_{lo<=j<=t} ds[h,t,j] k[b,j,h/group,d]; one thread per (t,h,d).
+__global__ void attention_dq(float* dq, const float* ds, const float* k, i64 b, i64 T, i64 NH, i64 NKV, i64 HD,
+                             i64 window) {
     GRID_STRIDE(idx, T * NH * HD) {
         i64 d = idx % HD, h = (idx / HD) % NH, t = idx / (HD * NH);
         i64 kh = h / (NH / NKV);
         const float* dr = ds + (h * T + t) * T;
         float s = 0.0f;
-        for (i64 j = 0; j <= t; j++) s += dr[j] * k[((b * T + j) * NKV + kh) * HD + d];
+        for (i64 j = at_lo(t, window); j <= t; j++) s += dr[j] * k[((b * T + j) * NKV + kh) * HD + d];
         dq[((b * T + t) * NH + h) * HD + d] = s;
     }
 }
 
 // attention_dkv: for key/value head kh and position j,
-//   dk[b,j,kh,d] = sum_{h in group} sum_{t>=j} ds[h,t,j] q[b,t,h,d]
-//   dv[b,j,kh,d] = sum_{h in group} sum_{t>=j} p[h,t,j]  dout[b,t,h,d]
-// one thread per (j,kh,d); overwrites (every sequence writes its own rows).
+//   dk[b,j,kh,d] = sum_{h in group} sum_{t>=j, t seeing j} ds[h,t,j] q[b,t,h,d]
+//   dv[b,j,kh,d] = sum_{h in group} sum_{t>=j, t seeing j} p[h,t,j]  dout[b,t,h,d]
+// (with a window the queries t < j+window); one thread per (j,kh,d);
+// overwrites (every sequence writes its own rows).
 __global__ void attention_dkv(float* dk, float* dv, const float* ds, const float* p, const float* q,
-                              const float* dout, i64 b, i64 T, i64 NH, i64 NKV, i64 HD) {
+                              const float* dout, i64 b, i64 T, i64 NH, i64 NKV, i64 HD, i64 window) {
     i64 group = NH / NKV;
     GRID_STRIDE(idx, T * NKV * HD) {
         i64 d = idx % HD, kh = (idx / HD) % NKV, j = idx / (HD * NKV);
+        i64 tend = window > 0 && j + window < T ? j + window : T;
         float sk = 0.0f, sv = 0.0f;
         for (i64 g = 0; g < group; g++) {
             i64 h = kh * group + g;
-            for (i64 t = j; t < T; t++) {
+            for (i64 t = j; t < tend; t++) {
                 i64 qi = ((b * T + t) * NH + h) * HD + d;
                 sk += ds[(h * T + t) * T + j] * q[qi];
                 sv += p[(h * T + t) * T + j] * dout[qi];
@@ -104,24 +113,42 @@ __global__ void attention_dkv(float* dk, float* dv, const float* ds, const float
     }
 }
 
-// attention_cached: one block per (n,h). Token n of cache slot slot[n] at
-// position pos[n] attends to positions 0..pos[n] of kcache/vcache
-// [S,maxT,NKV,HD]. scores [N*NH, maxLen] is scratch.
+// The KV cache of the decode kernels: kcache, vcache [S*rows, NKV, HD],
+// position j of slot s in row s*rows + j%rows, so that a slot is a full
+// cache (rows above every position) or a rolling window's. Token n (slot
+// slot[n], position pos[n]) attends to its last P = min(pos[n]+1, span)
+// positions lo .. pos[n], lo = pos[n]+1-P: span is the sliding window
+// (at most rows) or, for full attention, rows (attention.go). A run of
+// positions lo+j0 .. from row r0 = (lo+j0) % rows reaches the slot's end
+// at j = wrap = rows - r0 and goes on from its first row: ds_row is the
+// row of the j-th, relative to r0.
+__device__ i64 ds_row(i64 j, i64 wrap, i64 rows) { return j < wrap ? j : j - rows; }
+
+// ds_positions: the positions P token n sees (min(pos+1, span)).
+__device__ i64 ds_positions(const int* pos, i64 n, i64 span) {
+    i64 P = (i64)pos[n] + 1;
+    return P < span ? P : span;
+}
+
+// attention_cached: one block per (n,h) over the P positions token n sees.
+// scores [N*NH, span] is scratch.
 __global__ void attention_cached(float* out, float* scores, const float* q, const float* kcache, const float* vcache,
-                                 const int* slot, const int* pos, i64 N, i64 NH, i64 NKV, i64 HD, i64 maxT,
-                                 i64 maxLen, float scale) {
+                                 const int* slot, const int* pos, i64 N, i64 NH, i64 NKV, i64 HD, i64 rows,
+                                 i64 span, float scale) {
     i64 r = blockIdx.x, n = r / NH, h = r % NH;
     i64 kh = h / (NH / NKV);
-    i64 P = (i64)pos[n] + 1;
+    i64 P = ds_positions(pos, n, span);
+    i64 r0 = ((i64)pos[n] + 1 - P) % rows, wrap = rows - r0;
     i64 KD = NKV * HD;
-    const float* kc = kcache + (i64)slot[n] * maxT * KD + kh * HD;
-    const float* vc = vcache + (i64)slot[n] * maxT * KD + kh * HD;
+    const float* kc = kcache + ((i64)slot[n] * rows + r0) * KD + kh * HD;
+    const float* vc = vcache + ((i64)slot[n] * rows + r0) * KD + kh * HD;
     const float* qh = q + (n * NH + h) * HD;
-    float* s = scores + r * maxLen;
+    float* s = scores + r * span;
     float m = -INFINITY;
     for (i64 j = threadIdx.x; j < P; j += BLOCK) {
+        const float* kj = kc + ds_row(j, wrap, rows) * KD;
         float a = 0.0f;
-        for (i64 d = 0; d < HD; d++) a += qh[d] * kc[j * KD + d];
+        for (i64 d = 0; d < HD; d++) a += qh[d] * kj[d];
         a *= scale;
         s[j] = a;
         m = fmaxf(m, a);
@@ -137,13 +164,13 @@ __global__ void attention_cached(float* out, float* scores, const float* q, cons
     float inv = 1.0f / sum;
     for (i64 d = threadIdx.x; d < HD; d += BLOCK) {
         float o = 0.0f;
-        for (i64 j = 0; j < P; j++) o += s[j] * vc[j * KD + d];
+        for (i64 j = 0; j < P; j++) o += s[j] * vc[ds_row(j, wrap, rows) * KD + d];
         out[(n * NH + h) * HD + d] = o * inv;
     }
 }
 
 // ---------------------------------------------------------------------------
-// Flash-decoding (attention.go): the positions 0..pos[n] of a token are cut
+// Flash-decoding (attention.go): the positions lo..pos[n] a token sees are cut
 // into chunks of L positions, one block per (token n, KV head kh, chunk c)
 // and up to DS_HEADS query heads of kh's group, so that a decode of few
 // tokens still fills the GPU and each K/V row of a chunk is read once for
@@ -191,7 +218,7 @@ extern "C++" {
 // DS_BUG_VEC_GROUP (planted): the first group left out of the sum.
 template <int BUG>
 __device__ void attention_cached_out_vec(float* dst, i64 hs, float* s, const float* ls, const float* vc, i64 KD, int hd,
-                                         int ln, int gb, i64 chunks) {
+                                         int ln, int gb, i64 chunks, i64 wrap, i64 rows) {
     int C = hd / 4, R = BLOCK / C;  // attention.go takes this pass for HD <= 4*BLOCK: R >= 1
     int e = threadIdx.x, c = e % C, grp = e / C;
     float o[DS_HEADS][4];
@@ -205,7 +232,7 @@ __device__ void attention_cached_out_vec(float* dst, i64 hs, float* s, const flo
             fa4 v[2];  // rows j and j + R, both loads issued before either is used
 #pragma unroll
             for (int u = 0; u < 2; u++)
-                v[u] = j + u * R < ln ? fa_ld4(v0 + (i64)(j + u * R) * KD) : fa4{0.0f, 0.0f, 0.0f, 0.0f};
+                v[u] = j + u * R < ln ? fa_ld4(v0 + ds_row(j + u * R, wrap, rows) * KD) : fa4{0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
             for (int u = 0; u < 2; u++) {
                 if (j + u * R >= ln) continue;
@@ -243,9 +270,10 @@ __device__ void attention_cached_out_vec(float* dst, i64 hs, float* s, const flo
 // is cut into groups of GB heads (attention.go's decodeGroupHeads: GB <=
 // DS_HEADS, GB*HD <= DS_QMAX); block b = ((n*NKV + kh)*nsub + sb)*chunks + c,
 // nsub = ceil(G/GB), takes heads kh*G + sb*GB .. (at most GB of them, inside
-// the group) over positions c*L .. min((c+1)*L, pos[n]+1)-1 of slot slot[n]
-// of kcache/vcache [S,maxT,NKV,HD]. A chunk past pos[n] does nothing (the
-// combine reads only the chunks up to pos[n]). For each head h of the block
+// the group) over the positions lo + c*L .. lo + min((c+1)*L, P)-1 of slot
+// slot[n] (ds_positions: P positions lo .. pos[n]; row ds_row). A chunk
+// past them does nothing (the combine reads only the chunks that hold
+// them). For each head h of the block
 // (row r = n*NH + h), part [N*NH*chunks, HD] gets o_c at r*chunks + c and
 // ml [N*NH*chunks, 2] (m_c, l_c); with chunks == 1, out [N,NH,HD] gets the
 // output.
@@ -261,7 +289,8 @@ __device__ void attention_cached_out_vec(float* dst, i64 hs, float* s, const flo
 template <int BUG, bool VEC>
 __device__ void attention_cached_split_impl(float* out, float* part, float* ml, const float* q, const float* kcache,
                                             const float* vcache, const int* slot, const int* pos, i64 N, i64 NH,
-                                            i64 NKV, i64 HD, i64 maxT, i64 L, i64 chunks, i64 GB, float scale) {
+                                            i64 NKV, i64 HD, i64 rows, i64 span, i64 L, i64 chunks, i64 GB,
+                                            float scale) {
     __shared__ float s[DS_HEADS * DS_CHUNK_MAX];  // head g's scores, then exp(s - m), at g*DS_CHUNK_MAX
     __shared__ float qs[DS_QMAX];                 // the queries [gb, HD]; then the output groups' sums
     __shared__ float ms[DS_HEADS], ls[DS_HEADS];
@@ -270,12 +299,13 @@ __device__ void attention_cached_split_impl(float* out, float* part, float* ml, 
     i64 sb = rb % nsub, kh = (rb / nsub) % NKV, n = rb / (nsub * NKV);
     i64 h0 = kh * G + sb * GB;
     int gb = (int)(G - sb * GB < GB ? G - sb * GB : GB);  // the block's heads h0 .. h0+gb-1
-    i64 j0 = c * L, P = (i64)pos[n] + 1;
+    i64 j0 = c * L, P = ds_positions(pos, n, span);
     if (j0 >= P) return;  // the whole block: no barrier is left waiting
     i64 len = P - j0 < L ? P - j0 : L;
+    i64 r0 = ((i64)pos[n] + 1 - P + j0) % rows, wrap = rows - r0;  // the chunk's first row, where it wraps
     i64 KD = NKV * HD;
-    const float* kc = kcache + ((i64)slot[n] * maxT + j0) * KD + kh * HD;
-    const float* vc = vcache + ((i64)slot[n] * maxT + j0) * KD + kh * HD;
+    const float* kc = kcache + ((i64)slot[n] * rows + r0) * KD + kh * HD;
+    const float* vc = vcache + ((i64)slot[n] * rows + r0) * KD + kh * HD;
     const float* qg = q + (n * NH + h0) * HD;
     // head g's output at dst + g*hs (+ d): out's row, or part's chunk c
     float* dst = chunks == 1 ? out + (n * NH + h0) * HD : part + ((n * NH + h0) * chunks + c) * HD;
@@ -290,7 +320,7 @@ __device__ void attention_cached_split_impl(float* out, float* part, float* ml, 
     for (int jb = warp * PPW; jb < ln; jb += (BLOCK / 32) * PPW) {  // the same jb in every lane of the warp
         int j = jb + sub;
         bool ok = j < ln;
-        const float* kr = kc + (i64)j * KD;
+        const float* kr = kc + ds_row(j, wrap, rows) * KD;
         float a[DS_HEADS];
 #pragma unroll
         for (int g = 0; g < DS_HEADS; g++) a[g] = 0.0f;
@@ -337,7 +367,7 @@ __device__ void attention_cached_split_impl(float* out, float* part, float* ml, 
     }
     __syncthreads();
     if (VEC) {  // attention_cached_split_vec: HD % 4 == 0 (attention.go)
-        attention_cached_out_vec<BUG>(dst, hs, s, ls, vc, KD, hd, ln, gb, chunks);
+        attention_cached_out_vec<BUG>(dst, hs, s, ls, vc, KD, hd, ln, gb, chunks, wrap, rows);
     } else {
     int R = hd < BLOCK ? BLOCK / hd : 1;
     for (int e = threadIdx.x; e < R * hd; e += BLOCK) {
@@ -347,7 +377,7 @@ __device__ void attention_cached_split_impl(float* out, float* part, float* ml, 
 #pragma unroll
         for (int g = 0; g < DS_HEADS; g++) o[g] = 0.0f;
         for (int j = grp; j < ln; j += R) {
-            float v = vd[(i64)j * KD];
+            float v = vd[ds_row(j, wrap, rows) * KD];
 #pragma unroll
             for (int g = 0; g < DS_HEADS; g++)
                 if (g < gb) o[g] += s[g * DS_CHUNK_MAX + j] * v;
@@ -378,13 +408,13 @@ __device__ void attention_cached_split_impl(float* out, float* part, float* ml, 
 }
 
 // attention_cached_combine_impl: one block per (n, h) = r: the chunks
-// 0..pos[n]/L of part and ml (attention_cached_split) combined into out
-// [N,NH,HD].
+// 0..(P-1)/L of part and ml (attention_cached_split; P = ds_positions)
+// combined into out [N,NH,HD].
 template <int BUG>
 __device__ void attention_cached_combine_impl(float* out, const float* part, const float* ml, const int* pos, i64 NH,
-                                              i64 HD, i64 L, i64 chunks) {
+                                              i64 HD, i64 L, i64 chunks, i64 span) {
     i64 r = blockIdx.x, n = r / NH;
-    i64 nc = (i64)pos[n] / L + 1;  // the chunks that hold positions 0..pos[n]
+    i64 nc = (ds_positions(pos, n, span) - 1) / L + 1;  // the chunks that hold the positions
     const float* mr = ml + r * chunks * 2;
     const float* pr = part + r * chunks * HD;
     float M = -INFINITY;
@@ -403,22 +433,22 @@ __device__ void attention_cached_combine_impl(float* out, const float* part, con
 
 __global__ void DS_BLOCKS attention_cached_split(float* out, float* part, float* ml, const float* q, const float* kcache,
                                        const float* vcache, const int* slot, const int* pos, i64 N, i64 NH, i64 NKV,
-                                       i64 HD, i64 maxT, i64 L, i64 chunks, i64 GB, float scale) {
-    attention_cached_split_impl<DS_OK, false>(out, part, ml, q, kcache, vcache, slot, pos, N, NH, NKV, HD, maxT, L,
-                                              chunks, GB, scale);
+                                       i64 HD, i64 rows, i64 span, i64 L, i64 chunks, i64 GB, float scale) {
+    attention_cached_split_impl<DS_OK, false>(out, part, ml, q, kcache, vcache, slot, pos, N, NH, NKV, HD, rows, span,
+                                              L, chunks, GB, scale);
 }
 
 // attention_cached_split_vec: attention_cached_split with the output pass
 // of attention_cached_out_vec (the decode_vec variant; HD % 4 == 0).
 __global__ void DS_BLOCKS attention_cached_split_vec(float* out, float* part, float* ml, const float* q,
                                                      const float* kcache, const float* vcache, const int* slot,
-                                                     const int* pos, i64 N, i64 NH, i64 NKV, i64 HD, i64 maxT, i64 L,
-                                                     i64 chunks, i64 GB, float scale) {
-    attention_cached_split_impl<DS_OK, true>(out, part, ml, q, kcache, vcache, slot, pos, N, NH, NKV, HD, maxT, L,
-                                             chunks, GB, scale);
+                                                     const int* pos, i64 N, i64 NH, i64 NKV, i64 HD, i64 rows,
+                                                     i64 span, i64 L, i64 chunks, i64 GB, float scale) {
+    attention_cached_split_impl<DS_OK, true>(out, part, ml, q, kcache, vcache, slot, pos, N, NH, NKV, HD, rows, span,
+                                             L, chunks, GB, scale);
 }
 
 __global__ void attention_cached_combine(float* out, const float* part, const float* ml, const int* pos, i64 NH, i64 HD,
-                                         i64 L, i64 chunks) {
-    attention_cached_combine_impl<DS_OK>(out, part, ml, pos, NH, HD, L, chunks);
+                                         i64 L, i64 chunks, i64 span) {
+    attention_cached_combine_impl<DS_OK>(out, part, ml, pos, NH, HD, L, chunks, span);
 }

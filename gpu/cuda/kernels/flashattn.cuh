@@ -35,9 +35,10 @@
 // dK, dV) is held as [FA_NC][4][4].
 
 #define FA_TILE 64                // queries and keys per tile
-#define FA_HDMAX 128              // largest head dimension
+#define FA_HDMAX 128              // largest head dimension of the kernels built with FA_NC chunks
 #define FA_DC 64                  // head dimensions per chunk
-#define FA_NC (FA_HDMAX / FA_DC)  // chunks at most
+#define FA_NC (FA_HDMAX / FA_DC)  // chunks at most (flash_attention_forward, _backward_dkv, _backward_dq)
+#define FA_NC256 4                // chunks at most of the _hd256 kernels: head dimensions up to 256 (Gemma)
 #define FA_LD (FA_DC + 4)         // row stride of a staged tile: 16-byte aligned, conflict-free stores
 #define FA_ROWLANES 16            // threads of a row group
 
@@ -109,6 +110,31 @@ __device__ void fa_block(const int* cu, i64 S, i64 maxT, i64 H, bool heavy_last,
     *L = (i64)cu[s + 1] - *off;
 }
 
+// Sliding windows. A kernel's window argument is gpu.Backend's: 0 for
+// causal attention over every earlier key, or window > 0: the query at
+// position tq (of its sequence) sees the keys tk with tq - window < tk <=
+// tq. fa_win turns it into that bound W on tq - tk (past any sequence for
+// 0), so the mask is one comparison more; fa_first_key and fa_query_end
+// bound the tiles a block streams to the band, so that whole tiles
+// outside it are skipped and a window of W keys costs O(T W), not O(T^2).
+// Positions within a sequence and W are 32-bit in the masks (a sequence
+// is shorter than 2^30 tokens), which keeps the kernels' registers.
+#define FA_NOWINDOW (1 << 30)
+__device__ int fa_win(i64 window) { return window > 0 && window < FA_NOWINDOW ? (int)window : FA_NOWINDOW; }
+
+// fa_first_key is the first key of the first key tile (a multiple of
+// FA_TILE) that a query from q0 on can see under the bound W.
+__device__ i64 fa_first_key(i64 q0, int W) { return q0 - W + 1 > 0 ? (q0 - W + 1) / FA_TILE * FA_TILE : 0; }
+
+// fa_query_end is one past the last query (at most L) that can see a key
+// before j1 under the bound W.
+__device__ i64 fa_query_end(i64 j1, i64 L, int W) { return j1 + W - 1 < L ? j1 + W - 1 : L; }
+
+// fa_sees: the query tq (below L) sees the key tk. (flash_forward_mma
+// tests 0 <= tq - tk < W as one unsigned comparison, which keeps it
+// within its 128 registers on sm_80; the others keep theirs this way.)
+__device__ bool fa_sees(int tq, int tk, int L, int W) { return tk <= tq && tq - tk < W && tq < L; }
+
 // fa_load_t stages chunk dc of rows r0..r0+63 of head hh of src [.., HH,
 // HD] transposed: dst[d * FA_LD + r] = src row r0+r, dimension dc*FA_DC+d
 // (0 past L or HD). A warp reads 8 consecutive dimensions of 4 rows (four
@@ -165,15 +191,16 @@ __device__ void fa_zero(float (&c)[4][4]) {
 }
 
 // flash_forward: one block per (sequence, tile of FA_TILE queries, head h).
-// For each tile of keys 0..min(q0+FA_TILE, L)-1 (the causal range):
-//   S = Q K^T * scale (masked: key > query), m' = max(m, rowmax S),
+// For each tile of keys from fa_first_key to min(q0+FA_TILE, L)-1 (the
+// causal range, within the window):
+//   S = Q K^T * scale (masked: key > query, or outside the window), m' = max(m, rowmax S),
 //   P = exp(S - m'), l = l*exp(m - m') + rowsum P, O = O*exp(m - m') + P V;
 // then out = O / l and lse = m + log l. Thread (ty, tx) holds the scores of
 // queries 4ty+i and keys 4tx+j, and O of queries 4ty+i, dimensions
-// c*FA_DC + 4tx+j of each chunk c.
-template <int BUG>
+// c*FA_DC + 4tx+j of each chunk c < NC (FA_NC: HD <= 128; FA_NC256: 256).
+template <int NC, int BUG>
 __device__ void flash_forward(float* out, float* lse, const float* q, const float* k, const float* v, const int* cu,
-                              i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+                              i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
     alignas(16) __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];  // Q^T and K^T chunks, then P^T and a V chunk
     i64 h, tile, off, L;
     fa_block(cu, S, maxT, NH, true, &h, &tile, &off, &L);
@@ -182,17 +209,18 @@ __device__ void flash_forward(float* out, float* lse, const float* q, const floa
     i64 kh = h / (NH / NKV);
     int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
     int nc = (int)((HD + FA_DC - 1) / FA_DC);
-    float o[FA_NC][4][4], m[4], l[4];
+    float o[NC][4][4], m[4], l[4];
 #pragma unroll
-    for (int c = 0; c < FA_NC; c++) fa_zero(o[c]);
+    for (int c = 0; c < NC; c++) fa_zero(o[c]);
 #pragma unroll
     for (int i = 0; i < 4; i++) m[i] = -INFINITY, l[i] = 0.0f;
+    int W = fa_win(window);
     i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
-    for (i64 j0 = 0; j0 < kend; j0 += FA_TILE) {
+    for (i64 j0 = fa_first_key(q0, W); j0 < kend; j0 += FA_TILE) {
         float s[4][4];
         fa_zero(s);
 #pragma unroll
-        for (int c = 0; c < FA_NC; c++) {
+        for (int c = 0; c < NC; c++) {
             if (c < nc) {
                 __syncthreads();  // the previous chunk or tile is no longer read
                 fa_load_t(As, q, off, q0, L, h, NH, HD, c);
@@ -208,7 +236,7 @@ __device__ void flash_forward(float* out, float* lse, const float* q, const floa
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 i64 tk = j0 + 4 * tx + j;
-                s[i][j] = tk <= tq && tq < L ? s[i][j] * scale : -INFINITY;
+                s[i][j] = fa_sees((int)tq, (int)tk, (int)L, W) ? s[i][j] * scale : -INFINITY;
                 mx = fmaxf(mx, s[i][j]);
             }
             float mnew = fmaxf(m[i], fa_row_max(mx));
@@ -222,14 +250,14 @@ __device__ void flash_forward(float* out, float* lse, const float* q, const floa
             l[i] = l[i] * alpha + fa_row_sum(sum);
             m[i] = mnew;
 #pragma unroll
-            for (int c = 0; c < FA_NC; c++) {
+            for (int c = 0; c < NC; c++) {
 #pragma unroll
                 for (int j = 0; j < 4; j++) o[c][i][j] *= alpha;
             }
         }
         int kn = (int)(L - j0 < FA_TILE ? L - j0 : FA_TILE);  // the tile's keys; P is 0 past them
 #pragma unroll
-        for (int c = 0; c < FA_NC; c++) {
+        for (int c = 0; c < NC; c++) {
             if (c < nc) {
                 __syncthreads();  // As, Bs are no longer read
                 if (c == 0) fa_st_t(As, s);
@@ -245,7 +273,7 @@ __device__ void flash_forward(float* out, float* lse, const float* q, const floa
         if (tq >= L) continue;
         float inv = 1.0f / l[i];
 #pragma unroll
-        for (int c = 0; c < FA_NC; c++) {
+        for (int c = 0; c < NC; c++) {
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 i64 d = (i64)c * FA_DC + 4 * tx + j;
@@ -258,16 +286,17 @@ __device__ void flash_forward(float* out, float* lse, const float* q, const floa
 
 // flash_backward_dkv: one block per (sequence, tile of FA_TILE keys,
 // key/value head kh). For each query head h of the group and each tile of
-// queries from the keys' own tile to the end of the sequence:
+// queries from the keys' own tile to the end of the sequence (or of the
+// window, fa_query_end):
 //   S^T = K Q^T, dP^T = V dO^T (summed chunk by chunk over the head
 //   dimension), P^T = exp(S^T*scale - lse), dS^T = P^T * (dP^T - D),
 //   dV += P^T dO, dK += dS^T Q (times scale at the end).
 // Thread (ty, tx) holds the scores of keys 4ty+i and queries 4tx+j, and dK,
-// dV of keys 4ty+i, dimensions c*FA_DC + 4tx+j of each chunk c.
-template <int BUG>
+// dV of keys 4ty+i, dimensions c*FA_DC + 4tx+j of each chunk c < NC.
+template <int NC, int BUG>
 __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const float* k, const float* v,
                                    const float* dout, const float* lse, const float* D, const int* cu, i64 S,
-                                   i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+                                   i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
     // K^T, Q^T; V^T, dO^T; then P (as [query][key]) and a dO chunk, dS and a Q chunk
     alignas(16) __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];
     i64 kh, tile, off, L;
@@ -277,12 +306,14 @@ __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const f
     i64 group = NH / NKV;
     int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
     int nc = (int)((HD + FA_DC - 1) / FA_DC);
-    float dka[FA_NC][4][4], dva[FA_NC][4][4];
+    float dka[NC][4][4], dva[NC][4][4];
 #pragma unroll
-    for (int c = 0; c < FA_NC; c++) fa_zero(dka[c]), fa_zero(dva[c]);
+    for (int c = 0; c < NC; c++) fa_zero(dka[c]), fa_zero(dva[c]);
+    int W = fa_win(window);
+    i64 iend = fa_query_end(j0 + FA_TILE, L, W);
     for (i64 g = 0; g < group; g++) {
         i64 h = kh * group + g;
-        for (i64 i0 = BUG == FA_BUG_TILE ? j0 + FA_TILE : j0; i0 < L; i0 += FA_TILE) {
+        for (i64 i0 = BUG == FA_BUG_TILE ? j0 + FA_TILE : j0; i0 < iend; i0 += FA_TILE) {
             float lq[4], dq0[4];  // lse and D of the thread's queries
 #pragma unroll
             for (int j = 0; j < 4; j++) {
@@ -294,7 +325,7 @@ __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const f
             fa_zero(s);
             fa_zero(dp);
 #pragma unroll
-            for (int c = 0; c < FA_NC; c++) {
+            for (int c = 0; c < NC; c++) {
                 if (c < nc) {
                     int dn = (int)(HD - c * FA_DC < FA_DC ? HD - c * FA_DC : FA_DC);
                     __syncthreads();  // the previous chunk or tile is no longer read
@@ -315,14 +346,14 @@ __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const f
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     i64 tq = i0 + 4 * tx + j;
-                    float p = tk <= tq && tq < L ? expf(s[i][j] * scale - lq[j]) : 0.0f;
+                    float p = fa_sees((int)tq, (int)tk, (int)L, W) ? expf(s[i][j] * scale - lq[j]) : 0.0f;
                     s[i][j] = p;
                     dp[i][j] = p * (dp[i][j] - dq0[j]);
                 }
             }
             int qn = (int)(L - i0 < FA_TILE ? L - i0 : FA_TILE);  // the tile's queries; P, dS are 0 past them
 #pragma unroll
-            for (int c = 0; c < FA_NC; c++) {
+            for (int c = 0; c < NC; c++) {
                 if (c < nc) {
                     __syncthreads();  // As, Bs are no longer read
                     if (c == 0) fa_st_t(As, s);
@@ -332,7 +363,7 @@ __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const f
                 }
             }
 #pragma unroll
-            for (int c = 0; c < FA_NC; c++) {
+            for (int c = 0; c < NC; c++) {
                 if (c < nc) {
                     __syncthreads();
                     if (c == 0) fa_st_t(As, dp);
@@ -348,7 +379,7 @@ __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const f
         i64 tk = j0 + 4 * ty + i;
         if (tk >= L) continue;
 #pragma unroll
-        for (int c = 0; c < FA_NC; c++) {
+        for (int c = 0; c < NC; c++) {
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 i64 d = (i64)c * FA_DC + 4 * tx + j;
@@ -362,15 +393,15 @@ __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const f
 }
 
 // flash_backward_dq: one block per (sequence, tile of FA_TILE queries, head
-// h). For each tile of keys in the causal range: S = Q K^T, dP = dO V^T
+// h). For each tile of keys in the causal range (within the window): S = Q K^T, dP = dO V^T
 // (summed chunk by chunk over the head dimension), P = exp(S*scale - lse),
 // dS = P * (dP - D), dQ += dS K (times scale at the end). Thread (ty, tx)
 // holds the scores of queries 4ty+i and keys 4tx+j, and dQ of queries
-// 4ty+i, dimensions c*FA_DC + 4tx+j of each chunk c.
-template <int BUG>
+// 4ty+i, dimensions c*FA_DC + 4tx+j of each chunk c < NC.
+template <int NC, int BUG>
 __device__ void flash_backward_dq(float* dq, const float* q, const float* k, const float* v, const float* dout,
                                   const float* lse, const float* D, const int* cu, i64 S, i64 maxT, i64 NH,
-                                  i64 NKV, i64 HD, float scale) {
+                                  i64 NKV, i64 HD, float scale, i64 window) {
     alignas(16) __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];  // Q^T, K^T; dO^T, V^T; then dS^T and a K chunk
     i64 h, tile, off, L;
     fa_block(cu, S, maxT, NH, true, &h, &tile, &off, &L);
@@ -386,16 +417,17 @@ __device__ void flash_backward_dq(float* dq, const float* q, const float* k, con
         lq[i] = tq < L ? lse[(off + tq) * NH + h] : 0.0f;
         dq0[i] = tq < L ? D[(off + tq) * NH + h] : 0.0f;
     }
-    float acc[FA_NC][4][4];
+    float acc[NC][4][4];
 #pragma unroll
-    for (int c = 0; c < FA_NC; c++) fa_zero(acc[c]);
+    for (int c = 0; c < NC; c++) fa_zero(acc[c]);
+    int W = fa_win(window);
     i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
-    for (i64 j0 = 0; j0 < kend; j0 += FA_TILE) {
+    for (i64 j0 = fa_first_key(q0, W); j0 < kend; j0 += FA_TILE) {
         float s[4][4], dp[4][4];
         fa_zero(s);
         fa_zero(dp);
 #pragma unroll
-        for (int c = 0; c < FA_NC; c++) {
+        for (int c = 0; c < NC; c++) {
             if (c < nc) {
                 int dn = (int)(HD - c * FA_DC < FA_DC ? HD - c * FA_DC : FA_DC);
                 __syncthreads();  // the previous chunk or tile is no longer read
@@ -416,12 +448,12 @@ __device__ void flash_backward_dq(float* dq, const float* q, const float* k, con
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 i64 tk = j0 + 4 * tx + j;
-                s[i][j] = tk <= tq && tq < L ? expf(s[i][j] * scale - lq[i]) * (dp[i][j] - dq0[i]) : 0.0f;
+                s[i][j] = fa_sees((int)tq, (int)tk, (int)L, W) ? expf(s[i][j] * scale - lq[i]) * (dp[i][j] - dq0[i]) : 0.0f;
             }
         }
         int kn = (int)(L - j0 < FA_TILE ? L - j0 : FA_TILE);  // the tile's keys; dS is 0 past them
 #pragma unroll
-        for (int c = 0; c < FA_NC; c++) {
+        for (int c = 0; c < NC; c++) {
             if (c < nc) {
                 __syncthreads();  // As, Bs are no longer read
                 if (c == 0) fa_st_t(As, s);
@@ -436,7 +468,7 @@ __device__ void flash_backward_dq(float* dq, const float* q, const float* k, con
         i64 tq = q0 + 4 * ty + i;
         if (tq >= L) continue;
 #pragma unroll
-        for (int c = 0; c < FA_NC; c++) {
+        for (int c = 0; c < NC; c++) {
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 i64 d = (i64)c * FA_DC + 4 * tx + j;
@@ -581,7 +613,7 @@ __device__ void fa_mma_frags(unsigned (&a)[NK][4], const unsigned short* As, int
 // rows g and g+8, columns 2t and 2t+1 (mma.cuh).
 template <int NK, int BUG>
 __device__ void flash_forward_mma(float* out, float* lse, const float* q, const float* k, const float* v, const int* cu,
-                                  i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+                                  i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
     constexpr int DIMS = 16 * NK;          // head dimensions staged (0 past HD)
     constexpr int LDK = DIMS + 8;          // row stride of Q and K [row][dim]
     constexpr int LDV = FA_TILE + 8;       // row stride of V^T [dim][key]
@@ -606,13 +638,16 @@ __device__ void flash_forward_mma(float* out, float* lse, const float* q, const 
 #pragma unroll
     for (int n = 0; n < 2 * NK; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
 
+    int W = fa_win(window);
     i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_MQ < L ? q0 + FA_MQ : L);
-    for (i64 j0 = 0; j0 < kend; j0 += FA_TILE) {
+    for (i64 j0 = fa_first_key(q0, W); j0 < kend; j0 += FA_TILE) {
         __syncthreads();  // Q's fragments, or the previous tile, are no longer read
         fa_stage_bf16(Ks, LDK, k, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
         fa_stage_bf16_t(Vt, LDV, v, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
         if (BUG != FA_BUG_NOSYNC) __syncthreads();
-        if (j0 > wq0 + 15 || wq0 >= L) continue;  // the warp's rows see none of these keys (warp-uniform)
+        // the warp's rows see none of these keys: all after its last row, or
+        // (a window) before its first row's band (warp-uniform)
+        if (j0 > wq0 + 15 || wq0 >= L || (int)wq0 - ((int)j0 + FA_TILE - 1) >= W) continue;
 
         // S = Q K^T: accumulator tile n holds keys j0 + 8n .. j0 + 8n + 7
         float s[8][4];
@@ -631,15 +666,16 @@ __device__ void flash_forward_mma(float* out, float* lse, const float* q, const 
         // online softmax of rows g (r = 0) and g+8 (r = 1)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            i64 tq = wq0 + g + 8 * r;
+            int tq = (int)wq0 + g + 8 * r;
+            bool in = tq < (int)L;
             float mx = -INFINITY;
 #pragma unroll
             for (int n = 0; n < 8; n++) {
 #pragma unroll
                 for (int c = 0; c < 2; c++) {
-                    i64 tk = j0 + 8 * n + 2 * t + c;
+                    int tk = (int)j0 + 8 * n + 2 * t + c;
                     float& x = s[n][2 * r + c];
-                    x = tk <= tq && tq < L ? x * scale : -INFINITY;
+                    x = in && (unsigned)(tq - tk) < (unsigned)W ? x * scale : -INFINITY;
                     mx = fmaxf(mx, x);
                 }
             }
@@ -767,7 +803,7 @@ __device__ void fa_mma_store(float* dst, float* red, const float (&acc)[2 * NK][
 template <int NK, int BUG>
 __device__ void flash_backward_dq_mma(float* dq, const float* q, const float* k, const float* v, const float* dout,
                                       const float* lse, const float* D, const int* cu, i64 S, i64 maxT, i64 NH,
-                                      i64 NKV, i64 HD, float scale) {
+                                      i64 NKV, i64 HD, float scale, i64 window) {
     constexpr int DIMS = 16 * NK, LDK = DIMS + 8, LDV = FA_TILE + 8;
     constexpr int XN = FA_TILE * LDK > DIMS * LDV ? FA_TILE * LDK : DIMS * LDV;  // V, then K^T
     alignas(16) __shared__ unsigned short sm[FA_TILE * LDK + XN];                 // first Q and dO
@@ -800,14 +836,15 @@ __device__ void flash_backward_dq_mma(float* dq, const float* q, const float* k,
     float acc[2 * NK][4];
 #pragma unroll
     for (int n = 0; n < 2 * NK; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    int W = fa_win(window);
     i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
-    for (i64 j0 = 0; j0 < kend; j0 += FA_TILE) {
+    for (i64 j0 = fa_first_key(q0, W); j0 < kend; j0 += FA_TILE) {
         __syncthreads();  // the fragments' staging, or the previous tile, is no longer read
         fa_stage_bf16(Ks, LDK, k, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
         fa_stage_bf16(Xs, LDK, v, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
         if (BUG != FA_BUG_NOSYNC) __syncthreads();
         i64 c0 = j0 + 32 * half;                            // the warp's first key
-        bool work = !(c0 > wq0 + 15 || c0 >= L || wq0 >= L);  // it sees some of its keys (warp-uniform)
+        bool work = !(c0 > wq0 + 15 || c0 >= L || wq0 >= L || wq0 - (c0 + 31) >= W);  // it sees some of its keys (warp-uniform)
         float s[4][4], dp[4][4];
         if (work) {
             fa_mma_abt(s, qa, Ks + 32 * half * LDK, LDK, nk);
@@ -818,7 +855,7 @@ __device__ void flash_backward_dq_mma(float* dq, const float* q, const float* k,
                 for (int i = 0; i < 4; i++) {
                     int r = i / 2;
                     i64 tq = wq0 + g + 8 * r, tk = c0 + 8 * n + 2 * t + i % 2;
-                    s[n][i] = tk <= tq && tq < L ? expf(s[n][i] * scale - lq[r]) * (dp[n][i] - dq0[r]) : 0.0f;
+                    s[n][i] = fa_sees((int)tq, (int)tk, (int)L, W) ? expf(s[n][i] * scale - lq[r]) * (dp[n][i] - dq0[r]) : 0.0f;
                 }
             }
         }
@@ -848,7 +885,7 @@ __device__ void flash_backward_dq_mma(float* dq, const float* q, const float* k,
 template <int NK, int OUT, int BUG>
 __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, const float* k, const float* v,
                                        const float* dout, const float* lse, const float* D, const int* cu, i64 S,
-                                       i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+                                       i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
     constexpr int DIMS = 16 * NK, LDK = DIMS + 8, LDV = FA_TILE + 8;
     constexpr int SN = 2 * FA_TILE * LDK, TN = 2 * DIMS * LDV;
     alignas(16) __shared__ unsigned short sm[SN > TN ? SN : TN];
@@ -879,9 +916,11 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
 #pragma unroll
         for (int i = 0; i < 4; i++) dka[n][i] = dva[n][i] = 0.0f;
     }
+    int W = fa_win(window);
+    i64 iend = fa_query_end(j0 + FA_TILE, L, W);
     for (i64 gi = 0; gi < group; gi++) {
         i64 h = kh * group + gi;
-        for (i64 i0 = BUG == FA_BUG_TILE ? j0 + FA_TILE : j0; i0 < L; i0 += FA_TILE) {
+        for (i64 i0 = BUG == FA_BUG_TILE ? j0 + FA_TILE : j0; i0 < iend; i0 += FA_TILE) {
             __syncthreads();  // the previous tile (or K, V) is no longer read
             fa_stage_bf16(As, LDK, q, off, i0, FA_TILE, L, h, NH, HD, DIMS);
             if (DK) fa_stage_bf16(Bs, LDK, dout, off, i0, FA_TILE, L, h, NH, HD, DIMS);
@@ -891,7 +930,7 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
             }
             if (BUG != FA_BUG_NOSYNC) __syncthreads();
             i64 c0 = i0 + 32 * half;  // the warp's first query
-            bool work = !(wk0 > c0 + 31 || c0 >= L);  // some of its pairs are causal (warp-uniform)
+            bool work = !(wk0 > c0 + 31 || c0 >= L || c0 - (wk0 + 15) >= W);  // some of its pairs are seen (warp-uniform)
             float p[4][4], ds[4][4];
             if (work) {
                 fa_mma_abt(p, ka, As + 32 * half * LDK, LDK, nk);
@@ -902,7 +941,7 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
                     for (int i = 0; i < 4; i++) {
                         int qc = 32 * half + 8 * n + 2 * t + i % 2;  // query within the tile
                         i64 tk = wk0 + g + 8 * (i / 2), tq = i0 + qc;
-                        float pv = tk <= tq && tq < L ? expf(p[n][i] * scale - lsq[qc]) : 0.0f;
+                        float pv = fa_sees((int)tq, (int)tk, (int)L, W) ? expf(p[n][i] * scale - lsq[qc]) : 0.0f;
                         p[n][i] = pv;
                         if (DK) ds[n][i] = pv * (ds[n][i] - dsq[qc]);
                     }
@@ -1062,7 +1101,7 @@ __device__ void fa_heads_store(unsigned short* buf, int ld, float* ls, float* ds
 template <int NK, int BUG>
 __device__ void flash_backward_dkv_heads_mma(float* pdk, float* pdv, const float* q, const float* k, const float* v,
                                              const float* dout, const float* lse, const float* D, const int* cu, i64 S,
-                                             i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+                                             i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
     constexpr int DIMS = 16 * NK, LDK = DIMS + 8, TN = 2 * FA_TILE * LDK;  // a buffer: Q, dO [query][dim]
     alignas(16) __shared__ unsigned short sm[2 * TN];
     static_assert(sizeof(sm) >= FA_TILE * DIMS * sizeof(float), "fa_mma_store's sums fit the buffers");
@@ -1088,18 +1127,20 @@ __device__ void flash_backward_dkv_heads_mma(float* pdk, float* pdv, const float
         for (int i = 0; i < 4; i++) dka[n][i] = dva[n][i] = 0.0f;
     }
     i64 first = BUG == FA_BUG_TILE ? j0 + FA_TILE : j0;
+    int W = fa_win(window);
+    i64 iend = fa_query_end(j0 + FA_TILE, L, W);  // the queries that see the keys
     fa_heads_tile<NK> x;
     fa_heads_load(x, q, dout, lse, D, off, first, L, hq, NH, HD);
     fa_heads_store(sm, LDK, lsq[0], dsq[0], x);
     __syncthreads();
     int b = 0;
-    for (i64 i0 = first; i0 < L; i0 += FA_TILE, b ^= 1) {
-        bool next = i0 + FA_TILE < L;
+    for (i64 i0 = first; i0 < iend; i0 += FA_TILE, b ^= 1) {
+        bool next = i0 + FA_TILE < iend;
         if (next) fa_heads_load(x, q, dout, lse, D, off, i0 + FA_TILE, L, hq, NH, HD);  // in flight meanwhile
         const unsigned short* Qs = sm + b * TN + 32 * half * LDK;  // the warp's 32 queries
         const unsigned short* Ds = Qs + FA_TILE * LDK;
         i64 c0 = i0 + 32 * half;                             // the warp's first query
-        if (wk0 < L && wk0 <= c0 + 31 && c0 < L) {           // some of its pairs are causal (warp-uniform)
+        if (wk0 < L && wk0 <= c0 + 31 && c0 < L && c0 - (wk0 + 15) < W) {  // some of its pairs are seen (warp-uniform)
             float p[4][4], ds[4][4];
             fa_mma_abt(p, ka, Qs, LDK, nk);
             fa_mma_abt(ds, va, Ds, LDK, nk);
@@ -1109,7 +1150,7 @@ __device__ void flash_backward_dkv_heads_mma(float* pdk, float* pdv, const float
                 for (int i = 0; i < 4; i++) {
                     int qc = 32 * half + 8 * n + 2 * t + i % 2;  // query within the tile
                     i64 tk = wk0 + g + 8 * (i / 2), tq = i0 + qc;
-                    float pv = tk <= tq && tq < L ? expf(p[n][i] * scale - lsq[b][qc]) : 0.0f;
+                    float pv = fa_sees((int)tq, (int)tk, (int)L, W) ? expf(p[n][i] * scale - lsq[b][qc]) : 0.0f;
                     p[n][i] = pv;
                     ds[n][i] = pv * (ds[n][i] - dsq[b][qc]);
                 }
@@ -1160,7 +1201,7 @@ __device__ void flash_dkv_reduce(float* dk, float* dv, const float* pdk, const f
 template <int NK, int BUG>
 __device__ void flash_backward_dq_ldsm_mma(float* dq, const float* q, const float* k, const float* v,
                                            const float* dout, const float* lse, const float* D, const int* cu, i64 S,
-                                           i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
+                                           i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
     constexpr int DIMS = 16 * NK, LDK = DIMS + 8, TN = 2 * FA_TILE * LDK;  // a buffer: K, V [key][dim]
     alignas(16) __shared__ unsigned short sm[2 * TN];
     static_assert(sizeof(sm) >= FA_TILE * DIMS * sizeof(float), "fa_mma_store's sums fit the buffers");
@@ -1187,16 +1228,18 @@ __device__ void flash_backward_dq_ldsm_mma(float* dq, const float* q, const floa
     float acc[2 * NK][4];
 #pragma unroll
     for (int n = 0; n < 2 * NK; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    int W = fa_win(window);
+    i64 jfirst = fa_first_key(q0, W);
     i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
-    fa_stage_bf16(sm, LDK, k, off, 0, FA_TILE, L, kh, NKV, HD, DIMS);
-    fa_stage_bf16(sm + FA_TILE * LDK, LDK, v, off, 0, FA_TILE, L, kh, NKV, HD, DIMS);
+    fa_stage_bf16(sm, LDK, k, off, jfirst, FA_TILE, L, kh, NKV, HD, DIMS);
+    fa_stage_bf16(sm + FA_TILE * LDK, LDK, v, off, jfirst, FA_TILE, L, kh, NKV, HD, DIMS);
     __syncthreads();
     int b = 0;
-    for (i64 j0 = 0; j0 < kend; j0 += FA_TILE, b ^= 1) {
+    for (i64 j0 = jfirst; j0 < kend; j0 += FA_TILE, b ^= 1) {
         const unsigned short* Ks = sm + b * TN + 32 * half * LDK;  // the warp's 32 keys
         const unsigned short* Vs = Ks + FA_TILE * LDK;
         i64 c0 = j0 + 32 * half;  // the warp's first key
-        if (!(c0 > wq0 + 15 || c0 >= L || wq0 >= L)) {  // it sees some of its keys (warp-uniform)
+        if (!(c0 > wq0 + 15 || c0 >= L || wq0 >= L || wq0 - (c0 + 31) >= W)) {  // it sees some of its keys (warp-uniform)
             float s[4][4], dp[4][4];
             fa_mma_abt(s, qa, Ks, LDK, nk);
             fa_mma_abt(dp, da, Vs, LDK, nk);
@@ -1206,7 +1249,7 @@ __device__ void flash_backward_dq_ldsm_mma(float* dq, const float* q, const floa
                 for (int i = 0; i < 4; i++) {
                     int r = i / 2;
                     i64 tq = wq0 + g + 8 * r, tk = c0 + 8 * n + 2 * t + i % 2;
-                    s[n][i] = tk <= tq && tq < L ? expf(s[n][i] * scale - lq[r]) * (dp[n][i] - dq0[r]) : 0.0f;
+                    s[n][i] = fa_sees((int)tq, (int)tk, (int)L, W) ? expf(s[n][i] * scale - lq[r]) * (dp[n][i] - dq0[r]) : 0.0f;
                 }
             }
             int kn = (int)(L - c0 < 32 ? L - c0 : 32);
@@ -1505,8 +1548,8 @@ __device__ void flash_forward_ldsm_mma(float* out, float* lse, const float* q, c
 }  // extern "C++"
 
 __global__ void FA_TWO_BLOCKS flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                                        const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
-    flash_forward<FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale);
+                                        const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
+    flash_forward<FA_NC, FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 // flash_attention_backward_dot: D[r] = sum_d dout[r,d] out[r,d] over the
@@ -1521,27 +1564,50 @@ __global__ void flash_attention_backward_dot(float* D, const float* dout, const 
 
 __global__ void flash_attention_backward_dkv(float* dk, float* dv, const float* q, const float* k, const float* v,
                                              const float* dout, const float* lse, const float* D, const int* cu,
-                                             i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
-    flash_backward_dkv<FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+                                             i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
+    flash_backward_dkv<FA_NC, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 __global__ void FA_TWO_BLOCKS flash_attention_backward_dq(float* dq, const float* q, const float* k, const float* v,
                                             const float* dout, const float* lse, const float* D, const int* cu,
-                                            i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
-    flash_backward_dq<FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+                                            i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
+    flash_backward_dq<FA_NC, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
+}
+
+// flash_attention_forward_hd256, _backward_dkv_hd256 and _backward_dq_hd256:
+// the fp32 kernels for head dimensions up to 256 (Gemma's), four chunks of
+// FA_DC; the same grids and arguments. No tensor-core kernel takes heads
+// above 128, so these run in every precision (flashattn.go).
+__global__ void flash_attention_forward_hd256(float* out, float* lse, const float* q, const float* k, const float* v,
+                                              const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale,
+                                              i64 window) {
+    flash_forward<FA_NC256, FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale, window);
+}
+
+__global__ void flash_attention_backward_dkv_hd256(float* dk, float* dv, const float* q, const float* k,
+                                                   const float* v, const float* dout, const float* lse, const float* D,
+                                                   const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD,
+                                                   float scale, i64 window) {
+    flash_backward_dkv<FA_NC256, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
+}
+
+__global__ void flash_attention_backward_dq_hd256(float* dq, const float* q, const float* k, const float* v,
+                                                  const float* dout, const float* lse, const float* D, const int* cu,
+                                                  i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
+    flash_backward_dq<FA_NC256, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 // flash_attention_forward_mma64 and _mma128: the FlashMMA forward for
 // head dimensions up to 64 (two blocks per SM) and up to 128.
 __global__ void FA_TWO_BLOCKS flash_attention_forward_mma64(float* out, float* lse, const float* q, const float* k,
                                                             const float* v, const int* cu, i64 S, i64 maxT, i64 NH,
-                                                            i64 NKV, i64 HD, float scale) {
-    flash_forward_mma<4, FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale);
+                                                            i64 NKV, i64 HD, float scale, i64 window) {
+    flash_forward_mma<4, FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 __global__ void flash_attention_forward_mma128(float* out, float* lse, const float* q, const float* k, const float* v,
-                                               const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
-    flash_forward_mma<8, FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale);
+                                               const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
+    flash_forward_mma<8, FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 // flash_attention_backward_dq_mma64 and _dkv_mma64: the FlashMMA backward
@@ -1549,15 +1615,15 @@ __global__ void flash_attention_forward_mma128(float* out, float* lse, const flo
 __global__ void FA_TWO_BLOCKS flash_attention_backward_dq_mma64(float* dq, const float* q, const float* k,
                                                                 const float* v, const float* dout, const float* lse,
                                                                 const float* D, const int* cu, i64 S, i64 maxT,
-                                                                i64 NH, i64 NKV, i64 HD, float scale) {
-    flash_backward_dq_mma<4, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+                                                                i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
+    flash_backward_dq_mma<4, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 __global__ void flash_attention_backward_dkv_mma64(float* dk, float* dv, const float* q, const float* k,
                                                                  const float* v, const float* dout, const float* lse,
                                                                  const float* D, const int* cu, i64 S, i64 maxT,
-                                                                 i64 NH, i64 NKV, i64 HD, float scale) {
-    flash_backward_dkv_mma<4, FA_DK | FA_DV, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+                                                                 i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
+    flash_backward_dkv_mma<4, FA_DK | FA_DV, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 // flash_attention_backward_dq_mma128, _dk_mma128 and _dv_mma128: the
@@ -1565,20 +1631,20 @@ __global__ void flash_attention_backward_dkv_mma64(float* dk, float* dv, const f
 // launches.
 __global__ void flash_attention_backward_dq_mma128(float* dq, const float* q, const float* k, const float* v,
                                                    const float* dout, const float* lse, const float* D, const int* cu,
-                                                   i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
-    flash_backward_dq_mma<8, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+                                                   i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
+    flash_backward_dq_mma<8, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 __global__ void flash_attention_backward_dk_mma128(float* dk, float* dv, const float* q, const float* k, const float* v,
                                                    const float* dout, const float* lse, const float* D, const int* cu,
-                                                   i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
-    flash_backward_dkv_mma<8, FA_DK, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+                                                   i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
+    flash_backward_dkv_mma<8, FA_DK, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 __global__ void flash_attention_backward_dv_mma128(float* dk, float* dv, const float* q, const float* k, const float* v,
                                                    const float* dout, const float* lse, const float* D, const int* cu,
-                                                   i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
-    flash_backward_dkv_mma<8, FA_DV, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+                                                   i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
+    flash_backward_dkv_mma<8, FA_DV, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 // flash_attention_backward_dkv_heads_mma64 and flash_attention_backward_dkv_reduce:
@@ -1586,8 +1652,8 @@ __global__ void flash_attention_backward_dv_mma128(float* dk, float* dv, const f
 __global__ void flash_attention_backward_dkv_heads_mma64(float* pdk, float* pdv, const float* q, const float* k,
                                                          const float* v, const float* dout, const float* lse,
                                                          const float* D, const int* cu, i64 S, i64 maxT, i64 NH,
-                                                         i64 NKV, i64 HD, float scale) {
-    flash_backward_dkv_heads_mma<4, FA_OK>(pdk, pdv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+                                                         i64 NKV, i64 HD, float scale, i64 window) {
+    flash_backward_dkv_heads_mma<4, FA_OK>(pdk, pdv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 __global__ void flash_attention_backward_dkv_reduce(float* dk, float* dv, const float* pdk, const float* pdv, i64 N,
@@ -1601,8 +1667,8 @@ __global__ void FA_TWO_BLOCKS flash_attention_backward_dq_ldsm_mma64(float* dq, 
                                                                      const float* v, const float* dout,
                                                                      const float* lse, const float* D, const int* cu,
                                                                      i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD,
-                                                                     float scale) {
-    flash_backward_dq_ldsm_mma<4, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale);
+                                                                     float scale, i64 window) {
+    flash_backward_dq_ldsm_mma<4, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 // flash_attention_forward_ldsm_mma64: the forward for head dimensions up to
