@@ -325,19 +325,10 @@ func (c *critic) load(dir string, optStep int) error {
 	return c.opt.SetMoments(m, v, optStep)
 }
 
-// scheduledLR is an optimiser section's learning rate at a step: linear warm-up, then
-// constant or cosine decay to min_lr_ratio.
-func scheduledLR(o config.Optim, step, total int) float64 {
-	warm := o.WarmupSteps(total)
-	if warm > 0 && step <= warm {
-		return o.LR * float64(step) / float64(warm)
-	}
-	if o.WarmupStyle == "cosine" && total > warm {
-		p := float64(step-warm) / float64(total-warm)
-		min := o.LR * o.MinLRRatio
-		return min + (o.LR-min)*0.5*(1+math.Cos(math.Pi*p))
-	}
-	return o.LR
+// lrSchedule is an optimiser section's learning-rate schedule over a run of total steps
+// (actor_rollout_ref.actor.optim, critic.optim).
+func lrSchedule(o config.Optim, total int) algo.LRSchedule {
+	return algo.LRSchedule{LR: o.LR, WarmupSteps: o.WarmupSteps(total), Cosine: o.WarmupStyle == "cosine", MinLRRatio: o.MinLRRatio}
 }
 
 // criticValues computes the critic's values of the step's response tokens (nil without a
@@ -362,7 +353,7 @@ func criticUpdateFor(cfg *config.Config, step, totalSteps int) criticUpdate {
 	return criticUpdate{
 		MiniSeqs: cfg.CriticMiniBatchSize() * cfg.ActorRolloutRef.Rollout.N, Micro: cfg.Critic.PPOMicroBatchSizePerGPU, Budget: cfg.CriticUpdateBudget(),
 		Epochs: cfg.CriticPPOEpochs(), ClipRange: cfg.Critic.CliprangeValue, AggMode: cfg.Critic.LossAggMode,
-		NormLen: cfg.ResponseLength(), LR: scheduledLR(cfg.Critic.Optim, step, totalSteps)}
+		NormLen: cfg.ResponseLength(), LR: lrSchedule(cfg.Critic.Optim, totalSteps).At(step, totalSteps)}
 }
 
 // updateCritic trains the critic on the step's returns (no-op without a critic) and logs

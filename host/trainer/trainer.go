@@ -1329,7 +1329,7 @@ func permuteRows(x []float32, order []int, Tr int) []float32 {
 // learningRate is the actor's learning rate at a step: linear warm-up, then constant or
 // cosine decay to min_lr_ratio.
 func (t *Trainer) learningRate(step int) float64 {
-	return scheduledLR(t.cfg.ActorRolloutRef.Actor.Optim, step, t.totalSteps)
+	return lrSchedule(t.cfg.ActorRolloutRef.Actor.Optim, t.totalSteps).At(step, t.totalSteps)
 }
 
 // FallBackEOS gives a model whose checkpoint declares no eos id (config.json's and
