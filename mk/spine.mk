@@ -5,7 +5,7 @@ SPINE_PKGS  := ./host/plugin/... ./host/ckpt/... ./host/judge/... ./host/progres
 # Built-in plugins: binary name -> package (in the host module).
 PLUGIN_BINS := $(PLUGINS)/rlhost-task-gsm8k $(PLUGINS)/rlhost-task-arith $(PLUGINS)/rlhost-task-genchat
 
-.PHONY: build plugins proto proto-check proto-tools test-spine test-conformance bench-spine demo demo-setup demo-compile demo-build bench-docs bench-docs-check
+.PHONY: build plugins proto proto-check proto-tools test-spine test-conformance bench-spine demo demo-setup demo-compile demo-build bench-docs bench-docs-check metrics-docs
 
 TEST_TARGETS  += proto-check bench-docs-check test-spine test-conformance
 BENCH_TARGETS += bench-spine
@@ -19,6 +19,9 @@ $(BIN)/rlhost: FORCE setup-blas tokenizers-lib
 
 $(PLUGINS)/rlhost-task-gsm8k: FORCE
 	$(GO_BUILD) -o $@ ./tasks/gsm8k/cmd/rlhost-task-gsm8k
+
+metrics-docs: tokenizers-lib setup-blas ## regenerate docs/metrics.md's list of the metrics of rlhost train (host/trainer/metricnames.go); test-spine fails while it is stale
+	$(GO) test -count=1 -run '^TestMetricsDoc$$' ./host/trainer -update
 
 plugins: $(PLUGINS)/rlhost-task-gsm8k ## build the built-in plugins into bin/plugins
 	$(GO_BUILD) -o $(PLUGINS)/rlhost-task-genchat ./tasks/genchat/cmd/rlhost-task-genchat

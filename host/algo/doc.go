@@ -1,7 +1,8 @@
 // Package algo holds the reinforcement-learning algorithms of the trainer as pure functions:
 // advantage estimators, the clipped policy loss, loss aggregation, KL penalties and
-// controllers, the entropy bonus and the clipped value loss. Nothing here does I/O or keeps
-// state, except the adaptive KL controller's coefficient.
+// controllers, the entropy bonus, the clipped value loss, and the learning-rate schedule
+// (LRSchedule) of rlhost train and rlhost sft. Nothing here does I/O or keeps state, except the
+// adaptive KL controller's coefficient.
 //
 // The formulas are veRL's (verl/trainer/ppo/core_algos.py); docs/algorithms.md lists them,
 // and says where rlhost differs on purpose.

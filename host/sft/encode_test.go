@@ -197,19 +197,23 @@ func TestConfigLoad(t *testing.T) {
 	}
 }
 
+// TestLearningRate: the optim section as algo.LRSchedule (tested there): the warm-up steps of
+// warmup_steps_ratio, cosine or constant after them.
 func TestLearningRate(t *testing.T) {
 	o := OptimConfig{LR: 1, WarmupStepsRatio: 0.2, LRScheduler: "cosine", MinLRRatio: 0.1}
 	for _, c := range []struct {
 		step int
 		want float64
 	}{{1, 0.5}, {2, 1}, {6, 0.55}, {10, 0.1}} {
-		if got := learningRate(o, c.step, 10); got < c.want-1e-9 || got > c.want+1e-9 {
+		if got := lrSchedule(o, 10).At(c.step, 10); got < c.want-1e-9 || got > c.want+1e-9 {
 			t.Errorf("step %d: lr %g, want %g", c.step, got, c.want)
 		}
 	}
-	o.LRScheduler = "constant"
-	if got := learningRate(o, 9, 10); got != 1 {
-		t.Errorf("constant after warm-up: %g", got)
+	for _, sched := range []string{"constant", "wsd"} {
+		o.LRScheduler = sched
+		if got := lrSchedule(o, 10).At(9, 10); got != 1 {
+			t.Errorf("%s after warm-up: %g", sched, got)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/rlhost/rlhost/gpu/model"
+	"github.com/rlhost/rlhost/host/algo"
 )
 
 // Shape letters: Bm sequences of a micro-batch, T their padded length (a multiple of 64), N =
@@ -112,18 +113,11 @@ func accumulate(m *model.Model, acts *model.ActsCache, exs []*Example, micro int
 	return res, nil
 }
 
-// learningRate is the learning rate of optimiser step (1-based) of total: linear warm-up
-// over int(warmup_steps_ratio*total) steps, then constant or cosine decay to
-// min_lr_ratio*lr — the schedule rlhost train uses for the actor.
-func learningRate(o OptimConfig, step, total int) float64 {
-	warm := int(o.WarmupStepsRatio * float64(total))
-	if warm > 0 && step <= warm {
-		return o.LR * float64(step) / float64(warm)
-	}
-	if o.LRScheduler == "cosine" && total > warm {
-		p := float64(step-warm) / float64(total-warm)
-		lo := o.LR * o.MinLRRatio
-		return lo + (o.LR-lo)*0.5*(1+math.Cos(math.Pi*p))
-	}
-	return o.LR
+// lrSchedule is the optim section's learning-rate schedule over a run of total optimiser
+// steps: linear warm-up over int(warmup_steps_ratio*total) steps, then cosine decay to
+// min_lr_ratio*lr (lr_scheduler=cosine) or constant — the schedule rlhost train uses for the
+// actor.
+func lrSchedule(o OptimConfig, total int) algo.LRSchedule {
+	return algo.LRSchedule{LR: o.LR, WarmupSteps: int(o.WarmupStepsRatio * float64(total)), Cosine: o.LRScheduler == "cosine",
+		MinLRRatio: o.MinLRRatio}
 }

@@ -301,7 +301,7 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
-		lr := learningRate(cfg.Optim, step, t.totalSteps)
+		lr := lrSchedule(cfg.Optim, t.totalSteps).At(step, t.totalSteps)
 		t.opt.Config.LR = float32(lr)
 		norm, err := t.opt.Update(t.model)
 		if err != nil {

@@ -44,6 +44,17 @@ type trainerState struct {
 	CriticStep int     `json:"critic_optimizer_step,omitempty"`
 }
 
+// checkpointAt writes the checkpoint of step when trainer.save_freq says so: every save_freq
+// steps and after the last; nothing otherwise.
+func (t *Trainer) checkpointAt(step int) error {
+	tc := t.cfg.Trainer
+	if tc.SaveFreq <= 0 || (step%tc.SaveFreq != 0 && step != t.totalSteps) {
+		return nil
+	}
+	return t.checkpoint()
+}
+
+// checkpoint writes the checkpoint of the last finished step (t.step).
 func (t *Trainer) checkpoint() error {
 	final := ckpt.StepDir(t.runDir, t.step)
 	tmp := final + ".tmp"

@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -218,8 +219,8 @@ func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []fl
 				loss, dv, clipFrac := algo.ValueLossAgg(vpreds, b.rows(oldValues, mlo, mhi), b.rows(returns, mlo, mhi), mmask,
 					Bm, b.Tr, u.ClipRange, agg)
 				miniLoss += loss
-				add("critic/vf_clipfrac", clipFrac)
-				add("critic/vpred_mean", algo.MaskedMean(vpreds, mmask))
+				add(criticVFClipfrac, clipFrac)
+				add(criticVpredMean, algo.MaskedMean(vpreds, mmask))
 				rows := make([]float32, mb.B*mb.T)
 				b.scatter(rows, dv, lay, mlo, mhi)
 				if err := c.vm.Backward(a, rows); err != nil {
@@ -233,14 +234,14 @@ func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []fl
 			if math.IsNaN(norm) || math.IsInf(norm, 0) {
 				return nil, fmt.Errorf("trainer: critic gradient norm is %v: the update was not finite", norm)
 			}
-			add("critic/vf_loss", miniLoss)
-			add("critic/grad_norm", norm)
+			add(criticVFLoss, miniLoss)
+			add(criticGradNorm, norm)
 		}
 	}
-	out := map[string]float64{"critic/lr": u.LR}
+	out := map[string]float64{criticLR: u.LR}
 	if paddedTok > 0 {
 		// The share of the critic update's forward/backward rows that were padding.
-		out["perf/critic_update_padding_frac"] = 1 - float64(realTok)/float64(paddedTok)
+		out[perfCriticUpdatePadding] = 1 - float64(realTok)/float64(paddedTok)
 	}
 	for k, v := range sums {
 		out[k] = v / counts[k]
@@ -292,13 +293,13 @@ func criticDataMetrics(values, returns, adv, mask []float32) map[string]float64 
 	if n == 0 {
 		return out
 	}
-	out["critic/values/mean"], out["critic/values/max"], out["critic/values/min"] = sv/n, vmax, vmin
-	out["critic/returns/mean"], out["critic/returns/max"], out["critic/returns/min"] = sr/n, rmax, rmin
-	out["critic/advantages/max"], out["critic/advantages/min"] = amax, amin
+	out[criticValuesMean], out[criticValuesMax], out[criticValuesMin] = sv/n, vmax, vmin
+	out[criticReturnsMean], out[criticReturnsMax], out[criticReturnsMin] = sr/n, rmax, rmin
+	out[criticAdvantagesMax], out[criticAdvantagesMin] = amax, amin
 	if n > 1 {
 		varR := (sr2 - sr*sr/n) / (n - 1)
 		varD := (sd2 - sd*sd/n) / (n - 1)
-		out["critic/vf_explained_var"] = 1 - varD/(varR+1e-5)
+		out[criticVFExplainedVar] = 1 - varD/(varR+1e-5)
 	}
 	return out
 }
@@ -325,34 +326,25 @@ func (c *critic) load(dir string, optStep int) error {
 	return c.opt.SetMoments(m, v, optStep)
 }
 
-// scheduledLR is an optimiser section's learning rate at a step: linear warm-up, then
-// constant or cosine decay to min_lr_ratio.
-func scheduledLR(o config.Optim, step, total int) float64 {
-	warm := o.WarmupSteps(total)
-	if warm > 0 && step <= warm {
-		return o.LR * float64(step) / float64(warm)
-	}
-	if o.WarmupStyle == "cosine" && total > warm {
-		p := float64(step-warm) / float64(total-warm)
-		min := o.LR * o.MinLRRatio
-		return min + (o.LR-min)*0.5*(1+math.Cos(math.Pi*p))
-	}
-	return o.LR
+// lrSchedule is an optimiser section's learning-rate schedule over a run of total steps
+// (actor_rollout_ref.actor.optim, critic.optim).
+func lrSchedule(o config.Optim, total int) algo.LRSchedule {
+	return algo.LRSchedule{LR: o.LR, WarmupSteps: o.WarmupSteps(total), Cosine: o.WarmupStyle == "cosine", MinLRRatio: o.MinLRRatio}
 }
 
-// criticValues computes the critic's values of the step's response tokens (nil without a
-// critic) and logs timing_s/values.
-func (t *Trainer) criticValues(b *batchOf, vals map[string]float64) ([]float32, error) {
+// values computes the critic's values of the step's response tokens (s.values; none without a
+// critic), in micro-batches of critic.ppo_micro_batch_size_per_gpu (or by token budget).
+func (t *Trainer) values(_ context.Context, s *stepState) (map[string]float64, error) {
 	if t.critic == nil {
 		return nil, nil
 	}
-	s := time.Now()
-	v, err := t.critic.valuesBudget(b, t.cfg.Critic.PPOMicroBatchSizePerGPU, t.cfg.CriticForwardBudget())
+	start := time.Now()
+	v, err := t.critic.valuesBudget(s.b, t.cfg.Critic.PPOMicroBatchSizePerGPU, t.cfg.CriticForwardBudget())
 	if err != nil {
 		return nil, err
 	}
-	vals["timing_s/values"] = time.Since(s).Seconds()
-	return v, nil
+	s.values = v
+	return map[string]float64{timingValues: time.Since(start).Seconds()}, nil
 }
 
 // criticUpdateFor is the critic's update settings at a step: its own mini-batch size and
@@ -362,27 +354,21 @@ func criticUpdateFor(cfg *config.Config, step, totalSteps int) criticUpdate {
 	return criticUpdate{
 		MiniSeqs: cfg.CriticMiniBatchSize() * cfg.ActorRolloutRef.Rollout.N, Micro: cfg.Critic.PPOMicroBatchSizePerGPU, Budget: cfg.CriticUpdateBudget(),
 		Epochs: cfg.CriticPPOEpochs(), ClipRange: cfg.Critic.CliprangeValue, AggMode: cfg.Critic.LossAggMode,
-		NormLen: cfg.ResponseLength(), LR: scheduledLR(cfg.Critic.Optim, step, totalSteps)}
+		NormLen: cfg.ResponseLength(), LR: lrSchedule(cfg.Critic.Optim, totalSteps).At(step, totalSteps)}
 }
 
-// updateCritic trains the critic on the step's returns (no-op without a critic) and logs
-// veRL's critic/* metrics and timing_s/update_critic.
-func (t *Trainer) updateCritic(ctx context.Context, b *batchOf, values, returns, adv []float32, step int, vals map[string]float64) error {
+// updateCritic trains the critic on the step's returns (no-op without a critic): veRL's
+// critic/* metrics of the update and of the batch's values, returns and advantages.
+func (t *Trainer) updateCritic(ctx context.Context, s *stepState) (map[string]float64, error) {
 	if t.critic == nil {
-		return nil
+		return nil, nil
 	}
-	cfg := t.cfg
-	s := time.Now()
-	m, err := t.critic.update(ctx, b, values, returns, criticUpdateFor(cfg, step, t.totalSteps))
+	start := time.Now()
+	vals, err := t.critic.update(ctx, s.b, s.values, s.returns, criticUpdateFor(t.cfg, s.step, t.totalSteps))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for k, v := range m {
-		vals[k] = v
-	}
-	for k, v := range criticDataMetrics(values, returns, adv, b.mask) {
-		vals[k] = v
-	}
-	vals["timing_s/update_critic"] = time.Since(s).Seconds()
-	return nil
+	maps.Copy(vals, criticDataMetrics(s.values, s.returns, s.adv, s.b.mask))
+	vals[timingUpdateCritic] = time.Since(start).Seconds()
+	return vals, nil
 }

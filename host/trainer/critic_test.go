@@ -303,3 +303,16 @@ func TestSameTokenizer(t *testing.T) {
 		t.Fatalf("a tokenizer with two digits' ids swapped: %v, want the probe to differ", err)
 	}
 }
+
+// TestLRScheduleOfOptim: an optim section as algo.LRSchedule (tested there): lr_warmup_steps,
+// else lr_warmup_steps_ratio of the run's steps; warmup_style cosine or constant.
+func TestLRScheduleOfOptim(t *testing.T) {
+	o := config.Optim{LR: 2, LRWarmupSteps: 3, LRWarmupStepsRatio: 0.5, WarmupStyle: "cosine", MinLRRatio: 0.1}
+	if got, want := lrSchedule(o, 10), (algo.LRSchedule{LR: 2, WarmupSteps: 3, Cosine: true, MinLRRatio: 0.1}); got != want {
+		t.Errorf("lr_warmup_steps=3: %+v, want %+v", got, want)
+	}
+	o.LRWarmupSteps, o.WarmupStyle = 0, "constant"
+	if got, want := lrSchedule(o, 10), (algo.LRSchedule{LR: 2, WarmupSteps: 5, MinLRRatio: 0.1}); got != want {
+		t.Errorf("lr_warmup_steps_ratio=0.5 of 10 steps, constant: %+v, want %+v", got, want)
+	}
+}

@@ -56,7 +56,7 @@ func TestDeviceMeterCUDA(t *testing.T) {
 		t.Fatal(err)
 	}
 	fwdWall := time.Since(fwd)
-	fwdDev.addTo(vals, GenDeviceWait, GenHostFrac, fwdWall)
+	fwdDev.addTo(vals, perfGenDeviceWait, perfGenHostFrac, fwdWall)
 	upd, updDev := time.Now(), dev.phaseStart()
 	if err := m.Backward(a, dlogp, make([]float32, B*T)); err != nil {
 		t.Fatal(err)
@@ -65,42 +65,42 @@ func TestDeviceMeterCUDA(t *testing.T) {
 		t.Fatal(err)
 	}
 	updWall := time.Since(upd)
-	updDev.addTo(vals, UpdateDeviceWait, UpdateHostFrac, updWall)
-	updDev.enqueueTo(vals, UpdateEnqueueTime)
+	updDev.addTo(vals, perfUpdateDeviceWait, perfUpdateHostFrac, updWall)
+	updDev.enqueueTo(vals, perfUpdateEnqueueTime)
 	wall := time.Since(start)
 	dev.addTo(vals, wall)
 	t.Logf("step of %v: %v", wall, vals)
 
-	for _, k := range []string{DeviceSyncs, HostToDeviceBytes, DeviceToHostBytes} {
+	for _, k := range []string{perfDeviceSyncs, perfHostToDeviceBytes, perfDeviceToHostBytes} {
 		if vals[k] <= 0 {
 			t.Errorf("%s = %v; a training step synchronises and copies both ways", k, vals[k])
 		}
 	}
-	if qw, ok := vals[QueueWaits]; !ok || qw <= 0 {
-		t.Errorf("%s = %v (logged %v); the step queues more than 8 ops between two synchronisations", QueueWaits, qw, ok)
+	if qw, ok := vals[perfQueueWaits]; !ok || qw <= 0 {
+		t.Errorf("%s = %v (logged %v); the step queues more than 8 ops between two synchronisations", perfQueueWaits, qw, ok)
 	}
-	w, ok := vals[DeviceWait]
+	w, ok := vals[perfDeviceWait]
 	if !ok || w < 0 || w > wall.Seconds() {
-		t.Errorf("%s = %v (logged %v) in a step of %v", DeviceWait, w, ok, wall)
+		t.Errorf("%s = %v (logged %v) in a step of %v", perfDeviceWait, w, ok, wall)
 	}
 	// the times in uploads and in calls that queue work: the host's, apart
 	// from its waits; the update's within the step's
-	u, ok1 := vals[UploadTime]
-	q, ok2 := vals[EnqueueTime]
-	uq, ok3 := vals[UpdateEnqueueTime]
-	n, ok4 := vals[DeviceAllocs]
-	at, ok5 := vals[AllocTime]
+	u, ok1 := vals[perfUploadTime]
+	q, ok2 := vals[perfEnqueueTime]
+	uq, ok3 := vals[perfUpdateEnqueueTime]
+	n, ok4 := vals[perfDeviceAllocs]
+	at, ok5 := vals[perfAllocTime]
 	if !ok1 || !ok2 || !ok3 || u <= 0 || q <= 0 || uq <= 0 || uq > q || u+q+at > wall.Seconds()-w {
 		t.Errorf("%s = %v, %s = %v, %s = %v (logged %v %v %v) in a step of %v waiting %v; the step uploads and launches",
-			UploadTime, u, EnqueueTime, q, UpdateEnqueueTime, uq, ok1, ok2, ok3, wall, w)
+			perfUploadTime, u, perfEnqueueTime, q, perfUpdateEnqueueTime, uq, ok1, ok2, ok3, wall, w)
 	}
 	// the first step on a fresh backend allocates (counted and timed)
 	if !ok4 || !ok5 || n <= 0 || at <= 0 {
-		t.Errorf("%s = %v, %s = %v (logged %v %v): the first step allocates", DeviceAllocs, n, AllocTime, at, ok4, ok5)
+		t.Errorf("%s = %v, %s = %v (logged %v %v): the first step allocates", perfDeviceAllocs, n, perfAllocTime, at, ok4, ok5)
 	}
-	f, ok := vals[HostFrac]
+	f, ok := vals[perfHostFrac]
 	if want := 1 - w/wall.Seconds(); !ok || f < 0 || f > 1 || f != want {
-		t.Errorf("%s = %v (logged %v); want 1 - wait/wall = %v", HostFrac, f, ok, want)
+		t.Errorf("%s = %v (logged %v); want 1 - wait/wall = %v", perfHostFrac, f, ok, want)
 	}
 	// each part's wait is within the step's and its part of the wall time,
 	// the forward's includes the log-probs' download, and each part's share
@@ -111,18 +111,18 @@ func TestDeviceMeterCUDA(t *testing.T) {
 	for _, p := range []struct {
 		wait, frac string
 		wall       time.Duration
-	}{{GenDeviceWait, GenHostFrac, fwdWall}, {UpdateDeviceWait, UpdateHostFrac, updWall}} {
+	}{{perfGenDeviceWait, perfGenHostFrac, fwdWall}, {perfUpdateDeviceWait, perfUpdateHostFrac, updWall}} {
 		pw, ok1 := vals[p.wait]
 		pf, ok2 := vals[p.frac]
 		if !ok1 || !ok2 || pw < 0 || pw > w+ns || pw > p.wall.Seconds() || pf != 1-min(1, pw/p.wall.Seconds()) {
 			t.Errorf("%s = %v (logged %v), %s = %v (logged %v) in a part of %v of a step waiting %v", p.wait, pw, ok1, p.frac, pf, ok2, p.wall, w)
 		}
 	}
-	if vals[GenDeviceWait] <= 0 || vals[GenDeviceWait]+vals[UpdateDeviceWait] > w+ns {
-		t.Errorf("the parts waited %v and %v, the step %v: the forward's download waits", vals[GenDeviceWait], vals[UpdateDeviceWait], w)
+	if vals[perfGenDeviceWait] <= 0 || vals[perfGenDeviceWait]+vals[perfUpdateDeviceWait] > w+ns {
+		t.Errorf("the parts waited %v and %v, the step %v: the forward's download waits", vals[perfGenDeviceWait], vals[perfUpdateDeviceWait], w)
 	}
 	// the log-probs came down: at least 4 bytes per scored row
-	if got := vals[DeviceToHostBytes]; got < 4*float64(B*(T-1)) {
-		t.Errorf("%s = %v, less than the step's %d log-probs", DeviceToHostBytes, got, B*(T-1))
+	if got := vals[perfDeviceToHostBytes]; got < 4*float64(B*(T-1)) {
+		t.Errorf("%s = %v, less than the step's %d log-probs", perfDeviceToHostBytes, got, B*(T-1))
 	}
 }

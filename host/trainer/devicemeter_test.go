@@ -16,7 +16,7 @@ func TestDeviceMeterOnlyOnCUDA(t *testing.T) {
 	}
 	vals := map[string]float64{}
 	m.addTo(vals, time.Second)
-	m.phaseStart().addTo(vals, GenDeviceWait, GenHostFrac, time.Second)
+	m.phaseStart().addTo(vals, perfGenDeviceWait, perfGenHostFrac, time.Second)
 	if len(vals) != 0 {
 		t.Errorf("the CPU backend logged %v", vals)
 	}

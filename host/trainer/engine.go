@@ -58,35 +58,24 @@ func (t *Trainer) openEngine() error {
 	return nil
 }
 
-// rolloutPolicy is what generates rollouts: the external engine, or the built-in one.
-func (t *Trainer) rolloutPolicy() rollout.Policy {
-	if t.engine != nil {
-		return t.engine.policy
-	}
-	return t.policy
-}
-
-// afterStepEngine brings the engine the weights of the step just trained and adds the
-// engine's counts to the step's metrics.
-func (t *Trainer) afterStepEngine(ctx context.Context, step int, vals map[string]float64) error {
+// afterStepEngine brings the engine the weights of the step just trained, and returns the
+// engine's counts.
+func (t *Trainer) afterStepEngine(ctx context.Context, step int) (map[string]float64, error) {
 	if t.engine == nil {
-		return nil
+		return nil, nil
 	}
 	s := t.engine.policy.Stats()
-	vals["engine/requests"] = float64(s.Requests)
-	vals["engine/retries"] = float64(s.Retries)
-	vals["engine/failures"] = float64(s.Failures)
-	vals["engine/missing_logprobs"] = float64(s.MissingLogprobs)
-	vals["engine/end_token_missing"] = float64(s.EndTokenMissing)
+	vals := map[string]float64{engineRequests: float64(s.Requests), engineRetries: float64(s.Retries), engineFailures: float64(s.Failures),
+		engineMissingLogprobs: float64(s.MissingLogprobs), engineEndTokenMissing: float64(s.EndTokenMissing)}
 	if t.cfg.ActorRolloutRef.Rollout.Engine.UpdateWeightsURL == "" {
-		return nil
+		return vals, nil
 	}
 	start := time.Now()
 	if err := t.syncEngine(ctx, step); err != nil {
-		return err
+		return vals, err
 	}
-	vals["timing_s/engine_weights"] = time.Since(start).Seconds()
-	return nil
+	vals[timingEngineWeights] = time.Since(start).Seconds()
+	return vals, nil
 }
 
 // syncEngine saves the policy as a Hugging Face checkpoint under the engine's weights

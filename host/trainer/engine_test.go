@@ -57,8 +57,8 @@ func TestSyncEngine(t *testing.T) {
 	if err := tr.openEngine(); err != nil {
 		t.Fatal(err)
 	}
-	vals := map[string]float64{}
-	if err := tr.afterStepEngine(context.Background(), 1, vals); err != nil {
+	vals, err := tr.afterStepEngine(context.Background(), 1)
+	if err != nil {
 		t.Fatal(err)
 	}
 	want := filepath.Join(run, "engine_weights", "global_step_1")
@@ -87,7 +87,7 @@ func TestSyncEngine(t *testing.T) {
 			}
 		}
 	}
-	if err := tr.afterStepEngine(context.Background(), 2, vals); err != nil {
+	if _, err := tr.afterStepEngine(context.Background(), 2); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(want); !os.IsNotExist(err) {
@@ -95,7 +95,7 @@ func TestSyncEngine(t *testing.T) {
 	}
 	// An engine that says the load failed stops the run with its message.
 	fail = true
-	if err := tr.afterStepEngine(context.Background(), 3, vals); err == nil || !strings.Contains(err.Error(), "the engine says it failed: shape mismatch") {
+	if _, err := tr.afterStepEngine(context.Background(), 3); err == nil || !strings.Contains(err.Error(), "the engine says it failed: shape mismatch") {
 		t.Errorf("failed reload: %v", err)
 	}
 }

@@ -115,7 +115,7 @@ func TestDynamicBszSameGradients(t *testing.T) {
 				old[i] = fixedLogp[i] + float32(r.NormFloat64()*0.3)*b.mask[i] // ratios beyond the clip range
 				ref[i] = fixedLogp[i] + float32(r.NormFloat64()*0.1)*b.mask[i]
 			}
-			mets, err := tr.update(context.Background(), b, adv, old, ref, 1)
+			mets, err := tr.ppoUpdate(context.Background(), b, adv, old, ref, 1)
 			if err != nil {
 				t.Fatal(err)
 			}

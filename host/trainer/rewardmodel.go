@@ -103,9 +103,9 @@ func (r *rewardScorer) apply(outs []*rollout.Output, scores []float64, results [
 		sum += rms[i]
 	}
 	if len(rms) > 0 {
-		vals["reward_model/score/mean"] = sum / float64(len(rms))
-		vals["reward_model/score/max"] = maxOf(rms)
-		vals["reward_model/score/min"] = minOf(rms)
+		vals[rewardModelScoreMean] = sum / float64(len(rms))
+		vals[rewardModelScoreMax] = maxOf(rms)
+		vals[rewardModelScoreMin] = minOf(rms)
 	}
 	return nil
 }

@@ -43,12 +43,14 @@ func runToEnd(t *testing.T, tr *Trainer) {
 }
 
 // loggedSteps are the steps of runDir/metrics.jsonl; a file that does not
-// read or holds other than want steps fails the test.
+// read or holds other than want steps fails the test, and so does a metric
+// that docs/metrics.md does not list (checkListed).
 func loggedSteps(t *testing.T, runDir string, want int) []metrics.Step {
 	t.Helper()
 	steps, err := metrics.ReadJSONL(filepath.Join(runDir, "metrics.jsonl"))
 	if err != nil || len(steps) != want {
 		t.Fatalf("metrics: %d steps, %v", len(steps), err)
 	}
+	checkListed(t, steps)
 	return steps
 }

@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/rlhost/rlhost/host/algo"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/plugin"
-	"github.com/rlhost/rlhost/host/progress"
 	"github.com/rlhost/rlhost/host/rollout"
 	sdkplugin "github.com/rlhost/rlhost/sdk/plugin"
 	"github.com/rlhost/rlhost/sdk/task"
@@ -204,71 +202,10 @@ func (s *taskSet) groupByTask(n int, dataSource func(i int) string) ([]*runTask,
 	return ts, out
 }
 
-// runRolloutsByTask runs each task's samples with that task's environment, all tasks at once
-// (the policy batches their generate calls together), and merges the results in sample order.
-// A failure is attributed to its task.
-func (t *Trainer) runRolloutsByTask(ctx context.Context, validate bool, samples []*rollout.Sample, bar *progress.Bar) (rollout.BatchResult, map[string][2]int, error) {
-	ts, groups := t.tasks.groupByTask(len(samples), func(i int) string { return samples[i].Row.DataSource })
-	res := rollout.BatchResult{Outputs: make([]*rollout.Output, len(samples))}
-	dropped := map[string][2]int{} // task -> retried, dropped
-	results := make([]rollout.BatchResult, len(ts))
-	errs := make([]error, len(ts))
-	var wg sync.WaitGroup
-	for k := range ts {
-		wg.Add(1)
-		go func(k int) {
-			defer wg.Done()
-			sub := make([]*rollout.Sample, len(groups[k]))
-			for j, i := range groups[k] {
-				sub[j] = samples[i]
-			}
-			results[k], errs[k] = rollout.RunBatchFunc(ctx, t.rolloutDeps(ts[k], validate), sub, func() { bar.Add(1) })
-		}(k)
-	}
-	wg.Wait()
-	for k, rt := range ts {
-		if errs[k] != nil {
-			if t.tasks.mixed() {
-				return res, nil, fmt.Errorf("task %s: %w", rt.name, errs[k])
-			}
-			return res, nil, errs[k]
-		}
-		r := results[k]
-		for j, i := range groups[k] {
-			res.Outputs[i] = r.Outputs[j]
-		}
-		res.Retried += r.Retried
-		res.Dropped += r.Dropped
-		dropped[rt.name] = [2]int{r.Retried, r.Dropped}
-		for _, e := range r.Errors {
-			if t.tasks.mixed() {
-				e = fmt.Errorf("task %s: %w", rt.name, e)
-			}
-			res.Errors = append(res.Errors, e)
-		}
-	}
-	return res, dropped, nil
-}
-
 // taskOf returns the task of an output's row.
 func (t *Trainer) taskOf(o *rollout.Output) *runTask {
 	rt, _ := t.tasks.route(o.Sample.Row.DataSource)
 	return rt
-}
-
-// perGroupMetrics adds name/<key>/mean for each group (task or data_source) of the outputs.
-func perGroupMetrics(vals map[string]float64, prefix string, key func(i int) string, n int, series map[string][]float64) {
-	for name, xs := range series {
-		sums, cnts := map[string]float64{}, map[string]float64{}
-		for i := 0; i < n; i++ {
-			g := key(i)
-			sums[g] += xs[i]
-			cnts[g]++
-		}
-		for g := range sums {
-			vals[prefix+g+"/"+name] = sums[g] / cnts[g]
-		}
-	}
 }
 
 // sortedNames returns a map's keys in order.
@@ -279,103 +216,4 @@ func sortedNames[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// ValTaskRewardKey is a task's mean validation score in a mixed run (beside veRL's
-// val-core/<data_source>/reward/mean@1 of each of its data sources).
-func ValTaskRewardKey(taskName string) string { return "val-core/task:" + taskName + "/reward/mean@1" }
-
-// weightedScores multiplies each score by its task's task.reward_weights entry.
-func (t *Trainer) weightedScores(outs []*rollout.Output, scores []float64) []float64 {
-	out := make([]float64, len(scores))
-	for i, o := range outs {
-		out[i] = scores[i] * t.taskOf(o).weight
-	}
-	return out
-}
-
-// advantages runs the estimator over the whole batch (task.adv_norm_scope=global, veRL's
-// behaviour) or over each task's trajectories separately (task): batch-wide whitening then
-// uses each task's own mean and variance.
-func (t *Trainer) advantages(outs []*rollout.Output, in algo.AdvantageInput) (adv, returns []float32, err error) {
-	name := t.cfg.Algorithm.AdvEstimator
-	if t.cfg.Task.AdvNormScope != "task" || !t.tasks.mixed() {
-		return algo.Advantages(name, in)
-	}
-	ts, groups := t.tasks.groupByTask(len(outs), func(i int) string { return outs[i].Sample.Row.DataSource })
-	adv = make([]float32, in.B*in.T)
-	returns = make([]float32, in.B*in.T)
-	T := in.T
-	for k, rows := range groups {
-		sub := in
-		sub.B = len(rows)
-		sub.TokenRewards = gatherRows(in.TokenRewards, rows, T)
-		sub.Mask = gatherRows(in.Mask, rows, T)
-		sub.Values = gatherRows(in.Values, rows, T)
-		sub.Groups = make([]string, len(rows))
-		for j, i := range rows {
-			sub.Groups[j] = in.Groups[i]
-		}
-		a, r, err := algo.Advantages(name, sub)
-		if err != nil {
-			return nil, nil, fmt.Errorf("task %s: %w", ts[k].name, err)
-		}
-		for j, i := range rows {
-			copy(adv[i*T:(i+1)*T], a[j*T:(j+1)*T])
-			copy(returns[i*T:(i+1)*T], r[j*T:(j+1)*T])
-		}
-	}
-	return adv, returns, nil
-}
-
-func gatherRows(x []float32, rows []int, T int) []float32 {
-	if x == nil {
-		return nil
-	}
-	out := make([]float32, len(rows)*T)
-	for j, i := range rows {
-		copy(out[j*T:(j+1)*T], x[i*T:(i+1)*T])
-	}
-	return out
-}
-
-// checkGroupsOneTask is the invariant that GRPO groups never mix tasks: every trajectory
-// of a group (uid) has the same task.
-func (t *Trainer) checkGroupsOneTask(outs []*rollout.Output) error {
-	of := map[string]*runTask{}
-	for _, o := range outs {
-		rt := t.taskOf(o)
-		if p, ok := of[o.Sample.UID]; ok && p != rt {
-			return fmt.Errorf("trainer: group %s holds trajectories of tasks %s and %s", o.Sample.UID, p.name, rt.name)
-		}
-		of[o.Sample.UID] = rt
-	}
-	return nil
-}
-
-// splitMetrics adds per-task (mixed runs) and per-data_source (when the batch has several)
-// means of the step: task/<name>/{score,reward,response_length}/mean and trajectories,
-// data_source/<ds>/... likewise.
-func (t *Trainer) splitMetrics(vals map[string]float64, outs []*rollout.Output, scores, seqRewards []float64) {
-	n := len(outs)
-	resp := make([]float64, n)
-	sources := map[string]bool{}
-	for i, o := range outs {
-		resp[i] = float64(len(o.ResponseIDs))
-		sources[o.Sample.Row.DataSource] = true
-	}
-	series := map[string][]float64{"score/mean": scores, "reward/mean": seqRewards, "response_length/mean": resp}
-	if t.tasks.mixed() {
-		perGroupMetrics(vals, "task/", func(i int) string { return t.taskOf(outs[i]).name }, n, series)
-		cnt := map[string]float64{}
-		for _, o := range outs {
-			cnt[t.taskOf(o).name]++
-		}
-		for tn, c := range cnt {
-			vals["task/"+tn+"/trajectories"] = c
-		}
-	}
-	if t.tasks.mixed() || len(sources) > 1 {
-		perGroupMetrics(vals, "data_source/", func(i int) string { return outs[i].Sample.Row.DataSource }, n, series)
-	}
 }

@@ -196,7 +196,7 @@ func TestAdvantageScopeAndWeights(t *testing.T) {
 		for i := range outs {
 			rewards[i*T+T-1] = float32(w[i])
 		}
-		adv, _, err := tr.advantages(outs, algo.AdvantageInput{TokenRewards: rewards, Mask: mask, B: len(outs), T: T,
+		adv, _, err := tr.estimate(outs, algo.AdvantageInput{TokenRewards: rewards, Mask: mask, B: len(outs), T: T,
 			Groups: []string{"a", "b", "c", "d", "e", "f"}, Gamma: 1})
 		if err != nil {
 			t.Fatal(err)

@@ -1,8 +1,6 @@
 package trainer
 
 import (
-	"fmt"
-
 	"github.com/rlhost/rlhost/gpu/model"
 	"github.com/rlhost/rlhost/host/rollout"
 )
@@ -151,51 +149,4 @@ func (b *batchOf) scatter(dst, tokVals []float32, lay rowLayout, lo, hi int) {
 			}
 		}
 	}
-}
-
-// logProbs runs the model forward over the batch in micro-batches of micro trajectories and
-// returns the log-probs (and entropies) of the response model tokens, [B*Tr].
-func (b *batchOf) logProbs(m *model.Model, cache *model.ActsCache, micro int) (logp, entropy []float32, err error) {
-	order, spans, _ := planLogProbs(b, micro, 0, "")
-	return b.logProbsIn(m, cache, order, spans)
-}
-
-// logProbsIn is logProbs over the micro-batches spans of the batch in the given order
-// (planLogProbs); the results are in the batch's own order.
-func (b *batchOf) logProbsIn(m *model.Model, cache *model.ActsCache, order []int, spans []span) (logp, entropy []float32, err error) {
-	pb := b
-	if !isIdentity(order) {
-		pb = b.permute(order)
-	}
-	plogp := make([]float32, b.B*b.Tr)
-	pent := make([]float32, b.B*b.Tr)
-	for _, s := range spans {
-		lo, hi := s.lo, s.hi
-		mb, lay := pb.microBatch(s)
-		a := cache.For(mb)
-		if err := m.Forward(a, mb); err != nil {
-			return nil, nil, fmt.Errorf("trainer: forward: %w", err)
-		}
-		pb.extract(pb.rows(plogp, lo, hi), a.Logp, lay, lo, hi)
-		pb.extract(pb.rows(pent, lo, hi), a.Entropy, lay, lo, hi)
-	}
-	if pb == b {
-		return plogp, pent, nil
-	}
-	logp = make([]float32, b.B*b.Tr)
-	entropy = make([]float32, b.B*b.Tr)
-	for i, j := range order {
-		copy(logp[j*b.Tr:(j+1)*b.Tr], plogp[i*b.Tr:(i+1)*b.Tr])
-		copy(entropy[j*b.Tr:(j+1)*b.Tr], pent[i*b.Tr:(i+1)*b.Tr])
-	}
-	return logp, entropy, nil
-}
-
-func isIdentity(order []int) bool {
-	for i, j := range order {
-		if i != j {
-			return false
-		}
-	}
-	return true
 }
