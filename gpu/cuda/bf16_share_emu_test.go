@@ -22,7 +22,7 @@ import (
 // its own operands (unsharedBF16, the reference path; the backend's
 // products before the copies were shared), the shared activation copy
 // alone (the backend before the producers wrote copies: no longer a path
-// of the backend, kept for the figures in docs/gpu.md), and the backend
+// of the backend, kept for the figures in docs/bench/history/gpu-experiments.md), and the backend
 // as it is (shared copies, written by their producers where the
 // producer is RMSNormForward, ResidualRMSNormForward, SwiGLUForward or
 // AdamW).
@@ -57,7 +57,7 @@ const (
 // copy of it), 4 launches a layer. The shared path is the backend as it
 // was then, before SwiGLUBackwardH (the swiglu_recompute sequence: down's
 // two gradients one product, h recomputed before it), the figures of
-// docs/gpu.md; the sequence since converts dres once more a layer there.
+// docs/bench/history/gpu-experiments.md; the sequence since converts dres once more a layer there.
 func stepConversions(c model.Config, N int, path int) (launches, floats, produced int64) {
 	QD, KD, L := int64(c.NH*c.HD), int64(c.NKV*c.HD), int64(c.L)
 	C, F, V := int64(c.C), int64(c.F), int64(c.V)
@@ -93,7 +93,8 @@ func decodeConversions(c model.Config, N, M int, path int) (launches, floats, pr
 // the steps of TestSharedBF16Conversions, unshared (the reference path, as
 // before the copies were shared) and as the backend runs them (shared,
 // produced), for the cases the formulas above do not cover: a change to
-// them is a change to the table in docs/gpu.md. With LoRA the one copy
+// them is a change to docs/gpu.md ("Mixed precision": conversions a step)
+// and to the table in docs/bench/history/gpu-experiments.md. With LoRA the one copy
 // alternates between a module's input and its adapter's u, so the backward
 // shares little: the base product and the adapter's A read the same input
 // forward, and the norms' and SwiGLU's copies serve the first product

@@ -58,7 +58,7 @@ func TestFlashAttentionPlantedBugs(t *testing.T) {
 // value, as compare has it) must be within the check's tolerance, and the
 // forward's and the backward's above 1e-4, the bf16 rounding that shows
 // the FlashMMA kernels ran (the fp32 kernels are within 1e-5). The
-// figures are logged (-v) and quoted in docs/gpu.md.
+// figures are logged (-v) and quoted in docs/bench/history/gpu-experiments.md.
 func TestFlashMMAErrors(t *testing.T) {
 	be := openEmulator(t)
 	be.SetPrecision(BF16) // the default variants: FlashMMA
@@ -215,7 +215,7 @@ func TestFlashDKVHeadsPlantedBugs(t *testing.T) {
 // products in one accumulator) and dq not at all; dq_ldsm_mma64's (the
 // default) dq, dk and dv equal dq_mma64's (flash_dq_stage) bit for bit
 // (the same products, summed in the same order). The differences are
-// logged (-v) and quoted in docs/gpu.md.
+// logged (-v) and quoted in docs/bench/history/gpu-experiments.md.
 func TestFlashBackwardVariantsMatchDefault(t *testing.T) {
 	be := openEmulator(t)
 	be.SetPrecision(BF16)
@@ -390,7 +390,7 @@ func relErr(got, want []float32) float64 {
 // the staging, the fragments and the double buffering are proven exact;
 // the kernel itself (a base-2 softmax, fa_ex2) must stay within
 // fwdLdsmTol of the default (the differences and both kernels' errors
-// against the CPU reference are logged, -v, and quoted in docs/gpu.md).
+// against the CPU reference are logged, -v, and quoted in docs/bench/history/gpu-experiments.md).
 // Then it plants defects in the kernel (FA_BUG_*: a missing __syncthreads
 // between the key tiles' buffers, the diagonal tiles left out, a
 // log-sum-exp without the row maximum, P's A fragment, V's B fragment
