@@ -48,7 +48,8 @@ example-arith: setup-blas model build $(ARITH_DATA)/train.parquet ## GRPO on the
 # curves in runs/arith-gemma3/curves.png.
 ARITH10_RAW  := data/arith10-raw
 ARITH10_DATA := data/arith10
-.PHONY: example-arith-gemma3
+.PHONY: example-arith-gemma3 bench-arith-families
+BENCH_TARGETS += bench-arith-families
 $(ARITH10_DATA)/train.parquet: | $(BIN)/rlhost plugins ## the arith example's data with operands below 10, in data/arith10
 	@test -s $(ARITH10_RAW)/train.jsonl || (cd examples/arith && $(GO) run ./gendata -max 10 -out ../../$(ARITH10_RAW))
 	$(BIN)/rlhost preprocess --task arith --input $(ARITH10_RAW) --output-dir $(ARITH10_DATA)
@@ -57,3 +58,7 @@ example-arith-gemma3: setup-blas model-gemma3 build $(ARITH10_DATA)/train.parque
 	@if [ -d runs/arith-gemma3 ]; then echo "== removing the previous run in runs/arith-gemma3 =="; rm -rf runs/arith-gemma3; fi
 	$(BIN)/rlhost train -c examples/configs/arith-gemma3.yaml $(ARITH_ARGS)
 	@echo "== the run is in runs/arith-gemma3: curves.png, metrics.jsonl =="
+
+# The two arith examples' time per step, SmolLM2 then Gemma 3, in one command -> docs/bench/training.md
+bench-arith-families: setup-blas model model-gemma3 build $(ARITH_DATA)/train.parquet $(ARITH10_DATA)/train.parquet ## time per GRPO step of example-arith (SmolLM2) and example-arith-gemma3 (Gemma 3 270M), back to back -> docs/bench/training.md
+	scripts/bench/arith_families.sh
