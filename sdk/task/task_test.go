@@ -125,12 +125,3 @@ func TestToolEnvSemantics(t *testing.T) {
 		t.Errorf("running = %d", env.Running())
 	}
 }
-
-func TestSuggest(t *testing.T) {
-	cands := []string{"gsm8k", "swedev", "dr", "gen_chat"}
-	for in, want := range map[string]string{"gsm8": "gsm8k", "GSM8K": "gsm8k", "swe-dev": "swedev", "genchat": "gen_chat", "zzzzzz": ""} {
-		if got := Suggest(in, cands); got != want {
-			t.Errorf("Suggest(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlhost/rlhost/sdk/suggest"
 	"github.com/rlhost/rlhost/sdk/task"
 	"github.com/rlhost/rlhost/tasks/gsm8k"
 )
@@ -164,7 +165,7 @@ func (t *Task) Configure(_ context.Context, raw map[string]any) error {
 			cfg.Judge = b
 		default:
 			msg := fmt.Sprintf("genchat config: unknown key %q (known: %s)", k, strings.Join(configKeys, ", "))
-			if s := task.Suggest(k, configKeys); s != "" {
+			if s := suggest.Closest(k, configKeys); s != "" {
 				msg += fmt.Sprintf("; did you mean %q?", s)
 			}
 			return task.InvalidArgument("%s", msg)

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlhost/rlhost/sdk/suggest"
 	"github.com/rlhost/rlhost/sdk/task"
 )
 
@@ -184,7 +185,7 @@ func (t *Task) Configure(ctx context.Context, raw map[string]any) error {
 			err = str(&cfg.Index)
 		default:
 			msg := fmt.Sprintf("dr config: unknown key %q (known: %s)", k, strings.Join(configKeys, ", "))
-			if s := task.Suggest(k, configKeys); s != "" {
+			if s := suggest.Closest(k, configKeys); s != "" {
 				msg += fmt.Sprintf("; did you mean %q?", s)
 			}
 			return task.InvalidArgument("%s", msg)

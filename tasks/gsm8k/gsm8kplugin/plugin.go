@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/rlhost/rlhost/sdk/suggest"
 	"github.com/rlhost/rlhost/sdk/task"
 	"github.com/rlhost/rlhost/tasks/gsm8k"
 )
@@ -112,7 +113,7 @@ func (t *Task) Configure(_ context.Context, raw map[string]any) error {
 			cfg.Shaping.ToolBonus, err = num()
 		default:
 			msg := fmt.Sprintf("gsm8k config: unknown key %q (known: %s)", k, strings.Join(configKeys, ", "))
-			if s := task.Suggest(k, configKeys); s != "" {
+			if s := suggest.Closest(k, configKeys); s != "" {
 				msg += fmt.Sprintf("; did you mean %q?", s)
 			}
 			return task.InvalidArgument("%s", msg)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlhost/rlhost/sdk/suggest"
 	"github.com/rlhost/rlhost/sdk/task"
 	"github.com/rlhost/rlhost/tasks/swedev/sandbox"
 )
@@ -170,7 +171,7 @@ func (t *Task) Configure(_ context.Context, raw map[string]any) error {
 			}
 		default:
 			msg := fmt.Sprintf("swedev config: unknown key %q (known: %s)", k, strings.Join(configKeys, ", "))
-			if s := task.Suggest(k, configKeys); s != "" {
+			if s := suggest.Closest(k, configKeys); s != "" {
 				msg += fmt.Sprintf("; did you mean %q?", s)
 			}
 			return task.InvalidArgument("%s", msg)
