@@ -38,7 +38,8 @@ import (
 //	gsm8k config: unknown key "tool_bonsu" (known: score_method, ..., tool_bonus); did you mean "tool_bonus"?
 //
 // A `want:"..."` tag replaces what the wrong-type error says the key wants ("a positive
-// integer", "an http(s) URL"). Keys are decoded in sorted order and the first error is
+// integer", "an http(s) URL"); a `secret:"true"` tag keeps the value out of the error (it
+// says only "got a number"). Keys are decoded in sorted order and the first error is
 // returned; dst may then be partly set. Ranges and formats beyond the type (a positive
 // count, a URL's scheme) are the plugin's to check after DecodeConfig.
 func DecodeConfig(plugin string, config map[string]any, dst any) error {
@@ -57,9 +58,10 @@ type configDecoder struct{ plugin string }
 
 // configField is one key of a config struct.
 type configField struct {
-	key   string
-	index []int // reflect.Value.FieldByIndex, through inline structs
-	want  string
+	key    string
+	index  []int // reflect.Value.FieldByIndex, through inline structs
+	want   string
+	secret bool
 }
 
 var durationType = reflect.TypeFor[time.Duration]()
@@ -80,7 +82,7 @@ func configFields(t reflect.Type) []configField {
 			}
 			continue
 		}
-		out = append(out, configField{key: tag, index: []int{i}, want: f.Tag.Get("want")})
+		out = append(out, configField{key: tag, index: []int{i}, want: f.Tag.Get("want"), secret: f.Tag.Get("secret") == "true"})
 	}
 	return out
 }
@@ -177,7 +179,7 @@ func (d configDecoder) object(path string, m map[string]any, v reflect.Value) er
 			}
 			return InvalidArgument("%s", msg)
 		}
-		if err := d.value(join(path, k), f.want, m[k], v.FieldByIndex(f.index)); err != nil {
+		if err := d.value(join(path, k), f.want, f.secret, m[k], v.FieldByIndex(f.index)); err != nil {
 			return err
 		}
 	}
@@ -185,8 +187,12 @@ func (d configDecoder) object(path string, m map[string]any, v reflect.Value) er
 }
 
 // wrong is the error of a value x that is not what key wants.
-func (d configDecoder) wrong(key, want string, x any) error {
-	return InvalidArgument("%s config key %q: want %s, got %s", d.plugin, key, want, shortJSON(x))
+func (d configDecoder) wrong(key, want string, secret bool, x any) error {
+	got := shortJSON(x)
+	if secret {
+		got = jsonKind(x)
+	}
+	return InvalidArgument("%s config key %q: want %s, got %s", d.plugin, key, want, got)
 }
 
 // shortJSON is x as JSON, cut to 80 bytes.
@@ -201,8 +207,9 @@ func shortJSON(x any) string {
 	return string(b)
 }
 
-// value decodes x into v; key names it in errors, want (when not "") says what it takes.
-func (d configDecoder) value(key, want string, x any, v reflect.Value) error {
+// value decodes x into v; key names it in errors, want (when not "") says what it takes, and
+// secret keeps x out of them.
+func (d configDecoder) value(key, want string, secret bool, x any, v reflect.Value) error {
 	t := v.Type()
 	wants := func(def string) string {
 		if want != "" {
@@ -226,11 +233,11 @@ func (d configDecoder) value(key, want string, x any, v reflect.Value) error {
 		if v.IsNil() {
 			v.Set(reflect.New(t.Elem()))
 		}
-		return d.value(key, want, x, v.Elem())
+		return d.value(key, want, secret, x, v.Elem())
 	case t == durationType:
 		f, ok := number(x)
 		if !ok || math.Abs(f*float64(time.Second)) >= math.MaxInt64 || math.IsNaN(f) {
-			return d.wrong(key, wants("a number of seconds"), x)
+			return d.wrong(key, wants("a number of seconds"), secret, x)
 		}
 		v.SetInt(int64(f * float64(time.Second)))
 		return nil
@@ -239,41 +246,41 @@ func (d configDecoder) value(key, want string, x any, v reflect.Value) error {
 	case reflect.String:
 		s, ok := x.(string)
 		if !ok {
-			return d.wrong(key, wants("a string"), x)
+			return d.wrong(key, wants("a string"), secret, x)
 		}
 		v.SetString(s)
 	case reflect.Bool:
 		b, ok := x.(bool)
 		if !ok {
-			return d.wrong(key, wants("true or false"), x)
+			return d.wrong(key, wants("true or false"), secret, x)
 		}
 		v.SetBool(b)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		i, ok := integer(x)
 		if !ok || v.OverflowInt(i) {
-			return d.wrong(key, wants("an integer"), x)
+			return d.wrong(key, wants("an integer"), secret, x)
 		}
 		v.SetInt(i)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		i, ok := integer(x)
 		if !ok || i < 0 || v.OverflowUint(uint64(i)) {
-			return d.wrong(key, wants("a non-negative integer"), x)
+			return d.wrong(key, wants("a non-negative integer"), secret, x)
 		}
 		v.SetUint(uint64(i))
 	case reflect.Float32, reflect.Float64:
 		f, ok := number(x)
 		if !ok || v.OverflowFloat(f) {
-			return d.wrong(key, wants("a number"), x)
+			return d.wrong(key, wants("a number"), secret, x)
 		}
 		v.SetFloat(f)
 	case reflect.Slice:
 		l, ok := x.([]any)
 		if !ok {
-			return d.wrong(key, wants("a list"), x)
+			return d.wrong(key, wants("a list"), secret, x)
 		}
 		s := reflect.MakeSlice(t, len(l), len(l))
 		for i, e := range l {
-			if err := d.value(fmt.Sprintf("%s[%d]", key, i), "", e, s.Index(i)); err != nil {
+			if err := d.value(fmt.Sprintf("%s[%d]", key, i), "", secret, e, s.Index(i)); err != nil {
 				return err
 			}
 		}
@@ -281,7 +288,7 @@ func (d configDecoder) value(key, want string, x any, v reflect.Value) error {
 	case reflect.Map:
 		m, ok := x.(map[string]any)
 		if !ok {
-			return d.wrong(key, wants("an object"), x)
+			return d.wrong(key, wants("an object"), secret, x)
 		}
 		out := reflect.MakeMapWithSize(t, len(m))
 		ks := make([]string, 0, len(m))
@@ -291,7 +298,7 @@ func (d configDecoder) value(key, want string, x any, v reflect.Value) error {
 		sort.Strings(ks)
 		for _, k := range ks {
 			e := reflect.New(t.Elem()).Elem()
-			if err := d.value(join(key, k), "", m[k], e); err != nil {
+			if err := d.value(join(key, k), "", secret, m[k], e); err != nil {
 				return err
 			}
 			out.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), e)
@@ -300,7 +307,7 @@ func (d configDecoder) value(key, want string, x any, v reflect.Value) error {
 	case reflect.Struct:
 		m, ok := x.(map[string]any)
 		if !ok {
-			return d.wrong(key, wants("an object"), x)
+			return d.wrong(key, wants("an object"), secret, x)
 		}
 		return d.object(key, m, v)
 	default:

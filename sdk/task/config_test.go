@@ -33,6 +33,7 @@ type testConfig struct {
 	Limits   limits            `config:"limits"`
 	Opt      *limits           `config:"opt"`
 	Raw      any               `config:"raw"`
+	Token    string            `config:"token" secret:"true"`
 	Shaping  shaping           `config:",inline"`
 	internal int               // not a key
 	Untagged string            // not a key
@@ -108,7 +109,7 @@ func TestDecodeConfigErrors(t *testing.T) {
 		cfg  map[string]any
 		want string
 	}{
-		{map[string]any{"tpok": int64(1)}, `demo config: unknown key "tpok" (known: url, method, on, topk, small, count, score, timeout_s, paths, env, limits, opt, raw, penalty, bonus); did you mean "topk"?`},
+		{map[string]any{"tpok": int64(1)}, `demo config: unknown key "tpok" (known: url, method, on, topk, small, count, score, timeout_s, paths, env, limits, opt, raw, token, penalty, bonus); did you mean "topk"?`},
 		{map[string]any{"zzzzzzzz": int64(1)}, `demo config: unknown key "zzzzzzzz" (known: url,`},
 		{map[string]any{"bonsu": 1.0}, `did you mean "bonus"?`},
 		{map[string]any{"limits": map[string]any{"mx": int64(1)}}, `demo config: unknown key "limits.mx" (known: limits.max, limits.name); did you mean "limits.max"?`},
@@ -134,6 +135,7 @@ func TestDecodeConfigErrors(t *testing.T) {
 		{map[string]any{"opt": map[string]any{"max": 0.5}}, `demo config key "opt.max": want an integer, got 0.5`},
 		{map[string]any{"url": strings.Repeat("x", 200) + "!"}, ""}, // a string is fine
 		{map[string]any{"method": map[string]any{"k": strings.Repeat("y", 200)}}, `want a string, got {"k":"yyyyyyyy`},
+		{map[string]any{"token": 123456789.5}, `demo config key "token": want a string, got a number`},
 		{map[string]any{"Untagged": "x"}, `unknown key "Untagged"`},
 		{map[string]any{"internal": int64(1)}, `unknown key "internal"`},
 	} {
@@ -150,6 +152,9 @@ func TestDecodeConfigErrors(t *testing.T) {
 		}
 		if !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%v: %v is not an InvalidArgument", tc.cfg, err)
+		}
+		if strings.Contains(err.Error(), "123456789") {
+			t.Errorf("%v: a secret in the error: %v", tc.cfg, err)
 		}
 		if len(err.Error()) > 400 {
 			t.Errorf("%v: error of %d bytes", tc.cfg, len(err.Error()))
