@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rlhost/rlhost/internal/mlflowrest"
 )
 
 // These tests run against a real MLflow tracking server (pip package mlflow), started once
@@ -327,7 +329,7 @@ func TestMLflowServerRoundTrip(t *testing.T) {
 		t.Errorf("steps %v", seen)
 	}
 	// A retried batch whose first attempt was stored after all: MLflow keeps one copy.
-	if err := l.(*MLflow).call(ctx, http.MethodPost, "runs/log-batch", map[string]any{"run_id": runID, "metrics": h[:2]}, nil); err != nil {
+	if err := l.(*MLflow).api.Call(ctx, http.MethodPost, mlflowrest.API+"runs/log-batch", map[string]any{"run_id": runID, "metrics": h[:2]}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if again := srv.history(t, runID, ScoreMean); len(again) != 5 {

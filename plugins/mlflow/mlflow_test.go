@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlhost/rlhost/plugins/mlflow/mlflowtest"
+	"github.com/rlhost/rlhost/internal/mlflowrest/mlflowtest"
 	"github.com/rlhost/rlhost/sdk/conformance"
 	"github.com/rlhost/rlhost/sdk/trace"
 )
