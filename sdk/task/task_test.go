@@ -42,7 +42,7 @@ func TestRowRoundTrip(t *testing.T) {
 		ExtraInfo:   map[string]any{"index": int64(4), "tools_kwargs": map[string]any{"f": map[string]any{"create_kwargs": map[string]any{"g": "<&>"}}}},
 		AgentName:   "tool_agent",
 	}
-	back, err := RowFromProto(RowToProto(row))
+	back, err := rowFromProto(rowToProto(row))
 	if err != nil {
 		t.Fatal(err)
 	}
