@@ -7,6 +7,7 @@ import (
 	"time"
 
 	taskv1 "github.com/rlhost/rlhost/sdk/gen/task/v1"
+	"github.com/rlhost/rlhost/sdk/internal/configdecode"
 )
 
 // Conversions between the hand-written types of this package and the generated protocol
@@ -72,22 +73,8 @@ func normalize(v any) any {
 	return v
 }
 
-func jsonKind(v any) string {
-	switch v.(type) {
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "an array"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case nil:
-		return "null"
-	default:
-		return "a number"
-	}
-}
+// jsonKind names the JSON kind of a decoded value ("a string", "an object").
+var jsonKind = configdecode.Kind
 
 // EncodeJSON encodes v as compact JSON; nil encodes as "".
 func EncodeJSON(v any) string {
