@@ -23,43 +23,19 @@ const Version = "0.1.0"
 
 // Config is the plugin's config section (BackendConfig["mlflow"]).
 type Config struct {
-	TrackingURI    string // tracking_uri; default $MLFLOW_TRACKING_URI, then http://127.0.0.1:5000
-	ExperimentName string // experiment_name; default the run's project
-	RunID          string // run_id: attach to this run (the metrics logger's); default: create one
-	Timeout        time.Duration
+	TrackingURI    string        `config:"tracking_uri"`    // default $MLFLOW_TRACKING_URI, then http://127.0.0.1:5000
+	ExperimentName string        `config:"experiment_name"` // default the run's project
+	RunID          string        `config:"run_id"`          // attach to this run (the metrics logger's); default: create one
+	Timeout        time.Duration `config:"timeout_seconds" want:"a positive number"`
 }
-
-var configKeys = []string{"tracking_uri", "experiment_name", "run_id", "timeout_seconds"}
 
 func parseConfig(run trace.Run) (Config, error) {
 	c := Config{TrackingURI: os.Getenv("MLFLOW_TRACKING_URI"), ExperimentName: run.Project, Timeout: 30 * time.Second}
-	for k, v := range run.Config {
-		switch k {
-		case "tracking_uri", "experiment_name", "run_id":
-			s, ok := v.(string)
-			if !ok {
-				return c, fmt.Errorf("mlflow: config %s: want a string, got %T: %w", k, v, trace.ErrInvalidArgument)
-			}
-			switch k {
-			case "tracking_uri":
-				c.TrackingURI = s
-			case "experiment_name":
-				c.ExperimentName = s
-			case "run_id":
-				c.RunID = s
-			}
-		case "timeout_seconds":
-			f, ok := v.(float64)
-			if n, isInt := v.(int64); isInt {
-				f, ok = float64(n), true
-			}
-			if !ok || f <= 0 {
-				return c, fmt.Errorf("mlflow: config timeout_seconds: want a positive number, got %v: %w", v, trace.ErrInvalidArgument)
-			}
-			c.Timeout = time.Duration(f * float64(time.Second))
-		default:
-			return c, fmt.Errorf("mlflow: unknown config key %q (known: %s): %w", k, strings.Join(configKeys, ", "), trace.ErrInvalidArgument)
-		}
+	if err := trace.DecodeConfig("mlflow", run.Config, &c); err != nil {
+		return c, err
+	}
+	if c.Timeout <= 0 {
+		return c, fmt.Errorf("mlflow config key %q: want a positive number, got %v: %w", "timeout_seconds", c.Timeout.Seconds(), trace.ErrInvalidArgument)
 	}
 	if c.TrackingURI == "" {
 		c.TrackingURI = "http://127.0.0.1:5000"
