@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 	"github.com/rlhost/rlhost/gpu/cpu"
-	"github.com/rlhost/rlhost/sdk/task"
+	sdkplugin "github.com/rlhost/rlhost/sdk/plugin"
 	"github.com/urfave/cli/v2"
 )
 
@@ -28,7 +28,7 @@ func main() {
 	if err := cpu.EnsureCoreType(); err != nil {
 		fmt.Fprintln(os.Stderr, "rlhost: warning:", err)
 	}
-	task.HostVersion = version
+	sdkplugin.HostVersion = version
 	// Training keeps a large, steady live heap (weights, gradients, AdamW moments, KV cache:
 	// ~6 GB for the default model at the demo's sizes) of pointer-free float slices that
 	// are cheap to mark. Go's default GOGC=100 lets the heap grow to twice that before a

@@ -18,8 +18,8 @@ import (
 	hostplugin "github.com/rlhost/rlhost/host/plugin"
 	"github.com/rlhost/rlhost/host/tracing"
 	"github.com/rlhost/rlhost/host/tracing/tracingtest"
+	"github.com/rlhost/rlhost/internal/mlflowrest/mlflowtest"
 	"github.com/rlhost/rlhost/plugins/local"
-	"github.com/rlhost/rlhost/plugins/mlflow/mlflowtest"
 )
 
 var buildTraceLocal sync.Once

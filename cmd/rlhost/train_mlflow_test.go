@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlhost/rlhost/internal/mlflowrest/mlflowtest"
 	"github.com/rlhost/rlhost/plugins/local"
 	"github.com/rlhost/rlhost/plugins/mlflow"
-	"github.com/rlhost/rlhost/plugins/mlflow/mlflowtest"
 )
 
 // TestTracesMLflowAfterTraining runs `rlhost train` on GSM8K with the default model (2 steps,

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rlhost/rlhost/sdk/task"
+	"github.com/rlhost/rlhost/sdk/suggest"
 )
 
 // unknownKey says that name is not a key, with the closest known key.
@@ -60,12 +60,12 @@ func suggestKey(name string) string {
 	return ""
 }
 
-// closest is task.Suggest kept to near misses: at most a third of the name's
+// closest is suggest.Closest kept to near misses: at most a third of the name's
 // characters (and at least 2) differ, so that a key that is simply unknown gets
 // no misleading suggestion.
 func closest(name string, candidates []string) string {
-	s := task.Suggest(name, candidates)
-	if s == "" || task.EditDistance(strings.ToLower(name), strings.ToLower(s)) > max(2, len([]rune(name))/3) {
+	s := suggest.Closest(name, candidates)
+	if s == "" || suggest.EditDistance(strings.ToLower(name), strings.ToLower(s)) > max(2, len([]rune(name))/3) {
 		return ""
 	}
 	return s

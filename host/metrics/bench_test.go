@@ -104,5 +104,5 @@ func mlflowURIForBench(b *testing.B) string {
 	if uri := os.Getenv("RLHOST_MLFLOW_URI"); uri != "" {
 		return uri
 	}
-	return realMLflow(b).uri
+	return realMLflow(b).URI
 }

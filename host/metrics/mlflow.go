@@ -1,12 +1,9 @@
 package metrics
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rlhost/rlhost/internal/mlflowrest"
 )
 
 // MLflowConfig says where and how to record a run in MLflow.
@@ -44,12 +43,10 @@ const (
 
 // MLflow logs a run to an MLflow tracking server over its REST API (see [NewMLflow]).
 type MLflow struct {
-	cfg    MLflowConfig
-	base   string // tracking URI without a trailing slash
-	client *http.Client
-	header http.Header
-	expID  string
-	runID  string
+	cfg   MLflowConfig
+	api   mlflowrest.Client
+	expID string
+	runID string
 
 	mu       sync.Mutex
 	queue    []mlflowMetric
@@ -107,24 +104,15 @@ func NewMLflow(ctx context.Context, cfg MLflowConfig) (Logger, error) {
 	setDefault(&cfg.CloseTimeout, 30*time.Second)
 	setDefault(&cfg.RequestTimeout, 30*time.Second)
 	m := &MLflow{
-		cfg:      cfg,
-		base:     strings.TrimRight(cfg.TrackingURI, "/"),
-		client:   cfg.HTTPClient,
-		header:   http.Header{"Content-Type": {"application/json"}},
+		cfg: cfg,
+		// The authentication of MLflow's own clients, from their environment variables.
+		api:      mlflowrest.Client{Base: strings.TrimRight(cfg.TrackingURI, "/"), HTTP: cfg.HTTPClient, Header: mlflowrest.AuthHeader()},
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		stopWait: make(chan struct{}),
 	}
-	if m.client == nil {
-		m.client = &http.Client{Timeout: cfg.RequestTimeout}
-	}
-	// The environment variables MLflow's own clients read for authentication.
-	if tok := os.Getenv("MLFLOW_TRACKING_TOKEN"); tok != "" {
-		m.header.Set("Authorization", "Bearer "+tok)
-	} else if name := os.Getenv("MLFLOW_TRACKING_USERNAME"); name != "" {
-		req := http.Request{Header: http.Header{}}
-		req.SetBasicAuth(name, os.Getenv("MLFLOW_TRACKING_PASSWORD"))
-		m.header.Set("Authorization", req.Header.Get("Authorization"))
+	if m.api.HTTP == nil {
+		m.api.HTTP = &http.Client{Timeout: cfg.RequestTimeout}
 	}
 	if err := m.setup(ctx); err != nil {
 		return nil, err
@@ -160,39 +148,19 @@ func (m *MLflow) Sent() int64 {
 }
 
 func (m *MLflow) setup(ctx context.Context) error {
-	var got struct {
-		Experiment struct {
-			ExperimentID   string `json:"experiment_id"`
-			LifecycleStage string `json:"lifecycle_stage"`
-		} `json:"experiment"`
-	}
 	// Setup calls are retried like metric batches (a server that just started can be slow
 	// to answer its first requests), within ctx.
 	call := func(method, path string, in, out any) error {
-		return m.retry(ctx, func() error { return m.call(ctx, method, path, in, out) })
+		return m.retry(ctx, func() error { return m.api.Call(ctx, method, path, in, out) })
 	}
-	getExp := func() error {
-		return call(http.MethodGet, "experiments/get-by-name?experiment_name="+url.QueryEscape(m.cfg.Experiment), nil, &got)
-	}
-	err := getExp()
-	var apiErr *mlflowError
-	if errors.As(err, &apiErr) && apiErr.Code == "RESOURCE_DOES_NOT_EXIST" {
-		var created struct {
-			ExperimentID string `json:"experiment_id"`
-		}
-		err = call(http.MethodPost, "experiments/create", map[string]any{"name": m.cfg.Experiment}, &created)
-		got.Experiment.ExperimentID = created.ExperimentID
-		if errors.As(err, &apiErr) && apiErr.Code == "RESOURCE_ALREADY_EXISTS" { // created meanwhile
-			err = getExp()
-		}
-	}
+	exp, err := mlflowrest.EnsureExperiment(m.cfg.Experiment, call)
 	if err != nil {
 		return fmt.Errorf("metrics: mlflow: experiment %q: %w", m.cfg.Experiment, err)
 	}
-	if got.Experiment.LifecycleStage == "deleted" {
+	if exp.LifecycleStage == "deleted" {
 		return fmt.Errorf("metrics: mlflow: experiment %q is deleted; restore it (mlflow experiments restore) or choose another name", m.cfg.Experiment)
 	}
-	m.expID = got.Experiment.ExperimentID
+	m.expID = exp.ID
 
 	tags, _ := DropSecrets(m.cfg.Tags)
 	if _, ok := tags["mlflow.source.name"]; !ok {
@@ -218,7 +186,7 @@ func (m *MLflow) setup(ctx context.Context) error {
 			} `json:"info"`
 		} `json:"run"`
 	}
-	if err := call(http.MethodPost, "runs/create", req, &run); err != nil {
+	if err := call(http.MethodPost, mlflowrest.API+"runs/create", req, &run); err != nil {
 		return fmt.Errorf("metrics: mlflow: create run in experiment %q: %w", m.cfg.Experiment, err)
 	}
 	m.runID = run.Run.Info.RunID
@@ -228,7 +196,7 @@ func (m *MLflow) setup(ctx context.Context) error {
 	for len(kvs) > 0 {
 		n := min(len(kvs), mlflowBatchParams)
 		body := map[string]any{"run_id": m.runID, "params": kvs[:n]}
-		if err := call(http.MethodPost, "runs/log-batch", body, nil); err != nil {
+		if err := call(http.MethodPost, mlflowrest.API+"runs/log-batch", body, nil); err != nil {
 			return fmt.Errorf("metrics: mlflow: run %s: log params: %w", m.runID, err)
 		}
 		kvs = kvs[n:]
@@ -362,7 +330,7 @@ func (m *MLflow) Close() error {
 	defer cancel()
 	body := map[string]any{"run_id": m.runID, "status": status, "end_time": time.Now().UnixMilli()}
 	var errs []error
-	if err := m.retry(ctx, func() error { return m.call(ctx, http.MethodPost, "runs/update", body, nil) }); err != nil {
+	if err := m.retry(ctx, func() error { return m.api.Call(ctx, http.MethodPost, mlflowrest.API+"runs/update", body, nil) }); err != nil {
 		errs = append(errs, fmt.Errorf("metrics: mlflow: run %s: set status %s: %w", m.runID, status, err))
 	}
 	if dropped > 0 {
@@ -423,7 +391,7 @@ func (m *MLflow) sendBatch(batch []mlflowMetric) error {
 		if !deadline.IsZero() && time.Now().After(deadline) {
 			return errStop
 		}
-		return m.call(ctx, http.MethodPost, "runs/log-batch", body, nil)
+		return m.api.Call(ctx, http.MethodPost, mlflowrest.API+"runs/log-batch", body, nil)
 	})
 }
 
@@ -453,68 +421,9 @@ func retryable(err error) bool {
 	if errors.Is(err, errStop) {
 		return false
 	}
-	var apiErr *mlflowError
+	var apiErr *mlflowrest.Error
 	if errors.As(err, &apiErr) {
-		return apiErr.Status == http.StatusTooManyRequests || apiErr.Status >= 500
+		return apiErr.Temporary()
 	}
 	return true // connection refused, reset, timeout: the server may come back
-}
-
-// mlflowError is an error answer of the server.
-type mlflowError struct {
-	Status  int
-	Code    string // MLflow's error_code, e.g. RESOURCE_DOES_NOT_EXIST
-	Message string
-}
-
-func (e *mlflowError) Error() string {
-	if e.Code != "" {
-		return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Code, e.Message)
-	}
-	return fmt.Sprintf("HTTP %d: %s", e.Status, e.Message)
-}
-
-// call makes one REST call to /api/2.0/mlflow/<path> and decodes the answer into out.
-func (m *MLflow) call(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, m.base+"/api/2.0/mlflow/"+path, body)
-	if err != nil {
-		return err
-	}
-	req.Header = m.header.Clone()
-	resp, err := m.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		e := &mlflowError{Status: resp.StatusCode}
-		var ans struct {
-			ErrorCode string `json:"error_code"`
-			Message   string `json:"message"`
-		}
-		if json.Unmarshal(b, &ans) == nil && (ans.ErrorCode != "" || ans.Message != "") {
-			e.Code, e.Message = ans.ErrorCode, ans.Message
-		} else {
-			e.Message = strings.TrimSpace(string(b[:min(len(b), 300)]))
-		}
-		return e
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("bad answer to %s: %v", path, err)
-		}
-	}
-	return nil
 }

@@ -7,17 +7,15 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rlhost/rlhost/internal/mlflowrest"
+	"github.com/rlhost/rlhost/internal/mlflowrest/mlflowtest"
 )
 
 // These tests run against a real MLflow tracking server (pip package mlflow), started once
@@ -28,7 +26,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared.srv != nil {
-		shared.srv.stop()
+		shared.srv.Stop()
 	}
 	os.Exit(code)
 }
@@ -39,31 +37,13 @@ var shared struct {
 	err  error
 }
 
-type mlflowServer struct {
-	bin, dir, uri string
-	port          int
-	cmd           *exec.Cmd
-	exited        chan struct{}
-}
-
-func mlflowBinary() string {
-	if p := os.Getenv("RLHOST_MLFLOW"); p != "" {
-		return p
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, ".cache", "rlhost", "mlflow-venv", "bin", "mlflow")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	p, _ := exec.LookPath("mlflow")
-	return p
-}
+// mlflowServer is the shared server, with the reads the tests check the stored run with.
+type mlflowServer struct{ *mlflowtest.Server }
 
 // realMLflow returns the shared server, starting it on first use.
 func realMLflow(t testing.TB) *mlflowServer {
 	t.Helper()
-	bin := mlflowBinary()
+	bin := mlflowtest.Binary()
 	if bin == "" {
 		msg := "mlflow is not installed: `make setup-mlflow` installs it (or set RLHOST_MLFLOW to the mlflow executable)"
 		if os.Getenv("CI") != "" {
@@ -77,16 +57,11 @@ func realMLflow(t testing.TB) *mlflowServer {
 			shared.err = err
 			return
 		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			shared.err = err
-			return
+		s, err := mlflowtest.Launch(bin, dir)
+		if s != nil {
+			shared.srv = &mlflowServer{s}
 		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		s := &mlflowServer{bin: bin, dir: dir, port: port, uri: fmt.Sprintf("http://127.0.0.1:%d", port)}
-		shared.err = s.start()
-		shared.srv = s
+		shared.err = err
 	})
 	if shared.err != nil {
 		t.Fatalf("starting the MLflow server: %v", shared.err)
@@ -94,74 +69,10 @@ func realMLflow(t testing.TB) *mlflowServer {
 	return shared.srv
 }
 
-// start runs `mlflow server` with a SQLite store and waits (at most 2 minutes: the
-// first start creates the database) until GET /health answers.
-func (s *mlflowServer) start() error {
-	logf, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	s.cmd = exec.Command(s.bin, "server",
-		"--backend-store-uri", "sqlite:///"+filepath.Join(s.dir, "mlflow.db"),
-		"--artifacts-destination", filepath.Join(s.dir, "art"),
-		"--host", "127.0.0.1", "--port", fmt.Sprint(s.port), "--workers", "1")
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	// No job runner: it starts a dozen huey consumer processes the tests do not need.
-	s.cmd.Env = append(os.Environ(), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false")
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
-		return err
-	}
-	s.exited = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); close(done) }(s.cmd, s.exited)
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.exited:
-			return fmt.Errorf("mlflow server exited; log:\n%s", s.logTail())
-		case <-time.After(300 * time.Millisecond):
-		}
-		resp, err := client.Get(s.uri + "/health")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && strings.TrimSpace(string(body)) == "OK" {
-				return nil
-			}
-		}
-	}
-	s.stop()
-	return fmt.Errorf("mlflow server not healthy after 2 minutes; log:\n%s", s.logTail())
-}
-
-// stop ends the server's process group: SIGTERM, then SIGKILL after 10 s.
-func (s *mlflowServer) stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	pgid := s.cmd.Process.Pid
-	syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(10 * time.Second):
-	}
-	syscall.Kill(-pgid, syscall.SIGKILL) // the workers too, whatever the parent did
-	<-s.exited
-	s.cmd = nil
-}
-
-func (s *mlflowServer) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.Join(lines[max(0, len(lines)-20):], "\n")
-}
-
 // get calls a read endpoint of the server's REST API.
 func (s *mlflowServer) get(t *testing.T, path string, q url.Values, out any) {
 	t.Helper()
-	resp, err := http.Get(s.uri + "/api/2.0/mlflow/" + path + "?" + q.Encode())
+	resp, err := http.Get(s.URI + "/api/2.0/mlflow/" + path + "?" + q.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +145,7 @@ func TestMLflowServerRoundTrip(t *testing.T) {
 	defer cancel()
 	exp := "rlhost-test-" + t.Name()
 	cfg := MLflowConfig{
-		TrackingURI: srv.uri, Experiment: exp, RunName: "gsm8k-grpo",
+		TrackingURI: srv.URI, Experiment: exp, RunName: "gsm8k-grpo",
 		Params: map[string]string{
 			"data.train_batch_size":                "8",
 			"actor_rollout_ref.rollout.n":          "4",
@@ -327,7 +238,7 @@ func TestMLflowServerRoundTrip(t *testing.T) {
 		t.Errorf("steps %v", seen)
 	}
 	// A retried batch whose first attempt was stored after all: MLflow keeps one copy.
-	if err := l.(*MLflow).call(ctx, http.MethodPost, "runs/log-batch", map[string]any{"run_id": runID, "metrics": h[:2]}, nil); err != nil {
+	if err := l.(*MLflow).api.Call(ctx, http.MethodPost, mlflowrest.API+"runs/log-batch", map[string]any{"run_id": runID, "metrics": h[:2]}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if again := srv.history(t, runID, ScoreMean); len(again) != 5 {
@@ -338,7 +249,7 @@ func TestMLflowServerRoundTrip(t *testing.T) {
 	}
 
 	// A second run in the same experiment reuses it, and a failed run ends FAILED.
-	l2, err := NewMLflow(ctx, MLflowConfig{TrackingURI: srv.uri, Experiment: exp})
+	l2, err := NewMLflow(ctx, MLflowConfig{TrackingURI: srv.URI, Experiment: exp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +276,7 @@ func TestMLflowServerRestart(t *testing.T) {
 	srv := realMLflow(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := NewMLflow(ctx, MLflowConfig{TrackingURI: srv.uri, Experiment: "rlhost-test-restart",
+	l, err := NewMLflow(ctx, MLflowConfig{TrackingURI: srv.URI, Experiment: "rlhost-test-restart",
 		MaxBackoff: time.Second, CloseTimeout: 2 * time.Minute, RequestTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -390,7 +301,7 @@ func TestMLflowServerRestart(t *testing.T) {
 		t.Fatalf("before the stop: %d points sent, want 6", m.Sent())
 	}
 
-	srv.stop()
+	srv.Stop()
 	for step := 4; step <= 8; step++ { // while the server is down
 		logStep(step)
 		time.Sleep(200 * time.Millisecond)
@@ -398,7 +309,7 @@ func TestMLflowServerRestart(t *testing.T) {
 	if m.Sent() != 6 {
 		t.Errorf("%d points sent while the server was down", m.Sent())
 	}
-	if err := srv.start(); err != nil {
+	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	logStep(9)

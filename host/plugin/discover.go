@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	sdkplugin "github.com/rlhost/rlhost/sdk/plugin"
-	"github.com/rlhost/rlhost/sdk/task"
+	"github.com/rlhost/rlhost/sdk/suggest"
 )
 
 // Binary is an installed plugin executable.
@@ -110,7 +110,7 @@ func Find(kind, name string) (Binary, error) {
 	}
 	msg := fmt.Sprintf("no %s plugin named %q (looked for %s%s in %s)", kind, name,
 		sdkplugin.BinaryPrefix(kind), name, strings.Join(SearchPath(), ", "))
-	if s := Suggest(name, names); s != "" {
+	if s := suggest.Closest(name, names); s != "" {
 		msg += fmt.Sprintf("; did you mean %q?", s)
 	} else if len(names) > 0 {
 		msg += fmt.Sprintf("; installed: %s", strings.Join(names, ", "))
@@ -124,9 +124,6 @@ type notInstalledError struct{ msg string }
 
 func (e *notInstalledError) Error() string        { return e.msg }
 func (e *notInstalledError) Is(target error) bool { return target == ErrNotInstalled }
-
-// Suggest returns the candidate closest to name, or "" (see task.Suggest).
-func Suggest(name string, candidates []string) string { return task.Suggest(name, candidates) }
 
 // CheckExecutable reports problems a person can fix before launch (see sdk/plugin).
 func CheckExecutable(path string) error { return sdkplugin.CheckExecutable(path) }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlhost/rlhost/sdk/suggest"
 	"github.com/rlhost/rlhost/sdk/task"
 )
 
@@ -121,7 +122,7 @@ func (c Config) Check() error {
 	}
 	if !known {
 		msg := fmt.Sprintf("reward: unknown reward manager %q (want one of %v)", c.Kind, Kinds)
-		if s := task.Suggest(c.Kind, Kinds); s != "" {
+		if s := suggest.Closest(c.Kind, Kinds); s != "" {
 			msg += fmt.Sprintf("; did you mean %q?", s)
 		}
 		return errors.New(msg)

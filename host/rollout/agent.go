@@ -11,6 +11,7 @@ import (
 	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/host/tracing"
 	sdkplugin "github.com/rlhost/rlhost/sdk/plugin"
+	"github.com/rlhost/rlhost/sdk/suggest"
 	"github.com/rlhost/rlhost/sdk/task"
 )
 
@@ -155,7 +156,7 @@ func LoopFor(name string, d Deps) (AgentLoop, string, error) {
 		return &ToolAgentLoop{d: d, cfg: cfg}, name, nil
 	}
 	msg := fmt.Sprintf("rollout: unknown agent_name %q (known: %s, %s)", name, SingleTurnAgent, ToolAgent)
-	if s := task.Suggest(name, []string{SingleTurnAgent, ToolAgent}); s != "" {
+	if s := suggest.Closest(name, []string{SingleTurnAgent, ToolAgent}); s != "" {
 		msg += fmt.Sprintf("; did you mean %q?", s)
 	}
 	return nil, name, fmt.Errorf("%s", msg)

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/rlhost/rlhost/host/config"
-	"github.com/rlhost/rlhost/sdk/task"
+	"github.com/rlhost/rlhost/sdk/suggest"
 	"gopkg.in/yaml.v3"
 )
 
@@ -361,7 +361,7 @@ func checkKeys(n *yaml.Node, prefix, src string, known map[string]bool, names []
 func closest(want string, names []string) string {
 	best, bestD := "", 1<<30
 	for _, n := range names {
-		d := task.EditDistance(want, n) // config keys are ASCII: runes are bytes
+		d := suggest.EditDistance(want, n) // config keys are ASCII: runes are bytes
 		if strings.HasSuffix(n, "."+want[strings.LastIndexByte(want, '.')+1:]) {
 			d = min(d, 3)
 		}

@@ -26,18 +26,17 @@ func (b *Backend) Info(context.Context) (trace.Info, error) {
 
 // Init opens RUN_DIR/traces/traces.db, or the file named by the config key "path".
 func (b *Backend) Init(ctx context.Context, run trace.Run) (string, error) {
-	path := ""
-	if p, ok := run.Config["path"].(string); ok && p != "" {
-		path = p
-	} else if run.RunDir != "" {
-		path = DBPath(run.RunDir)
-	} else {
-		return "", fmt.Errorf("local: no run directory and no config path: %w", trace.ErrInvalidArgument)
+	var cfg struct {
+		Path string `config:"path"`
 	}
-	for k := range run.Config {
-		if k != "path" {
-			return "", fmt.Errorf("local: unknown config key %q (known: path): %w", k, trace.ErrInvalidArgument)
-		}
+	if err := trace.DecodeConfig("local", run.Config, &cfg); err != nil {
+		return "", err
+	}
+	path := cfg.Path
+	if path == "" && run.RunDir != "" {
+		path = DBPath(run.RunDir)
+	} else if path == "" {
+		return "", fmt.Errorf("local: no run directory and no config path: %w", trace.ErrInvalidArgument)
 	}
 	st, err := Open(path, true)
 	if err != nil {

@@ -235,8 +235,12 @@ func TestBackendErrors(t *testing.T) {
 		t.Errorf("Export before Init: %v; want FailedPrecondition", err)
 	}
 	if _, err := b.Init(ctx, trace.Run{RunDir: t.TempDir(), Config: map[string]any{"pth": "x"}}); err == nil ||
-		!strings.Contains(err.Error(), `unknown config key "pth"`) {
+		!strings.Contains(err.Error(), `local config: unknown key "pth" (known: path); did you mean "path"?`) || !errors.Is(err, trace.ErrInvalidArgument) {
 		t.Errorf("Init with a misspelt key: %v", err)
+	}
+	if _, err := b.Init(ctx, trace.Run{RunDir: t.TempDir(), Config: map[string]any{"path": int64(3)}}); err == nil ||
+		!strings.Contains(err.Error(), `local config key "path": want a string, got 3`) || !errors.Is(err, trace.ErrInvalidArgument) {
+		t.Errorf("Init with a path that is not a string: %v", err)
 	}
 	if _, err := b.Init(ctx, trace.Run{Config: map[string]any{}}); err == nil {
 		t.Error("Init without a run directory succeeded")

@@ -1,12 +1,9 @@
 package mlflow
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlhost/rlhost/internal/mlflowrest"
 	"github.com/rlhost/rlhost/sdk/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -25,43 +23,19 @@ const Version = "0.1.0"
 
 // Config is the plugin's config section (BackendConfig["mlflow"]).
 type Config struct {
-	TrackingURI    string // tracking_uri; default $MLFLOW_TRACKING_URI, then http://127.0.0.1:5000
-	ExperimentName string // experiment_name; default the run's project
-	RunID          string // run_id: attach to this run (the metrics logger's); default: create one
-	Timeout        time.Duration
+	TrackingURI    string        `config:"tracking_uri"`    // default $MLFLOW_TRACKING_URI, then http://127.0.0.1:5000
+	ExperimentName string        `config:"experiment_name"` // default the run's project
+	RunID          string        `config:"run_id"`          // attach to this run (the metrics logger's); default: create one
+	Timeout        time.Duration `config:"timeout_seconds" want:"a positive number"`
 }
-
-var configKeys = []string{"tracking_uri", "experiment_name", "run_id", "timeout_seconds"}
 
 func parseConfig(run trace.Run) (Config, error) {
 	c := Config{TrackingURI: os.Getenv("MLFLOW_TRACKING_URI"), ExperimentName: run.Project, Timeout: 30 * time.Second}
-	for k, v := range run.Config {
-		switch k {
-		case "tracking_uri", "experiment_name", "run_id":
-			s, ok := v.(string)
-			if !ok {
-				return c, fmt.Errorf("mlflow: config %s: want a string, got %T: %w", k, v, trace.ErrInvalidArgument)
-			}
-			switch k {
-			case "tracking_uri":
-				c.TrackingURI = s
-			case "experiment_name":
-				c.ExperimentName = s
-			case "run_id":
-				c.RunID = s
-			}
-		case "timeout_seconds":
-			f, ok := v.(float64)
-			if n, isInt := v.(int64); isInt {
-				f, ok = float64(n), true
-			}
-			if !ok || f <= 0 {
-				return c, fmt.Errorf("mlflow: config timeout_seconds: want a positive number, got %v: %w", v, trace.ErrInvalidArgument)
-			}
-			c.Timeout = time.Duration(f * float64(time.Second))
-		default:
-			return c, fmt.Errorf("mlflow: unknown config key %q (known: %s): %w", k, strings.Join(configKeys, ", "), trace.ErrInvalidArgument)
-		}
+	if err := trace.DecodeConfig("mlflow", run.Config, &c); err != nil {
+		return c, err
+	}
+	if c.Timeout <= 0 {
+		return c, fmt.Errorf("mlflow config key %q: want a positive number, got %v: %w", "timeout_seconds", c.Timeout.Seconds(), trace.ErrInvalidArgument)
 	}
 	if c.TrackingURI == "" {
 		c.TrackingURI = "http://127.0.0.1:5000"
@@ -78,12 +52,12 @@ func parseConfig(run trace.Run) (Config, error) {
 
 // Backend is the MLflow trace backend.
 type Backend struct {
-	mu     sync.Mutex
-	cfg    Config
-	client *http.Client
-	expID  string
-	runID  string
-	ready  bool
+	mu    sync.Mutex
+	cfg   Config
+	api   mlflowrest.Client
+	expID string
+	runID string
+	ready bool
 }
 
 // Info implements trace.Backend.
@@ -91,67 +65,28 @@ func (b *Backend) Info(context.Context) (trace.Info, error) {
 	return trace.Info{Name: "mlflow", Version: Version, Features: []string{"otlp", "start_trace_v3", "source_run"}}, nil
 }
 
-// apiError is an MLflow error answer.
-type apiError struct {
-	Status int
-	Code   string `json:"error_code"`
-	Msg    string `json:"message"`
-	Path   string
-}
-
-func (e *apiError) Error() string {
-	return fmt.Sprintf("mlflow: %s: HTTP %d %s: %s", e.Path, e.Status, e.Code, e.Msg)
-}
-
 // call sends a JSON (or, with contentType, raw) request and decodes a JSON answer into out.
 // Network errors, 5xx and 429 wrap trace.ErrUnavailable; other failures are invalid arguments.
 func (b *Backend) call(ctx context.Context, method, path string, body []byte, contentType string, headers map[string]string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, b.cfg.TrackingURI+path, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("mlflow: %s: %v: %w", path, err, trace.ErrInvalidArgument)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", contentType)
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("mlflow: %s: %v: %w", path, err, trace.ErrUnavailable)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return fmt.Errorf("mlflow: %s: reading the answer: %v: %w", path, err, trace.ErrUnavailable)
-	}
-	if resp.StatusCode/100 != 2 {
-		e := &apiError{Status: resp.StatusCode, Path: path}
-		if json.Unmarshal(data, e) != nil || e.Msg == "" {
-			e.Msg = strings.TrimSpace(string(data[:min(len(data), 500)]))
-		}
-		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
-			return fmt.Errorf("%w: %w", e, trace.ErrUnavailable)
-		}
-		return fmt.Errorf("%w: %w", e, trace.ErrInvalidArgument)
-	}
-	if out != nil && len(data) > 0 {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("mlflow: %s: decoding the answer: %v: %w", path, err, trace.ErrUnavailable)
-		}
-	}
-	return nil
+	return classify(path, b.api.Do(ctx, method, path, body, contentType, headers, out))
 }
 
 func (b *Backend) callJSON(ctx context.Context, method, path string, in, out any) error {
-	var body []byte
-	if in != nil {
-		var err error
-		if body, err = json.Marshal(in); err != nil {
-			return fmt.Errorf("mlflow: %s: %v: %w", path, err, trace.ErrInvalidArgument)
-		}
+	return classify(path, b.api.Call(ctx, method, path, in, out))
+}
+
+// classify names the path in err and marks it as a trace error: a request that cannot be
+// made and an error answer other than 429 and 5xx are invalid arguments, the rest (the
+// network, 429, 5xx, an answer that cannot be read) unavailable.
+func classify(path string, err error) error {
+	var e *mlflowrest.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &e) && !e.Temporary(), errors.Is(err, mlflowrest.ErrRequest):
+		return fmt.Errorf("mlflow: %s: %w: %w", path, err, trace.ErrInvalidArgument)
 	}
-	return b.call(ctx, method, path, body, "application/json", nil, out)
+	return fmt.Errorf("mlflow: %s: %w: %w", path, err, trace.ErrUnavailable)
 }
 
 // Init finds or creates the experiment and the run.
@@ -162,30 +97,16 @@ func (b *Backend) Init(ctx context.Context, run trace.Run) (string, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.cfg, b.client, b.ready = cfg, &http.Client{Timeout: cfg.Timeout}, false
+	b.cfg, b.ready = cfg, false
+	b.api = mlflowrest.Client{Base: cfg.TrackingURI, HTTP: &http.Client{Timeout: cfg.Timeout}}
 
-	var got struct {
-		Experiment struct {
-			ID string `json:"experiment_id"`
-		} `json:"experiment"`
-	}
-	err = b.callJSON(ctx, http.MethodGet, "/api/2.0/mlflow/experiments/get-by-name?experiment_name="+url.QueryEscape(cfg.ExperimentName), nil, &got)
-	var ae *apiError
-	if errors.As(err, &ae) && ae.Code == "RESOURCE_DOES_NOT_EXIST" {
-		var created struct {
-			ID string `json:"experiment_id"`
-		}
-		err = b.callJSON(ctx, http.MethodPost, "/api/2.0/mlflow/experiments/create", map[string]any{"name": cfg.ExperimentName}, &created)
-		if errors.As(err, &ae) && ae.Code == "RESOURCE_ALREADY_EXISTS" { // created meanwhile
-			err = b.callJSON(ctx, http.MethodGet, "/api/2.0/mlflow/experiments/get-by-name?experiment_name="+url.QueryEscape(cfg.ExperimentName), nil, &got)
-		} else {
-			got.Experiment.ID = created.ID
-		}
-	}
+	exp, err := mlflowrest.EnsureExperiment(cfg.ExperimentName, func(method, path string, in, out any) error {
+		return b.callJSON(ctx, method, path, in, out)
+	})
 	if err != nil {
 		return "", err
 	}
-	b.expID = got.Experiment.ID
+	b.expID = exp.ID
 
 	if cfg.RunID != "" {
 		var r struct {
@@ -195,7 +116,7 @@ func (b *Backend) Init(ctx context.Context, run trace.Run) (string, error) {
 				} `json:"info"`
 			} `json:"run"`
 		}
-		if err := b.callJSON(ctx, http.MethodGet, "/api/2.0/mlflow/runs/get?run_id="+url.QueryEscape(cfg.RunID), nil, &r); err != nil {
+		if err := b.callJSON(ctx, http.MethodGet, mlflowrest.API+"runs/get?run_id="+url.QueryEscape(cfg.RunID), nil, &r); err != nil {
 			return "", err
 		}
 		if r.Run.Info.ExperimentID != "" && r.Run.Info.ExperimentID != b.expID {
@@ -216,7 +137,7 @@ func (b *Backend) Init(ctx context.Context, run trace.Run) (string, error) {
 		}
 		req := map[string]any{"experiment_id": b.expID, "run_name": name, "start_time": time.Now().UnixMilli(),
 			"tags": []map[string]string{{"key": "mlflow.runName", "value": name}, {"key": "rlhost.run_id", "value": run.RunID}}}
-		if err := b.callJSON(ctx, http.MethodPost, "/api/2.0/mlflow/runs/create", req, &r); err != nil {
+		if err := b.callJSON(ctx, http.MethodPost, mlflowrest.API+"runs/create", req, &r); err != nil {
 			return "", err
 		}
 		b.runID = r.Run.Info.RunID

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlhost/rlhost/plugins/mlflow/mlflowtest"
+	"github.com/rlhost/rlhost/internal/mlflowrest/mlflowtest"
 	"github.com/rlhost/rlhost/sdk/conformance"
 	"github.com/rlhost/rlhost/sdk/trace"
 )
@@ -50,7 +50,7 @@ func TestConfig(t *testing.T) {
 		cfg  map[string]any
 		want string
 	}{
-		{map[string]any{"tracking_url": "x"}, `unknown config key "tracking_url"`},
+		{map[string]any{"tracking_url": "x"}, `mlflow config: unknown key "tracking_url" (known: tracking_uri, experiment_name, run_id, timeout_seconds); did you mean "tracking_uri"?`},
 		{map[string]any{"tracking_uri": 3.0}, "want a string"},
 		{map[string]any{"tracking_uri": "ftp://x"}, "want http(s)://host:port"},
 		{map[string]any{"timeout_seconds": -1.0}, "positive number"},

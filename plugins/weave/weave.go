@@ -33,73 +33,33 @@ const (
 
 // Config is the plugin's config section (BackendConfig["weave"]).
 type Config struct {
-	BaseURL         string
-	Entity, Project string
-	MaxRequestBytes int
-	Retries         int
-	RetryBase       time.Duration
-	Timeout         time.Duration
-}
-
-var configKeys = []string{"base_url", "entity", "project", "max_request_bytes", "retries", "retry_base_seconds", "timeout_seconds"}
-
-func num(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case int64:
-		return float64(x), true
-	case int:
-		return float64(x), true
-	}
-	return 0, false
+	BaseURL         string        `config:"base_url"`
+	Entity          string        `config:"entity"`
+	Project         string        `config:"project"`
+	MaxRequestBytes int           `config:"max_request_bytes" want:"an integer of at least 1024"`
+	Retries         int           `config:"retries" want:"a non-negative integer"`
+	RetryBase       time.Duration `config:"retry_base_seconds" want:"a positive number"`
+	Timeout         time.Duration `config:"timeout_seconds" want:"a positive number"`
 }
 
 func parseConfig(run trace.Run) (Config, error) {
 	c := Config{Entity: os.Getenv("WANDB_ENTITY"), Project: run.Project, MaxRequestBytes: DefaultMaxRequestBytes,
 		Retries: defaultRetries, RetryBase: 500 * time.Millisecond, Timeout: defaultTimeout}
-	for k, v := range run.Config {
-		bad := func(want string) error {
-			return fmt.Errorf("weave: config %s: want %s, got %v: %w", k, want, v, trace.ErrInvalidArgument)
-		}
-		switch k {
-		case "base_url", "entity", "project":
-			s, ok := v.(string)
-			if !ok {
-				return c, bad("a string")
-			}
-			switch k {
-			case "base_url":
-				c.BaseURL = s
-			case "entity":
-				c.Entity = s
-			case "project":
-				c.Project = s
-			}
-		case "max_request_bytes", "retries":
-			f, ok := num(v)
-			if !ok || f < 0 || (k == "max_request_bytes" && f < 1024) {
-				return c, bad("a number (max_request_bytes at least 1024)")
-			}
-			if k == "retries" {
-				c.Retries = int(f)
-			} else {
-				c.MaxRequestBytes = int(f)
-			}
-		case "retry_base_seconds", "timeout_seconds":
-			f, ok := num(v)
-			if !ok || f <= 0 {
-				return c, bad("a positive number")
-			}
-			d := time.Duration(f * float64(time.Second))
-			if k == "timeout_seconds" {
-				c.Timeout = d
-			} else {
-				c.RetryBase = d
-			}
-		default:
-			return c, fmt.Errorf("weave: unknown config key %q (known: %s): %w", k, strings.Join(configKeys, ", "), trace.ErrInvalidArgument)
-		}
+	if err := trace.DecodeConfig("weave", run.Config, &c); err != nil {
+		return c, err
+	}
+	bad := func(key, want string, v any) error {
+		return fmt.Errorf("weave config key %q: want %s, got %v: %w", key, want, v, trace.ErrInvalidArgument)
+	}
+	switch {
+	case c.MaxRequestBytes < 1024:
+		return c, bad("max_request_bytes", "an integer of at least 1024", c.MaxRequestBytes)
+	case c.Retries < 0:
+		return c, bad("retries", "a non-negative integer", c.Retries)
+	case c.RetryBase <= 0:
+		return c, bad("retry_base_seconds", "a positive number", c.RetryBase.Seconds())
+	case c.Timeout <= 0:
+		return c, bad("timeout_seconds", "a positive number", c.Timeout.Seconds())
 	}
 	if c.BaseURL == "" {
 		c.BaseURL = os.Getenv("WF_TRACE_SERVER_URL")
@@ -215,6 +175,19 @@ func jsonValue(s string) any {
 }
 
 func ts(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
+
+// num is a span attribute's number (int64 or float64 off the wire, int set in process).
+func num(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case int64:
+		return float64(x), true
+	case int:
+		return float64(x), true
+	}
+	return 0, false
+}
 
 func summary(s trace.Span) map[string]any {
 	if s.Name != "generate" {

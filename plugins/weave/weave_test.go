@@ -29,7 +29,7 @@ func TestConfig(t *testing.T) {
 		cfg  map[string]any
 		want string
 	}{
-		{map[string]any{"entity": "e", "projet": "p"}, `unknown config key "projet"`},
+		{map[string]any{"entity": "e", "projet": "p"}, `weave config: unknown key "projet" (known: base_url, entity, project, max_request_bytes, retries, retry_base_seconds, timeout_seconds); did you mean "project"?`},
 		{map[string]any{"project": "p"}, "need an entity"},
 		{map[string]any{"entity": "e/x", "project": "p"}, "without '/'"},
 		{map[string]any{"entity": "e", "project": "p", "base_url": "trace.wandb.ai"}, "want http(s)"},

@@ -43,6 +43,10 @@ const (
 	TraceProtocolMajor = 1
 )
 
+// HostVersion is the host's version, sent in every plugin's Info call (task and trace); the
+// host sets it at start-up.
+var HostVersion = "dev"
+
 // Handshake is the base handshake. ProtocolVersion is left 0: versions are negotiated through
 // VersionedPlugins (go-plugin sends PLUGIN_PROTOCOL_VERSIONS to the plugin).
 var Handshake = goplugin.HandshakeConfig{

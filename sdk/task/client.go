@@ -8,6 +8,7 @@ import (
 	"time"
 
 	taskv1 "github.com/rlhost/rlhost/sdk/gen/task/v1"
+	"github.com/rlhost/rlhost/sdk/plugin"
 	"google.golang.org/grpc"
 )
 
@@ -25,15 +26,12 @@ func NewClient(conn grpc.ClientConnInterface) *Client {
 
 // Info calls Info.
 func (c *Client) Info(ctx context.Context) (Info, error) {
-	resp, err := c.rpc.Info(ctx, &taskv1.InfoRequest{HostVersion: HostVersion})
+	resp, err := c.rpc.Info(ctx, &taskv1.InfoRequest{HostVersion: plugin.HostVersion})
 	if err != nil {
 		return Info{}, err
 	}
 	return infoFromProto(resp)
 }
-
-// HostVersion is sent in Info; the host sets it at start-up.
-var HostVersion = "dev"
 
 // Configure calls Configure with the config encoded as JSON.
 func (c *Client) Configure(ctx context.Context, config map[string]any) error {
@@ -115,7 +113,7 @@ func (c *Client) PreprocessStream(ctx context.Context, produce func(yield func(R
 		}
 		var row Row
 		if resp.GetSkipReason() == "" {
-			if row, err = RowFromProto(resp.GetRow()); err != nil {
+			if row, err = rowFromProto(resp.GetRow()); err != nil {
 				return fmt.Errorf("record %d: %w", resp.GetIndex(), err)
 			}
 		}
@@ -128,7 +126,7 @@ func (c *Client) PreprocessStream(ctx context.Context, produce func(yield func(R
 
 // Prompt calls Prompt.
 func (c *Client) Prompt(ctx context.Context, row Row) (Prompt, error) {
-	resp, err := c.rpc.Prompt(ctx, &taskv1.PromptRequest{Row: RowToProto(row)})
+	resp, err := c.rpc.Prompt(ctx, &taskv1.PromptRequest{Row: rowToProto(row)})
 	if err != nil {
 		return Prompt{}, err
 	}
@@ -138,7 +136,7 @@ func (c *Client) Prompt(ctx context.Context, row Row) (Prompt, error) {
 
 // Start calls Start.
 func (c *Client) Start(ctx context.Context, req StartRequest) (StartResult, error) {
-	resp, err := c.rpc.Start(ctx, &taskv1.StartRequest{Row: RowToProto(req.Row), TrajectoryId: req.TrajectoryID,
+	resp, err := c.rpc.Start(ctx, &taskv1.StartRequest{Row: rowToProto(req.Row), TrajectoryId: req.TrajectoryID,
 		Step: req.Step, RolloutN: int32(req.RolloutN), Validate: req.Validate,
 		EndpointBaseUrl: req.EndpointBaseURL, EndpointApiKey: req.EndpointAPIKey})
 	if err != nil {
@@ -150,7 +148,7 @@ func (c *Client) Start(ctx context.Context, req StartRequest) (StartResult, erro
 
 // Obs calls Obs.
 func (c *Client) Obs(ctx context.Context, req ObsRequest) (ObsResult, error) {
-	resp, err := c.rpc.Obs(ctx, &taskv1.ObsRequest{InstanceId: req.InstanceID, Assistant: MessageToProto(req.Assistant),
+	resp, err := c.rpc.Obs(ctx, &taskv1.ObsRequest{InstanceId: req.InstanceID, Assistant: messageToProto(req.Assistant),
 		Kind: taskv1.ObsKind(req.Kind), Turn: int32(req.Turn), History: messagesToProto(req.History)})
 	if err != nil {
 		return ObsResult{}, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	taskv1 "github.com/rlhost/rlhost/sdk/gen/task/v1"
+	"github.com/rlhost/rlhost/sdk/internal/configdecode"
 )
 
 // Conversions between the hand-written types of this package and the generated protocol
@@ -27,7 +28,7 @@ func DecodeJSON(text string) (any, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("trailing data after JSON value")
 	}
-	return Normalize(v), nil
+	return normalize(v), nil
 }
 
 // DecodeObject decodes a JSON object (empty text gives an empty map).
@@ -46,9 +47,9 @@ func DecodeObject(text string) (map[string]any, error) {
 	return m, nil
 }
 
-// Normalize turns json.Number values (from a decoder with UseNumber) into int64 or float64,
+// normalize turns json.Number values (from a decoder with UseNumber) into int64 or float64,
 // recursively.
-func Normalize(v any) any {
+func normalize(v any) any {
 	switch x := v.(type) {
 	case json.Number:
 		if i, err := x.Int64(); err == nil {
@@ -58,12 +59,12 @@ func Normalize(v any) any {
 		return f
 	case map[string]any:
 		for k, e := range x {
-			x[k] = Normalize(e)
+			x[k] = normalize(e)
 		}
 		return x
 	case []any:
 		for i, e := range x {
-			x[i] = Normalize(e)
+			x[i] = normalize(e)
 		}
 		return x
 	case int:
@@ -72,22 +73,8 @@ func Normalize(v any) any {
 	return v
 }
 
-func jsonKind(v any) string {
-	switch v.(type) {
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "an array"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case nil:
-		return "null"
-	default:
-		return "a number"
-	}
-}
+// jsonKind names the JSON kind of a decoded value ("a string", "an object").
+var jsonKind = configdecode.Kind
 
 // EncodeJSON encodes v as compact JSON; nil encodes as "".
 func EncodeJSON(v any) string {
@@ -106,7 +93,7 @@ func EncodeJSON(v any) string {
 func messagesToProto(ms []Message) []*taskv1.Message {
 	out := make([]*taskv1.Message, len(ms))
 	for i, m := range ms {
-		out[i] = MessageToProto(m)
+		out[i] = messageToProto(m)
 	}
 	return out
 }
@@ -117,13 +104,13 @@ func messagesFromProto(ms []*taskv1.Message) []Message {
 	}
 	out := make([]Message, len(ms))
 	for i, m := range ms {
-		out[i] = MessageFromProto(m)
+		out[i] = messageFromProto(m)
 	}
 	return out
 }
 
-// MessageToProto converts a Message.
-func MessageToProto(m Message) *taskv1.Message {
+// messageToProto converts a Message.
+func messageToProto(m Message) *taskv1.Message {
 	p := &taskv1.Message{Role: m.Role, Content: m.Content, ToolCallId: m.ToolCallID, Name: m.Name}
 	for _, c := range m.ToolCalls {
 		p.ToolCalls = append(p.ToolCalls, &taskv1.ToolCall{Id: c.ID, Name: c.Name, ArgumentsJson: string(c.Arguments)})
@@ -131,8 +118,8 @@ func MessageToProto(m Message) *taskv1.Message {
 	return p
 }
 
-// MessageFromProto converts a Message.
-func MessageFromProto(p *taskv1.Message) Message {
+// messageFromProto converts a Message.
+func messageFromProto(p *taskv1.Message) Message {
 	m := Message{Role: p.GetRole(), Content: p.GetContent(), ToolCallID: p.GetToolCallId(), Name: p.GetName()}
 	for _, c := range p.GetToolCalls() {
 		m.ToolCalls = append(m.ToolCalls, ToolCall{ID: c.GetId(), Name: c.GetName(), Arguments: json.RawMessage(c.GetArgumentsJson())})
@@ -159,8 +146,8 @@ func toolsFromProto(ts []*taskv1.Tool) []ToolSpec {
 	return out
 }
 
-// RowToProto converts a Row.
-func RowToProto(r Row) *taskv1.Row {
+// rowToProto converts a Row.
+func rowToProto(r Row) *taskv1.Row {
 	return &taskv1.Row{
 		DataSource: r.DataSource,
 		Prompt:     messagesToProto(r.Prompt),
@@ -174,8 +161,8 @@ func RowToProto(r Row) *taskv1.Row {
 	}
 }
 
-// RowFromProto converts a Row; malformed JSON fields are InvalidArgument errors naming the field.
-func RowFromProto(p *taskv1.Row) (Row, error) {
+// rowFromProto converts a Row; malformed JSON fields are InvalidArgument errors naming the field.
+func rowFromProto(p *taskv1.Row) (Row, error) {
 	if p == nil {
 		return Row{}, InvalidArgument("row is missing")
 	}
@@ -210,7 +197,7 @@ func infoToProto(i Info) *taskv1.InfoResponse {
 	for _, smp := range i.Samples {
 		ps := &taskv1.Sample{Split: smp.Split, RecordJson: EncodeJSON(smp.Record), ReferenceSolution: smp.ReferenceSolution}
 		if smp.Row != nil {
-			ps.Row = RowToProto(*smp.Row)
+			ps.Row = rowToProto(*smp.Row)
 		}
 		p.Samples = append(p.Samples, ps)
 	}
@@ -237,7 +224,7 @@ func infoFromProto(p *taskv1.InfoResponse) (Info, error) {
 			smp.Record = rec
 		}
 		if ps.Row != nil {
-			row, err := RowFromProto(ps.Row)
+			row, err := rowFromProto(ps.Row)
 			if err != nil {
 				return Info{}, fmt.Errorf("Info: sample %d: %w", n, err)
 			}

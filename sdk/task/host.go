@@ -113,15 +113,15 @@ func (h *Host) Judge(ctx context.Context, req JudgeRequest) (JudgeResult, error)
 		CompletionTokens: int(resp.GetCompletionTokens()), Model: resp.GetModel()}, nil
 }
 
-// NewHostServer is the host's side of the Host service: Judge calls go to judge (nil: no
+// newHostServer is the host's side of the Host service: Judge calls go to judge (nil: no
 // judge, Unavailable), and a call without the token is Unauthenticated.
-func NewHostServer(judge Judger, token string) taskv1.HostServer {
+func newHostServer(judge Judger, token string) taskv1.HostServer {
 	return &hostServer{judge: judge, token: token}
 }
 
 // RegisterHost registers the Host service on s.
 func RegisterHost(s *grpc.Server, judge Judger, token string) {
-	taskv1.RegisterHostServer(s, NewHostServer(judge, token))
+	taskv1.RegisterHostServer(s, newHostServer(judge, token))
 }
 
 type hostServer struct {

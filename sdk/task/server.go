@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// ProtocolMinor is the minor revision of task.v1 this SDK implements (1: the Host service and
+// protocolMinor is the minor revision of task.v1 this SDK implements (1: the Host service and
 // ConfigureRequest.host_service).
-const ProtocolMinor = 1
+const protocolMinor = 1
 
 // NewServer wraps a Task implementation as the gRPC service. Serve uses it; tests can register
 // it on an in-memory connection.
@@ -82,7 +82,7 @@ func (s *server) info(ctx context.Context) (Info, error) {
 		return Info{}, err
 	}
 	info.Features = features(s.impl, info.Features)
-	info.ProtocolMinor = ProtocolMinor
+	info.ProtocolMinor = protocolMinor
 	return info, nil
 }
 
@@ -165,7 +165,7 @@ func (s *server) Preprocess(stream grpc.BidiStreamingServer[taskv1.PreprocessReq
 		case err != nil:
 			return toStatus(fmt.Sprintf("Preprocess: record %d of split %q", req.GetIndex(), req.GetSplit()), err)
 		default:
-			resp.Row = RowToProto(row)
+			resp.Row = rowToProto(row)
 		}
 		if err := stream.Send(resp); err != nil {
 			return err
@@ -174,7 +174,7 @@ func (s *server) Preprocess(stream grpc.BidiStreamingServer[taskv1.PreprocessReq
 }
 
 func (s *server) Prompt(ctx context.Context, req *taskv1.PromptRequest) (*taskv1.PromptResponse, error) {
-	row, err := RowFromProto(req.GetRow())
+	row, err := rowFromProto(req.GetRow())
 	if err != nil {
 		return nil, toStatus("Prompt", err)
 	}
@@ -211,7 +211,7 @@ func (s *server) Start(ctx context.Context, req *taskv1.StartRequest) (*taskv1.S
 	if err != nil {
 		return nil, err
 	}
-	row, err := RowFromProto(req.GetRow())
+	row, err := rowFromProto(req.GetRow())
 	if err != nil {
 		return nil, toStatus("Start", err)
 	}
@@ -238,7 +238,7 @@ func (s *server) Obs(ctx context.Context, req *taskv1.ObsRequest) (*taskv1.ObsRe
 	if kind != ObsTools && kind != ObsInteraction {
 		return nil, status.Errorf(codes.InvalidArgument, "Obs: kind %v is not tools or interaction", req.GetKind())
 	}
-	res, err := e.Obs(ctx, ObsRequest{InstanceID: req.GetInstanceId(), Assistant: MessageFromProto(req.GetAssistant()),
+	res, err := e.Obs(ctx, ObsRequest{InstanceID: req.GetInstanceId(), Assistant: messageFromProto(req.GetAssistant()),
 		Kind: kind, Turn: int(req.GetTurn()), History: messagesFromProto(req.GetHistory())})
 	if err != nil {
 		return nil, toStatus("Obs", err)

@@ -1,6 +1,9 @@
 // Package task is what a task plugin author imports: the Task interface and its optional
-// parts, the types that cross the wire, Serve to run a plugin, and Client, the host's view of
-// a running plugin.
+// parts, the types that cross the wire, DecodeConfig for Configure's config, Serve to run a
+// plugin, and Client, the view of a running plugin that the host and the conformance kit
+// (sdk/conformance) share. The host's side of the Host service (RegisterHost, Judger) is here
+// too: this package is the one place that converts between its types and the protocol's
+// messages. The did-you-mean of its errors is sdk/suggest.
 //
 // A task is polymorphic: every plugin implements Task (Info and Score); it implements
 // Configurer, Preprocessor, Prompter and Environment when it has something to say there.

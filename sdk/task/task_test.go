@@ -42,7 +42,7 @@ func TestRowRoundTrip(t *testing.T) {
 		ExtraInfo:   map[string]any{"index": int64(4), "tools_kwargs": map[string]any{"f": map[string]any{"create_kwargs": map[string]any{"g": "<&>"}}}},
 		AgentName:   "tool_agent",
 	}
-	back, err := RowFromProto(RowToProto(row))
+	back, err := rowFromProto(rowToProto(row))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,14 +123,5 @@ func TestToolEnvSemantics(t *testing.T) {
 	}
 	if env.Running() != 0 {
 		t.Errorf("running = %d", env.Running())
-	}
-}
-
-func TestSuggest(t *testing.T) {
-	cands := []string{"gsm8k", "swedev", "dr", "gen_chat"}
-	for in, want := range map[string]string{"gsm8": "gsm8k", "GSM8K": "gsm8k", "swe-dev": "swedev", "genchat": "gen_chat", "zzzzzz": ""} {
-		if got := Suggest(in, cands); got != want {
-			t.Errorf("Suggest(%q) = %q, want %q", in, got, want)
-		}
 	}
 }

@@ -147,7 +147,7 @@ func NewClient(conn grpc.ClientConnInterface) *Client {
 
 // Info calls Info.
 func (c *Client) Info(ctx context.Context) (Info, error) {
-	r, err := c.rpc.Info(ctx, &tracev1.InfoRequest{HostVersion: task.HostVersion})
+	r, err := c.rpc.Info(ctx, &tracev1.InfoRequest{HostVersion: plugin.HostVersion})
 	if err != nil {
 		return Info{}, err
 	}

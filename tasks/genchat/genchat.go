@@ -13,7 +13,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,13 +35,13 @@ const DataSource = "genchat/gsm8k"
 
 // Config is the task section of the run config.
 type Config struct {
-	URL         string        // the environment's base URL (required for episodes)
-	Timeout     time.Duration // an episode's deadline; default 300 s
-	Poll        time.Duration // long-poll wait of one GET; default 10 s
-	ScoreMethod gsm8k.Method  // Score's answer extraction when the environment gives no reward
+	URL         string        `config:"url" want:"an http(s) URL"`                      // the environment's base URL (required for episodes)
+	Timeout     time.Duration `config:"timeout_s"`                                      // an episode's deadline; default 300 s
+	Poll        time.Duration `config:"poll_s"`                                         // long-poll wait of one GET; default 10 s
+	ScoreMethod gsm8k.Method  `config:"score_method" want:"\"strict\" or \"flexible\""` // Score's answer extraction when the environment gives no reward
 	// Judge: Score asks the run's judge model (the host's Host.Judge) to grade the response
 	// instead of matching a number: open-ended chat. Off by default (GSM8K's rule).
-	Judge bool
+	Judge bool `config:"judge"`
 }
 
 // Task is the gen_chat task.
@@ -97,8 +96,6 @@ func (t *Task) Info(context.Context) (task.Info, error) {
 	}, nil
 }
 
-var configKeys = []string{"url", "timeout_s", "poll_s", "score_method", "judge"}
-
 // UseHost keeps the host's services for Score's judge (task.HostUser).
 func (t *Task) UseHost(h *task.Host) {
 	t.mu.Lock()
@@ -106,71 +103,37 @@ func (t *Task) UseHost(h *task.Host) {
 	t.mu.Unlock()
 }
 
-// Configure applies the task config; an unknown key is InvalidArgument naming it.
+// Configure applies the task config (the keys of Config's tags); a bad or unknown key is
+// InvalidArgument naming it.
 func (t *Task) Configure(_ context.Context, raw map[string]any) error {
 	cfg := New().cfg
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
+	if err := task.DecodeConfig("genchat", raw, &cfg); err != nil {
+		return err
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v := raw[k]
-		seconds := func() (time.Duration, error) {
-			var f float64
-			switch n := v.(type) {
-			case int64:
-				f = float64(n)
-			case float64:
-				f = n
-			default:
-				return 0, task.InvalidArgument("genchat config key %q: want a number of seconds, got %v", k, v)
-			}
-			if f <= 0 {
-				return 0, task.InvalidArgument("genchat config key %q: want a positive number of seconds, got %v", k, v)
-			}
-			return time.Duration(f * float64(time.Second)), nil
+	if _, ok := raw["url"]; ok {
+		u, err := url.Parse(cfg.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return task.InvalidArgument("genchat config key %q: want an http(s) URL, got %q", "url", cfg.URL)
 		}
-		var err error
-		switch k {
-		case "url":
-			s, _ := v.(string)
-			u, perr := url.Parse(s)
-			if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return task.InvalidArgument("genchat config key %q: want an http(s) URL, got %v", k, v)
-			}
-			cfg.URL = strings.TrimRight(s, "/")
-		case "timeout_s":
-			cfg.Timeout, err = seconds()
-		case "poll_s":
-			cfg.Poll, err = seconds()
-		case "score_method":
-			s, _ := v.(string)
-			if s != string(gsm8k.Strict) && s != string(gsm8k.Flexible) {
-				return task.InvalidArgument("genchat config key %q: want \"strict\" or \"flexible\", got %v", k, v)
-			}
-			cfg.ScoreMethod = gsm8k.Method(s)
-		case "judge":
-			b, ok := v.(bool)
-			if !ok {
-				return task.InvalidArgument("genchat config key %q: want true or false, got %v", k, v)
-			}
-			t.mu.Lock()
-			h := t.host
-			t.mu.Unlock()
-			if b && !h.Has(task.HostFeatureJudge) {
-				return task.InvalidArgument("genchat config key %q: the host offers no judge model: set reward_model.judge.backend (policy, model or openai) in the run config", k)
-			}
-			cfg.Judge = b
-		default:
-			msg := fmt.Sprintf("genchat config: unknown key %q (known: %s)", k, strings.Join(configKeys, ", "))
-			if s := task.Suggest(k, configKeys); s != "" {
-				msg += fmt.Sprintf("; did you mean %q?", s)
-			}
-			return task.InvalidArgument("%s", msg)
+		cfg.URL = strings.TrimRight(cfg.URL, "/")
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"timeout_s", cfg.Timeout}, {"poll_s", cfg.Poll}} {
+		if d.v <= 0 {
+			return task.InvalidArgument("genchat config key %q: want a positive number of seconds, got %v", d.key, d.v.Seconds())
 		}
-		if err != nil {
-			return err
+	}
+	if cfg.ScoreMethod != gsm8k.Strict && cfg.ScoreMethod != gsm8k.Flexible {
+		return task.InvalidArgument("genchat config key %q: want \"strict\" or \"flexible\", got %q", "score_method", cfg.ScoreMethod)
+	}
+	if cfg.Judge {
+		t.mu.Lock()
+		h := t.host
+		t.mu.Unlock()
+		if !h.Has(task.HostFeatureJudge) {
+			return task.InvalidArgument("genchat config key %q: the host offers no judge model: set reward_model.judge.backend (policy, model or openai) in the run config", "judge")
 		}
 	}
 	t.mu.Lock()

@@ -126,10 +126,10 @@ func Score(solution, groundTruth string) float64 {
 type Shaping struct {
 	// FormatPenalty is added (use a negative value) when the response has no strict
 	// "#### <number>" answer in its last 300 characters.
-	FormatPenalty float64
+	FormatPenalty float64 `config:"format_penalty"`
 	// ToolBonus is added when the trajectory called calc_gsm8k_reward at least once
 	// (verl issue #1569 used +0.1: with tools on, models stopped calling the tool).
-	ToolBonus float64
+	ToolBonus float64 `config:"tool_bonus"`
 }
 
 // Apply returns base shaped for a trajectory whose final response is solution and which

@@ -7,9 +7,7 @@ package drplugin
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -30,19 +28,19 @@ const (
 
 // Config is the task section of the run config.
 type Config struct {
-	RetrieverURL  string        // base URL of rlhost-retriever
-	Timeout       time.Duration // of one retriever request; past it the tool call is an error the model sees
-	TopK          int           // topk of a search call that gives none
-	MaxTopK       int           // largest topk a search call may ask for
-	MaxQueryChars int           // longest query a search call may send
-	MaxDocChars   int           // a document's text in search results is cut to this many characters
-	MaxOpenChars  int           // and in open results to this many
-	FormatScore   float64       // the score of a tagged but wrong answer (Search-R1's format_score)
+	RetrieverURL  string        `config:"retriever_url"`                             // base URL of rlhost-retriever
+	Timeout       time.Duration `config:"timeout_s"`                                 // of one retriever request; past it the tool call is an error the model sees
+	TopK          int           `config:"topk" want:"a positive integer"`            // topk of a search call that gives none
+	MaxTopK       int           `config:"max_topk" want:"a positive integer"`        // largest topk a search call may ask for
+	MaxQueryChars int           `config:"max_query_chars" want:"a positive integer"` // longest query a search call may send
+	MaxDocChars   int           `config:"max_doc_chars" want:"a positive integer"`   // a document's text in search results is cut to this many characters
+	MaxOpenChars  int           `config:"max_open_chars" want:"a positive integer"`  // and in open results to this many
+	FormatScore   float64       `config:"format_score"`                              // the score of a tagged but wrong answer (Search-R1's format_score)
 	// Retriever, when Corpus is set and nothing answers at RetrieverURL, is started by the
 	// plugin as a child process: Binary -corpus Corpus -index Index -addr host:port.
-	RetrieverBin string
-	Corpus       string
-	Index        string
+	RetrieverBin string `config:"retriever_bin"`
+	Corpus       string `config:"corpus"`
+	Index        string `config:"index"`
 }
 
 // DefaultConfig is the default task config.
@@ -81,9 +79,6 @@ var sampleRecord = map[string]any{
 	"metadata":       map[string]any{"type": "definition", "hops": int64(1), "evidence": []any{[]any{"n02084071"}}},
 }
 
-var configKeys = []string{"retriever_url", "timeout_s", "topk", "max_topk", "max_query_chars", "max_doc_chars",
-	"max_open_chars", "format_score", "retriever_bin", "corpus", "index"}
-
 // Info describes the plugin.
 func (t *Task) Info(context.Context) (task.Info, error) {
 	return task.Info{
@@ -110,87 +105,27 @@ func (t *Task) Info(context.Context) (task.Info, error) {
 	}, nil
 }
 
-// Configure applies the task config; with corpus set it makes sure a retriever answers.
+// Configure applies the task config (the keys of Config's tags); with corpus set it makes
+// sure a retriever answers.
 func (t *Task) Configure(ctx context.Context, raw map[string]any) error {
 	cfg := DefaultConfig()
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
+	if err := task.DecodeConfig("dr", raw, &cfg); err != nil {
+		return err
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v := raw[k]
-		num := func() (float64, error) {
-			switch n := v.(type) {
-			case int64:
-				return float64(n), nil
-			case float64:
-				return n, nil
-			}
-			return 0, task.InvalidArgument("dr config key %q: want a number, got %v", k, v)
-		}
-		posInt := func(dst *int) error {
-			f, err := num()
-			if err != nil {
-				return err
-			}
-			if f < 1 || f != float64(int(f)) {
-				return task.InvalidArgument("dr config key %q: want a positive integer, got %v", k, v)
-			}
-			*dst = int(f)
-			return nil
-		}
-		str := func(dst *string) error {
-			s, ok := v.(string)
-			if !ok {
-				return task.InvalidArgument("dr config key %q: want a string, got %v", k, v)
-			}
-			*dst = s
-			return nil
-		}
-		var err error
-		switch k {
-		case "retriever_url":
-			err = str(&cfg.RetrieverURL)
-			cfg.RetrieverURL = strings.TrimRight(cfg.RetrieverURL, "/")
-			if err == nil && !strings.HasPrefix(cfg.RetrieverURL, "http://") && !strings.HasPrefix(cfg.RetrieverURL, "https://") {
-				err = task.InvalidArgument("dr config key %q: want an http:// or https:// URL, got %q", k, cfg.RetrieverURL)
-			}
-		case "timeout_s":
-			var f float64
-			if f, err = num(); err == nil {
-				if f <= 0 {
-					err = task.InvalidArgument("dr config key %q: want a positive number of seconds, got %v", k, v)
-				}
-				cfg.Timeout = time.Duration(f * float64(time.Second))
-			}
-		case "topk":
-			err = posInt(&cfg.TopK)
-		case "max_topk":
-			err = posInt(&cfg.MaxTopK)
-		case "max_query_chars":
-			err = posInt(&cfg.MaxQueryChars)
-		case "max_doc_chars":
-			err = posInt(&cfg.MaxDocChars)
-		case "max_open_chars":
-			err = posInt(&cfg.MaxOpenChars)
-		case "format_score":
-			cfg.FormatScore, err = num()
-		case "retriever_bin":
-			err = str(&cfg.RetrieverBin)
-		case "corpus":
-			err = str(&cfg.Corpus)
-		case "index":
-			err = str(&cfg.Index)
-		default:
-			msg := fmt.Sprintf("dr config: unknown key %q (known: %s)", k, strings.Join(configKeys, ", "))
-			if s := task.Suggest(k, configKeys); s != "" {
-				msg += fmt.Sprintf("; did you mean %q?", s)
-			}
-			return task.InvalidArgument("%s", msg)
-		}
-		if err != nil {
-			return err
+	cfg.RetrieverURL = strings.TrimRight(cfg.RetrieverURL, "/")
+	if !strings.HasPrefix(cfg.RetrieverURL, "http://") && !strings.HasPrefix(cfg.RetrieverURL, "https://") {
+		return task.InvalidArgument("dr config key %q: want an http:// or https:// URL, got %q", "retriever_url", cfg.RetrieverURL)
+	}
+	if cfg.Timeout <= 0 {
+		return task.InvalidArgument("dr config key %q: want a positive number of seconds, got %v", "timeout_s", cfg.Timeout.Seconds())
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+	}{{"topk", cfg.TopK}, {"max_topk", cfg.MaxTopK}, {"max_query_chars", cfg.MaxQueryChars},
+		{"max_doc_chars", cfg.MaxDocChars}, {"max_open_chars", cfg.MaxOpenChars}} {
+		if n.v < 1 {
+			return task.InvalidArgument("dr config key %q: want a positive integer, got %d", n.key, n.v)
 		}
 	}
 	if cfg.TopK > cfg.MaxTopK {

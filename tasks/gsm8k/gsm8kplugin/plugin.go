@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/rlhost/rlhost/sdk/task"
@@ -19,11 +18,11 @@ const Version = "0.1.0"
 // Config is the task section of the run config.
 type Config struct {
 	// ScoreMethod is "strict" (verl's default: "#### <answer>") or "flexible" (last number).
-	ScoreMethod gsm8k.Method
+	ScoreMethod gsm8k.Method `config:"score_method" want:"\"strict\" or \"flexible\""`
 	// FormatScore is the score of a found but wrong answer (verl default 0).
-	FormatScore float64
-	// Shaping is optional reward shaping, off by default.
-	Shaping gsm8k.Shaping
+	FormatScore float64 `config:"format_score"`
+	// Shaping is optional reward shaping, off by default (keys format_penalty, tool_bonus).
+	Shaping gsm8k.Shaping `config:",inline"`
 }
 
 // DefaultConfig is verl's behaviour.
@@ -75,51 +74,14 @@ func (t *Task) Info(context.Context) (task.Info, error) {
 	}, nil
 }
 
-var configKeys = []string{"score_method", "format_score", "format_penalty", "tool_bonus"}
-
-// Configure applies the task config.
+// Configure applies the task config (the keys of Config's tags).
 func (t *Task) Configure(_ context.Context, raw map[string]any) error {
 	cfg := DefaultConfig()
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
+	if err := task.DecodeConfig("gsm8k", raw, &cfg); err != nil {
+		return err
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v := raw[k]
-		num := func() (float64, error) {
-			switch n := v.(type) {
-			case int64:
-				return float64(n), nil
-			case float64:
-				return n, nil
-			}
-			return 0, task.InvalidArgument("gsm8k config key %q: want a number, got %v", k, v)
-		}
-		var err error
-		switch k {
-		case "score_method":
-			s, _ := v.(string)
-			if s != string(gsm8k.Strict) && s != string(gsm8k.Flexible) {
-				return task.InvalidArgument("gsm8k config key %q: want \"strict\" or \"flexible\", got %v", k, v)
-			}
-			cfg.ScoreMethod = gsm8k.Method(s)
-		case "format_score":
-			cfg.FormatScore, err = num()
-		case "format_penalty":
-			cfg.Shaping.FormatPenalty, err = num()
-		case "tool_bonus":
-			cfg.Shaping.ToolBonus, err = num()
-		default:
-			msg := fmt.Sprintf("gsm8k config: unknown key %q (known: %s)", k, strings.Join(configKeys, ", "))
-			if s := task.Suggest(k, configKeys); s != "" {
-				msg += fmt.Sprintf("; did you mean %q?", s)
-			}
-			return task.InvalidArgument("%s", msg)
-		}
-		if err != nil {
-			return err
-		}
+	if cfg.ScoreMethod != gsm8k.Strict && cfg.ScoreMethod != gsm8k.Flexible {
+		return task.InvalidArgument("gsm8k config key %q: want \"strict\" or \"flexible\", got %q", "score_method", cfg.ScoreMethod)
 	}
 	t.mu.Lock()
 	t.cfg = cfg

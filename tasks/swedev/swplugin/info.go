@@ -47,9 +47,6 @@ var sampleRecord = map[string]any{
 	"patch": "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,5 +1,5 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n \n \n def mul(a, b):\n",
 }
 
-var configKeys = []string{"sandbox_url", "sandbox_token", "isolation", "max_instances", "slots", "lease_s",
-	"command_timeout_s", "test_timeout_s", "max_output_chars", "ro_binds"}
-
 // Info describes the plugin. It declares task.FeatureWeakIsolation when the sandbox's
 // isolation leaves the machine's files readable to the model's commands (sandbox.IsWeak).
 func (t *Task) Info(ctx context.Context) (task.Info, error) {
@@ -81,103 +78,43 @@ func (t *Task) Info(ctx context.Context) (task.Info, error) {
 	}, nil
 }
 
-// Configure applies the task config. The in-process sandbox starts again with the new
-// settings (instances of the old one are deleted).
+// Configure applies the task config (the keys of Config's tags). The in-process sandbox
+// starts again with the new settings (instances of the old one are deleted).
 func (t *Task) Configure(_ context.Context, raw map[string]any) error {
 	cfg := DefaultConfig()
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
+	if err := task.DecodeConfig("swedev", raw, &cfg); err != nil {
+		return err
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v := raw[k]
-		num := func() (float64, error) {
-			switch n := v.(type) {
-			case int64:
-				return float64(n), nil
-			case float64:
-				return n, nil
-			}
-			return 0, task.InvalidArgument("swedev config key %q: want a number, got %v", k, v)
+	if cfg.SandboxURL != "" && !strings.HasPrefix(cfg.SandboxURL, "http://") && !strings.HasPrefix(cfg.SandboxURL, "https://") {
+		return task.InvalidArgument("swedev config key %q: want an http:// or https:// URL, got %q", "sandbox_url", cfg.SandboxURL)
+	}
+	if !map[string]bool{"": true, "bwrap": true, "ns": true, "rlimit": true}[cfg.Isolation] {
+		return task.InvalidArgument("swedev config key %q: want bwrap, ns or rlimit, got %q", "isolation", cfg.Isolation)
+	}
+	for _, n := range []struct {
+		key    string
+		v      int
+		zeroOK bool
+	}{{"max_instances", cfg.MaxInstances, false}, {"slots", cfg.Slots, true}, {"max_output_chars", cfg.MaxOutput, false}} {
+		if n.v < 0 || (n.v == 0 && !n.zeroOK) {
+			return task.InvalidArgument("swedev config key %q: want a positive integer, got %d", n.key, n.v)
 		}
-		secs := func(dst *time.Duration) error {
-			f, err := num()
-			if err != nil {
-				return err
-			}
-			if f <= 0 {
-				return task.InvalidArgument("swedev config key %q: want a positive number of seconds, got %v", k, v)
-			}
-			*dst = time.Duration(f * float64(time.Second))
-			return nil
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"lease_s", cfg.Lease}, {"command_timeout_s", cfg.CommandWall}, {"test_timeout_s", cfg.TestWall}} {
+		if d.v <= 0 {
+			return task.InvalidArgument("swedev config key %q: want a positive number of seconds, got %v", d.key, d.v.Seconds())
 		}
-		posInt := func(dst *int, zeroOK bool) error {
-			f, err := num()
-			if err != nil {
-				return err
-			}
-			if f < 0 || (f == 0 && !zeroOK) || f != float64(int(f)) {
-				return task.InvalidArgument("swedev config key %q: want a positive integer, got %v", k, v)
-			}
-			*dst = int(f)
-			return nil
+	}
+	for i, p := range cfg.ROBinds {
+		if !strings.HasPrefix(p, "/") {
+			return task.InvalidArgument("swedev config key %q[%d]: want an absolute path, got %q", "ro_binds", i, p)
 		}
-		str := func(dst *string) error {
-			s, ok := v.(string)
-			if !ok {
-				return task.InvalidArgument("swedev config key %q: want a string, got %v", k, v)
-			}
-			*dst = s
-			return nil
-		}
-		var err error
-		switch k {
-		case "sandbox_url":
-			if err = str(&cfg.SandboxURL); err == nil && cfg.SandboxURL != "" &&
-				!strings.HasPrefix(cfg.SandboxURL, "http://") && !strings.HasPrefix(cfg.SandboxURL, "https://") {
-				err = task.InvalidArgument("swedev config key %q: want an http:// or https:// URL, got %q", k, cfg.SandboxURL)
-			}
-		case "sandbox_token":
-			err = str(&cfg.SandboxToken)
-		case "isolation":
-			if err = str(&cfg.Isolation); err == nil && !map[string]bool{"": true, "bwrap": true, "ns": true, "rlimit": true}[cfg.Isolation] {
-				err = task.InvalidArgument("swedev config key %q: want bwrap, ns or rlimit, got %q", k, cfg.Isolation)
-			}
-		case "max_instances":
-			err = posInt(&cfg.MaxInstances, false)
-		case "slots":
-			err = posInt(&cfg.Slots, true)
-		case "lease_s":
-			err = secs(&cfg.Lease)
-		case "command_timeout_s":
-			err = secs(&cfg.CommandWall)
-		case "test_timeout_s":
-			err = secs(&cfg.TestWall)
-		case "max_output_chars":
-			err = posInt(&cfg.MaxOutput, false)
-		case "ro_binds":
-			l, ok := v.([]any)
-			if !ok {
-				return task.InvalidArgument("swedev config key %q: want a list of absolute paths, got %v", k, v)
-			}
-			for i, x := range l {
-				p, ok := x.(string)
-				if !ok || !strings.HasPrefix(p, "/") {
-					return task.InvalidArgument("swedev config key %q[%d]: want an absolute path, got %v", k, i, x)
-				}
-				cfg.ROBinds = append(cfg.ROBinds, p)
-			}
-		default:
-			msg := fmt.Sprintf("swedev config: unknown key %q (known: %s)", k, strings.Join(configKeys, ", "))
-			if s := task.Suggest(k, configKeys); s != "" {
-				msg += fmt.Sprintf("; did you mean %q?", s)
-			}
-			return task.InvalidArgument("%s", msg)
-		}
-		if err != nil {
-			return err
-		}
+	}
+	if len(cfg.ROBinds) == 0 {
+		cfg.ROBinds = nil // as the default: an empty list is no change of sandbox
 	}
 	if cfg.CommandWall > 10*time.Minute || cfg.TestWall > 10*time.Minute {
 		return task.InvalidArgument("swedev config: command_timeout_s and test_timeout_s are at most 600")

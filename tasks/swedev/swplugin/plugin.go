@@ -32,16 +32,16 @@ const (
 
 // Config is the task section of the run config.
 type Config struct {
-	SandboxURL   string        // a remote rlhost-sandbox; empty runs the sandbox in the plugin's process
-	SandboxToken string        // its bearer token
-	Isolation    string        // isolation of the in-process sandbox ("" = strongest available)
-	MaxInstances int           // instances of the in-process sandbox
-	Slots        int           // commands running at once in the in-process sandbox (0 = 2 x CPUs)
-	Lease        time.Duration // lease of an instance
-	CommandWall  time.Duration // wall-clock limit of one bash call
-	TestWall     time.Duration // wall-clock limit of the hidden tests
-	MaxOutput    int           // characters of a tool's output the model sees
-	ROBinds      []string      // extra host paths the in-process sandbox's instances see read-only
+	SandboxURL   string        `config:"sandbox_url"`                                // a remote rlhost-sandbox; empty runs the sandbox in the plugin's process
+	SandboxToken string        `config:"sandbox_token" secret:"true"`                // its bearer token
+	Isolation    string        `config:"isolation"`                                  // isolation of the in-process sandbox ("" = strongest available)
+	MaxInstances int           `config:"max_instances" want:"a positive integer"`    // instances of the in-process sandbox
+	Slots        int           `config:"slots" want:"a positive integer"`            // commands running at once in the in-process sandbox (0 = 2 x CPUs)
+	Lease        time.Duration `config:"lease_s"`                                    // lease of an instance
+	CommandWall  time.Duration `config:"command_timeout_s"`                          // wall-clock limit of one bash call
+	TestWall     time.Duration `config:"test_timeout_s"`                             // wall-clock limit of the hidden tests
+	MaxOutput    int           `config:"max_output_chars" want:"a positive integer"` // characters of a tool's output the model sees
+	ROBinds      []string      `config:"ro_binds" want:"a list of absolute paths"`   // extra host paths the in-process sandbox's instances see read-only
 }
 
 // DefaultConfig is the default task config.

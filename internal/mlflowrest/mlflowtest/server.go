@@ -57,18 +57,27 @@ func Start(t testing.TB) *Server {
 		}
 		t.Skip(msg)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := Launch(bin, t.TempDir())
+	if s != nil {
+		t.Cleanup(s.Stop)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// Launch starts the mlflow executable bin as a server on a free port with its store in dir,
+// for a server that outlives one test (a package's tests share it; TestMain stops it).
+func Launch(bin, dir string) (*Server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	s := &Server{bin: bin, dir: t.TempDir(), port: port, URI: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	t.Cleanup(s.Stop)
-	if err := s.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	s := &Server{bin: bin, dir: dir, port: port, URI: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	return s, s.Restart()
 }
 
 // Restart starts the server (again, on the same port and store) and waits until /health
@@ -84,6 +93,8 @@ func (s *Server) Restart() error {
 		"--artifacts-destination", filepath.Join(s.dir, "art"),
 		"--host", "127.0.0.1", "--port", fmt.Sprint(s.port), "--workers", "1")
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	// No job runner: it starts a dozen huey consumer processes the tests do not need.
+	s.cmd.Env = append(os.Environ(), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false")
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		return err

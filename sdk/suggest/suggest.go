@@ -1,10 +1,13 @@
-package task
+// Package suggest finds the likely intended name among known ones, for did-you-mean
+// messages. The SDK's config decoder (task.DecodeConfig) and the host's config checks share
+// it.
+package suggest
 
 import "strings"
 
-// Suggest returns the candidate closest to name by edit distance (case-insensitive), or "" if
-// none is close enough to be a likely typo. Used for did-you-mean messages.
-func Suggest(name string, candidates []string) string {
+// Closest returns the candidate closest to name by edit distance (case-insensitive), or "" if
+// none is close enough to be a likely typo.
+func Closest(name string, candidates []string) string {
 	best, bestD := "", len([]rune(name))/2+2
 	for _, c := range candidates {
 		if d := EditDistance(strings.ToLower(name), strings.ToLower(c)); d < bestD {
