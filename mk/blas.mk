@@ -2,7 +2,7 @@
 # compute/model tests and benchmarks.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup-blas test-compute bench-compute compute-goldens
+.PHONY: setup-blas test-compute test-save-transformers bench-compute compute-goldens
 
 SETUP_TARGETS += setup-blas
 TEST_TARGETS  += test-compute
@@ -15,6 +15,11 @@ setup-blas: ## install libopenblas-dev (apt) for gpu/cpu
 
 test-compute: setup-blas model model-gemma3 ## gpu op set, CPU backend and model tests (goldens from transformers, committed)
 	$(GO) test -count=1 ./gpu/ ./gpu/cpu/... ./gpu/model/...
+
+# A checkpoint rlhost writes, loaded by transformers itself (torch and transformers from setup-trl,
+# which make test does not install: CI runs without torch, and the test skips there).
+test-save-transformers: setup-blas setup-trl ## every family's checkpoint as rlhost saves it after a training step loads in transformers unchanged, same logits (TestSavedLoadsInTransformers)
+	RLHOST_TORCH_PYTHON=$(TRL_PY) $(GO) test -count=1 -run 'TestSavedLoadsInTransformers' -v ./gpu/model/
 
 # Go figures, then the PyTorch eager peer on the same shapes (torch and transformers from
 # the reference virtualenv of setup-trl); the GRPO-sized step runs alone so that its peak

@@ -1,8 +1,10 @@
 package model
 
 import (
+	"encoding/json"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -269,7 +271,7 @@ func TestFamiliesSaveLoad(t *testing.T) {
 			for _, key := range map[string][]string{
 				"tiny-mistral":       {`"sliding_window": 4`, `"model_type": "mistral"`},
 				"tiny-gemma3":        {`"sliding_attention"`, `"query_pre_attn_scalar": 24`, `"Gemma3ForCausalLM"`, `"rope_theta": 10000`},
-				"tiny-gemma3-capped": {`"final_logit_softcapping": 4`, `"rope_type": "linear"`},
+				"tiny-gemma3-capped": {`"final_logit_softcapping": 4.0`, `"rope_type": "linear"`},
 				"tiny-llama3":        {`"rope_type": "llama3"`, `"low_freq_factor": 1`},
 				"tiny-qwen3-yarn":    {`"rope_type": "yarn"`, `"Qwen3ForCausalLM"`},
 			}[name] {
@@ -279,4 +281,93 @@ func TestFamiliesSaveLoad(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSavedLoadsInTransformers: a checkpoint rlhost writes after a training step loads in
+// transformers unchanged (every weight used, none missing; scripts/goldens/model/load_saved.py)
+// and computes the logits rlhost computes with the trained weights, to 1e-4, for every family.
+// It needs torch and transformers: RLHOST_TORCH_PYTHON names their Python (make
+// test-save-transformers sets it to the reference virtualenv of setup-trl); without it the test
+// is skipped.
+func TestSavedLoadsInTransformers(t *testing.T) {
+	py := os.Getenv("RLHOST_TORCH_PYTHON")
+	if py == "" {
+		t.Skip("RLHOST_TORCH_PYTHON is not set (make test-save-transformers sets it)")
+	}
+	script, err := filepath.Abs("../../scripts/goldens/model/load_saved.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range allFamilies {
+		t.Run(name, func(t *testing.T) {
+			m := newTiny(t, name)
+			g := loadGolden(t, name)
+			B, T := g.meta.B, g.meta.T
+			batch := Batch{B: B, T: T, Tokens: flat(g.meta.Tokens), Targets: flat(g.meta.Targets)}
+			// One clipped AdamW step, so that the weights saved are not the ones transformers wrote.
+			a := m.NewActs(B, T)
+			if err := m.Forward(a, batch); err != nil {
+				t.Fatal(err)
+			}
+			dlogp := make([]float32, B*T)
+			for n := range dlogp {
+				if batch.Targets[n] >= 0 {
+					dlogp[n] = -1
+				}
+			}
+			m.ZeroGrads()
+			if err := m.Backward(a, dlogp, make([]float32, B*T)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := NewAdamW(m, AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, MaxGradNorm: 1}).Update(m); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Forward(a, batch); err != nil {
+				t.Fatal(err)
+			}
+			if d := maxAbsDiff(a.Logits, g.get(t, "logits")); d < 1e-3 {
+				t.Fatalf("the step moved the logits by %g only: the comparison would not tell the saved weights from the originals", d)
+			}
+
+			dir := t.TempDir()
+			ckpt := filepath.Join(dir, "ckpt")
+			if err := weights.Save(ckpt, m.Params.Checkpoint(m.HF)); err != nil {
+				t.Fatal(err)
+			}
+			in, out := filepath.Join(dir, "in.json"), filepath.Join(dir, "out.json")
+			raw, _ := json.Marshal(map[string]any{"tokens": g.meta.Tokens})
+			if err := os.WriteFile(in, raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := exec.Command(py, script, ckpt, in, out).CombinedOutput(); err != nil {
+				t.Fatalf("transformers on the saved checkpoint: %v\n%s", err, b)
+			}
+			var got struct {
+				Class     string    `json:"class"`
+				ModelType string    `json:"model_type"`
+				Logits    []float32 `json:"logits"`
+			}
+			raw, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw, &got); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("transformers loaded %s (model_type %s)", got.Class, got.ModelType)
+			if got.ModelType != m.Config.Family {
+				t.Errorf("transformers read model_type %q, rlhost's family is %q", got.ModelType, m.Config.Family)
+			}
+			checkClose(t, "logits in transformers", got.Logits, a.Logits, 1e-4)
+		})
+	}
+}
+
+// maxAbsDiff is the largest |a[i] - b[i]|.
+func maxAbsDiff(a, b []float32) float64 {
+	var d float64
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
 }

@@ -1,6 +1,7 @@
 package weights
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -118,10 +119,25 @@ func configJSON(c Config, dtype safetensors.DType) ([]byte, error) {
 			m["sliding_window"] = nil
 		}
 		for _, k := range []string{"final_logit_softcapping", "attn_logit_softcapping"} {
-			if _, ok := m[k]; !ok && c.ModelType == "gemma3_text" {
+			switch v, ok := m[k].(float64); {
+			case ok:
+				m[k] = floatJSON(v) // transformers 5 rejects an int here (a float field)
+			case m[k] == nil && c.ModelType == "gemma3_text":
 				m[k] = nil
 			}
 		}
 	}
 	return json.MarshalIndent(m, "", "  ")
+}
+
+// floatJSON is a float64 that JSON writes as a float even when it is integral (4.0, not 4):
+// transformers 5 validates its config classes' float fields strictly and refuses an int.
+type floatJSON float64
+
+func (f floatJSON) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(float64(f))
+	if err == nil && !bytes.ContainsAny(b, ".eE") {
+		b = append(b, ".0"...)
+	}
+	return b, err
 }
