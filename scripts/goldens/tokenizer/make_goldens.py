@@ -28,6 +28,8 @@ import gzip
 import json
 import os
 import sys
+
+from torture import TORTURE_COMMON
 import tempfile
 
 import gguf
@@ -97,54 +99,7 @@ def tokenizer_from_gguf(path):
 
 
 TORTURE = [
-    "",
-    " ",
-    "  ",
-    "\n",
-    "\n\n\n",
-    "\t",
-    " \t \n \r\n\r\n  x",
-    "Hello, world!",
-    "hello world   ",
-    "   leading spaces",
-    "trailing newline\n",
-    "I'm DON'T you'll we'VE They'D",
-    "12345678901234567890",
-    "3.14159 -42 1,000,000 1e-9 0x1F",
-    "$2 per egg, 50% off, #### 18",
-    "<<16-3-4=9>>9",
-    "naïve café résumé coöperate",
-    "e\u0301 vs \u00e9 (NFD vs NFC)",
-    "Ångström Å Å",
-    "日本語のテキストです。東京は晴れ。",
-    "中文分词测试：我爱北京天安门！",
-    "한국어 문장입니다.",
-    "Привет, мир! Ёжик.",
-    "مرحبا بالعالم",
-    "שלום עולם",
-    "नमस्ते दुनिया",
-    "ภาษาไทย",
-    "😀😃😄 👍🏽 👨‍👩‍👧‍👦 🏳️‍🌈 🇫🇷",
-    "emoji🙂inside🙃words",
-    "∑∫∂√∞ ≤≥≠ ½ ¼ ²³ ℝ",
-    "\u200b zero\u200bwidth \ufeffBOM \u00a0nbsp",
-    "tab\tseparated\tvalues\n1\t2\t3",
-    "def f(x):\n    return x ** 2  # square\n\n\nprint(f(3))",
-    "{\"name\": \"calc_gsm8k_reward\", \"arguments\": {\"answer\": \"72\"}}",
-    "a" * 300,
-    "ab " * 100,
-    "!!!???...,,,;;;",
-    "\u3000full-width\u3000space ＡＢＣ１２３",
-    "mixed 中文 and English 123 😀",
-    "\x01\x02\x7f control chars",
-    "\r\n\r\n",
-    "     \n     \n",
-    # NUL bytes (the Go side passes C strings to Rust and must work around them)
-    "a \x00 b\x00",
-    "a  \x00b",
-    "!\x00?",
-    "\x00\x00",
-    "x\x01\x00\x01y \x00\n\x00  ",
+    *TORTURE_COMMON,
     "\x00<|im_end|>\x00",
 ]
 
