@@ -3,16 +3,14 @@
 package cuda
 
 import (
-	"encoding/json"
 	"fmt"
+	"github.com/rlhost/rlhost/gpu/model/modeltest"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu/model"
-	"github.com/rlhost/rlhost/gpu/safetensors"
 	"github.com/rlhost/rlhost/gpu/weights"
 )
 
@@ -27,55 +25,11 @@ const familyDir = "../model/testdata"
 var emuFamilies = []string{"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-qwen3-yarn", "tiny-llama3", "tiny-mistral",
 	"tiny-gemma3", "tiny-gemma3-capped"}
 
-// familyGolden is what TestFamilyGoldensEmulator reads of NAME-golden.json
-// (gpu/model's goldenMeta) and NAME-golden.safetensors.
-type familyGolden struct {
-	B, T    int
-	Tokens  [][]int32   `json:"tokens"`
-	Targets [][]int32   `json:"targets"`
-	Weights [][]float32 `json:"weights"`
-	EntCoef float32     `json:"ent_coef"`
-	AdamW   struct {
-		LR          float32 `json:"lr"`
-		Beta1       float32 `json:"beta1"`
-		Beta2       float32 `json:"beta2"`
-		Eps         float32 `json:"eps"`
-		WeightDecay float32 `json:"weight_decay"`
-		MaxNorm     float32 `json:"max_norm"`
-		GradNorm    float64 `json:"grad_norm"`
-	} `json:"adamw"`
-	Generate []struct {
-		Prompt   []int32   `json:"prompt"`
-		Tokens   []int32   `json:"tokens"`
-		Logprobs []float64 `json:"logprobs"`
-	} `json:"generate"`
-	tensors *safetensors.File
-}
+// familyGolden is a checkpoint's goldens (gpu/model/modeltest).
+type familyGolden = modeltest.Golden
 
 func loadFamilyGolden(t *testing.T, name string) *familyGolden {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(familyDir, name+"-golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &familyGolden{}
-	if err := json.Unmarshal(b, g); err != nil {
-		t.Fatal(err)
-	}
-	if g.tensors, err = safetensors.Open(filepath.Join(familyDir, name+"-golden.safetensors")); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.tensors.Close() })
-	return g
-}
-
-func (g *familyGolden) get(t *testing.T, name string) []float32 {
-	t.Helper()
-	x, _, err := g.tensors.Float32s(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return x
+	return modeltest.Load(t, familyDir, name)
 }
 
 // relErrMax is max_i |got_i - want_i| / max_i |want_i| (gpu/model's
@@ -183,17 +137,17 @@ func familyTrainStep(t *testing.T, m *model.Model, g *familyGolden) {
 	if err := m.Forward(a, batch); err != nil {
 		t.Fatal(err)
 	}
-	closeTo(t, "logits", host(be, a.Logits), g.get(t, "logits"), 1e-4)
-	closeTo(t, "logp", a.Logp, g.get(t, "logp"), 1e-4)
-	closeTo(t, "entropy", a.Entropy, g.get(t, "entropy"), 1e-4)
-	closeTo(t, "loss", []float32{familyLoss(dlogp, dent, a.Logp, a.Entropy)}, g.get(t, "loss"), 1e-4)
+	closeTo(t, "logits", host(be, a.Logits), g.Get(t, "logits"), 1e-4)
+	closeTo(t, "logp", a.Logp, g.Get(t, "logp"), 1e-4)
+	closeTo(t, "entropy", a.Entropy, g.Get(t, "entropy"), 1e-4)
+	closeTo(t, "loss", []float32{familyLoss(dlogp, dent, a.Logp, a.Entropy)}, g.Get(t, "loss"), 1e-4)
 	m.EnableGrads()
 	m.ZeroGrads()
 	if err := m.Backward(a, dlogp, dent); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range m.Grads.Names {
-		closeTo(t, "grad "+p.Name, host(be, p.Data), g.get(t, "grad."+p.Name), 1e-3)
+		closeTo(t, "grad "+p.Name, host(be, p.Data), g.Get(t, "grad."+p.Name), 1e-3)
 	}
 	ac := g.AdamW
 	opt := model.NewAdamW(m, model.AdamWConfig{LR: ac.LR, Beta1: ac.Beta1, Beta2: ac.Beta2, Eps: ac.Eps,
@@ -208,7 +162,7 @@ func familyTrainStep(t *testing.T, m *model.Model, g *familyGolden) {
 	// the moves of the first Adam step, about lr*sign(grad): a gradient
 	// within float error of zero may move either way and is not counted
 	for _, p := range m.Params.Names {
-		got, want, grad := host(be, p.Data), g.get(t, "adamw."+p.Name), g.get(t, "grad."+p.Name)
+		got, want, grad := host(be, p.Data), g.Get(t, "adamw."+p.Name), g.Get(t, "grad."+p.Name)
 		var gmax float64
 		for _, x := range grad {
 			gmax = math.Max(gmax, math.Abs(float64(x)))
@@ -269,7 +223,7 @@ func familyBF16(t *testing.T, m *model.Model, g *familyGolden) {
 		t.Fatal(err)
 	}
 	tol := familyBF16Tolerance
-	want := g.get(t, "logp")
+	want := g.Get(t, "logp")
 	worst := 0.0
 	for n := range want {
 		if batch.Targets[n] >= 0 {
@@ -279,7 +233,7 @@ func familyBF16(t *testing.T, m *model.Model, g *familyGolden) {
 	if !(worst <= tol.logp) {
 		t.Errorf("bf16: log-probs within %.3g of the golden's, want %.3g", worst, tol.logp)
 	}
-	loss, wantLoss := familyLoss(dlogp, dent, a.Logp, a.Entropy), g.get(t, "loss")[0]
+	loss, wantLoss := familyLoss(dlogp, dent, a.Logp, a.Entropy), g.Get(t, "loss")[0]
 	if d := math.Abs(float64(loss - wantLoss)); !(d <= tol.loss*math.Max(1, math.Abs(float64(wantLoss)))) {
 		t.Errorf("bf16: loss %v, golden %v", loss, wantLoss)
 	}

@@ -107,7 +107,7 @@ func TestRollingCache(t *testing.T) {
 					}
 				}
 				var reqs []Request
-				for _, want := range g.meta.Generate {
+				for _, want := range g.Generate {
 					reqs = append(reqs, Request{Prompt: want.Prompt, Sample: SampleConfig{MaxTokens: len(want.Tokens), IgnoreEOS: true}})
 				}
 				res, err := gen.Generate(reqs)
@@ -120,10 +120,10 @@ func TestRollingCache(t *testing.T) {
 			if gen.chunk != slices.Min(slices.DeleteFunc(slices.Clone(c.Windows), func(w int) bool { return w == 0 })) {
 				t.Errorf("chunk %d, want the shortest window of %v", gen.chunk, c.Windows)
 			}
-			if longest := len(g.meta.Generate[0].Prompt); longest <= gen.chunk {
+			if longest := len(g.Generate[0].Prompt); longest <= gen.chunk {
 				t.Fatalf("the longest prompt (%d tokens) fits one chunk of %d: chunked prefill is not exercised", longest, gen.chunk)
 			}
-			for i, want := range g.meta.Generate {
+			for i, want := range g.Generate {
 				if !slices.Equal(res[i].Tokens, want.Tokens) {
 					t.Fatalf("request %d: tokens\n got %v\nwant %v", i, res[i].Tokens, want.Tokens)
 				}
@@ -131,8 +131,8 @@ func TestRollingCache(t *testing.T) {
 			// every position of the longest prompt: its first n tokens, one token generated,
 			// whose log-prob is the golden forward's at position n-1; prefills of n > chunk
 			// run in chunks, the sampled position at each place of its chunk
-			logits := g.get(t, "logits")
-			toks := g.meta.Tokens[0]
+			logits := g.Get(t, "logits")
+			toks := g.Tokens[0]
 			checkPrefixes := func(plant bool) (bad int) {
 				gen, err := m.NewGenerator(len(toks), maxT)
 				if err != nil {
@@ -174,7 +174,7 @@ func TestRollingCache(t *testing.T) {
 			checkPrefixes(false)
 			planted, _ := run(true)
 			same := true
-			for i, want := range g.meta.Generate {
+			for i, want := range g.Generate {
 				same = same && slices.Equal(planted[i].Tokens, want.Tokens)
 			}
 			bad := checkPrefixes(true)
@@ -193,7 +193,7 @@ func TestRollingCache(t *testing.T) {
 func TestRollingCachePrefixSharing(t *testing.T) {
 	m := newTiny(t, "tiny-mistral")
 	g := loadGolden(t, "tiny-mistral")
-	long := append(slices.Clone(g.meta.Generate[0].Prompt), g.meta.Generate[1].Prompt...) // 15 tokens: 4 chunks
+	long := append(slices.Clone(g.Generate[0].Prompt), g.Generate[1].Prompt...) // 15 tokens: 4 chunks
 	var first []Request
 	for k := 0; k < 3; k++ { // n = 3 samples of one prompt
 		first = append(first, Request{Prompt: long, Sample: SampleConfig{MaxTokens: 6, Temperature: 0.8, Seed: uint64(k + 1), IgnoreEOS: true}})
@@ -302,8 +302,8 @@ func TestSavedLoadsInTransformers(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := newTiny(t, name)
 			g := loadGolden(t, name)
-			B, T := g.meta.B, g.meta.T
-			batch := Batch{B: B, T: T, Tokens: flat(g.meta.Tokens), Targets: flat(g.meta.Targets)}
+			B, T := g.B, g.T
+			batch := Batch{B: B, T: T, Tokens: flat(g.Tokens), Targets: flat(g.Targets)}
 			// One clipped AdamW step, so that the weights saved are not the ones transformers wrote.
 			a := m.NewActs(B, T)
 			if err := m.Forward(a, batch); err != nil {
@@ -325,7 +325,7 @@ func TestSavedLoadsInTransformers(t *testing.T) {
 			if err := m.Forward(a, batch); err != nil {
 				t.Fatal(err)
 			}
-			if d := maxAbsDiff(a.Logits, g.get(t, "logits")); d < 1e-3 {
+			if d := maxAbsDiff(a.Logits, g.Get(t, "logits")); d < 1e-3 {
 				t.Fatalf("the step moved the logits by %g only: the comparison would not tell the saved weights from the originals", d)
 			}
 
@@ -335,7 +335,7 @@ func TestSavedLoadsInTransformers(t *testing.T) {
 				t.Fatal(err)
 			}
 			in, out := filepath.Join(dir, "in.json"), filepath.Join(dir, "out.json")
-			raw, _ := json.Marshal(map[string]any{"tokens": g.meta.Tokens})
+			raw, _ := json.Marshal(map[string]any{"tokens": g.Tokens})
 			if err := os.WriteFile(in, raw, 0o644); err != nil {
 				t.Fatal(err)
 			}

@@ -31,14 +31,14 @@ func TestGoldenGreedy(t *testing.T) {
 					t.Fatal(err)
 				}
 				var reqs []Request
-				for _, want := range g.meta.Generate {
+				for _, want := range g.Generate {
 					reqs = append(reqs, Request{Prompt: want.Prompt, Sample: SampleConfig{MaxTokens: len(want.Tokens), IgnoreEOS: true}})
 				}
 				res, err := gen.Generate(reqs)
 				if err != nil {
 					t.Fatal(err)
 				}
-				for i, want := range g.meta.Generate {
+				for i, want := range g.Generate {
 					if !slices.Equal(res[i].Tokens, want.Tokens) {
 						t.Fatalf("slots=%d request %d: tokens\n got %v\nwant %v", slots, i, res[i].Tokens, want.Tokens)
 					}
@@ -59,7 +59,7 @@ func TestGoldenGreedy(t *testing.T) {
 func TestGenerateStops(t *testing.T) {
 	m := newTiny(t, "tiny-llama")
 	g := loadGolden(t, "tiny-llama")
-	want := g.meta.Generate[0]
+	want := g.Generate[0]
 	gen, err := m.NewGenerator(2, 40)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func newModelAt(t *testing.T, dir string) *Model {
 // transformers' (tiny-llama-golden.json, made with eos 2, which they never reach), so the
 // stop is at the first of them in the eos set.
 func TestGenerateStopsAtEveryEOS(t *testing.T) {
-	want := loadGolden(t, "tiny-llama").meta.Generate[1] // 109 98 109 98 109 63 ...; no 2 or 127
+	want := loadGolden(t, "tiny-llama").Generate[1] // 109 98 109 98 109 63 ...; no 2 or 127
 	for _, tt := range []struct {
 		name, eos, gen string
 		stop           int // index of the token generation stops after; -1: none
@@ -226,7 +226,7 @@ func TestGoldenEOS(t *testing.T) {
 		}
 		return out
 	}
-	full := loadGolden(t, "tiny-llama").meta.Generate // greedy, never stopping
+	full := loadGolden(t, "tiny-llama").Generate // greedy, never stopping
 	cut := func(toks []int32, stop []int32) []int32 {
 		for i, tok := range toks {
 			if slices.Contains(stop, tok) {
@@ -282,7 +282,7 @@ func TestGoldenEOS(t *testing.T) {
 // id 0 (which tiny-llama generates as its 7th token for the first golden prompt), until
 // FallBackEOS gives it the tokenizer's; a checkpoint with an eos id keeps its own.
 func TestGenerateNoEOS(t *testing.T) {
-	want := loadGolden(t, "tiny-llama").meta.Generate[0] // 49 49 49 78 7 44 0 49 ...
+	want := loadGolden(t, "tiny-llama").Generate[0] // 49 49 49 78 7 44 0 49 ...
 	m := eosCheckpoint(t, `null`, "")
 	if ids := m.Config.EOSIDs(); m.Config.EOS != -1 || len(ids) != 0 {
 		t.Fatalf("EOS %d, ids %v; want -1, none", m.Config.EOS, ids)

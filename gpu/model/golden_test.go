@@ -1,8 +1,8 @@
 package model
 
 import (
-	"encoding/json"
 	"fmt"
+	"github.com/rlhost/rlhost/gpu/model/modeltest"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
-	"github.com/rlhost/rlhost/gpu/safetensors"
 	"github.com/rlhost/rlhost/gpu/weights"
 )
 
@@ -23,30 +22,6 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Exit(m.Run())
-}
-
-// goldenMeta is NAME-golden.json written by scripts/goldens/model/make_goldens.py.
-type goldenMeta struct {
-	B, T    int
-	Lengths []int       `json:"lengths"`
-	Tokens  [][]int32   `json:"tokens"`
-	Targets [][]int32   `json:"targets"`
-	Weights [][]float32 `json:"weights"`
-	EntCoef float32     `json:"ent_coef"`
-	AdamW   struct {
-		LR          float32 `json:"lr"`
-		Beta1       float32 `json:"beta1"`
-		Beta2       float32 `json:"beta2"`
-		Eps         float32 `json:"eps"`
-		WeightDecay float32 `json:"weight_decay"`
-		MaxNorm     float32 `json:"max_norm"`
-		GradNorm    float64 `json:"grad_norm"`
-	} `json:"adamw"`
-	Generate []struct {
-		Prompt   []int32   `json:"prompt"`
-		Tokens   []int32   `json:"tokens"`
-		Logprobs []float64 `json:"logprobs"`
-	} `json:"generate"`
 }
 
 // families are the Llama-2 and Qwen2 checkpoints of make_goldens.py, which the LoRA,
@@ -73,37 +48,10 @@ func loadCheckpoint(t testing.TB, dir string) *weights.Checkpoint {
 	return ck
 }
 
-type golden struct {
-	meta    goldenMeta
-	tensors *safetensors.File
-}
+// golden is a checkpoint's goldens in testdata.
+type golden = modeltest.Golden
 
-func loadGolden(t testing.TB, name string) *golden {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name+"-golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &golden{}
-	if err := json.Unmarshal(b, &g.meta); err != nil {
-		t.Fatal(err)
-	}
-	g.tensors, err = safetensors.Open(filepath.Join("testdata", name+"-golden.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.tensors.Close() })
-	return g
-}
-
-func (g *golden) get(t testing.TB, name string) []float32 {
-	t.Helper()
-	x, _, err := g.tensors.Float32s(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return x
-}
+func loadGolden(t testing.TB, name string) *golden { return modeltest.Load(t, "testdata", name) }
 
 // maxRelErr is max_i |got_i - want_i| / max_i |want_i|.
 func maxRelErr(got, want []float32) float64 {
@@ -156,39 +104,39 @@ func TestGoldenTrainStep(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := newTiny(t, name)
 			g := loadGolden(t, name)
-			B, T := g.meta.B, g.meta.T
+			B, T := g.B, g.T
 			N := B * T
 			a := m.NewActs(B, T)
-			batch := Batch{B: B, T: T, Tokens: flat(g.meta.Tokens), Targets: flat(g.meta.Targets)}
+			batch := Batch{B: B, T: T, Tokens: flat(g.Tokens), Targets: flat(g.Targets)}
 			if err := m.Forward(a, batch); err != nil {
 				t.Fatal(err)
 			}
-			checkClose(t, "logits", a.Logits, g.get(t, "logits"), 1e-4)
-			checkClose(t, "logp", a.Logp, g.get(t, "logp"), 1e-4)
-			checkClose(t, "entropy", a.Entropy, g.get(t, "entropy"), 1e-4)
+			checkClose(t, "logits", a.Logits, g.Get(t, "logits"), 1e-4)
+			checkClose(t, "logp", a.Logp, g.Get(t, "logp"), 1e-4)
+			checkClose(t, "entropy", a.Entropy, g.Get(t, "entropy"), 1e-4)
 
-			w := flat(g.meta.Weights)
+			w := flat(g.Weights)
 			dlogp, dent := make([]float32, N), make([]float32, N)
 			var loss float64
 			for n := 0; n < N; n++ {
 				dlogp[n] = -w[n]
 				if batch.Targets[n] >= 0 {
-					dent[n] = -g.meta.EntCoef
+					dent[n] = -g.EntCoef
 				}
 				loss += float64(dlogp[n])*float64(a.Logp[n]) + float64(dent[n])*float64(a.Entropy[n])
 			}
-			checkClose(t, "loss", []float32{float32(loss)}, g.get(t, "loss"), 1e-4)
+			checkClose(t, "loss", []float32{float32(loss)}, g.Get(t, "loss"), 1e-4)
 
 			m.ZeroGrads()
 			if err := m.Backward(a, dlogp, dent); err != nil {
 				t.Fatal(err)
 			}
 			for _, p := range m.Grads.Names {
-				checkClose(t, "grad "+p.Name, p.Data, g.get(t, "grad."+p.Name), 1e-3)
+				checkClose(t, "grad "+p.Name, p.Data, g.Get(t, "grad."+p.Name), 1e-3)
 			}
 
 			before := append([]float32(nil), m.Params.Data...)
-			ac := g.meta.AdamW
+			ac := g.AdamW
 			opt := NewAdamW(m, AdamWConfig{LR: ac.LR, Beta1: ac.Beta1, Beta2: ac.Beta2, Eps: ac.Eps, WeightDecay: ac.WeightDecay, MaxGradNorm: ac.MaxNorm})
 			norm, err := opt.Update(m)
 			if err != nil {
@@ -201,8 +149,8 @@ func TestGoldenTrainStep(t *testing.T) {
 			// so compare the moves; a gradient within float error of zero may
 			// legitimately move either way and is not counted.
 			for _, p := range m.Params.Names {
-				want := g.get(t, "adamw."+p.Name)
-				grad := g.get(t, "grad."+p.Name)
+				want := g.Get(t, "adamw."+p.Name)
+				grad := g.Get(t, "grad."+p.Name)
 				off := offsetOf(m.Params, p.Data)
 				var gmax float64
 				for _, x := range grad {
@@ -241,19 +189,19 @@ func offsetOf(p *Params, view []float32) int {
 func TestGradAccumulation(t *testing.T) {
 	m := newTiny(t, "tiny-qwen2")
 	g := loadGolden(t, "tiny-qwen2")
-	B, T := g.meta.B, g.meta.T
-	w := flat(g.meta.Weights)
+	B, T := g.B, g.T
+	w := flat(g.Weights)
 	run := func(rows []int) {
 		n := len(rows) * T
 		batch := Batch{B: len(rows), T: T}
 		dlogp, dent := make([]float32, n), make([]float32, n)
 		for i, b := range rows {
-			batch.Tokens = append(batch.Tokens, g.meta.Tokens[b]...)
-			batch.Targets = append(batch.Targets, g.meta.Targets[b]...)
+			batch.Tokens = append(batch.Tokens, g.Tokens[b]...)
+			batch.Targets = append(batch.Targets, g.Targets[b]...)
 			for t := 0; t < T; t++ {
 				dlogp[i*T+t] = -w[b*T+t]
-				if g.meta.Targets[b][t] >= 0 {
-					dent[i*T+t] = -g.meta.EntCoef
+				if g.Targets[b][t] >= 0 {
+					dent[i*T+t] = -g.EntCoef
 				}
 			}
 		}
@@ -269,7 +217,7 @@ func TestGradAccumulation(t *testing.T) {
 	run([]int{0, 1})
 	run([]int{2})
 	for _, p := range m.Grads.Names {
-		checkClose(t, "accumulated grad "+p.Name, p.Data, g.get(t, "grad."+p.Name), 1e-4)
+		checkClose(t, "accumulated grad "+p.Name, p.Data, g.Get(t, "grad."+p.Name), 1e-4)
 	}
 	_ = B
 }

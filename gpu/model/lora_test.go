@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"github.com/rlhost/rlhost/gpu/model/modeltest"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -25,15 +26,15 @@ type loraGoldenMeta struct {
 // goldenLoss returns the batch of NAME-golden.json and the loss gradients
 // dlogp, dentropy of make_goldens.py's loss.
 func goldenLoss(g *golden) (Batch, []float32, []float32) {
-	B, T := g.meta.B, g.meta.T
+	B, T := g.B, g.T
 	N := B * T
-	batch := Batch{B: B, T: T, Tokens: flat(g.meta.Tokens), Targets: flat(g.meta.Targets)}
-	w := flat(g.meta.Weights)
+	batch := Batch{B: B, T: T, Tokens: flat(g.Tokens), Targets: flat(g.Targets)}
+	w := flat(g.Weights)
 	dlogp, dent := make([]float32, N), make([]float32, N)
 	for n := 0; n < N; n++ {
 		dlogp[n] = -w[n]
 		if batch.Targets[n] >= 0 {
-			dent[n] = -g.meta.EntCoef
+			dent[n] = -g.EntCoef
 		}
 	}
 	return batch, dlogp, dent
@@ -85,12 +86,12 @@ func TestLoRAGolden(t *testing.T) {
 			if err := m.Forward(a, batch); err != nil {
 				t.Fatal(err)
 			}
-			checkClose(t, "logits", a.Logits, lg.get(t, "logits"), 1e-4)
-			checkClose(t, "logp", a.Logp, lg.get(t, "logp"), 1e-4)
-			checkClose(t, "entropy", a.Entropy, lg.get(t, "entropy"), 1e-4)
-			checkClose(t, "loss", []float32{float32(lossOf(a, dlogp, dent))}, lg.get(t, "loss"), 1e-4)
+			checkClose(t, "logits", a.Logits, lg.Get(t, "logits"), 1e-4)
+			checkClose(t, "logp", a.Logp, lg.Get(t, "logp"), 1e-4)
+			checkClose(t, "entropy", a.Entropy, lg.Get(t, "entropy"), 1e-4)
+			checkClose(t, "loss", []float32{float32(lossOf(a, dlogp, dent))}, lg.Get(t, "loss"), 1e-4)
 			// the adapters change the model: the base logits differ
-			if e := maxRelErr(a.Logits, g.get(t, "logits")); e < 1e-2 {
+			if e := maxRelErr(a.Logits, g.Get(t, "logits")); e < 1e-2 {
 				t.Errorf("adapted logits within %.2g of the base's: the adapters have no effect", e)
 			}
 
@@ -103,11 +104,11 @@ func TestLoRAGolden(t *testing.T) {
 			}
 			for _, n := range lo.Names {
 				off := offsetOf(&Params{Data: lo.Data}, n.Data)
-				checkClose(t, "grad "+n.Name, lo.Grad[off:off+len(n.Data)], lg.get(t, "grad."+n.Name), 1e-3)
+				checkClose(t, "grad "+n.Name, lo.Grad[off:off+len(n.Data)], lg.Get(t, "grad."+n.Name), 1e-3)
 			}
 
 			base := slices.Clone(m.Params.Data)
-			ac := g.meta.AdamW
+			ac := g.AdamW
 			opt := NewAdamW(m, AdamWConfig{LR: ac.LR, Beta1: ac.Beta1, Beta2: ac.Beta2, Eps: ac.Eps, WeightDecay: ac.WeightDecay, MaxGradNorm: ac.MaxNorm})
 			if ms, _ := opt.Moments(); len(ms) != len(lo.Data) {
 				t.Errorf("optimizer moments hold %d values, the adapters %d", len(ms), len(lo.Data))
@@ -125,8 +126,8 @@ func TestLoRAGolden(t *testing.T) {
 			for _, n := range lo.Names {
 				// torch steps lr*sign(grad) on the first step; a gradient at float
 				// noise level may move either way and is not counted
-				want := lg.get(t, "adamw."+n.Name)
-				grad := lg.get(t, "grad."+n.Name)
+				want := lg.Get(t, "adamw."+n.Name)
+				grad := lg.Get(t, "grad."+n.Name)
 				var gmax float64
 				for _, x := range grad {
 					gmax = math.Max(gmax, math.Abs(float64(x)))
@@ -147,13 +148,7 @@ func TestLoRAGolden(t *testing.T) {
 
 // loadLoRAGolden opens NAME-lora-golden.safetensors.
 func loadLoRAGolden(t testing.TB, name string) *golden {
-	t.Helper()
-	f, err := safetensors.Open(filepath.Join("testdata", name+"-lora-golden.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return &golden{tensors: f}
+	return modeltest.Tensors(t, filepath.Join("testdata", name+"-lora-golden.safetensors"))
 }
 
 func sorted(s []string) []string {
@@ -326,7 +321,7 @@ func TestLoRAMerge(t *testing.T) {
 			checkClose(t, "merged logits", b.Logits, a.Logits, 1e-5)
 
 			var reqs []Request
-			for _, gen := range g.meta.Generate {
+			for _, gen := range g.Generate {
 				reqs = append(reqs, Request{Prompt: gen.Prompt, Sample: SampleConfig{MaxTokens: 16, IgnoreEOS: true}})
 			}
 			gen := func(m *Model) []Result {
@@ -397,12 +392,12 @@ func TestLoRAAdaptersOff(t *testing.T) {
 	if err := m.Forward(a, batch); err != nil {
 		t.Fatal(err)
 	}
-	checkClose(t, "base logits with the adapters off", a.Logits, g.get(t, "logits"), 1e-4)
+	checkClose(t, "base logits with the adapters off", a.Logits, g.Get(t, "logits"), 1e-4)
 	m.SetAdaptersActive(true)
 	if err := m.Forward(a, batch); err != nil {
 		t.Fatal(err)
 	}
-	checkClose(t, "adapted logits", a.Logits, loadLoRAGolden(t, "tiny-llama").get(t, "logits"), 1e-4)
+	checkClose(t, "adapted logits", a.Logits, loadLoRAGolden(t, "tiny-llama").Get(t, "logits"), 1e-4)
 }
 
 // TestLoRAResumeLoad: LoadLoRA on a model with the same adapters enabled

@@ -143,7 +143,7 @@ func TestLowpGreedyTiny(t *testing.T) {
 		g := loadGolden(t, name)
 		for _, dt := range []cpu.Dtype{cpu.BFloat16, cpu.Int8} {
 			t.Run(name+"/"+dt.String(), func(t *testing.T) {
-				for i, want := range g.meta.Generate {
+				for i, want := range g.Generate {
 					r := compareLowp(t, m, dt, want.Prompt, len(want.Tokens))
 					t.Logf("prompt %d: %d/%d tokens equal (%d guaranteed by the margins); logit error %.3g (max |logit| %.3g, min margin %.3g); log-prob diff %.3g teacher-forced, %.3g generated",
 						i, r.same, r.steps, r.guaranteed, r.maxErr, r.maxLogit, r.minMargin, r.lpDiff, r.lpDiffGen)
@@ -163,7 +163,7 @@ func TestLowpRebuild(t *testing.T) {
 	m := newTiny(t, "tiny-qwen2")
 	gold := loadGolden(t, "tiny-qwen2")
 	var reqs []Request
-	for _, w := range gold.meta.Generate {
+	for _, w := range gold.Generate {
 		reqs = append(reqs, Request{Prompt: w.Prompt, Sample: SampleConfig{MaxTokens: 16, IgnoreEOS: true}})
 	}
 	fresh := func(dt cpu.Dtype) []Result {

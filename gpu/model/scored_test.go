@@ -15,11 +15,11 @@ func TestGoldenScoredOnly(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := newTiny(t, name)
 			g := loadGolden(t, name)
-			B, T := g.meta.B, g.meta.T
+			B, T := g.B, g.T
 			N := B * T
 			V := m.Config.V
 			a := m.NewActs(B, T)
-			batch := Batch{B: B, T: T, Tokens: flat(g.meta.Tokens), Targets: flat(g.meta.Targets), ScoredOnly: true}
+			batch := Batch{B: B, T: T, Tokens: flat(g.Tokens), Targets: flat(g.Targets), ScoredOnly: true}
 			if err := m.Forward(a, batch); err != nil {
 				t.Fatal(err)
 			}
@@ -35,7 +35,7 @@ func TestGoldenScoredOnly(t *testing.T) {
 			if !slices.Equal(a.Scored, rows) {
 				t.Fatalf("Scored = %v, want %v", a.Scored, rows)
 			}
-			wantLogits, wantLogp, wantEnt := g.get(t, "logits"), g.get(t, "logp"), g.get(t, "entropy")
+			wantLogits, wantLogp, wantEnt := g.Get(t, "logits"), g.Get(t, "logp"), g.Get(t, "entropy")
 			var packed, logp, ent []float32
 			for _, n := range rows {
 				packed = append(packed, wantLogits[int(n)*V:int(n+1)*V]...)
@@ -59,23 +59,23 @@ func TestGoldenScoredOnly(t *testing.T) {
 			checkClose(t, "logp", gotLogp, logp, 1e-4)
 			checkClose(t, "entropy", gotEnt, ent, 1e-4)
 
-			w := flat(g.meta.Weights)
+			w := flat(g.Weights)
 			dlogp, dent := make([]float32, N), make([]float32, N)
 			var loss float64
 			for n := 0; n < N; n++ {
 				dlogp[n] = -w[n]
 				if batch.Targets[n] >= 0 {
-					dent[n] = -g.meta.EntCoef
+					dent[n] = -g.EntCoef
 				}
 				loss += float64(dlogp[n])*float64(a.Logp[n]) + float64(dent[n])*float64(a.Entropy[n])
 			}
-			checkClose(t, "loss", []float32{float32(loss)}, g.get(t, "loss"), 1e-4)
+			checkClose(t, "loss", []float32{float32(loss)}, g.Get(t, "loss"), 1e-4)
 			m.ZeroGrads()
 			if err := m.Backward(a, dlogp, dent); err != nil {
 				t.Fatal(err)
 			}
 			for _, p := range m.Grads.Names {
-				checkClose(t, "grad "+p.Name, p.Data, g.get(t, "grad."+p.Name), 1e-3)
+				checkClose(t, "grad "+p.Name, p.Data, g.Get(t, "grad."+p.Name), 1e-3)
 			}
 		})
 	}

@@ -71,7 +71,7 @@ func TestValueGolden(t *testing.T) {
 			B, T := meta.B, meta.T
 			N := B * T
 			va := vm.NewActs(B, T)
-			if err := vm.Forward(va, Batch{B: B, T: T, Tokens: flat(g.meta.Tokens)}); err != nil {
+			if err := vm.Forward(va, Batch{B: B, T: T, Tokens: flat(g.Tokens)}); err != nil {
 				t.Fatal(err)
 			}
 			checkClose(t, "values", va.Values, get("values"), 1e-5)
