@@ -14,7 +14,7 @@ trap 'rm -rf "$tmp"' EXIT
 for c in arith arith-gemma3; do
 	echo "## $c ($steps steps): load $(uptime | sed 's/.*load average: //')"
 	bin/rlhost train -c "examples/configs/$c.yaml" trainer.total_training_steps="$steps" \
-		trainer.val_before_train=false trainer.test_freq=0 trainer.save_freq=0 \
+		trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq=-1 \
 		trainer.run_dir="$tmp/$c" trainer.logger='[jsonl]' >"$tmp/$c.log" 2>&1 ||
 		{ tail -20 "$tmp/$c.log"; exit 1; }
 	python3 - "$tmp/$c/metrics.jsonl" <<'PY'

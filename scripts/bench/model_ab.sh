@@ -7,11 +7,11 @@
 # (a new family's options) states these figures: nothing measured for Llama/Qwen2 got slower.
 #
 # Usage: scripts/bench/model_ab.sh REV... (from the repository root; e.g. 97a2ff7 .)
-#   ROUNDS (3), BENCH (a -bench pattern; default the two above) in the environment.
+#   ROUNDS (3), BENCHES (space-separated -bench patterns; default the two above) in the environment.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 REV... (e.g. main .)" >&2; exit 2; }
 rounds=${ROUNDS:-3}
-bench=${BENCH:-'^Benchmark(TrainStep$/.*B4-T256$|Decode$)'}
+benches=${BENCHES:-'TrainStep$/B4-T256$ Decode$'} # -bench splits a pattern at / into levels
 root=$(pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -35,8 +35,10 @@ flock 9
 echo "# $(date -u +%FT%TZ), $(nproc) CPUs, load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$tmp/out"
 for r in $(seq 1 "$rounds"); do
 	for n in "${!names[@]}"; do
-		(cd "$root/gpu/model" && "$tmp/$n.test" -test.run '^$' -test.bench "$bench" -test.benchtime 1x -test.timeout 60m) |
-			grep '^Benchmark' | sed "s/^/$n /" | tee -a "$tmp/out"
+		for bench in $benches; do
+			(cd "$root/gpu/model" && "$tmp/$n.test" -test.run '^$' -test.bench "$bench" -test.benchtime 1x -test.timeout 60m) |
+				grep '^Benchmark' | sed "s/^/$n /" | tee -a "$tmp/out"
+		done
 	done
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$tmp/out"
