@@ -32,34 +32,6 @@ func loadFamilyGolden(t *testing.T, name string) *familyGolden {
 	return modeltest.Load(t, familyDir, name)
 }
 
-// relErrMax is max_i |got_i - want_i| / max_i |want_i| (gpu/model's
-// maxRelErr), NaN for a NaN.
-func relErrMax(got, want []float32) float64 {
-	var d, m float64
-	for i := range want {
-		e := math.Abs(float64(got[i]) - float64(want[i]))
-		if math.IsNaN(e) {
-			return math.NaN()
-		}
-		d, m = math.Max(d, e), math.Max(m, math.Abs(float64(want[i])))
-	}
-	if m == 0 {
-		return d
-	}
-	return d / m
-}
-
-func closeTo(t *testing.T, what string, got, want []float32, tol float64) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("%s: %d values, want %d", what, len(got), len(want))
-		return
-	}
-	if e := relErrMax(got, want); !(e <= tol) {
-		t.Errorf("%s: max relative error %.3g > %.3g", what, e, tol)
-	}
-}
-
 // TestFamilyGoldensEmulator is gpu/model's TestGoldenTrainStep and
 // TestGoldenGreedy on the kernel emulator, for every family's tiny
 // checkpoint: in fp32 the logits (1e-4), log-probs, entropies and loss,
@@ -137,17 +109,17 @@ func familyTrainStep(t *testing.T, m *model.Model, g *familyGolden) {
 	if err := m.Forward(a, batch); err != nil {
 		t.Fatal(err)
 	}
-	closeTo(t, "logits", host(be, a.Logits), g.Get(t, "logits"), 1e-4)
-	closeTo(t, "logp", a.Logp, g.Get(t, "logp"), 1e-4)
-	closeTo(t, "entropy", a.Entropy, g.Get(t, "entropy"), 1e-4)
-	closeTo(t, "loss", []float32{familyLoss(dlogp, dent, a.Logp, a.Entropy)}, g.Get(t, "loss"), 1e-4)
+	modeltest.CheckClose(t, "logits", host(be, a.Logits), g.Get(t, "logits"), 1e-4)
+	modeltest.CheckClose(t, "logp", a.Logp, g.Get(t, "logp"), 1e-4)
+	modeltest.CheckClose(t, "entropy", a.Entropy, g.Get(t, "entropy"), 1e-4)
+	modeltest.CheckClose(t, "loss", []float32{familyLoss(dlogp, dent, a.Logp, a.Entropy)}, g.Get(t, "loss"), 1e-4)
 	m.EnableGrads()
 	m.ZeroGrads()
 	if err := m.Backward(a, dlogp, dent); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range m.Grads.Names {
-		closeTo(t, "grad "+p.Name, host(be, p.Data), g.Get(t, "grad."+p.Name), 1e-3)
+		modeltest.CheckClose(t, "grad "+p.Name, host(be, p.Data), g.Get(t, "grad."+p.Name), 1e-3)
 	}
 	ac := g.AdamW
 	opt := model.NewAdamW(m, model.AdamWConfig{LR: ac.LR, Beta1: ac.Beta1, Beta2: ac.Beta2, Eps: ac.Eps,

@@ -53,30 +53,12 @@ type golden = modeltest.Golden
 
 func loadGolden(t testing.TB, name string) *golden { return modeltest.Load(t, "testdata", name) }
 
-// maxRelErr is max_i |got_i - want_i| / max_i |want_i|.
-func maxRelErr(got, want []float32) float64 {
-	var d, m float64
-	for i := range want {
-		d = math.Max(d, math.Abs(float64(got[i])-float64(want[i])))
-		m = math.Max(m, math.Abs(float64(want[i])))
-	}
-	if m == 0 {
-		return d
-	}
-	return d / m
-}
+// maxRelErr and checkClose: modeltest's.
+var maxRelErr = modeltest.MaxRelErr
 
 func checkClose(t *testing.T, what string, got, want []float32, tol float64) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("%s: %d values, want %d", what, len(got), len(want))
-		return
-	}
-	if e := maxRelErr(got, want); e > tol || math.IsNaN(e) {
-		t.Errorf("%s: max relative error %.3g > %.3g", what, e, tol)
-	} else if testing.Verbose() {
-		t.Logf("%s: max relative error %.2g", what, e)
-	}
+	modeltest.CheckClose(t, what, got, want, tol)
 }
 
 func flat[T any](x [][]T) []T {

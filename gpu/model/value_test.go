@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"github.com/rlhost/rlhost/gpu/model/modeltest"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,16 +16,8 @@ import (
 // valueGoldenMeta is NAME-value-golden.json (scripts/goldens/model/make_value_goldens.py).
 type valueGoldenMeta struct {
 	B, T  int
-	Coef  [][]float32 `json:"coef"`
-	AdamW struct {
-		LR          float32 `json:"lr"`
-		Beta1       float32 `json:"beta1"`
-		Beta2       float32 `json:"beta2"`
-		Eps         float32 `json:"eps"`
-		WeightDecay float32 `json:"weight_decay"`
-		MaxNorm     float32 `json:"max_norm"`
-		GradNorm    float64 `json:"grad_norm"`
-	} `json:"adamw"`
+	Coef  [][]float32     `json:"coef"`
+	AdamW modeltest.AdamW `json:"adamw"`
 }
 
 func newTinyValue(t testing.TB, name string) *ValueModel {
