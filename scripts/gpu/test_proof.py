@@ -408,13 +408,10 @@ exit 0
 """
 
 
-@pytest.mark.parametrize("knob,shape,profile,variants,torch,ab", [(None, "qwen2.5-0.5b", None, None, None, None),
-                                                                  ("smollm2-135m", "smollm2-135m", "0", "", "1", "0"),
-                                                                  (None, "qwen2.5-0.5b", None, "flash_simt decode_block,sample_bisect", "0", "1")])
-def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch, ab):
-    # proof.sh with stand-ins for python, rlhost and nvidia-smi: the GRPO run's checkpoint is
-    # PROOF_GRPO_SHAPE's (default the goal's), made with the bundle's tokenizer files, and the
-    # goals table is told that shape
+def stub_bundle(tmp_path):
+    """A proof bundle in tmp_path/bundle (proof.sh, empty tokenizer, a stub arith plugin) and
+    stand-ins for python, rlhost and nvidia-smi that log their calls; returns the bundle, the
+    output folder, the log and the environment that puts the stand-ins first."""
     import gzip
     import shutil
     bundle, out, log = tmp_path / "bundle", tmp_path / "out", tmp_path / "log"
@@ -432,6 +429,17 @@ def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch, ab):
         (bindir / name).write_text(text)
         (bindir / name).chmod(0o755)
     env = dict(os.environ, PYTHON=str(bindir / "python"), RLHOST=str(bindir / "rlhost"), PATH=f"{bindir}:{os.environ['PATH']}")
+    return bundle, out, log, env
+
+
+@pytest.mark.parametrize("knob,shape,profile,variants,torch,ab", [(None, "qwen2.5-0.5b", None, None, None, None),
+                                                                  ("smollm2-135m", "smollm2-135m", "0", "", "1", "0"),
+                                                                  (None, "qwen2.5-0.5b", None, "flash_simt decode_block,sample_bisect", "0", "1")])
+def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch, ab):
+    # proof.sh with stand-ins for python, rlhost and nvidia-smi: the GRPO run's checkpoint is
+    # PROOF_GRPO_SHAPE's (default the goal's), made with the bundle's tokenizer files, and the
+    # goals table is told that shape
+    bundle, out, log, env = stub_bundle(tmp_path)
     env.pop("PROOF_GRPO_SHAPE", None)
     env.pop("PROOF_GRPO_SIZE", None)
     if knob:
@@ -498,25 +506,9 @@ def stub_proof(tmp_path, env_extra):
     """Runs the bundle's proof.sh with the stand-ins for python, rlhost and nvidia-smi of
     test_proof_grpo_shape and the environment env_extra (PROOF_* set to None are removed);
     returns the process, the output folder and the calls the stand-ins logged."""
-    import gzip
-    import shutil
-    bundle, out, log = tmp_path / "bundle", tmp_path / "out", tmp_path / "log"
-    (bundle / "tokenizer").mkdir(parents=True)
-    (bundle / "plugins").mkdir()
-    (bundle / "arith-raw").mkdir()
-    shutil.copy(HERE / "proof.sh", bundle)
-    (bundle / "tokenizer" / "tokenizer.json").write_text("{}")
-    with gzip.open(bundle / "plugins" / "rlhost-task-arith.gz", "wb") as f:
-        f.write(b"#!/bin/sh\n")
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    for name, text in [("python", STUB_PY.format(py=sys.executable, log=log)), ("rlhost", STUB_RLHOST.format(log=log)),
-                       ("nvidia-smi", "#!/bin/sh\necho 'NVIDIA H100 80GB HBM3'\n")]:
-        (bindir / name).write_text(text)
-        (bindir / name).chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PROOF_")}
-    env.update(PYTHON=str(bindir / "python"), RLHOST=str(bindir / "rlhost"), PATH=f"{bindir}:{os.environ['PATH']}",
-               PROOF_GRPO_AB="0", PROOF_VARIANTS="")
+    bundle, out, log, env = stub_bundle(tmp_path)
+    env = {k: v for k, v in env.items() if not k.startswith("PROOF_")}
+    env.update(PROOF_GRPO_AB="0", PROOF_VARIANTS="")
     env.update({k: v for k, v in env_extra.items() if v is not None})
     p = subprocess.run(["bash", str(bundle / "proof.sh"), str(out)], env=env, capture_output=True, text=True)
     calls = log.read_text().splitlines() if log.exists() else []
