@@ -190,9 +190,8 @@ func rmsnormBackward(dinp, dweight []float32, dout, dout2, inp, weight, rstd []f
 
 // MatmulForward: out [N,OC] = inp [N,C] weight^T [C,OC] + bias [OC]. Up to
 // SmallMatmulMaxN rows (a decode step) on AVX-512 CPUs it runs the
-// small-batch kernel, which reads the weights in place; otherwise sgemm. (The
-// kernel's 4 x 4 register tile needs AVX-512's 32 vector registers: with
-// AVX2's 16 it spills and sgemm is faster.)
+// small-batch kernel, which reads the weights in place; otherwise sgemm. (On
+// AVX2 CPUs only generation takes the kernel's AVX2 tiles, DecodeMatmul.)
 func (Backend) MatmulForward(out, inp, weight, bias []float32, N, C, OC int) {
 	if N <= SmallMatmulMaxN && N > 0 && BestLowpISA >= ISAAVX512 {
 		if len(inp) < N*C || len(out) < N*OC || len(weight) < OC*C || (bias != nil && len(bias) < OC) {

@@ -253,10 +253,9 @@ var BestLowpISA = bestLowpISA()
 // actor_rollout_ref.rollout.dtype) picks on this CPU: bfloat16 where the
 // reduced-precision kernels run at full width (AVX-512: the copy halves the
 // weights streamed per decode step, and with AVX-512 BF16 its products run
-// at twice the fp32 multiply rate), float32 elsewhere. With AVX2 only, the
-// kernels' 4 x 4 register tile spills (fp32 products stay on sgemm), and
-// bfloat16 decoding is about 4x slower than float32 at batch 16
-// (docs/compute.md).
+// at twice the fp32 multiply rate), float32 elsewhere: with AVX2 only,
+// bfloat16 decoding is about 10% slower than float32 (the widening costs what
+// the smaller reads save; docs/compute.md).
 func AutoDtype() Dtype { return autoDtype(BestLowpISA) }
 
 func autoDtype(isa LowpISA) Dtype {
@@ -356,15 +355,19 @@ func cBias(bias []float32) *C.float {
 // uses the small-batch kernel (fp32 weights read in place) instead of sgemm.
 const SmallMatmulMaxN = 32
 
-// DecodeMatmul is MatmulForward for generation: on AVX-512 CPUs the
+// DecodeMatmul is MatmulForward for generation. On AVX-512 CPUs it runs the
 // small-batch kernel for every N (prefill included), so that a row's result
 // does not depend on the other rows of its batch (sampling with a fixed seed
-// gives the same tokens whatever the batching); elsewhere MatmulForward.
+// gives the same tokens whatever the batching). On AVX2 CPUs the kernel's
+// AVX2 tiles take up to SmallMatmulMaxN rows (decode steps: 9% more tokens/s
+// than sgemm at batch 16, docs/compute.md) and sgemm the longer prefills,
+// which it computes faster; there a row's result depends on its batch when
+// the batch crosses SmallMatmulMaxN rows. Elsewhere MatmulForward.
 func DecodeMatmul(out, inp, weight, bias []float32, N, K, OC int) {
 	if N <= 0 {
 		return
 	}
-	if BestLowpISA < ISAAVX512 {
+	if BestLowpISA < ISAAVX2 || (BestLowpISA < ISAAVX512 && N > SmallMatmulMaxN) {
 		Backend{}.MatmulForward(out, inp, weight, bias, N, K, OC)
 		return
 	}

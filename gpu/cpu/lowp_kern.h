@@ -197,12 +197,142 @@ static inline __attribute__((always_inline)) void tile(const int dtype, const in
 	}
 }
 
+#if LOWP_ISA == LOWP_ISA_AVX2
+// The fp32 tiles for AVX2's 16 ymm registers: the same 16 lanes over k (each
+// v16 as two ymm halves), the same zero-padded tail and red4 as tile, so a
+// row's sums do not depend on its batch. a[i][j][h] is x row i against weight
+// row j, lanes 8h..8h+7. No software prefetch: the hardware's streams the
+// weights faster here (measured, docs/compute.md).
+
+// span_f32_avx2 adds k in [k0, k1) (multiples of 16) to a for nx (1 or 2)
+// rows of x. One row keeps both halves' 8 accumulators in registers; two rows
+// take the low half over the span, then the high half (8 accumulators each).
+static inline __attribute__((always_inline)) void span_f32_avx2(const int nx, __m256 a[2][4][2],
+                                                               const float *x0, const float *x1,
+                                                               const struct wrows *r, int k0, int k1) {
+	const float *w0 = r->f[0], *w1 = r->f[1], *w2 = r->f[2], *w3 = r->f[3];
+	if (nx == 1) {
+		__m256 c0l = a[0][0][0], c1l = a[0][1][0], c2l = a[0][2][0], c3l = a[0][3][0];
+		__m256 c0h = a[0][0][1], c1h = a[0][1][1], c2h = a[0][2][1], c3h = a[0][3][1];
+		for (int k = k0; k < k1; k += 16) {
+			const __m256 xl = _mm256_loadu_ps(x0 + k), xh = _mm256_loadu_ps(x0 + k + 8);
+			c0l = _mm256_fmadd_ps(xl, _mm256_loadu_ps(w0 + k), c0l);
+			c1l = _mm256_fmadd_ps(xl, _mm256_loadu_ps(w1 + k), c1l);
+			c2l = _mm256_fmadd_ps(xl, _mm256_loadu_ps(w2 + k), c2l);
+			c3l = _mm256_fmadd_ps(xl, _mm256_loadu_ps(w3 + k), c3l);
+			c0h = _mm256_fmadd_ps(xh, _mm256_loadu_ps(w0 + k + 8), c0h);
+			c1h = _mm256_fmadd_ps(xh, _mm256_loadu_ps(w1 + k + 8), c1h);
+			c2h = _mm256_fmadd_ps(xh, _mm256_loadu_ps(w2 + k + 8), c2h);
+			c3h = _mm256_fmadd_ps(xh, _mm256_loadu_ps(w3 + k + 8), c3h);
+		}
+		a[0][0][0] = c0l, a[0][1][0] = c1l, a[0][2][0] = c2l, a[0][3][0] = c3l;
+		a[0][0][1] = c0h, a[0][1][1] = c1h, a[0][2][1] = c2h, a[0][3][1] = c3h;
+		return;
+	}
+	for (int h = 0; h < 2; h++) {
+		__m256 c00 = a[0][0][h], c01 = a[0][1][h], c02 = a[0][2][h], c03 = a[0][3][h];
+		__m256 c10 = a[1][0][h], c11 = a[1][1][h], c12 = a[1][2][h], c13 = a[1][3][h];
+		for (int k = k0 + 8 * h; k < k1; k += 16) {
+			const __m256 xa = _mm256_loadu_ps(x0 + k), xb = _mm256_loadu_ps(x1 + k);
+			// each weight vector loaded once into a register (not folded
+			// into both FMAs as a second load)
+			__m256 w = _mm256_loadu_ps(w0 + k);
+			__asm__("" : "+x"(w));
+			c00 = _mm256_fmadd_ps(xa, w, c00);
+			c10 = _mm256_fmadd_ps(xb, w, c10);
+			w = _mm256_loadu_ps(w1 + k);
+			__asm__("" : "+x"(w));
+			c01 = _mm256_fmadd_ps(xa, w, c01);
+			c11 = _mm256_fmadd_ps(xb, w, c11);
+			w = _mm256_loadu_ps(w2 + k);
+			__asm__("" : "+x"(w));
+			c02 = _mm256_fmadd_ps(xa, w, c02);
+			c12 = _mm256_fmadd_ps(xb, w, c12);
+			w = _mm256_loadu_ps(w3 + k);
+			__asm__("" : "+x"(w));
+			c03 = _mm256_fmadd_ps(xa, w, c03);
+			c13 = _mm256_fmadd_ps(xb, w, c13);
+		}
+		a[0][0][h] = c00, a[0][1][h] = c01, a[0][2][h] = c02, a[0][3][h] = c03;
+		a[1][0][h] = c10, a[1][1][h] = c11, a[1][2][h] = c12, a[1][3][h] = c13;
+	}
+}
+
+// finish_f32_avx2 adds the K % 16 tail (one more step on zero-padded
+// vectors), reduces with red4 and writes out[n+i, o..o+no) for i < nx.
+static inline __attribute__((always_inline)) void finish_f32_avx2(const int nx, __m256 a[2][4][2],
+                                                                 float *out, const float *x, const struct wrows *r,
+                                                                 const float *bias, int n, int K, int OC, int o,
+                                                                 int no) {
+	const int K16 = K & ~15;
+	if (K16 < K) {
+		float wt[4][16] = {{0}}, xt[2][16] = {{0}};
+		for (int j = 0; j < 4; j++) memcpy(wt[j], r->f[j] + K16, sizeof(float) * (size_t)(K - K16));
+		for (int i = 0; i < nx; i++) memcpy(xt[i], x + (long)(n + i) * K + K16, sizeof(float) * (size_t)(K - K16));
+		for (int i = 0; i < nx; i++)
+			for (int j = 0; j < 4; j++)
+				for (int h = 0; h < 2; h++)
+					a[i][j][h] = _mm256_fmadd_ps(_mm256_loadu_ps(xt[i] + 8 * h),
+					                             _mm256_loadu_ps(wt[j] + 8 * h), a[i][j][h]);
+	}
+	for (int i = 0; i < nx; i++) {
+		v16f acc[4];
+		for (int j = 0; j < 4; j++) {
+			memcpy(&acc[j], &a[i][j][0], 32);
+			memcpy((char *)&acc[j] + 32, &a[i][j][1], 32);
+		}
+		const v4f rs = red4(acc);
+		for (int j = 0; j < no; j++) {
+			float sum = rs[j];
+			if (bias) sum += bias[o + j];
+			out[(long)(n + i) * OC + o + j] = sum;
+		}
+	}
+}
+
+// rows_f32_avx2 is rows for fp32 weights: x rows by pairs (an odd last row
+// alone). More than 4 rows go by blocks of 16 rows and spans of k short
+// enough that the block's x stays in L1 with the 4 weight rows; the
+// accumulators wait in memory between spans (the same values: a span adds
+// to each lane in the order of k, as one pass would).
+static inline void rows_f32_avx2(float *out, const float *x, const struct wrows *r, const float *bias, int N,
+                                 int K, int OC, int o, int no) {
+	enum { NB = 16, KC = 512 };
+	const int K16 = K & ~15, kc = N > 4 ? KC : K16 + 16;
+	__m256 acc[NB / 2][2][4][2];
+	for (int n0 = 0; n0 < N; n0 += NB) {
+		const int nb = N - n0 < NB ? N - n0 : NB;
+		for (int p = 0; p < (nb + 1) / 2; p++)
+			for (int i = 0; i < 2; i++)
+				for (int j = 0; j < 4; j++) acc[p][i][j][0] = acc[p][i][j][1] = _mm256_setzero_ps();
+		for (int k0 = 0; k0 < K16; k0 += kc) {
+			const int k1 = k0 + kc < K16 ? k0 + kc : K16;
+			for (int i = 0; i < nb; i += 2) {
+				const float *x0 = x + (long)(n0 + i) * K;
+				if (nb - i >= 2)
+					span_f32_avx2(2, acc[i / 2], x0, x0 + K, r, k0, k1);
+				else
+					span_f32_avx2(1, acc[i / 2], x0, x0, r, k0, k1);
+			}
+		}
+		for (int i = 0; i < nb; i += 2)
+			finish_f32_avx2(nb - i < 2 ? 1 : 2, acc[i / 2], out, x, r, bias, n0 + i, K, OC, o, no);
+	}
+}
+#endif
+
 // rows: out[*, o..o+no) for every n < N, by tiles of 4 rows of x; the next
 // group's weight bytes [pf, pf + 64*pf_n) are prefetched across the tiles.
 static inline __attribute__((always_inline)) void rows(const int dtype, float *out, const float *x,
                                                       const struct wrows *r, const float *bias, int N,
                                                       int K, int OC, int o, int no, const char *pf,
                                                       int pf_n) {
+#if LOWP_ISA == LOWP_ISA_AVX2
+	if (dtype == LOWP_F32) {
+		rows_f32_avx2(out, x, r, bias, N, K, OC, o, no);
+		return;
+	}
+#endif
 	const int tiles = (N + 3) / 4, per = (pf_n + tiles - 1) / tiles;
 	int n = 0;
 	for (; n + 4 <= N; n += 4, pf += 64L * per, pf_n -= per)
@@ -255,7 +385,11 @@ void LOWP_FN(int dtype, float *out, const float *x, const float *wf, const uint1
 	// registers) as they are used; more rows share a copy of the 4 rows in
 	// buf, in L1 (fp32 rows too: reading them in place for every tile of x
 	// rows loses them from L1 when K is large).
+#if LOWP_ISA == LOWP_ISA_AVX2
+	const int direct = N <= 4 || dtype == LOWP_F32; // rows_f32_avx2 keeps a span of the rows in L1
+#else
 	const int direct = N <= 4;
+#endif
 	for (int o = o_lo; o < o_hi; o += 4) {
 		const int no = o_hi - o < 4 ? o_hi - o : 4;
 		struct wrows r;
