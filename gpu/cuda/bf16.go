@@ -3,8 +3,8 @@ package cuda
 // Mixed precision (Precision BF16): bfloat16 operands for cuBLAS's tensor
 // cores, made on the device by the f32_to_bf16 kernel (kernels/bf16.cuh)
 // or written by the kernel that produces the operand, beside its fp32
-// output. CPU reference: bf16Round (precision.go); the checks are in
-// bf16_check.go.
+// output. CPU reference: round.BF16 (gpu/cuda/internal/round); the checks
+// are in bf16_check.go.
 //
 // A weight tensor (a tensor of the backend passed as a product's weight)
 // gets a resident bfloat16 copy of the whole tensor the first time, made on

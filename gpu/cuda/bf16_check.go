@@ -5,6 +5,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 	"math"
 	"math/rand/v2"
 
@@ -12,7 +13,7 @@ import (
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
-// checkToBF16: the f32_to_bf16 kernel against bf16Round, bit for bit, on
+// checkToBF16: the f32_to_bf16 kernel against round.BF16, bit for bit, on
 // normal values of many scales, exact ties (even and odd), the neighbours
 // of ties, subnormals, the largest floats (which round to infinity),
 // signed zeros, infinities and NaNs; an odd count.
@@ -41,7 +42,7 @@ func checkToBF16(b Device) error {
 	}
 	b.ToBF16(got, x)
 	for i, v := range x {
-		if want := bf16Round(v); got[i] != want {
+		if want := round.BF16(v); got[i] != want {
 			return fmt.Errorf("bf16(%g = %#08x)[%d] = %#04x on cuda, %#04x on cpu", v, math.Float32bits(v), i, got[i], want)
 		}
 	}
@@ -59,7 +60,7 @@ var gemmCases = []struct {
 }
 
 // checkGemmBF16: cublasGemmEx with bfloat16 operands rounded on the device
-// against the CPU product of the operands rounded by bf16Round (the
+// against the CPU product of the operands rounded by round.BF16 (the
 // products of two bfloat16s are exact in fp32, so only the order of the
 // fp32 sums differs).
 func checkGemmBF16(b Device) error {
@@ -75,7 +76,7 @@ func checkGemmBF16(b Device) error {
 		}
 		A, B, C := randn(r, rowsA*lda, 1), randn(r, rowsB*ldb, 1), randn(r, tc.M*ldc, 1)
 		want, got := clone(C), clone(C)
-		ref.Sgemm(tc.ta, tc.tb, tc.M, tc.N, tc.K, tc.alpha, roundedBF16(A), lda, roundedBF16(B), ldb, tc.beta, want, ldc)
+		ref.Sgemm(tc.ta, tc.tb, tc.M, tc.N, tc.K, tc.alpha, round.BF16s(A), lda, round.BF16s(B), ldb, tc.beta, want, ldc)
 		b.GemmBF16(tc.ta, tc.tb, tc.M, tc.N, tc.K, tc.alpha, A, lda, B, ldb, tc.beta, got, ldc)
 		if err := compare(fmt.Sprintf("C(transA=%v transB=%v %dx%dx%d)", tc.ta, tc.tb, tc.M, tc.N, tc.K), got, want, 1e-5); err != nil {
 			return err
@@ -90,7 +91,7 @@ func checkGemmStridedBatchedBF16(b Device) error {
 	r := rand.New(rand.NewPCG(32, 32))
 	const M, N, K, count = 19, 23, 40, 5
 	A, B, C := randn(r, count*M*K, 1), randn(r, count*N*K, 1), randn(r, count*M*N, 1)
-	Ar, Br := roundedBF16(A), roundedBF16(B)
+	Ar, Br := round.BF16s(A), round.BF16s(B)
 	want := clone(C)
 	for i := 0; i < count; i++ {
 		ref.Sgemm(false, true, M, N, K, 0.5, Ar[i*M*K:], K, Br[i*N*K:], K, 1, want[i*M*N:], N)
@@ -115,9 +116,9 @@ func checkMatmulTF32(b Device) error { return matmulPrecisionCheck(b, TF32) }
 // allows 1e-3: cuBLAS may truncate
 // operands to TF32 where the emulator rounds them to nearest.
 func matmulPrecisionCheck(b Device, p Precision) error {
-	round, tol := roundedBF16, 1e-5
+	rnd, tol := round.BF16s, 1e-5
 	if p == TF32 {
-		round, tol = roundedTF32, 1e-3
+		rnd, tol = round.TF32s, 1e-3
 	}
 	prev := b.Precision()
 	b.SetPrecision(p)
@@ -137,7 +138,7 @@ func matmulPrecisionCheck(b Device, p Precision) error {
 			weight = view
 		}
 		o1, o2 := make([]float32, N*OC), make([]float32, N*OC)
-		ref.MatmulForward(o1, round(inp), round(w), bias, N, C, OC)
+		ref.MatmulForward(o1, rnd(inp), rnd(w), bias, N, C, OC)
 		b.MatmulForward(o2, inp, weight, bias, N, C, OC)
 		if err := compare(name+": out", o2, o1, tol); err != nil {
 			return err
@@ -145,7 +146,7 @@ func matmulPrecisionCheck(b Device, p Precision) error {
 		dw0, db0 := randn(r, OC*C, 1), randn(r, OC, 1)
 		di1, di2 := make([]float32, N*C), make([]float32, N*C)
 		dw1, dw2, db1, db2 := clone(dw0), clone(dw0), clone(db0), clone(db0)
-		ref.MatmulBackward(di1, dw1, nil, round(dout), round(inp), round(w), N, C, OC, false)
+		ref.MatmulBackward(di1, dw1, nil, rnd(dout), rnd(inp), rnd(w), N, C, OC, false)
 		ref.MatmulBackward(nil, nil, db1, dout, inp, w, N, C, OC, false)
 		b.MatmulBackward(di2, dw2, db2, dout, inp, weight, N, C, OC, false)
 		if err := compareAll(tol, name+": dinp", di2, di1, name+": dweight", dw2, dw1, name+": dbias", db2, db1); err != nil {
@@ -155,10 +156,10 @@ func matmulPrecisionCheck(b Device, p Precision) error {
 			return err
 		}
 	}
-	if err := gradientCopyCheck(b, round, tol); err != nil {
+	if err := gradientCopyCheck(b, rnd, tol); err != nil {
 		return err
 	}
-	return sharedInputCheck(b, round, tol)
+	return sharedInputCheck(b, rnd, tol)
 }
 
 // gradientCopyCheck: MatmulBackward's output gradient a tensor of the

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -570,7 +571,7 @@ func producedAloneProblems(t *testing.T, together bool, plant string) (problems 
 	be.MatmulForward(got, out, w, nil, N, C, OC)
 	be.Download(vals, out)
 	want := make([]float32, N*OC)
-	ref.MatmulForward(want, roundedBF16(vals), roundedBF16(w), nil, N, C, OC)
+	ref.MatmulForward(want, round.BF16s(vals), round.BF16s(w), nil, N, C, OC)
 	if err := compare("product of the norm's output", got, want, 1e-5); err != nil {
 		problems = append(problems, err.Error())
 	}
@@ -595,7 +596,7 @@ func producedAloneProblems(t *testing.T, together bool, plant string) (problems 
 	be.MatmulForward(got, out, params, nil, N, C, OC)
 	pv := make([]float32, OC*C)
 	be.Download(pv, params)
-	ref.MatmulForward(want, roundedBF16(vals), roundedBF16(pv), nil, N, C, OC)
+	ref.MatmulForward(want, round.BF16s(vals), round.BF16s(pv), nil, N, C, OC)
 	if err := compare("product after AdamW", got, want, 1e-5); err != nil {
 		problems = append(problems, err.Error())
 	}

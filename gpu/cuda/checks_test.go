@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 	"math"
 	"slices"
 	"strings"
@@ -30,12 +31,12 @@ func (d *cpuDevice) Variants() Variants     { return d.vars }
 func (d *cpuDevice) SetVariants(v Variants) { d.vars = v }
 func (d *cpuDevice) SwiGLURecompute() bool  { return d.vars.SwiGLURecompute }
 
-// bf16 is bf16Round, or the planted truncation.
+// bf16 is round.BF16, or the planted truncation.
 func (d *cpuDevice) bf16(v float32) uint16 {
 	if d.perturb == "bf16-truncate" {
 		return uint16(math.Float32bits(v) >> 16)
 	}
-	return bf16Round(v)
+	return round.BF16(v)
 }
 
 func (d *cpuDevice) ToBF16(out []uint16, x []float32) {
@@ -50,11 +51,11 @@ func (d *cpuDevice) round(x []float32) []float32 {
 	case BF16:
 		y := make([]float32, len(x))
 		for i, v := range x {
-			y[i] = bf16Float(d.bf16(v))
+			y[i] = round.BF16Float(d.bf16(v))
 		}
 		return y
 	case TF32:
-		return roundedTF32(x)
+		return round.TF32s(x)
 	}
 	return x
 }

@@ -12,6 +12,7 @@ import "C"
 import (
 	"embed"
 	"fmt"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 	"os"
 	"slices"
 	"sync"
@@ -589,7 +590,7 @@ func (e emuBlas) sgemmStridedBatched(transA, transB bool, m, n, k int, alpha flo
 // gemmEx is cublasGemmEx for the combinations the backend uses, with
 // their arithmetic: fp32 operands with CUBLAS_COMPUTE_32F (sgemm);
 // fp32 operands with CUBLAS_COMPUTE_32F_FAST_TF32, each operand rounded to
-// TF32 (tf32Round: a 10-bit mantissa, nearest, ties away) and the exact
+// TF32 (round.TF32: a 10-bit mantissa, nearest, ties away) and the exact
 // products summed in fp32; bfloat16 operands (CUDA_R_16BF, taken as they
 // are: the device's f32_to_bf16 made them) with CUBLAS_COMPUTE_32F and an
 // fp32 C, the exact products summed in fp32 in order of k. Then
@@ -619,10 +620,10 @@ func (e emuBlas) gemmEx(transA, transB bool, m, n, k int, alpha float32,
 	elem := func(p dptr, t DataType, rows, cols, ld int) func(i int) float32 {
 		if t == R16BF {
 			h := unsafe.Slice((*uint16)(hostPtr(p)), colExtent(rows, cols, ld))
-			return func(i int) float32 { return bf16Float(h[i]) }
+			return func(i int) float32 { return round.BF16Float(h[i]) }
 		}
 		f := floats(p, colExtent(rows, cols, ld))
-		return func(i int) float32 { return tf32Round(f[i]) }
+		return func(i int) float32 { return round.TF32(f[i]) }
 	}
 	a, b, c := elem(A, at, ar, ac, lda), elem(B, bt, br, bc, ldb), floats(Cp, colExtent(m, n, ldc))
 	for j := 0; j < n; j++ {

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/rlhost/rlhost/gpu"
 	"math"
 	"strings"
 	"sync"
@@ -166,9 +167,10 @@ type device struct {
 	// name starts with it (e.g. "LoRA": adapters kept on the host, as they
 	// were before); a planted bug for the transfer tests, never set otherwise.
 	stageNamed string
-	// sampleOnHost makes SampleTokens download the logits and sample on
-	// the host (a planted bug for the transfer tests; never set otherwise).
-	sampleOnHost bool
+	// sampleOnHost, when set, samples instead of the kernels (the transfer
+	// tests' planted bug that downloads the logits and samples on the host;
+	// never set otherwise).
+	sampleOnHost func(a *arena, tokens []int32, logp, logits []float32, params []gpu.SampleParams, M, V int)
 	closed       bool // Close ran: every op fails
 	// prof times every launch, cuBLAS call and copy while profiling is on
 	// (EnableProfile: drv and blas.api are then wrapped); nil when off.

@@ -9,6 +9,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 	"math/rand/v2"
 )
 
@@ -95,11 +96,11 @@ func checkMMAFragments(dev Device) error {
 			at := (n*32 + lane)
 			for i := 0; i < 8; i++ {
 				row, col := mmaA(lane, i)
-				a[at*4+i/2] |= uint32(bf16Round(pr.A[row][col])) << (16 * (i % 2))
+				a[at*4+i/2] |= uint32(round.BF16(pr.A[row][col])) << (16 * (i % 2))
 			}
 			for i := 0; i < 4; i++ {
 				row, col := mmaB(lane, i)
-				b[at*2+i/2] |= uint32(bf16Round(pr.B[row][col])) << (16 * (i % 2))
+				b[at*2+i/2] |= uint32(round.BF16(pr.B[row][col])) << (16 * (i % 2))
 				row, col = mmaC(lane, i)
 				c[at*4+i] = pr.C[row][col]
 			}

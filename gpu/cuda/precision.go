@@ -1,9 +1,6 @@
 package cuda
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // Precision is how the matrix products of MatmulForward and MatmulBackward
 // compute (SetPrecision). The other ops, the gradients, the master weights
@@ -87,68 +84,4 @@ func (b *Backend) Precision() Precision {
 	b.d.mu.Lock()
 	defer b.d.mu.Unlock()
 	return b.d.prec
-}
-
-// bf16Round is the CPU reference of the f32_to_bf16 kernel: the bfloat16
-// nearest to x, ties to the one with an even last mantissa bit; values
-// beyond the largest finite bfloat16 (after rounding) become infinities,
-// a NaN stays a quiet NaN with its sign. It is written independently of the
-// kernel's bit trick: it picks between the two bfloat16 neighbours of x.
-func bf16Round(x float32) uint16 {
-	u := math.Float32bits(x)
-	if x != x {
-		return uint16(u>>16) | 0x40
-	}
-	lo := uint16(u >> 16) // toward zero
-	if u&0xffff == 0 {
-		return lo
-	}
-	hi := lo + 1 // away from zero (the next magnitude; 0x7f7f+1 is infinity)
-	dl := math.Abs(float64(x) - float64(bf16Float(lo)))
-	dh := math.Abs(float64(bf16Float(hi)) - float64(x))
-	if hi&0x7fff == 0x7f80 { // rounding up overflows: the distance to 2^128
-		dh = math.Abs(math.Ldexp(1, 128)*math.Copysign(1, float64(x)) - float64(x))
-	}
-	switch {
-	case dl < dh:
-		return lo
-	case dh < dl:
-		return hi
-	case lo&1 == 0:
-		return lo
-	}
-	return hi
-}
-
-// bf16Float widens a bfloat16 to float32 (exact).
-func bf16Float(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
-
-// roundedBF16 is x with every element rounded to bfloat16 (as float32).
-func roundedBF16(x []float32) []float32 {
-	y := make([]float32, len(x))
-	for i, v := range x {
-		y[i] = bf16Float(bf16Round(v))
-	}
-	return y
-}
-
-// tf32Round rounds x to TF32 (a 10-bit mantissa, fp32's exponent), to
-// nearest with ties away from zero, as the PTX conversion cvt.rna.tf32.f32
-// does; the emulator's TF32 products read their operands so.
-func tf32Round(x float32) float32 {
-	u := math.Float32bits(x)
-	if u&0x7f800000 == 0x7f800000 { // Inf, NaN
-		return x
-	}
-	u = (u + 0x1000) &^ 0x1fff
-	return math.Float32frombits(u)
-}
-
-// roundedTF32 is x with every element rounded to TF32.
-func roundedTF32(x []float32) []float32 {
-	y := make([]float32, len(x))
-	for i, v := range x {
-		y[i] = tf32Round(v)
-	}
-	return y
 }

@@ -15,7 +15,6 @@ import (
 	"unsafe"
 
 	"github.com/rlhost/rlhost/gpu"
-	"github.com/rlhost/rlhost/gpu/cpu"
 )
 
 // SampleTokens: tokens [M] and logp [M] (may be nil) from logits [M,V] and
@@ -29,8 +28,8 @@ func (b *Backend) SampleTokens(tokens []int32, logp []float32, logits []float32,
 		panic(&Error{"SampleTokens", fmt.Errorf("%d tokens, %d log-probs, %d params for %d rows", len(tokens), len(logp), len(params), M)})
 	}
 	b.d.run("SampleTokens", func(a *arena) {
-		if b.d.sampleOnHost {
-			b.d.sampleHost(a, tokens, logp, logits, params, M, V)
+		if h := b.d.sampleOnHost; h != nil {
+			h(a, tokens, logp, logits, params, M, V)
 			return
 		}
 		pz := a.in(logits, M*V)
@@ -105,24 +104,6 @@ func (d *device) sampleSplit(a *arena, pt, pl, pz, pp dptr, M, V, S, SL, KC int)
 		i64(S), i64(SL), i64(V), i64(kc))
 	d.launch("sample_split_pick", M, ptr(pt), ptr(pl), ptr(pz), ptr(pmax), ptr(pidx), ptr(pse), ptr(ckey), ptr(cid),
 		ptr(cn), ptr(pp), i64(S), i64(SL), i64(V), i64(kc))
-}
-
-// sampleHost is the planted bug of the transfer tests (sampleOnHost): the
-// logits [M,V] come down and the host samples them, as generation did
-// before sampling ran on the device.
-func (d *device) sampleHost(a *arena, tokens []int32, logp []float32, logits []float32, params []gpu.SampleParams, M, V int) {
-	h := make([]float32, M*V)
-	if err := d.dtoh(unsafe.Pointer(&h[0]), a.in(logits, M*V), int64(M*V)*4); err != nil {
-		panic(&Error{"", err})
-	}
-	ids, lp := make([]int32, M), make([]float32, M)
-	cpu.New().SampleTokens(ids, lp, h, params, M, V)
-	// the outputs may be tensors (overlap scheduling samples into the
-	// generator's): those go up
-	d.putBack(unsafe.Pointer(&tokens[0]), unsafe.Pointer(&ids[0]), int64(M)*4)
-	if logp != nil {
-		d.putBack(unsafe.Pointer(&logp[0]), unsafe.Pointer(&lp[0]), int64(M)*4)
-	}
 }
 
 // putBack writes n bytes of host memory src to dst: up to the device where

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -13,7 +14,7 @@ import (
 // TestSwiGLUBackwardHCopies: in BF16, swiglu_backward_h writes the
 // bfloat16 copies of dgate and dup (the gradient copies) and of h (the
 // activation copy) beside them, each the rounding to nearest even of what
-// it wrote (bf16Round) bit for bit, and the op leaves the three valid for
+// it wrote (round.BF16) bit for bit, and the op leaves the three valid for
 // those tensors; in FP32 it writes none.
 func TestSwiGLUBackwardHCopies(t *testing.T) {
 	be := openEmulator(t)
@@ -50,7 +51,7 @@ func TestSwiGLUBackwardHCopies(t *testing.T) {
 			}
 			vals := host(be, c.out)
 			for i, v := range vals {
-				if want := bf16Round(v); bits[i] != want {
+				if want := round.BF16(v); bits[i] != want {
 					t.Fatalf("bf16: copy of %s[%d] = %#04x, %v rounds to %#04x", c.what, i, bits[i], v, want)
 				}
 			}

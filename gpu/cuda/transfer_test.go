@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cpu"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
@@ -397,7 +399,7 @@ func TestTransferDecodeStep(t *testing.T) {
 func TestTransferDecodePlanted(t *testing.T) {
 	V := transferConfig(2).V
 	be := openEmulator(t)
-	got, steps, io := decodeRun(t, be, false, func() { be.d.sampleOnHost = true })
+	got, steps, io := decodeRun(t, be, false, func() { be.d.sampleOnHost = be.d.sampleHost })
 	t.Logf("planted host sampling: %v", got)
 	if got.DeviceToHost+got.HostToDevice <= io || got.Largest < int64(3*V)*4 {
 		t.Errorf("with host sampling planted, %d forwards moved %d bytes (largest copy %d): the decode bounds cannot fail", steps, got.DeviceToHost+got.HostToDevice, got.Largest)
@@ -610,5 +612,24 @@ func TestTransferGenerateGroupsPlanted(t *testing.T) {
 	t.Logf("planted re-prefill: %v (own I/O %d B with sharing)", got, io)
 	if moved := got.HostToDevice + got.DeviceToHost; moved <= io || rounds[1].Share != 0 {
 		t.Errorf("with every prompt prefilled the workload moved %d bytes (bound %d), shared %d tokens in round 2: the bound cannot fail", moved, io, rounds[1].Share)
+	}
+}
+
+// sampleHost is the planted bug of TestTransferDecodePlanted (set as
+// device.sampleOnHost): the
+// logits [M,V] come down and the host samples them, as generation did
+// before sampling ran on the device.
+func (d *device) sampleHost(a *arena, tokens []int32, logp []float32, logits []float32, params []gpu.SampleParams, M, V int) {
+	h := make([]float32, M*V)
+	if err := d.dtoh(unsafe.Pointer(&h[0]), a.in(logits, M*V), int64(M*V)*4); err != nil {
+		panic(&Error{"", err})
+	}
+	ids, lp := make([]int32, M), make([]float32, M)
+	cpu.New().SampleTokens(ids, lp, h, params, M, V)
+	// the outputs may be tensors (overlap scheduling samples into the
+	// generator's): those go up
+	d.putBack(unsafe.Pointer(&tokens[0]), unsafe.Pointer(&ids[0]), int64(M)*4)
+	if logp != nil {
+		d.putBack(unsafe.Pointer(&logp[0]), unsafe.Pointer(&lp[0]), int64(M)*4)
 	}
 }
