@@ -33,7 +33,7 @@ test-genchat: setup-blas tokenizers-lib model setup-genchat ## chat server, exte
 bench-genchat: setup-blas tokenizers-lib model ## chat endpoint overhead per call (p50) beside direct generation -> docs/bench/genchat.md
 	$(GO) test -run '^$$' -bench Endpoint -benchtime 20x ./host/chatserver/
 
-test-engine: setup-blas tokenizers-lib model setup-llamacpp ## external rollout engines: protocol and fault tests, exact ids and log-probs through llama-cpp-python's server on the default GGUF, the weight reload
+test-engine: setup-blas tokenizers-lib model setup-llamacpp ## external rollout engines: protocol and fault tests, exact ids and log-probs through llama-cpp-python's server on the default GGUF, the weight reload, a fleet of two servers losing one
 	$(GO) vet ./host/rollout/ ./host/trainer/
-	$(GO) test -count=1 -run 'Engine|PieceSplit' ./host/rollout/
+	$(GO) test -count=1 -run 'Engine|PieceSplit|Fleet' ./host/rollout/
 	RLHOST_LLAMACPP_PYTHON=$(LLAMACPP_PY) $(GO) test -count=1 -timeout 30m -run 'Engine' ./host/trainer/

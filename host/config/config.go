@@ -163,7 +163,7 @@ type Rollout struct {
 // Engine is actor_rollout_ref.rollout.engine: the external server of rollout.name=openai
 // (docs/engines.md).
 type Engine struct {
-	BaseURL             string  `yaml:"base_url" doc:"the engine's base URL, e.g. http://127.0.0.1:8000 (rollout.name=openai)"`
+	BaseURL             string  `yaml:"base_url" doc:"the engine's base URL, e.g. http://127.0.0.1:8000 (rollout.name=openai); several engines (a fleet): comma-separated URLs"`
 	Protocol            string  `yaml:"protocol" enum:"vllm|sglang|llamacpp|llama-cpp-python" doc:"how token ids and log-probs are asked for: vllm = /v1/completions with token-id prompts and return_token_ids; sglang = /generate with input_ids; llamacpp = llama.cpp server /completion with return_tokens; llama-cpp-python = /v1/completions with text, ids recovered from the pieces and verified"`
 	Model               string  `yaml:"model" doc:"model name sent in requests; empty = none sent"`
 	APIKeyEnv           string  `yaml:"api_key_env" doc:"environment variable holding the engine's API key (sent as a Bearer token, never logged); empty or unset = no key"`

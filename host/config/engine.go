@@ -15,8 +15,14 @@ func (c *Config) validateEngine(v *validator) {
 	const p = "actor_rollout_ref.rollout.engine."
 	if e.BaseURL == "" {
 		v.add(p+"base_url", "actor_rollout_ref.rollout.name=openai needs actor_rollout_ref.rollout.engine.base_url (the engine's http://HOST:PORT)")
-	} else if u, err := url.Parse(e.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		v.add(p+"base_url", "actor_rollout_ref.rollout.engine.base_url=%q is not an http:// or https:// URL", e.BaseURL)
+	} else {
+		// a fleet: several URLs, comma-separated (docs/engines.md)
+		for _, s := range strings.Split(e.BaseURL, ",") {
+			s = strings.TrimSpace(s)
+			if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				v.add(p+"base_url", "actor_rollout_ref.rollout.engine.base_url: %q is not an http:// or https:// URL (several engines: comma-separated URLs)", s)
+			}
+		}
 	}
 	v.positive(p+"timeout", e.Timeout)
 	v.atLeast(p+"max_retries", e.MaxRetries, 0)

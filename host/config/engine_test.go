@@ -13,7 +13,12 @@ func TestEngineKeys(t *testing.T) {
 	}{
 		{[]string{"actor_rollout_ref.rollout.name=openai"}, "needs actor_rollout_ref.rollout.engine.base_url", "update_weights_url is empty"},
 		{[]string{"actor_rollout_ref.rollout.name=openai", "actor_rollout_ref.rollout.engine.base_url=localhost:8000"},
-			`base_url="localhost:8000" is not an http://`, "update_weights_url is empty"},
+			`base_url: "localhost:8000" is not an http://`, "update_weights_url is empty"},
+		// a fleet: comma-separated URLs, each checked
+		{[]string{"actor_rollout_ref.rollout.name=openai", "actor_rollout_ref.rollout.engine.base_url=http://127.0.0.1:8000,http://10.0.0.2:8000"},
+			"", "update_weights_url is empty"},
+		{[]string{"actor_rollout_ref.rollout.name=openai", "actor_rollout_ref.rollout.engine.base_url=http://127.0.0.1:8000, gpu2:8000"},
+			`base_url: "gpu2:8000" is not an http://`, "update_weights_url is empty"},
 		{[]string{"actor_rollout_ref.rollout.name=openai", "actor_rollout_ref.rollout.engine.base_url=http://127.0.0.1:8000"},
 			"", "update_weights_url is empty"},
 		{[]string{"actor_rollout_ref.rollout.name=openai", "actor_rollout_ref.rollout.engine.base_url=http://127.0.0.1:8000",

@@ -130,6 +130,9 @@ func (d Deps) generate(ctx context.Context, tr *tracing.Trajectory, prompt []int
 	span.SetTokens(prompt, g.Tokens, g.Logprobs)
 	span.SetAttr("finish_reason", g.FinishReason)
 	span.SetAttr("temperature", sp.Temperature)
+	if _, fleet := d.Policy.(*Fleet); fleet {
+		span.SetAttr("weight_version", g.WeightVersion) // the weights that sampled it (Fleet)
+	}
 	span.End(nil, err)
 	return g, err
 }

@@ -25,6 +25,11 @@ type Generation struct {
 	Tokens       []int
 	Logprobs     []float32 // log-probability of each token under the sampling distribution
 	FinishReason string    // "stop" or "length"
+	// WeightVersion is the version of the weights that sampled the tokens, as an external
+	// engine fleet counts them (Fleet.Sync: the training step whose weights it pushed last;
+	// 0: the initial weights). The built-in engine always samples with the current weights
+	// and leaves it 0.
+	WeightVersion int
 }
 
 // Policy generates continuations. Implementations are safe for concurrent use: trajectories

@@ -16,15 +16,16 @@ import (
 	"github.com/rlhost/rlhost/host/rollout"
 )
 
-// engine is the external rollout engine of actor_rollout_ref.rollout.name=openai: rollouts go
-// to it, and after every training step the policy is saved to a directory and the engine is
-// told to reload it (docs/engines.md).
+// engine is the external rollout engine, or fleet of engines, of
+// actor_rollout_ref.rollout.name=openai: rollouts go to it, and after every training step the
+// policy is saved to a directory and each engine is told to reload it (docs/engines.md).
 type engine struct {
-	policy *rollout.EnginePolicy
-	dir    string // where the weights are saved for the engine
-	last   string // the directory the engine loaded last (removed after the next reload)
+	policy *rollout.Fleet
+	dir    string // where the weights are saved for the engines
+	last   string // the directory the engines loaded last (removed after the next reload)
 	client *http.Client
 	apiKey string
+	prev   rollout.FleetStats // the counts at the end of the previous step
 }
 
 // openEngine sets up the external engine when the config asks for one.
@@ -38,8 +39,12 @@ func (t *Trainer) openEngine() error {
 	if ec.APIKeyEnv != "" {
 		key = os.Getenv(ec.APIKeyEnv)
 	}
-	p, err := rollout.NewEnginePolicy(rollout.EngineConfig{BaseURL: ec.BaseURL, Protocol: ec.Protocol, Model: ec.Model,
-		APIKey: key, Timeout: time.Duration(ec.Timeout * float64(time.Second)), MaxRetries: ec.MaxRetries, Tokenizer: t.tk})
+	var cfgs []rollout.EngineConfig
+	for _, u := range strings.Split(ec.BaseURL, ",") {
+		cfgs = append(cfgs, rollout.EngineConfig{BaseURL: strings.TrimSpace(u), Protocol: ec.Protocol, Model: ec.Model,
+			APIKey: key, Timeout: time.Duration(ec.Timeout * float64(time.Second)), MaxRetries: ec.MaxRetries, Tokenizer: t.tk})
+	}
+	p, err := rollout.NewFleet(cfgs)
 	if err != nil {
 		return fmt.Errorf("trainer: actor_rollout_ref.rollout.engine: %w", err)
 	}
@@ -52,22 +57,30 @@ func (t *Trainer) openEngine() error {
 	}
 	t.engine = &engine{policy: p, dir: dir, apiKey: key, client: &http.Client{Timeout: time.Duration(ec.Timeout * float64(time.Second))}}
 	if ec.UpdateWeightsURL == "" {
-		t.log.Warn("the external engine is not told about new weights (actor_rollout_ref.rollout.engine.update_weights_url is empty): rollouts after the first step are off-policy", "engine", p.BaseURL())
+		t.log.Warn("the external engine is not told about new weights (actor_rollout_ref.rollout.engine.update_weights_url is empty): rollouts after the first step are off-policy", "engine", p.BaseURLs())
 	}
-	t.log.Info("rollouts go to an external engine", "engine", p.BaseURL(), "protocol", ec.Protocol)
+	t.log.Info("rollouts go to an external engine", "engine", p.BaseURLs(), "protocol", ec.Protocol)
 	return nil
 }
 
-// afterStepEngine brings the engine the weights of the step just trained, and returns the
-// engine's counts.
+// afterStepEngine brings the engines the weights of the step just trained, and returns the
+// engines' counts.
 func (t *Trainer) afterStepEngine(ctx context.Context, step int) (map[string]float64, error) {
 	if t.engine == nil {
 		return nil, nil
 	}
-	s := t.engine.policy.Stats()
+	e := t.engine
+	fs, s := e.policy.Stats()
 	vals := map[string]float64{engineRequests: float64(s.Requests), engineRetries: float64(s.Retries), engineFailures: float64(s.Failures),
-		engineMissingLogprobs: float64(s.MissingLogprobs), engineEndTokenMissing: float64(s.EndTokenMissing)}
+		engineMissingLogprobs: float64(s.MissingLogprobs), engineEndTokenMissing: float64(s.EndTokenMissing),
+		engineFailovers: float64(fs.Failovers)}
+	if n := fs.Generations - e.prev.Generations; n > 0 {
+		vals[rolloutStaleFraction] = float64(fs.Stale-e.prev.Stale) / float64(n)
+	}
+	e.prev = fs
+	defer func() { vals[engineOut] = float64(len(e.policy.Out())) }()
 	if t.cfg.ActorRolloutRef.Rollout.Engine.UpdateWeightsURL == "" {
+		e.policy.Sync(ctx, step, nil) // the engines keep their weights: what they sample from now on is stale
 		return vals, nil
 	}
 	start := time.Now()
@@ -78,11 +91,10 @@ func (t *Trainer) afterStepEngine(ctx context.Context, step int) (map[string]flo
 	return vals, nil
 }
 
-// syncEngine saves the policy as a Hugging Face checkpoint under the engine's weights
-// directory and calls the reload URL with its path.
+// syncEngine saves the policy as a Hugging Face checkpoint under the engines' weights
+// directory and calls each engine's reload URL with its path (rollout.Fleet.Sync).
 func (t *Trainer) syncEngine(ctx context.Context, step int) error {
 	e := t.engine
-	ec := t.cfg.ActorRolloutRef.Rollout.Engine
 	dir := filepath.Join(e.dir, fmt.Sprintf("global_step_%d", step))
 	tmp := dir + ".tmp"
 	os.RemoveAll(tmp)
@@ -97,15 +109,36 @@ func (t *Trainer) syncEngine(ctx context.Context, step int) error {
 	if err := os.Rename(tmp, dir); err != nil {
 		return fmt.Errorf("trainer: saving the weights for the engine: %w", err)
 	}
+	failed, err := e.policy.Sync(ctx, step, func(ctx context.Context, p *rollout.EnginePolicy) error {
+		return t.reloadEngine(ctx, p.BaseURL(), dir)
+	})
+	if err != nil {
+		return fmt.Errorf("trainer: %w", err)
+	}
+	for _, err := range failed {
+		t.log.Warn("an engine did not take the new weights: it takes no rollouts until it does (tried again after the next step)", "error", err)
+	}
+	if e.last != "" && e.last != dir {
+		os.RemoveAll(e.last)
+	}
+	e.last = dir
+	fmt.Fprintf(t.opts.Progress, "engine: reloaded %s\n", dir)
+	return nil
+}
+
+// reloadEngine calls the reload URL of the engine at base with the directory of the weights.
+func (t *Trainer) reloadEngine(ctx context.Context, base, dir string) error {
+	e := t.engine
+	ec := t.cfg.ActorRolloutRef.Rollout.Engine
 	url := ec.UpdateWeightsURL
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
-		url = e.policy.BaseURL() + "/" + strings.TrimLeft(url, "/")
+		url = base + "/" + strings.TrimLeft(url, "/")
 	}
 	q, _ := json.Marshal(dir)
 	body := strings.ReplaceAll(ec.UpdateWeightsBody, "{path}", string(q[1:len(q)-1]))
 	req, err := http.NewRequestWithContext(ctx, ec.UpdateWeightsMethod, url, bytes.NewReader([]byte(body)))
 	if err != nil {
-		return fmt.Errorf("trainer: engine reload call: %w", err)
+		return fmt.Errorf("engine reload call: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if e.apiKey != "" {
@@ -113,12 +146,12 @@ func (t *Trainer) syncEngine(ctx context.Context, step int) error {
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("trainer: engine reload %s %s: %w", ec.UpdateWeightsMethod, url, err)
+		return fmt.Errorf("engine reload %s %s: %w", ec.UpdateWeightsMethod, url, err)
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("trainer: engine reload %s %s: HTTP %d: %s", ec.UpdateWeightsMethod, url, resp.StatusCode, strings.TrimSpace(string(msg)))
+		return fmt.Errorf("engine reload %s %s: HTTP %d: %s", ec.UpdateWeightsMethod, url, resp.StatusCode, strings.TrimSpace(string(msg)))
 	}
 	// SGLang answers 200 with {"success": false, "message": ...} when the load failed.
 	var r struct {
@@ -126,12 +159,7 @@ func (t *Trainer) syncEngine(ctx context.Context, step int) error {
 		Message string `json:"message"`
 	}
 	if json.Unmarshal(msg, &r) == nil && r.Success != nil && !*r.Success {
-		return fmt.Errorf("trainer: engine reload %s %s: the engine says it failed: %s", ec.UpdateWeightsMethod, url, r.Message)
+		return fmt.Errorf("engine reload %s %s: the engine says it failed: %s", ec.UpdateWeightsMethod, url, r.Message)
 	}
-	if e.last != "" && e.last != dir {
-		os.RemoveAll(e.last)
-	}
-	e.last = dir
-	fmt.Fprintf(t.opts.Progress, "engine: reloaded %s\n", dir)
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +37,12 @@ func llamaCppPython(t *testing.T) string {
 
 // startLlamaCppServer runs llama-cpp-python's OpenAI server on 127.0.0.1 with the default GGUF.
 func startLlamaCppServer(t *testing.T, py, gguf string) string {
+	url, _ := startLlamaCppServerCmd(t, py, gguf)
+	return url
+}
+
+// startLlamaCppServerCmd is startLlamaCppServer that also returns the server's process.
+func startLlamaCppServerCmd(t *testing.T, py, gguf string) (string, *exec.Cmd) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +69,7 @@ func startLlamaCppServer(t *testing.T, py, gguf string) string {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return url
+				return url, cmd
 			}
 		}
 		if time.Now().After(deadline) || cmd.ProcessState != nil {
@@ -161,5 +169,61 @@ func TestLlamaCppPythonEngine(t *testing.T) {
 	}
 	if s := e.Stats(); s.Requests != len(outs) || s.Failures != 0 || s.EndTokenMissing != stops {
 		t.Errorf("engine stats %+v, %d answers ended at an end-of-generation token", s, stops)
+	}
+}
+
+// A fleet of two llama-cpp-python servers: prompts spread over both, each answer exact (the
+// ids the engine's own detokenizer agrees with); when one server dies mid-run its calls go to
+// the other, which serves every later call, and the dead one is listed out.
+func TestLlamaCppPythonEngineFleet(t *testing.T) {
+	py := llamaCppPython(t)
+	_, tk := smol(t)
+	gguf, _ := filepath.Abs(modelPath(t))
+	url0, cmd0 := startLlamaCppServerCmd(t, py, gguf)
+	url1, _ := startLlamaCppServerCmd(t, py, gguf)
+	var cfgs []rollout.EngineConfig
+	for _, u := range []string{url0, url1} {
+		cfgs = append(cfgs, rollout.EngineConfig{BaseURL: u, Protocol: rollout.ProtocolLlamaCppPython, Tokenizer: tk,
+			Timeout: 2 * time.Minute, MaxRetries: 1})
+	}
+	f, err := rollout.NewFleet(cfgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	questions := []string{"What is 2+3?", "Name a colour.", "What is 7*6?", "Name a fruit.", "Say hi.", "What is 10-4?",
+		"Name an animal.", "What day follows Monday?"}
+	round := func(what string) {
+		var wg sync.WaitGroup
+		for i, q := range questions {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				g, err := f.Generate(context.Background(), prompt(t, tk, q), rollout.SamplingParams{MaxTokens: 8, Temperature: 1, TopP: 1, TopK: -1, Seed: uint64(i + 1)})
+				if err != nil {
+					t.Errorf("%s, prompt %d: %v", what, i, err)
+				} else if len(g.Tokens) == 0 || len(g.Logprobs) != len(g.Tokens) {
+					t.Errorf("%s, prompt %d: %d tokens, %d log-probs", what, i, len(g.Tokens), len(g.Logprobs))
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	round("both up")
+	served := f.Served()
+	t.Logf("both up: served %v", served)
+	if served[0] == 0 || served[1] == 0 {
+		t.Errorf("8 prompts on two servers: served %v", served)
+	}
+	cmd0.Process.Kill()
+	cmd0.Wait()
+	round("server 0 killed")
+	fs, es := f.Stats()
+	after := f.Served()
+	t.Logf("server 0 killed: served %v, fleet %+v, engines %+v, out %q", after, fs, es, f.Out())
+	if after[0] != served[0] || after[1] != served[1]+len(questions) {
+		t.Errorf("after server 0 died: served %v (before %v), want every call on server 1", after, served)
+	}
+	if fs.Failovers == 0 || len(f.Out()) != 1 || !strings.Contains(f.Out()[0], url0) {
+		t.Errorf("failovers %d, out %q: want server 0 out", fs.Failovers, f.Out())
 	}
 }

@@ -99,3 +99,66 @@ func TestSyncEngine(t *testing.T) {
 		t.Errorf("failed reload: %v", err)
 	}
 }
+
+// A fleet: every engine is told to reload after each step; one that fails is out (the run goes
+// on, engine/out counts it) until a later step's reload reaches it; when every engine fails the
+// step fails.
+func TestSyncEngineFleet(t *testing.T) {
+	m, tk := smol(t)
+	fails := map[int]bool{}
+	var calls [2][]string
+	var srvs [2]*httptest.Server
+	for i := range srvs {
+		srvs[i] = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var body struct {
+				ModelPath string `json:"model_path"`
+			}
+			json.NewDecoder(r.Body).Decode(&body)
+			calls[i] = append(calls[i], filepath.Base(body.ModelPath))
+			if fails[i] {
+				http.Error(w, "out of memory", http.StatusInternalServerError)
+				return
+			}
+			json.NewEncoder(w).Encode(map[string]any{"success": true})
+		}))
+		defer srvs[i].Close()
+	}
+	cfg := config.Default()
+	for _, o := range []string{"actor_rollout_ref.rollout.name=openai", "actor_rollout_ref.rollout.engine.base_url=" + srvs[0].URL + "," + srvs[1].URL,
+		"actor_rollout_ref.rollout.engine.update_weights_url=/update_weights_from_disk", "actor_rollout_ref.rollout.engine.protocol=sglang"} {
+		if err := cfg.Apply(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := &Trainer{cfg: cfg, actor: m, tk: tk, runDir: t.TempDir(), log: hclog.NewNullLogger(), opts: Options{Progress: io.Discard}}
+	if err := tr.openEngine(); err != nil {
+		t.Fatal(err)
+	}
+	step := func(n int, wantOut float64) {
+		t.Helper()
+		vals, err := tr.afterStepEngine(context.Background(), n)
+		if err != nil {
+			t.Fatalf("step %d: %v", n, err)
+		}
+		if vals["engine/out"] != wantOut {
+			t.Errorf("step %d: engine/out %v, want %v (%q)", n, vals["engine/out"], wantOut, tr.engine.policy.Out())
+		}
+	}
+	step(1, 0)
+	fails[1] = true
+	step(2, 1)
+	if out := tr.engine.policy.Out(); len(out) != 1 || !strings.Contains(out[0], srvs[1].URL) || !strings.Contains(out[0], "out of memory") {
+		t.Errorf("Out() = %q", out)
+	}
+	delete(fails, 1)
+	step(3, 0)
+	for i, want := range []string{"global_step_1 global_step_2 global_step_3", "global_step_1 global_step_2 global_step_3"} {
+		if got := strings.Join(calls[i], " "); got != want {
+			t.Errorf("engine %d reloaded %q, want %q", i, got, want)
+		}
+	}
+	fails[0], fails[1] = true, true
+	if _, err := tr.afterStepEngine(context.Background(), 4); err == nil || !strings.Contains(err.Error(), "no engine of the fleet took the weights of version 4") {
+		t.Errorf("every reload failing: %v", err)
+	}
+}

@@ -165,6 +165,9 @@ var (
 	engineFailures        = metric(inEngine, "engine/failures", "requests that failed after their retries")
 	engineMissingLogprobs = metric(inEngine, "engine/missing_logprobs", "answers without the sampled tokens' log-probs")
 	engineEndTokenMissing = metric(inEngine, "engine/end_token_missing", "answers that ended without their end token")
+	engineFailovers       = metric(inEngine, "engine/failovers", "calls sent to another engine of the fleet after one failed, so far")
+	engineOut             = metric(inEngine, "engine/out", "engines of the fleet taking no calls after the step (cooling down after failures, or without the new weights)")
+	rolloutStaleFraction  = metric(inEngine, "rollout/stale_fraction", "fraction of the step's engine calls sampled under older weights than the current ones (no update_weights_url: every call after step 1)")
 	timingEngineWeights   = metric(inEngine, "timing_s/engine_weights", "seconds to save the new weights and have the engine reload them (rollout.engine.update_weights_url)")
 
 	valCoreReward         = metric(inValidation, metrics.ValRewardKey("<data_source>"), "the mean validation score of a data source (rollout.val_kwargs; every trainer.test_freq steps, after the last, and before training with trainer.val_before_train)")
