@@ -3,7 +3,8 @@
 # setup-mlflow installs into a virtualenv of its own under $(CACHE): mlflow pins
 # dependencies (pyarrow, numpy, ...) that must not move under the other areas' goldens.
 # The tests find it through RLHOST_MLFLOW; without it they skip (fail when CI is set).
-MLFLOW_PYPI  ?= mlflow==3.17.2
+MLFLOW_VERSION ?= 3.17.2
+MLFLOW_PYPI  ?= mlflow[auth]==$(MLFLOW_VERSION)
 MLFLOW_VENV  := $(CACHE)/mlflow-venv
 MLFLOW_BIN   := $(MLFLOW_VENV)/bin/mlflow
 METRICS_PKGS := ./host/metrics/
@@ -15,8 +16,8 @@ SETUP_TARGETS += setup-mlflow
 TEST_TARGETS  += test-metrics
 BENCH_TARGETS += bench-metrics
 
-setup-mlflow: ## install the MLflow tracking server (PyPI mlflow) into $(CACHE)/mlflow-venv (idempotent)
-	@$(MLFLOW_BIN) --version 2>/dev/null | grep -q '$(subst mlflow==,,$(MLFLOW_PYPI))' || { \
+setup-mlflow: ## install the MLflow tracking server (PyPI mlflow, with its basic-auth app) into $(CACHE)/mlflow-venv (idempotent)
+	@{ $(MLFLOW_BIN) --version 2>/dev/null | grep -q '$(MLFLOW_VERSION)' && $(MLFLOW_VENV)/bin/python -c 'import flask_wtf' 2>/dev/null; } || { \
 		{ python3 -m venv $(MLFLOW_VENV) || { python3 -m pip install --quiet virtualenv && python3 -m virtualenv $(MLFLOW_VENV); }; } && \
 		$(MLFLOW_VENV)/bin/pip install --quiet '$(MLFLOW_PYPI)' && $(MLFLOW_BIN) --version; }
 

@@ -98,7 +98,9 @@ func (b *Backend) Init(ctx context.Context, run trace.Run) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cfg, b.ready = cfg, false
-	b.api = mlflowrest.Client{Base: cfg.TrackingURI, HTTP: &http.Client{Timeout: cfg.Timeout}}
+	// MLflow's own clients' authentication, from the host's environment (plugins inherit it):
+	// MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD
+	b.api = mlflowrest.Client{Base: cfg.TrackingURI, HTTP: &http.Client{Timeout: cfg.Timeout}, Header: mlflowrest.AuthHeader()}
 
 	exp, err := mlflowrest.EnsureExperiment(cfg.ExperimentName, func(method, path string, in, out any) error {
 		return b.callJSON(ctx, method, path, in, out)

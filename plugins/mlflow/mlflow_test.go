@@ -75,6 +75,31 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 	}
 }
 
+// Against MLflow's basic-auth app the plugin sends the credentials of the environment MLflow's
+// clients read (the host's, which plugins inherit): without them the server refuses the run.
+func TestRealServerAuth(t *testing.T) {
+	srv := mlflowtest.StartAuth(t, "s3cret-passw0rd-long")
+	ctx := context.Background()
+	run := trace.Run{Project: "rlhost-auth-test", RunName: "a", RunID: "r1", Config: map[string]any{"tracking_uri": srv.URI, "timeout_seconds": 30.0}}
+	t.Setenv("MLFLOW_TRACKING_TOKEN", "")
+	t.Setenv("MLFLOW_TRACKING_USERNAME", "")
+	if _, err := (&Backend{}).Init(ctx, run); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("no credentials: %v; want the server's 401", err)
+	}
+	t.Setenv("MLFLOW_TRACKING_USERNAME", "admin")
+	t.Setenv("MLFLOW_TRACKING_PASSWORD", "s3cret-passw0rd-long")
+	b := &Backend{}
+	if _, err := b.Init(ctx, run); err != nil {
+		t.Fatalf("with MLFLOW_TRACKING_USERNAME/PASSWORD: %v", err)
+	}
+	if err := b.Export(ctx, trajectory(0, 1, 1)); err != nil {
+		t.Fatalf("export with credentials: %v", err)
+	}
+	if strings.Contains(fmt.Sprint(b.cfg), "s3cret-passw0rd-long") {
+		t.Errorf("the password is in the backend's config: %v", b.cfg)
+	}
+}
+
 func TestRealServer(t *testing.T) {
 	srv := mlflowtest.Start(t)
 	ctx := context.Background()

@@ -43,6 +43,7 @@ type Server struct {
 	port int
 	cmd  *exec.Cmd
 	done chan struct{}
+	auth bool // the basic-auth app (StartAuth)
 }
 
 // Start starts a server for t (stopped at the end of the test). Without mlflow the test is
@@ -61,6 +62,35 @@ func Start(t testing.TB) *Server {
 	if s != nil {
 		t.Cleanup(s.Stop)
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// StartAuth is Start with MLflow's basic-auth app (--app-name basic-auth): every call needs
+// the admin user's credentials, admin and password.
+func StartAuth(t testing.TB, password string) *Server {
+	t.Helper()
+	bin := Binary()
+	if bin == "" {
+		Start(t) // skips or fails as Start does
+	}
+	dir := t.TempDir()
+	ini := fmt.Sprintf("[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///%s\nadmin_username = admin\nadmin_password = %s\nauthorization_function = mlflow.server.auth:authenticate_request_basic_auth\n",
+		filepath.Join(dir, "basic_auth.db"), password)
+	if err := os.WriteFile(filepath.Join(dir, "basic_auth.ini"), []byte(ini), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	s := &Server{bin: bin, dir: dir, port: port, URI: fmt.Sprintf("http://127.0.0.1:%d", port), auth: true}
+	err = s.Restart()
+	t.Cleanup(s.Stop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +125,11 @@ func (s *Server) Restart() error {
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	// No job runner: it starts a dozen huey consumer processes the tests do not need.
 	s.cmd.Env = append(os.Environ(), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false")
+	if s.auth {
+		s.cmd.Args = append(s.cmd.Args, "--app-name", "basic-auth")
+		s.cmd.Env = append(s.cmd.Env, "MLFLOW_AUTH_CONFIG_PATH="+filepath.Join(s.dir, "basic_auth.ini"),
+			"MLFLOW_FLASK_SERVER_SECRET_KEY=rlhost-test")
+	}
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		return err
