@@ -210,51 +210,35 @@ static inline __attribute__((always_inline)) void tile(const int dtype, const in
 static inline __attribute__((always_inline)) void span_f32_avx2(const int nx, __m256 a[2][4][2],
                                                                const float *x0, const float *x1,
                                                                const struct wrows *r, int k0, int k1) {
-	const float *w0 = r->f[0], *w1 = r->f[1], *w2 = r->f[2], *w3 = r->f[3];
+	const float *const *w = r->f;
 	if (nx == 1) {
-		__m256 c0l = a[0][0][0], c1l = a[0][1][0], c2l = a[0][2][0], c3l = a[0][3][0];
-		__m256 c0h = a[0][0][1], c1h = a[0][1][1], c2h = a[0][2][1], c3h = a[0][3][1];
+		__m256 c[4][2]; // [weight row][half]
+		for (int j = 0; j < 4; j++) c[j][0] = a[0][j][0], c[j][1] = a[0][j][1];
 		for (int k = k0; k < k1; k += 16) {
 			const __m256 xl = _mm256_loadu_ps(x0 + k), xh = _mm256_loadu_ps(x0 + k + 8);
-			c0l = _mm256_fmadd_ps(xl, _mm256_loadu_ps(w0 + k), c0l);
-			c1l = _mm256_fmadd_ps(xl, _mm256_loadu_ps(w1 + k), c1l);
-			c2l = _mm256_fmadd_ps(xl, _mm256_loadu_ps(w2 + k), c2l);
-			c3l = _mm256_fmadd_ps(xl, _mm256_loadu_ps(w3 + k), c3l);
-			c0h = _mm256_fmadd_ps(xh, _mm256_loadu_ps(w0 + k + 8), c0h);
-			c1h = _mm256_fmadd_ps(xh, _mm256_loadu_ps(w1 + k + 8), c1h);
-			c2h = _mm256_fmadd_ps(xh, _mm256_loadu_ps(w2 + k + 8), c2h);
-			c3h = _mm256_fmadd_ps(xh, _mm256_loadu_ps(w3 + k + 8), c3h);
+			for (int j = 0; j < 4; j++) {
+				c[j][0] = _mm256_fmadd_ps(xl, _mm256_loadu_ps(w[j] + k), c[j][0]);
+				c[j][1] = _mm256_fmadd_ps(xh, _mm256_loadu_ps(w[j] + k + 8), c[j][1]);
+			}
 		}
-		a[0][0][0] = c0l, a[0][1][0] = c1l, a[0][2][0] = c2l, a[0][3][0] = c3l;
-		a[0][0][1] = c0h, a[0][1][1] = c1h, a[0][2][1] = c2h, a[0][3][1] = c3h;
+		for (int j = 0; j < 4; j++) a[0][j][0] = c[j][0], a[0][j][1] = c[j][1];
 		return;
 	}
 	for (int h = 0; h < 2; h++) {
-		__m256 c00 = a[0][0][h], c01 = a[0][1][h], c02 = a[0][2][h], c03 = a[0][3][h];
-		__m256 c10 = a[1][0][h], c11 = a[1][1][h], c12 = a[1][2][h], c13 = a[1][3][h];
+		__m256 c[2][4]; // [x row][weight row], lanes of half h
+		for (int j = 0; j < 4; j++) c[0][j] = a[0][j][h], c[1][j] = a[1][j][h];
 		for (int k = k0 + 8 * h; k < k1; k += 16) {
 			const __m256 xa = _mm256_loadu_ps(x0 + k), xb = _mm256_loadu_ps(x1 + k);
-			// each weight vector loaded once into a register (not folded
-			// into both FMAs as a second load)
-			__m256 w = _mm256_loadu_ps(w0 + k);
-			__asm__("" : "+x"(w));
-			c00 = _mm256_fmadd_ps(xa, w, c00);
-			c10 = _mm256_fmadd_ps(xb, w, c10);
-			w = _mm256_loadu_ps(w1 + k);
-			__asm__("" : "+x"(w));
-			c01 = _mm256_fmadd_ps(xa, w, c01);
-			c11 = _mm256_fmadd_ps(xb, w, c11);
-			w = _mm256_loadu_ps(w2 + k);
-			__asm__("" : "+x"(w));
-			c02 = _mm256_fmadd_ps(xa, w, c02);
-			c12 = _mm256_fmadd_ps(xb, w, c12);
-			w = _mm256_loadu_ps(w3 + k);
-			__asm__("" : "+x"(w));
-			c03 = _mm256_fmadd_ps(xa, w, c03);
-			c13 = _mm256_fmadd_ps(xb, w, c13);
+			for (int j = 0; j < 4; j++) {
+				// each weight vector loaded once into a register (not folded
+				// into both FMAs as a second load)
+				__m256 wv = _mm256_loadu_ps(w[j] + k);
+				__asm__("" : "+x"(wv));
+				c[0][j] = _mm256_fmadd_ps(xa, wv, c[0][j]);
+				c[1][j] = _mm256_fmadd_ps(xb, wv, c[1][j]);
+			}
 		}
-		a[0][0][h] = c00, a[0][1][h] = c01, a[0][2][h] = c02, a[0][3][h] = c03;
-		a[1][0][h] = c10, a[1][1][h] = c11, a[1][2][h] = c12, a[1][3][h] = c13;
+		for (int j = 0; j < 4; j++) a[0][j][h] = c[0][j], a[1][j][h] = c[1][j];
 	}
 }
 
