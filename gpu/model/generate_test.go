@@ -418,6 +418,45 @@ func TestSampleDistribution(t *testing.T) {
 	}
 }
 
+// TestGenerateBatchIndependentFloat32Small is TestGenerateBatchIndependent in float32 on every
+// CPU, with batches small enough that no forward reaches SmallMatmulMaxN rows: there every
+// product runs on the small-batch kernel (AVX2 CPUs included, whose longer prefills go to
+// sgemm), so a request samples the same tokens and log-probs alone or batched.
+func TestGenerateBatchIndependentFloat32Small(t *testing.T) {
+	m := newTiny(t, "tiny-llama")
+	r := rand.New(rand.NewPCG(23, 24))
+	var reqs []Request
+	for i, n := range []int{3, 9, 1, 5, 7} { // at most 25 prompt rows in one forward
+		p := make([]int32, n)
+		for j := range p {
+			p[j] = int32(r.IntN(m.Config.V))
+		}
+		reqs = append(reqs, Request{Prompt: p, Sample: SampleConfig{MaxTokens: 10, Temperature: 1, Seed: uint64(300 + i), IgnoreEOS: true}})
+	}
+	var runs [][]Result
+	for _, slots := range []int{1, 2, 5} {
+		g, err := m.NewGenerator(slots, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := g.Generate(reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, res)
+	}
+	for s := 1; s < len(runs); s++ {
+		for i := range reqs {
+			a, b := runs[0][i], runs[s][i]
+			if !slices.Equal(a.Tokens, b.Tokens) || !slices.EqualFunc(a.Logprobs, b.Logprobs, func(x, y float32) bool {
+				return math.Float32bits(x) == math.Float32bits(y)
+			}) {
+				t.Fatalf("request %d: alone %v %v, batched (run %d) %v %v", i, a.Tokens, a.Logprobs, s, b.Tokens, b.Logprobs)
+			}
+		}
+	}
+}
+
 // TestGenerateBatchIndependent: a request samples the same tokens with the same
 // log-probabilities (bit for bit) whether it runs alone or batched with others, its prompt
 // prefilled in the same forward as their decode tokens or its prefix copied from another
