@@ -1,9 +1,15 @@
 # The plugin spine: protocol (sdk/proto -> sdk/gen), the SDK, the host plugin runtime, the CLI,
 # the built-in task plugins and the conformance kit.
 TOOLS_BIN   := $(BIN)/tools
-SPINE_PKGS  := ./host/plugin/... ./host/ckpt/... ./host/judge/... ./host/progress/... ./host/rollout/... ./host/trainer/... ./cmd/... ./tasks/gsm8k/cmd/... ./tasks/gsm8k/gsm8kplugin/...
+SPINE_PKGS  := ./host/plugin/... ./host/ckpt/... ./host/judge/... ./host/progress/... ./host/rollout/... ./host/trainer/... ./host/dist/... ./cmd/... ./tasks/gsm8k/cmd/... ./tasks/gsm8k/gsm8kplugin/...
 # Built-in plugins: binary name -> package (in the host module).
 PLUGIN_BINS := $(PLUGINS)/rlhost-task-gsm8k $(PLUGINS)/rlhost-task-arith $(PLUGINS)/rlhost-task-genchat
+
+# host/dist under real torchrun (torch from setup-trl, which make test does not install: CI runs
+# host/dist's other tests in test-spine, and TestShareTorchrun skips there).
+.PHONY: test-dist
+test-dist: setup-trl ## ranks from torchrun's variables and rank 0's value through torchrun's own rendezvous store (real torchrun --no-python, 3 ranks)
+	RLHOST_TORCH_PYTHON=$(TRL_PY) $(GO) test -count=1 -run 'TestShareTorchrun|TestFromEnv|TestShareOwnStore' -v ./host/dist/
 
 .PHONY: build plugins proto proto-check proto-tools test-spine test-conformance bench-spine demo demo-setup demo-compile demo-build bench-docs bench-docs-check metrics-docs
 

@@ -224,3 +224,29 @@ func TestPluginsList(t *testing.T) {
 }
 
 func waitBriefly() { time.Sleep(100 * time.Millisecond) }
+
+// Started by torchrun (or srun) as one of several ranks, train stops before it writes
+// anything and says why; one rank is fine.
+func TestTrainRefusesSeveralRanks(t *testing.T) {
+	for k, v := range map[string]string{"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"} {
+		t.Setenv(k, v)
+	}
+	runs := t.TempDir()
+	_, _, err := run(t, "train", "--task", "gsm8k", "trainer.default_local_dir="+runs)
+	if err == nil || !strings.Contains(err.Error(), "rank 1 of 4 (torchrun, local rank 1)") || !strings.Contains(err.Error(), "not supported yet") {
+		t.Fatalf("rank 1 of 4: %v", err)
+	}
+	if ents, _ := os.ReadDir(runs); len(ents) != 0 {
+		t.Errorf("the refused run wrote %d entries", len(ents))
+	}
+	t.Setenv("RANK", "x")
+	if _, _, err := run(t, "train", "--task", "gsm8k"); err == nil || !strings.Contains(err.Error(), `RANK="x"`) {
+		t.Errorf("RANK=x: %v", err)
+	}
+	t.Setenv("RANK", "0")
+	t.Setenv("WORLD_SIZE", "1")
+	t.Setenv("LOCAL_RANK", "0")
+	if out, _, err := run(t, "train", "--task", "gsm8k", "--print-config"); err != nil || !strings.Contains(out, "rlhost run configuration") {
+		t.Errorf("one rank: %v", err)
+	}
+}

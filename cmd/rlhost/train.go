@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlhost/rlhost/gpu/cpu"
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/dist"
 	"github.com/rlhost/rlhost/host/metrics"
 	hostplugin "github.com/rlhost/rlhost/host/plugin"
 	"github.com/rlhost/rlhost/host/trainer"
@@ -35,6 +36,13 @@ func trainCommand() *cli.Command {
 			&cli.BoolFlag{Name: "print-config", Usage: "print the resolved config (secrets redacted) and exit"},
 		},
 		Action: func(c *cli.Context) error {
+			// Launched by torchrun or srun as one of several ranks: each would train alone into
+			// the same run directory. Say so before anything is written.
+			if w, err := dist.FromEnv(os.Getenv); err != nil {
+				return cli.Exit("train: "+err.Error(), 2)
+			} else if !w.Single() {
+				return cli.Exit(fmt.Sprintf("train: started as %s: rlhost trains on one device per run, and data parallelism over several ranks is not supported yet (docs/distributed.md); start one process (torchrun --nproc-per-node 1)", w), 2)
+			}
 			overrides := c.Args().Slice()
 			if names := c.StringSlice("task"); len(names) > 0 {
 				overrides = append([]string{"task.name=" + strings.Join(names, ",")}, overrides...)
