@@ -445,13 +445,20 @@ func TestGenerateBatchIndependentFloat32Small(t *testing.T) {
 		}
 		runs = append(runs, res)
 	}
+	sameAsAlone(t, "float32", runs)
+}
+
+// sameAsAlone fails unless every run's results equal the first run's (each request alone),
+// tokens and log-probs bit for bit.
+func sameAsAlone(t *testing.T, what string, runs [][]Result) {
+	t.Helper()
 	for s := 1; s < len(runs); s++ {
-		for i := range reqs {
+		for i := range runs[0] {
 			a, b := runs[0][i], runs[s][i]
 			if !slices.Equal(a.Tokens, b.Tokens) || !slices.EqualFunc(a.Logprobs, b.Logprobs, func(x, y float32) bool {
 				return math.Float32bits(x) == math.Float32bits(y)
 			}) {
-				t.Fatalf("request %d: alone %v %v, batched (run %d) %v %v", i, a.Tokens, a.Logprobs, s, b.Tokens, b.Logprobs)
+				t.Fatalf("%s request %d: alone %v %v, batched (run %d) %v %v", what, i, a.Tokens, a.Logprobs, s, b.Tokens, b.Logprobs)
 			}
 		}
 	}
@@ -512,16 +519,7 @@ func TestGenerateBatchIndependent(t *testing.T) {
 			}
 			runs = append(runs, res)
 		}
-		for s := 1; s < len(runs); s++ {
-			for i := range reqs {
-				a, b := runs[0][i], runs[s][i]
-				if !slices.Equal(a.Tokens, b.Tokens) || !slices.EqualFunc(a.Logprobs, b.Logprobs, func(x, y float32) bool {
-					return math.Float32bits(x) == math.Float32bits(y)
-				}) {
-					t.Fatalf("%v request %d: alone %v %v, batched (run %d) %v %v", dt, i, a.Tokens, a.Logprobs, s, b.Tokens, b.Logprobs)
-				}
-			}
-		}
+		sameAsAlone(t, dt.String(), runs)
 	}
 }
 
