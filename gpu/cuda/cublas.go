@@ -102,7 +102,7 @@ func (b *cublas) setWorkspace(p dptr, bytes int64) error {
 
 func openCublas(stream cu.Stream) (*cublas, error) {
 	b := &cublas{}
-	tried := defaultCublasSearch().candidates()
+	tried := defaultCublasSearch().Candidates()
 	var why []string
 	for _, name := range tried {
 		cs := C.CString(name)

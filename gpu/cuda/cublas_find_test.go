@@ -46,8 +46,9 @@ func TestCublasSearch(t *testing.T) {
 		"PATH":            filepath.Join(root, "nobin") + ":" + venvBin,
 		"HOME":            filepath.Join(root, "home"),
 	}
-	s := cublasSearch{getenv: func(k string) string { return env[k] }, systemDirs: []string{filepath.Join(root, "usr", "lib")}}
-	got := s.candidates()
+	s := defaultCublasSearch()
+	s.Getenv, s.SystemDirs = func(k string) string { return env[k] }, []string{filepath.Join(root, "usr", "lib")}
+	got := s.Candidates()
 	want := []string{
 		pipCu13, "libcublas.so.13",
 		ldLib, pipCublas, "libcublas.so.12",
@@ -60,7 +61,7 @@ func TestCublasSearch(t *testing.T) {
 	// Without the venv on PATH, cuBLAS 13 is not found: only the bare
 	// soname is left for the dynamic loader.
 	env["PATH"] = filepath.Join(root, "nobin")
-	got = s.candidates()
+	got = s.Candidates()
 	if slices.Contains(got, pipCu13) || got[0] != "libcublas.so.13" {
 		t.Errorf("with no Python on PATH: candidates %q", got)
 	}
@@ -69,7 +70,7 @@ func TestCublasSearch(t *testing.T) {
 // TestCublasSearchDefault: the real search lists the bare sonames at least,
 // newest first, so that the loader's own search always runs.
 func TestCublasSearchDefault(t *testing.T) {
-	got := defaultCublasSearch().candidates()
+	got := defaultCublasSearch().Candidates()
 	var bare []string
 	for _, c := range got {
 		if filepath.Base(c) == c {
