@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlhost/rlhost/gpu/cpu"
 	"github.com/rlhost/rlhost/gpu/model"
+	"github.com/rlhost/rlhost/gpu/model/modeltest"
 	"github.com/rlhost/rlhost/gpu/safetensors"
 	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/gpu/weights"
@@ -147,7 +148,7 @@ func TestSFTStepGolden(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", p.Name, err)
 		}
-		if e := maxRelErr(p.Data, want); e > 2e-5 {
+		if e := modeltest.MaxRelErr(p.Data, want); e > 2e-5 {
 			t.Errorf("grad %s: max relative error %.2g", p.Name, e)
 		}
 	}
@@ -174,22 +175,9 @@ func TestMicroBatchesAccumulate(t *testing.T) {
 		}
 		return append([]float32(nil), m.Grads.Data...)
 	}
-	if e := maxRelErr(grads(2), grads(1)); e > 1e-5 {
+	if e := modeltest.MaxRelErr(grads(2), grads(1)); e > 1e-5 {
 		t.Errorf("micro-batch 2 vs 1: max relative gradient difference %.2g", e)
 	}
-}
-
-// maxRelErr is max_i |got_i - want_i| / max_i |want_i|.
-func maxRelErr(got, want []float32) float64 {
-	var d, m float64
-	for i := range want {
-		d = math.Max(d, math.Abs(float64(got[i])-float64(want[i])))
-		m = math.Max(m, math.Abs(float64(want[i])))
-	}
-	if m == 0 {
-		return d
-	}
-	return d / m
 }
 
 var _ = filepath.Join

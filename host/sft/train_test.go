@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlhost/rlhost/gpu/model/modeltest"
 	"github.com/rlhost/rlhost/gpu/tokenizer"
 	"github.com/rlhost/rlhost/gpu/weights"
 	"github.com/rlhost/rlhost/host/data"
@@ -116,7 +117,7 @@ func TestTrainRun(t *testing.T) {
 			}
 			for name, w := range want.Tensors {
 				g := ck.Tensors[name]
-				if g == nil || maxRelErr(g.Data, w.Data) != 0 {
+				if g == nil || modeltest.MaxRelErr(g.Data, w.Data) != 0 {
 					t.Errorf("checkpoint tensor %s differs from the trained model", name)
 				}
 			}
