@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
 	"github.com/urfave/cli/v2"
 )
 
@@ -23,7 +24,7 @@ func selftestCUDA(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "(bfloat16 is the default of actor_rollout_ref.actor.dtype; the checks *BF16 and *TF32 compare those paths with the fp32 CPU backend)")
 	failed := 0
-	for _, c := range cuda.Checks {
+	for _, c := range cudacheck.Checks {
 		start := time.Now()
 		err := c.Do(be)
 		if err != nil {
@@ -34,8 +35,8 @@ func selftestCUDA(w io.Writer) error {
 		fmt.Fprintf(w, "ok   %-20s %v\n", c.Name, time.Since(start).Round(time.Millisecond))
 	}
 	if failed > 0 {
-		return cli.Exit(fmt.Sprintf("selftest: %d of %d CUDA checks disagree with the CPU backend", failed, len(cuda.Checks)), 1)
+		return cli.Exit(fmt.Sprintf("selftest: %d of %d CUDA checks disagree with the CPU backend", failed, len(cudacheck.Checks)), 1)
 	}
-	fmt.Fprintf(w, "all %d CUDA checks agree with the CPU backend\n", len(cuda.Checks))
+	fmt.Fprintf(w, "all %d CUDA checks agree with the CPU backend\n", len(cudacheck.Checks))
 	return nil
 }

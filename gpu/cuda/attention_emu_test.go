@@ -1,12 +1,15 @@
 //go:build cudaemu && !cuda
 
-package cuda
+package cuda_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
@@ -18,12 +21,12 @@ import (
 // combine, still pass, and leave the variants as they were.
 func TestDecodeSplitPlantedBug(t *testing.T) {
 	be := openEmulator(t)
-	split := Check{"AttentionCached", checkAttentionCached}
+	split := cudacheck.Check{Name: "AttentionCached", Run: cudacheck.CheckAttentionCached}
 	if err := split.Do(be); err != nil {
 		t.Fatalf("the check fails without a defect: %v", err)
 	}
-	emuPlanted["attention_cached_combine"] = "no_rescale"
-	defer delete(emuPlanted, "attention_cached_combine")
+	cuda.EmuPlanted["attention_cached_combine"] = "no_rescale"
+	defer delete(cuda.EmuPlanted, "attention_cached_combine")
 	err := split.Do(be)
 	if err == nil {
 		t.Fatal("AttentionCached passed with the combine's rescaling left out")
@@ -32,18 +35,18 @@ func TestDecodeSplitPlantedBug(t *testing.T) {
 		t.Errorf("error %q does not name the output", err)
 	}
 	t.Log(err)
-	for _, c := range []Check{{"Generate", checkGenerate}, {"GenerateSampled", checkGenerateSampled}, {"GenerateGroups", checkGenerateGroups}} {
+	for _, c := range []cudacheck.Check{{Name: "Generate", Run: cudacheck.CheckGenerate}, {Name: "GenerateSampled", Run: cudacheck.CheckGenerateSampled}, {Name: "GenerateGroups", Run: cudacheck.CheckGenerateGroups}} {
 		if err := c.Do(be); err == nil {
 			t.Errorf("%s passed with the combine's rescaling left out", c.Name)
 		} else {
 			t.Logf("%s: %v", c.Name, err)
 		}
 	}
-	for _, c := range []Check{{"AttentionCachedBlock", checkAttentionCachedBlock}, {"GenerateDecodeBlock", checkGenerateDecodeBlock}} {
+	for _, c := range []cudacheck.Check{{Name: "AttentionCachedBlock", Run: cudacheck.CheckAttentionCachedBlock}, {Name: "GenerateDecodeBlock", Run: cudacheck.CheckGenerateDecodeBlock}} {
 		if err := c.Do(be); err != nil {
 			t.Errorf("%s, of the decode_block variant, fails with the combine's defect planted: %v", c.Name, err)
 		}
-		if v := be.Variants(); v != (Variants{}) {
+		if v := be.Variants(); v != (cuda.Variants{}) {
 			t.Errorf("%s left the variants at %v", c.Name, v)
 		}
 	}
@@ -56,18 +59,18 @@ func TestDecodeSplitPlantedBug(t *testing.T) {
 // output, and the generation checks), and pass again once it is gone.
 func TestDecodeSplitSharedQPlantedBug(t *testing.T) {
 	be := openEmulator(t)
-	split := Check{"AttentionCached", checkAttentionCached}
+	split := cudacheck.Check{Name: "AttentionCached", Run: cudacheck.CheckAttentionCached}
 	if err := split.Do(be); err != nil {
 		t.Fatalf("the check fails without a defect: %v", err)
 	}
-	emuPlanted["attention_cached_split"] = "one_q"
+	cuda.EmuPlanted["attention_cached_split"] = "one_q"
 	err := split.Do(be)
 	var genErrs []error
-	gens := []Check{{"Generate", checkGenerate}, {"GenerateSampled", checkGenerateSampled}, {"GenerateGroups", checkGenerateGroups}}
+	gens := []cudacheck.Check{{Name: "Generate", Run: cudacheck.CheckGenerate}, {Name: "GenerateSampled", Run: cudacheck.CheckGenerateSampled}, {Name: "GenerateGroups", Run: cudacheck.CheckGenerateGroups}}
 	for _, c := range gens {
 		genErrs = append(genErrs, c.Do(be))
 	}
-	delete(emuPlanted, "attention_cached_split")
+	delete(cuda.EmuPlanted, "attention_cached_split")
 	if err == nil {
 		t.Fatal("AttentionCached passed with every head of a block scored with its first head's query")
 	}
@@ -94,18 +97,18 @@ func TestDecodeSplitSharedQPlantedBug(t *testing.T) {
 // the staged host operands either way.
 func TestDecodeSplitLaunches(t *testing.T) {
 	be := openEmulator(t)
-	c := decodeSplitCases[0] // two tokens of 2 heads over 700 positions: many chunks
-	N := len(c.pos)
-	kc, vc := be.Alloc("k", c.S*c.maxT*c.NKV*c.HD), be.Alloc("v", c.S*c.maxT*c.NKV*c.HD)
+	c := checkutil.DecodeSplitCases[0] // two tokens of 2 heads over 700 positions: many chunks
+	N := len(c.Pos)
+	kc, vc := be.Alloc("k", c.S*c.MaxT*c.NKV*c.HD), be.Alloc("v", c.S*c.MaxT*c.NKV*c.HD)
 	q, out := be.Alloc("q", N*c.NH*c.HD), be.Alloc("out", N*c.NH*c.HD)
 	slot, pos := be.AllocInt32("slot", N), be.AllocInt32("pos", N)
-	be.UploadInt32(slot, c.slot)
-	be.UploadInt32(pos, c.pos)
+	be.UploadInt32(slot, c.Slot)
+	be.UploadInt32(pos, c.Pos)
 	for _, split := range []bool{false, true} {
-		be.SetVariants(Variants{DecodeBlock: !split})
-		be.AttentionCachedForward(out, q, kc, vc, slot, pos, N, c.NH, c.NKV, c.HD, c.maxT, 0) // the arena grows here
+		be.SetVariants(cuda.Variants{DecodeBlock: !split})
+		be.AttentionCachedForward(out, q, kc, vc, slot, pos, N, c.NH, c.NKV, c.HD, c.MaxT, 0) // the arena grows here
 		be.ResetCounters()
-		be.AttentionCachedForward(out, q, kc, vc, slot, pos, N, c.NH, c.NKV, c.HD, c.maxT, 0)
+		be.AttentionCachedForward(out, q, kc, vc, slot, pos, N, c.NH, c.NKV, c.HD, c.MaxT, 0)
 		got := be.Counters()
 		want := int64(1)
 		if split {
@@ -115,7 +118,7 @@ func TestDecodeSplitLaunches(t *testing.T) {
 			t.Errorf("decode_block=%v: %v; want %d launches, no copy, sync or allocation", !split, got, want)
 		}
 	}
-	if L, chunks := decodeChunks(decodeRows(N, c.NH, c.NKV, c.HD), c.maxT, decodeSMs); chunks < 2 {
+	if L, chunks := cuda.DecodeChunks(cuda.DecodeRows(N, c.NH, c.NKV, c.HD), c.MaxT, cuda.DecodeSMs); chunks < 2 {
 		t.Errorf("the case has %d chunk(s) of %d: the combine is not exercised", chunks, L)
 	}
 }
@@ -126,12 +129,12 @@ func TestDecodeSplitLaunches(t *testing.T) {
 // allocations as with flash-decoding, the default, with one launch fewer a
 // layer per forward (the combine: every forward there has several chunks).
 func TestTransferDecodeBlock(t *testing.T) {
-	on := Variants{DecodeBlock: true}
-	c := transferConfig(2)
-	if _, chunks := decodeChunks(decodeRows(1, c.NH, c.NKV, c.HD), 32, decodeSMs); chunks < 2 {
+	on := cuda.Variants{DecodeBlock: true}
+	c := cuda.TransferConfig(2)
+	if _, chunks := cuda.DecodeChunks(cuda.DecodeRows(1, c.NH, c.NKV, c.HD), 32, cuda.DecodeSMs); chunks < 2 {
 		t.Fatalf("one token of the decode has %d chunk(s): the combine is not exercised", chunks)
 	}
-	same := func(what string, got, def Counters, forwards int64, layers int) {
+	same := func(what string, got, def cuda.Counters, forwards int64, layers int) {
 		t.Helper()
 		g, w := got, def
 		g.Launches, w.Launches = 0, 0
@@ -151,18 +154,18 @@ func TestTransferDecodeBlock(t *testing.T) {
 	}
 	for _, lora := range []bool{false, true} {
 		what := fmt.Sprintf("decode lora=%v", lora)
-		def, _, _ := decodeRun(t, openEmulator(t), lora, nil)
+		def, _, _ := cuda.DecodeRun(t, openEmulator(t), lora, nil)
 		be := openEmulator(t)
 		be.SetVariants(on)
-		got, steps, io := decodeRun(t, be, lora, nil)
-		checkDecode(t, what+" decode_block", got, steps, io, c.V)
+		got, steps, io := cuda.DecodeRun(t, be, lora, nil)
+		cuda.CheckDecode(t, what+" decode_block", got, steps, io, c.V)
 		same(what+" decode_block", got, def, steps, c.L)
 	}
-	def, _, _ := groupsTransfer(t, true, nil)
-	got, rounds, cg := groupsTransfer(t, true, func(cg *countedGen, _ *model.Generator) { cg.Backend.SetVariants(on) })
-	io, _, _ := groupsIO(rounds)
-	checkDecode(t, "groups + tool turn decode_block", got, cg.forwards, io, groupsConfig.V)
-	same("groups + tool turn decode_block", got, def, cg.forwards, groupsConfig.L)
+	def, _, _ := cuda.GroupsTransfer(t, true, nil)
+	got, rounds, cg := cuda.GroupsTransfer(t, true, func(cg *cuda.CountedGen, _ *model.Generator) { cg.Backend.SetVariants(on) })
+	io, _, _ := cuda.GroupsIO(rounds)
+	cuda.CheckDecode(t, "groups + tool turn decode_block", got, cg.Forwards, io, checkutil.GroupsConfig.V)
+	same("groups + tool turn decode_block", got, def, cg.Forwards, checkutil.GroupsConfig.L)
 }
 
 // TestDecodeVecPlantedBug: with attention.cuh's DS_BUG_VEC_GROUP planted
@@ -172,12 +175,12 @@ func TestTransferDecodeBlock(t *testing.T) {
 // AttentionCached, which never launches that kernel, still passes.
 func TestDecodeVecPlantedBug(t *testing.T) {
 	be := openEmulator(t)
-	vec := Check{"AttentionCachedVec", checkAttentionCachedVec}
+	vec := cudacheck.Check{Name: "AttentionCachedVec", Run: cudacheck.CheckAttentionCachedVec}
 	if err := vec.Do(be); err != nil {
 		t.Fatalf("the check fails without a defect: %v", err)
 	}
-	emuPlanted["attention_cached_split_vec"] = "vec_group"
-	defer delete(emuPlanted, "attention_cached_split_vec")
+	cuda.EmuPlanted["attention_cached_split_vec"] = "vec_group"
+	defer delete(cuda.EmuPlanted, "attention_cached_split_vec")
 	err := vec.Do(be)
 	if err == nil {
 		t.Fatal("AttentionCachedVec passed with the output's first group left out")
@@ -186,15 +189,15 @@ func TestDecodeVecPlantedBug(t *testing.T) {
 		t.Errorf("error %q does not name the output", err)
 	}
 	t.Log(err)
-	if err := (Check{"GenerateDecodeVec", checkGenerateDecodeVec}).Do(be); err == nil {
+	if err := (cudacheck.Check{Name: "GenerateDecodeVec", Run: cudacheck.CheckGenerateDecodeVec}).Do(be); err == nil {
 		t.Error("GenerateDecodeVec passed with the output's first group left out")
 	} else {
 		t.Logf("GenerateDecodeVec: %v", err)
 	}
-	if err := (Check{"AttentionCached", checkAttentionCached}).Do(be); err != nil {
+	if err := (cudacheck.Check{Name: "AttentionCached", Run: cudacheck.CheckAttentionCached}).Do(be); err != nil {
 		t.Errorf("AttentionCached, of the default kernel, fails with the variant's defect planted: %v", err)
 	}
-	if v := be.Variants(); v != (Variants{}) {
+	if v := be.Variants(); v != (cuda.Variants{}) {
 		t.Errorf("the checks left the variants at %v", v)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
 // TestDecodeChunks: decodeChunks's chunks cover the cache (chunks*L >=
@@ -78,8 +80,8 @@ func TestDecodeGroupHeads(t *testing.T) {
 func TestDecodeSplitCases(t *testing.T) {
 	for _, sms := range []int{decodeSMs, 108} {
 		var inside, short, ends, gqa, uneven, cut, single bool
-		for _, c := range decodeSplitCases {
-			L, chunks := decodeChunks(decodeRows(len(c.pos), c.NH, c.NKV, c.HD), c.maxT, sms)
+		for _, c := range checkutil.DecodeSplitCases {
+			L, chunks := decodeChunks(decodeRows(len(c.Pos), c.NH, c.NKV, c.HD), c.MaxT, sms)
 			if chunks == 1 {
 				single = true
 				continue
@@ -90,13 +92,13 @@ func TestDecodeSplitCases(t *testing.T) {
 			uneven = uneven || (G > 1 && GB == G && G%decodeHeadsMax != 0)
 			cut = cut || GB < G
 			long := false
-			for _, p := range c.pos {
+			for _, p := range c.Pos {
 				P := int(p) + 1
 				long = long || P > L
 				inside = inside || (P > L && P%L != 0)
 				ends = ends || (P > L && P%L == 0)
 			}
-			for _, p := range c.pos {
+			for _, p := range c.Pos {
 				short = short || (long && int(p)+1 < L)
 			}
 		}

@@ -13,8 +13,6 @@ type Backend struct {
 	decodeUnfused atomic.Bool
 }
 
-var _ Device = (*Backend)(nil)
-
 // Name reports "cuda/<device name>/sm_<cc>".
 func (b *Backend) Name() string {
 	return fmt.Sprintf("cuda/%s/sm_%d%d", b.d.name, b.d.cc[0], b.d.cc[1])

@@ -1,6 +1,6 @@
 //go:build cuda
 
-package cuda
+package cuda_test
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/rlhost/rlhost/gpu"
 	"github.com/rlhost/rlhost/gpu/cpu"
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
@@ -18,7 +20,7 @@ import (
 func BenchmarkSgemm(b *testing.B) {
 	const N, C, OC = 1024, 576, 1536
 	r := rand.New(rand.NewPCG(1, 1))
-	inp, w := randn(r, N*C, 1), randn(r, OC*C, 1)
+	inp, w := checkutil.Randn(r, N*C, 1), checkutil.Randn(r, OC*C, 1)
 	run := func(b *testing.B, be gpu.Backend, inp, w, out []float32) {
 		b.SetBytes(int64(2 * N * C * OC)) // flops, reported as bytes/s
 		for b.Loop() {
@@ -33,7 +35,7 @@ func BenchmarkSgemm(b *testing.B) {
 		run(b, be, mi, mw, mo)
 		be.Download(mo[:1:1], mo) // wait for the queued products
 	})
-	for _, p := range []Precision{TF32, BF16} {
+	for _, p := range []cuda.Precision{cuda.TF32, cuda.BF16} {
 		b.Run("cuda-resident-"+p.String(), func(b *testing.B) {
 			be := benchBackend(b)
 			defer be.SetPrecision(be.Precision())
@@ -60,17 +62,17 @@ func BenchmarkTrainStep(b *testing.B) {
 				defer cb.SetPrecision(cb.Precision())
 				switch name {
 				case "cuda-tf32":
-					cb.SetPrecision(TF32)
+					cb.SetPrecision(cuda.TF32)
 				case "cuda-bfloat16":
-					cb.SetPrecision(BF16)
+					cb.SetPrecision(cuda.BF16)
 				default:
-					cb.SetPrecision(FP32)
+					cb.SetPrecision(cuda.FP32)
 				}
 				be = cb
 			}
 			m := model.NewZero(be, c)
 			r := rand.New(rand.NewPCG(2, 2))
-			m.Params.Upload(randn(r, len(m.Params.Data), 0.02))
+			m.Params.Upload(checkutil.Randn(r, len(m.Params.Data), 0.02))
 			m.EnableGrads()
 			batch := model.Batch{B: B, T: T, Tokens: make([]int32, B*T), Targets: make([]int32, B*T)}
 			dlogp, dent := make([]float32, B*T), make([]float32, B*T)
@@ -98,16 +100,16 @@ func BenchmarkTrainStep(b *testing.B) {
 	}
 }
 
-func benchBackend(b *testing.B) *Backend {
+func benchBackend(b *testing.B) *cuda.Backend {
 	b.Helper()
-	testOnce.Do(func() { testBackend, testErr = Open(0) })
+	testOnce.Do(func() { testBackend, testErr = cuda.Open(0) })
 	if testErr != nil {
 		b.Skipf("no usable CUDA GPU: %v", testErr)
 	}
 	return testBackend
 }
 
-func resident(b *testing.B, be *Backend, x []float32) []float32 {
+func resident(b *testing.B, be *cuda.Backend, x []float32) []float32 {
 	m := be.Alloc("benchmark tensor", len(x))
 	b.Cleanup(func() { be.Free(m) })
 	be.Upload(m, x)

@@ -1,18 +1,21 @@
 //go:build cudaemu && !cuda
 
-package cuda
+package cuda_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
 )
 
 // bf16Checks are the mixed-precision checks (TestKernelsOnEmulator runs
 // them among all the checks; TestBF16PlantedBugs runs them with defects).
-var bf16Checks = []Check{
-	{"ToBF16", checkToBF16}, {"GemmBF16", checkGemmBF16}, {"GemmStridedBatchedBF16", checkGemmStridedBatchedBF16},
-	{"MatmulBF16", checkMatmulBF16}, {"MatmulTF32", checkMatmulTF32},
-	{"TrainStepBF16", checkTrainStepBF16}, {"TrainStepTF32", checkTrainStepTF32},
+var bf16Checks = []cudacheck.Check{
+	{Name: "ToBF16", Run: cudacheck.CheckToBF16}, {Name: "GemmBF16", Run: cudacheck.CheckGemmBF16}, {Name: "GemmStridedBatchedBF16", Run: cudacheck.CheckGemmStridedBatchedBF16},
+	{Name: "MatmulBF16", Run: cudacheck.CheckMatmulBF16}, {Name: "MatmulTF32", Run: cudacheck.CheckMatmulTF32},
+	{Name: "TrainStepBF16", Run: cudacheck.CheckTrainStepBF16}, {Name: "TrainStepTF32", Run: cudacheck.CheckTrainStepTF32},
 }
 
 // TestMixedPrecisionEmulator logs the measured differences of the
@@ -21,20 +24,20 @@ var bf16Checks = []Check{
 // checks themselves) and requires the backend to be back in FP32 after it.
 func TestMixedPrecisionEmulator(t *testing.T) {
 	be := openEmulator(t)
-	for _, p := range []Precision{BF16, TF32} {
-		d, err := mixedStepDiffs(be, p, mixedStepConfig)
+	for _, p := range []cuda.Precision{cuda.BF16, cuda.TF32} {
+		d, err := cudacheck.MixedStepDiffs(be, p, cudacheck.MixedStepConfig)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for s := 0; s < 2; s++ {
 			t.Logf("%v step %d: max |logp diff| %.3g (row %d: %.6g vs %.6g), |loss diff| %.3g (%.6g vs %.6g), gradient norm relative diff %.3g",
-				p, s+1, d.logp[s], d.at[s], d.got[s], d.want[s], d.loss[s], d.lossGot[s], d.lossWant[s], d.norm[s])
-			if tol := mixedTolerance[p]; !(d.logp[s] <= tol.logp && d.loss[s] <= tol.loss) {
-				t.Errorf("%v step %d beyond the tolerance (%g, %g)", p, s+1, tol.logp, tol.loss)
+				p, s+1, d.Logp[s], d.At[s], d.Got[s], d.Want[s], d.Loss[s], d.LossGot[s], d.LossWant[s], d.Norm[s])
+			if tol := cudacheck.MixedTolerance[p]; !(d.Logp[s] <= tol.Logp && d.Loss[s] <= tol.Loss) {
+				t.Errorf("%v step %d beyond the tolerance (%g, %g)", p, s+1, tol.Logp, tol.Loss)
 			}
 		}
 	}
-	if p := be.Precision(); p != FP32 {
+	if p := be.Precision(); p != cuda.FP32 {
 		t.Errorf("the measurement left the backend in %v", p)
 	}
 }
@@ -57,7 +60,7 @@ func TestMixedPrecisionEmulator(t *testing.T) {
 // (only those run: the emulator is slow, and the checks' passing without a
 // defect is TestKernelsOnEmulator's).
 func TestBF16PlantedBugs(t *testing.T) {
-	checks := map[string]Check{}
+	checks := map[string]cudacheck.Check{}
 	for _, c := range bf16Checks {
 		checks[c.Name] = c
 	}
@@ -86,11 +89,11 @@ func TestBF16PlantedBugs(t *testing.T) {
 		t.Run(tc.kernel+tc.plant, func(t *testing.T) {
 			if tc.kernel != "" {
 				k, defect, _ := strings.Cut(tc.kernel, "/")
-				emuPlanted[k] = defect
-				defer delete(emuPlanted, k)
+				cuda.EmuPlanted[k] = defect
+				defer delete(cuda.EmuPlanted, k)
 			}
-			be.d.plantBF16 = tc.plant
-			defer func() { be.d.plantBF16 = "" }()
+			be.SetPlantBF16(tc.plant)
+			defer be.SetPlantBF16("")
 			for _, name := range tc.fail {
 				if err := checks[name].Do(be); err == nil {
 					t.Errorf("%s passed with the bug planted", name)

@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -12,6 +11,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
@@ -144,14 +145,14 @@ func TestSharedBF16Conversions(t *testing.T) {
 			be := openEmulator(t)
 			be.SetPrecision(BF16)
 			be.d.unsharedBF16 = !shared
-			s := newPolicyStep(t, be, L, false)
-			s.run(t)
+			s := NewPolicyStep(t, be, L, false)
+			s.Run(t)
 			if err := be.EnableProfile(); err != nil {
 				t.Fatal(err)
 			}
 			be.ResetCounters()
 			be.ResetProfile()
-			s.run(t)
+			s.Run(t)
 			got := be.d.conv
 			p, err := be.Profile()
 			if err != nil {
@@ -160,8 +161,8 @@ func TestSharedBF16Conversions(t *testing.T) {
 			if e, _ := profileEntry(p, "f32_to_bf16"); e.Calls != got.launches {
 				t.Errorf("L=%d: the profile has %d f32_to_bf16 calls, the conversions counted %d launches", L, e.Calls, got.launches)
 			}
-			launches, floats, produced := stepConversions(transferConfig(L), transferB*transferT, path)
-			reference, _, _ := stepConversions(transferConfig(L), transferB*transferT, ownCopies)
+			launches, floats, produced := stepConversions(TransferConfig(L), transferB*transferT, path)
+			reference, _, _ := stepConversions(TransferConfig(L), transferB*transferT, ownCopies)
 			check(t, fmt.Sprintf("policy step L=%d", L), got, launches, floats, produced, reference, shared)
 		}
 		for _, tc := range []struct {
@@ -172,7 +173,7 @@ func TestSharedBF16Conversions(t *testing.T) {
 			be.SetPrecision(BF16)
 			be.d.unsharedBF16 = !shared
 			s := newStep(t, be, 2, tc.scoredOnly, tc.lora)
-			counted(be, func() { s.run(t) })
+			Counted(be, func() { s.Run(t) })
 			want := sharedConversions[tc.name][b2i(shared)]
 			check(t, tc.name, be.d.conv, want.launches, want.floats, want.produced, sharedConversions[tc.name][0].launches, shared)
 		}
@@ -188,7 +189,7 @@ func TestSharedBF16Conversions(t *testing.T) {
 			be.SetPrecision(BF16)
 			be.d.unsharedBF16 = !shared
 			be.SetDecodeFusion(false) // the separate q/k/v and gate/up products (fused: below)
-			_, steps, _ := decodeRun(t, be, lora, nil)
+			_, steps, _ := DecodeRun(t, be, lora, nil)
 			if lora {
 				want := sharedConversions["decode LoRA"][b2i(shared)]
 				check(t, "generation with LoRA", be.d.conv, want.launches, want.floats, want.produced,
@@ -197,7 +198,7 @@ func TestSharedBF16Conversions(t *testing.T) {
 			}
 			// decodeRun: 3 slots, prompts of 3, so a prefill of 9 tokens
 			// and then steps-1 forwards of 3, each sampling 3 rows
-			c := transferConfig(2)
+			c := TransferConfig(2)
 			launches, floats, produced := decodeConversions(c, 9, 3, path)
 			reference, _, _ := decodeConversions(c, 9, 3, ownCopies)
 			for i := int64(1); i < steps; i++ {
@@ -217,8 +218,8 @@ func TestSharedBF16Conversions(t *testing.T) {
 		be = openEmulator(t)
 		be.SetPrecision(BF16)
 		be.d.unsharedBF16 = !shared
-		_, steps, _ := decodeRun(t, be, false, nil)
-		c := transferConfig(2)
+		_, steps, _ := DecodeRun(t, be, false, nil)
+		c := TransferConfig(2)
 		fusedPath := sharedCopies
 		if shared {
 			fusedPath = producedCopies
@@ -312,15 +313,15 @@ func runShared(t *testing.T, shared, verify bool, plant string, scoredOnly, lora
 	be.d.unsharedBF16, be.d.checkShared, be.d.plantBF16 = !shared, verify, plant
 	s := newStep(t, be, 2, scoredOnly, lora)
 	for range 2 {
-		s.m.ZeroGrads()
-		if err := s.m.Forward(s.a, s.batch); err != nil {
+		s.M.ZeroGrads()
+		if err := s.M.Forward(s.a, s.batch); err != nil {
 			return run, err
 		}
-		run.logp, run.ent = append(run.logp, clone(s.a.Logp)), append(run.ent, clone(s.a.Entropy))
-		if err := s.m.Backward(s.a, s.dlogp, s.dent); err != nil {
+		run.logp, run.ent = append(run.logp, checkutil.Clone(s.a.Logp)), append(run.ent, checkutil.Clone(s.a.Entropy))
+		if err := s.M.Backward(s.a, s.dlogp, s.dent); err != nil {
 			return run, err
 		}
-		norm, err := s.opt.Update(s.m)
+		norm, err := s.Opt.Update(s.M)
 		if err != nil {
 			return run, err
 		}
@@ -328,16 +329,16 @@ func runShared(t *testing.T, shared, verify bool, plant string, scoredOnly, lora
 	}
 	var trained [][]float32
 	if lora {
-		trained = [][]float32{s.m.LoRA().Data, s.m.LoRA().Grad}
+		trained = [][]float32{s.M.LoRA().Data, s.M.LoRA().Grad}
 	} else {
-		trained = [][]float32{s.m.Params.Data, s.m.Grads.Data}
+		trained = [][]float32{s.M.Params.Data, s.M.Grads.Data}
 	}
 	for _, x := range trained {
 		h := make([]float32, len(x))
 		be.Download(h, x)
 		run.tensors = append(run.tensors, h)
 	}
-	g, err := s.m.NewGenerator(2, 24)
+	g, err := s.M.NewGenerator(2, 24)
 	if err != nil {
 		return run, err
 	}
@@ -430,17 +431,17 @@ func TestSharedBF16SameValues(t *testing.T) {
 		})
 	}
 	t.Run("groups and a tool turn", func(t *testing.T) {
-		var rounds [2][2]groupsRound
+		var rounds [2][2]checkutil.GroupsRound
 		for k, shared := range []bool{false, true} {
 			be := openEmulator(t)
 			be.SetPrecision(BF16)
 			be.d.unsharedBF16, be.d.checkShared = !shared, shared
-			w := newGroupsWorkload()
-			_, g, err := w.generator(be)
+			w := checkutil.NewGroupsWorkload()
+			_, g, err := w.Generator(be)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rounds[k], err = w.run(g); err != nil {
+			if rounds[k], err = w.Run(g); err != nil {
 				t.Fatalf("shared=%v: %v", shared, err)
 			}
 		}
@@ -498,9 +499,9 @@ func TestSharedBF16ReusesFreedMemory(t *testing.T) {
 	be.SetPrecision(BF16)
 	const N, C = 19, 48
 	x := be.Alloc("x", N*C)
-	be.Upload(x, randn(rand.New(rand.NewPCG(1, 1)), N*C, 1))
+	be.Upload(x, checkutil.Randn(rand.New(rand.NewPCG(1, 1)), N*C, 1))
 	out := make([]float32, N*4)
-	be.MatmulForward(out, x, randn(rand.New(rand.NewPCG(2, 2)), 4*C, 1), nil, N, C, 4)
+	be.MatmulForward(out, x, checkutil.Randn(rand.New(rand.NewPCG(2, 2)), 4*C, 1), nil, N, C, 4)
 	if !be.d.act.valid || be.d.act.src != dptr(uintptr(unsafe.Pointer(&x[0]))) {
 		t.Fatalf("no shared copy of x after a product read it: %+v", be.d.act)
 	}
@@ -512,8 +513,8 @@ func TestSharedBF16ReusesFreedMemory(t *testing.T) {
 	if &y[0] != &x[0] {
 		t.Errorf("the freed tensor's memory went elsewhere: %p, then %p", &x[0], &y[0])
 	}
-	host := randn(rand.New(rand.NewPCG(3, 3)), N*C, 1)
-	be.MatmulForward(out, host, randn(rand.New(rand.NewPCG(2, 2)), 4*C, 1), nil, N, C, 4)
+	host := checkutil.Randn(rand.New(rand.NewPCG(3, 3)), N*C, 1)
+	be.MatmulForward(out, host, checkutil.Randn(rand.New(rand.NewPCG(2, 2)), 4*C, 1), nil, N, C, 4)
 	if be.d.act.valid {
 		t.Errorf("a host operand was kept as the shared copy: %+v", be.d.act)
 	}
@@ -551,7 +552,7 @@ func producedAloneProblems(t *testing.T, together bool, plant string) (problems 
 	}()
 	const N, C, OC = 7, 32, 16
 	r := rand.New(rand.NewPCG(5, 5))
-	w, norm := randn(r, OC*C, 0.1), randn(r, C, 1)
+	w, norm := checkutil.Randn(r, OC*C, 0.1), checkutil.Randn(r, C, 1)
 	be := openEmulator(t)
 	be.SetPrecision(BF16)
 	be.d.checkShared, be.d.plantBF16 = true, plant
@@ -562,7 +563,7 @@ func producedAloneProblems(t *testing.T, together bool, plant string) (problems 
 	} else {
 		res, out = be.Alloc("res", N*C), be.Alloc("out", N*C)
 	}
-	be.ResidualRMSNormForward(res, out, make([]float32, N), randn(r, N*C, 1), randn(r, N*C, 1), norm, N, C, 1e-6)
+	be.ResidualRMSNormForward(res, out, make([]float32, N), checkutil.Randn(r, N*C, 1), checkutil.Randn(r, N*C, 1), norm, N, C, 1e-6)
 	if got := be.d.act.valid; got == together {
 		problems = append(problems, fmt.Sprintf("the activation copy valid %v after the norm", got))
 	}
@@ -571,8 +572,8 @@ func producedAloneProblems(t *testing.T, together bool, plant string) (problems 
 	be.MatmulForward(got, out, w, nil, N, C, OC)
 	be.Download(vals, out)
 	want := make([]float32, N*OC)
-	ref.MatmulForward(want, round.BF16s(vals), round.BF16s(w), nil, N, C, OC)
-	if err := compare("product of the norm's output", got, want, 1e-5); err != nil {
+	checkutil.Ref.MatmulForward(want, round.BF16s(vals), round.BF16s(w), nil, N, C, OC)
+	if err := checkutil.Compare("product of the norm's output", got, want, 1e-5); err != nil {
 		problems = append(problems, err.Error())
 	}
 	if conv := be.d.conv.launches - before.launches; conv != int64(b2i(together))+1 { // + the host weight
@@ -591,13 +592,13 @@ func producedAloneProblems(t *testing.T, together bool, plant string) (problems 
 	be.Upload(m, make([]float32, OC*C))
 	be.Upload(v, make([]float32, OC*C))
 	be.MatmulForward(got, out, params, nil, N, C, OC) // makes the copy
-	be.AdamW(params, randn(r, OC*C, 1), m, v, 1, 1e-2, 0.9, 0.999, 1e-8, 0.1)
+	be.AdamW(params, checkutil.Randn(r, OC*C, 1), m, v, 1, 1e-2, 0.9, 0.999, 1e-8, 0.1)
 	before = be.d.conv
 	be.MatmulForward(got, out, params, nil, N, C, OC)
 	pv := make([]float32, OC*C)
 	be.Download(pv, params)
-	ref.MatmulForward(want, round.BF16s(vals), round.BF16s(pv), nil, N, C, OC)
-	if err := compare("product after AdamW", got, want, 1e-5); err != nil {
+	checkutil.Ref.MatmulForward(want, round.BF16s(vals), round.BF16s(pv), nil, N, C, OC)
+	if err := checkutil.Compare("product after AdamW", got, want, 1e-5); err != nil {
 		problems = append(problems, err.Error())
 	}
 	// out's copy is the one the product above used (made by the norm, or

@@ -1,9 +1,12 @@
 //go:build cudaemu && !cuda
 
-package cuda
+package cuda_test
 
 import (
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
 )
 
 // TestClipAdamWEmulator: the ClipAdamW check passes on the emulator, and
@@ -15,13 +18,13 @@ import (
 // parameters bit for bit.
 func TestClipAdamWEmulator(t *testing.T) {
 	be := openEmulator(t)
-	if err := checkClipAdamW(be); err != nil {
+	if err := cudacheck.CheckClipAdamW(be); err != nil {
 		t.Fatal(err)
 	}
-	emuPlanted["adamw"] = "noclip"
-	err := checkClipAdamW(be)
-	errAdamW := checkAdamW(be)
-	delete(emuPlanted, "adamw")
+	cuda.EmuPlanted["adamw"] = "noclip"
+	err := cudacheck.CheckClipAdamW(be)
+	errAdamW := cudacheck.CheckAdamW(be)
+	delete(cuda.EmuPlanted, "adamw")
 	if err == nil {
 		t.Error("ClipAdamW passed with the clipping factor ignored")
 	} else {
@@ -33,19 +36,19 @@ func TestClipAdamWEmulator(t *testing.T) {
 
 	type run struct {
 		params []float32
-		c      Counters
+		c      cuda.Counters
 		ops    map[string]int64
 	}
 	step := func(clipScale bool) run {
 		b := openEmulator(t)
-		b.SetVariants(Variants{ClipScale: clipScale})
-		s := newPolicyStep(t, b, 2, false)
-		s.opt.Config.MaxGradNorm = 1e-3 // every step clips
-		c := counted(b, func() { s.run(t) })
+		b.SetVariants(cuda.Variants{ClipScale: clipScale})
+		s := cuda.NewPolicyStep(t, b, 2, false)
+		s.Opt.Config.MaxGradNorm = 1e-3 // every step clips
+		c := cuda.Counted(b, func() { s.Run(t) })
 		if err := b.EnableProfile(); err != nil {
 			t.Fatal(err)
 		}
-		s.run(t)
+		s.Run(t)
 		p, err := b.Profile()
 		if err != nil {
 			t.Fatal(err)
@@ -54,8 +57,8 @@ func TestClipAdamWEmulator(t *testing.T) {
 		for _, e := range p.Entries {
 			ops[e.Op] = e.Calls
 		}
-		out := make([]float32, len(s.m.Params.Data))
-		b.Download(out, s.m.Params.Data)
+		out := make([]float32, len(s.M.Params.Data))
+		b.Download(out, s.M.Params.Data)
 		return run{out, c, ops}
 	}
 	fused, sep := step(false), step(true)

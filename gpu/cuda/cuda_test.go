@@ -1,6 +1,6 @@
 //go:build cuda
 
-package cuda
+package cuda_test
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
 )
 
 func TestMain(m *testing.M) {
@@ -20,15 +22,15 @@ func TestMain(m *testing.M) {
 
 var (
 	testOnce    sync.Once
-	testBackend *Backend
+	testBackend *cuda.Backend
 	testErr     error
 )
 
 // gpuBackend opens GPU 0 once, or skips the test saying why it cannot.
 // (Without any device the probe package already skipped the whole binary.)
-func gpuBackend(t *testing.T) *Backend {
+func gpuBackend(t *testing.T) *cuda.Backend {
 	t.Helper()
-	testOnce.Do(func() { testBackend, testErr = Open(0) })
+	testOnce.Do(func() { testBackend, testErr = cuda.Open(0) })
 	if testErr != nil {
 		if os.Getenv("RLHOST_CUDA_REQUIRE") == "1" {
 			t.Fatalf("RLHOST_CUDA_REQUIRE=1 but the CUDA backend cannot open: %v", testErr)
@@ -43,7 +45,7 @@ func gpuBackend(t *testing.T) *Backend {
 func TestKernels(t *testing.T) {
 	be := gpuBackend(t)
 	t.Logf("backend %s, %s", be.Name(), be.CublasLibrary())
-	for _, c := range Checks {
+	for _, c := range cudacheck.Checks {
 		t.Run(c.Name, func(t *testing.T) {
 			if err := c.Do(be); err != nil {
 				t.Fatal(err)

@@ -6,74 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 	"github.com/rlhost/rlhost/gpu/model"
 )
-
-// TestDecodeQKVPlantedBugs: decode_qkv with the cache rows ignored (the
-// keys and values at the token's position in slot 0, decode.cuh
-// DQ_BUG_SLOT) and with the value heads' bias left out (DQ_BUG_VBIAS) each
-// fail the check DecodeQKV, naming the cache.
-func TestDecodeQKVPlantedBugs(t *testing.T) {
-	be := openEmulator(t)
-	check := Check{"DecodeQKV", checkDecodeQKV}
-	if err := check.Do(be); err != nil {
-		t.Fatalf("the check fails without a defect: %v", err)
-	}
-	for plant, names := range map[string]string{"slot": "cache", "vbias": "v cache"} {
-		emuPlanted["decode_qkv"] = plant
-		err := check.Do(be)
-		delete(emuPlanted, "decode_qkv")
-		if err == nil {
-			t.Errorf("the check passed with %s planted in decode_qkv", plant)
-			continue
-		}
-		if !strings.Contains(err.Error(), names) {
-			t.Errorf("%s: error %q does not name the %s", plant, err, names)
-		}
-		t.Logf("%s: %v", plant, err)
-	}
-}
-
-// TestSwiGLURowsPlantedBug: swiglu_rows with gate and up swapped
-// (SG_BUG_SWAP) fails the check SwiGLURows.
-func TestSwiGLURowsPlantedBug(t *testing.T) {
-	be := openEmulator(t)
-	check := Check{"SwiGLURows", checkSwiGLURows}
-	if err := check.Do(be); err != nil {
-		t.Fatalf("the check fails without a defect: %v", err)
-	}
-	emuPlanted["swiglu_rows"] = "swap"
-	defer delete(emuPlanted, "swiglu_rows")
-	err := check.Do(be)
-	if err == nil {
-		t.Fatal("the check passed with gate and up swapped in swiglu_rows")
-	}
-	t.Log(err)
-}
-
-// TestDecodeProductsExactEmulator pins what holds of the fused products
-// where the summation order is fixed: the emulator's cuBLAS sums each
-// element over K in order whatever the output width, so one product over
-// q|k|v (gate|up) equals the separate products bit for bit, in fp32, tf32
-// and bf16 (on a GPU, the check DecodeProducts allows decodeProductTol).
-// With the bfloat16 copy's view offset ignored (plantBF16 "offset": the
-// separate products of k and v then read q's rows), it fails.
-func TestDecodeProductsExactEmulator(t *testing.T) {
-	be := openEmulator(t)
-	if err := decodeProductsCompare(be, 0); err != nil {
-		t.Fatalf("the fused products differ from the separate ones on the emulator: %v", err)
-	}
-	be.d.plantBF16 = "offset"
-	defer func() { be.d.plantBF16 = "" }()
-	err := decodeProductsCompare(be, decodeProductTol)
-	if err == nil || !strings.Contains(err.Error(), "bfloat16") {
-		t.Fatalf("with the view offset planted, the bf16 comparison gave %v", err)
-	}
-	t.Log(err)
-}
 
 // decodeQwenConfig is a Qwen2-shaped model (biases on q, k, v; GQA groups
 // of 2) of L layers for the decode tests below.
@@ -93,7 +30,7 @@ func decodeGenerate(t *testing.T, be *Backend, c model.Config, fused bool, p Pre
 	defer be.SetPrecision(FP32)
 	r := rand.New(rand.NewPCG(28, 5))
 	m := model.NewZero(be, c)
-	m.Params.Upload(randn(r, c.NumParams(), 0.3))
+	m.Params.Upload(checkutil.Randn(r, c.NumParams(), 0.3))
 	g, err := m.NewGenerator(2, 32)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +56,7 @@ func decodeGenerate(t *testing.T, be *Backend, c model.Config, fused bool, p Pre
 // emulator (whose products sum in the same order at any width), in fp32
 // and bf16, Qwen2-shaped (biases) and Llama-shaped.
 func TestGenerateFusedExactEmulator(t *testing.T) {
-	llama := groupsConfig
+	llama := checkutil.GroupsConfig
 	for _, c := range []model.Config{decodeQwenConfig(2), llama} {
 		for _, p := range []Precision{FP32, BF16} {
 			be := openEmulator(t)

@@ -12,13 +12,14 @@ import "C"
 import (
 	"embed"
 	"fmt"
-	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 	"os"
 	"slices"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 )
 
 // OpenEmulator returns a Backend whose kernels are kernels/kernels.cu

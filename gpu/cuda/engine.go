@@ -2,12 +2,13 @@ package cuda
 
 import (
 	"fmt"
-	"github.com/rlhost/rlhost/gpu"
 	"math"
 	"strings"
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/rlhost/rlhost/gpu"
 )
 
 // blockSize is BLOCK of kernels.cu: the block size of every launch.

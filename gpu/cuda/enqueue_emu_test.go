@@ -9,8 +9,8 @@ import "testing"
 // launches and products then show.
 func TestEnqueueTiming(t *testing.T) {
 	be := openEmulator(t)
-	s := newPolicyStep(t, be, 2, false)
-	step := func() Counters { return counted(be, func() { s.run(t) }) }
+	s := NewPolicyStep(t, be, 2, false)
+	step := func() Counters { return Counted(be, func() { s.Run(t) }) }
 	if c := step(); c.EnqueueTime != 0 {
 		t.Errorf("timing off (the default): a training step's EnqueueTime is %v", c.EnqueueTime)
 	}

@@ -4,13 +4,14 @@ package cuda
 
 import (
 	"fmt"
-	"github.com/rlhost/rlhost/gpu/model/modeltest"
 	"math"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 	"github.com/rlhost/rlhost/gpu/model"
+	"github.com/rlhost/rlhost/gpu/model/modeltest"
 	"github.com/rlhost/rlhost/gpu/weights"
 )
 
@@ -109,7 +110,7 @@ func familyTrainStep(t *testing.T, m *model.Model, g *familyGolden) {
 	if err := m.Forward(a, batch); err != nil {
 		t.Fatal(err)
 	}
-	modeltest.CheckClose(t, "logits", host(be, a.Logits), g.Get(t, "logits"), 1e-4)
+	modeltest.CheckClose(t, "logits", checkutil.Host(be, a.Logits), g.Get(t, "logits"), 1e-4)
 	modeltest.CheckClose(t, "logp", a.Logp, g.Get(t, "logp"), 1e-4)
 	modeltest.CheckClose(t, "entropy", a.Entropy, g.Get(t, "entropy"), 1e-4)
 	modeltest.CheckClose(t, "loss", []float32{familyLoss(dlogp, dent, a.Logp, a.Entropy)}, g.Get(t, "loss"), 1e-4)
@@ -119,7 +120,7 @@ func familyTrainStep(t *testing.T, m *model.Model, g *familyGolden) {
 		t.Fatal(err)
 	}
 	for _, p := range m.Grads.Names {
-		modeltest.CheckClose(t, "grad "+p.Name, host(be, p.Data), g.Get(t, "grad."+p.Name), 1e-3)
+		modeltest.CheckClose(t, "grad "+p.Name, checkutil.Host(be, p.Data), g.Get(t, "grad."+p.Name), 1e-3)
 	}
 	ac := g.AdamW
 	opt := model.NewAdamW(m, model.AdamWConfig{LR: ac.LR, Beta1: ac.Beta1, Beta2: ac.Beta2, Eps: ac.Eps,
@@ -134,7 +135,7 @@ func familyTrainStep(t *testing.T, m *model.Model, g *familyGolden) {
 	// the moves of the first Adam step, about lr*sign(grad): a gradient
 	// within float error of zero may move either way and is not counted
 	for _, p := range m.Params.Names {
-		got, want, grad := host(be, p.Data), g.Get(t, "adamw."+p.Name), g.Get(t, "grad."+p.Name)
+		got, want, grad := checkutil.Host(be, p.Data), g.Get(t, "adamw."+p.Name), g.Get(t, "grad."+p.Name)
 		var gmax float64
 		for _, x := range grad {
 			gmax = math.Max(gmax, math.Abs(float64(x)))
@@ -260,7 +261,7 @@ func familySharedRun(t *testing.T, name string, shared bool) (run familyRun, err
 		if err := m.Forward(a, batch); err != nil {
 			return run, err
 		}
-		run.logp, run.ent = append(run.logp, clone(a.Logp)), append(run.ent, clone(a.Entropy))
+		run.logp, run.ent = append(run.logp, checkutil.Clone(a.Logp)), append(run.ent, checkutil.Clone(a.Entropy))
 		if err := m.Backward(a, dlogp, dent); err != nil {
 			return run, err
 		}
@@ -270,7 +271,7 @@ func familySharedRun(t *testing.T, name string, shared bool) (run familyRun, err
 		}
 		run.norms = append(run.norms, norm)
 	}
-	run.tensors = [][]float32{host(be, m.Params.Data), host(be, m.Grads.Data)}
+	run.tensors = [][]float32{checkutil.Host(be, m.Params.Data), checkutil.Host(be, m.Grads.Data)}
 	gen, err := m.NewGenerator(2, 64)
 	if err != nil {
 		return run, err

@@ -1,6 +1,6 @@
 //go:build cudaemu && !cuda
 
-package cuda
+package cuda_test
 
 import (
 	"math"
@@ -9,12 +9,15 @@ import (
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
 // TestFlashAttentionEmulator runs the fused attention's check on the
 // emulator (TestKernelsOnEmulator runs it too, among all the checks).
 func TestFlashAttentionEmulator(t *testing.T) {
-	if err := (Check{"AttentionVarlen", checkAttentionVarlen}).Do(openEmulator(t)); err != nil {
+	if err := (cudacheck.Check{Name: "AttentionVarlen", Run: cudacheck.CheckAttentionVarlen}).Do(openEmulator(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -37,9 +40,9 @@ func TestFlashAttentionPlantedBugs(t *testing.T) {
 		{"flash_attention_backward_dq", "tile", "dq"},
 	} {
 		t.Run(tc.kernel+"/"+tc.defect, func(t *testing.T) {
-			emuPlanted[tc.kernel] = tc.defect
-			defer delete(emuPlanted, tc.kernel)
-			err := (Check{"AttentionVarlen", checkAttentionVarlen}).Do(be)
+			cuda.EmuPlanted[tc.kernel] = tc.defect
+			defer delete(cuda.EmuPlanted, tc.kernel)
+			err := (cudacheck.Check{Name: "AttentionVarlen", Run: cudacheck.CheckAttentionVarlen}).Do(be)
 			if err == nil {
 				t.Fatalf("the check passed with %s planted in %s", tc.defect, tc.kernel)
 			}
@@ -61,26 +64,26 @@ func TestFlashAttentionPlantedBugs(t *testing.T) {
 // figures are logged (-v) and quoted in docs/bench/history/gpu-experiments.md.
 func TestFlashMMAErrors(t *testing.T) {
 	be := openEmulator(t)
-	be.SetPrecision(BF16) // the default variants: FlashMMA
-	for i, c := range flashCases {
+	be.SetPrecision(cuda.BF16) // the default variants: FlashMMA
+	for i, c := range cudacheck.FlashCases {
 		r := rand.New(rand.NewPCG(21, uint64(i)))
 		NH, NKV, HD := c.NH, c.NKV, c.HD
-		cu, maxT, S, N, q, k, v := flashOperands(r, c.lengths, NH, NKV, HD)
+		cu, maxT, S, N, q, k, v := cudacheck.FlashOperands(r, c.Lengths, NH, NKV, HD)
 		o1, o2 := make([]float32, len(q)), make([]float32, len(q))
 		l1, l2 := make([]float32, N*NH), make([]float32, N*NH)
-		ref.AttentionVarlenForward(o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
+		checkutil.Ref.AttentionVarlenForward(o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		be.AttentionVarlenForward(o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
-		dout := randn(r, len(q), 1)
+		dout := checkutil.Randn(r, len(q), 1)
 		dq1, dq2 := make([]float32, len(q)), make([]float32, len(q))
 		dk1, dk2 := make([]float32, len(k)), make([]float32, len(k))
 		dv1, dv2 := make([]float32, len(v)), make([]float32, len(v))
-		ref.AttentionVarlenBackward(dq1, dk1, dv1, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
+		checkutil.Ref.AttentionVarlenBackward(dq1, dk1, dv1, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		be.AttentionVarlenBackward(dq2, dk2, dv2, dout, o2, l2, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		eo, el := relErr(o2, o1), relErr(l2, l1)
 		eq, ek, ev := relErr(dq2, dq1), relErr(dk2, dk1), relErr(dv2, dv1)
-		t.Logf("lengths %v NH %d NKV %d HD %d: out %.2e lse %.2e; dq %.2e dk %.2e dv %.2e", c.lengths, NH, NKV, HD, eo, el, eq, ek, ev)
-		if eo > flashMMAFwdTol || el > flashMMAFwdTol || eq > flashMMABwdTol || ek > flashMMABwdTol || ev > flashMMABwdTol {
-			t.Errorf("case %d: beyond the tolerances %g (forward), %g (backward)", i, flashMMAFwdTol, flashMMABwdTol)
+		t.Logf("lengths %v NH %d NKV %d HD %d: out %.2e lse %.2e; dq %.2e dk %.2e dv %.2e", c.Lengths, NH, NKV, HD, eo, el, eq, ek, ev)
+		if eo > cudacheck.FlashMMAFwdTol || el > cudacheck.FlashMMAFwdTol || eq > cudacheck.FlashMMABwdTol || ek > cudacheck.FlashMMABwdTol || ev > cudacheck.FlashMMABwdTol {
+			t.Errorf("case %d: beyond the tolerances %g (forward), %g (backward)", i, cudacheck.FlashMMAFwdTol, cudacheck.FlashMMABwdTol)
 		}
 		if eo < 1e-4 {
 			t.Errorf("case %d: out within %.2e of fp32: the bf16 products did not run", i, eo)
@@ -89,8 +92,8 @@ func TestFlashMMAErrors(t *testing.T) {
 		be.AttentionVarlenBackward(dq2, dk2, dv2, dout, o1, l1, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		bq, bk, bv := relErr(dq2, dq1), relErr(dk2, dk1), relErr(dv2, dv1)
 		t.Logf("  the backward on the reference's out and lse: dq %.2e dk %.2e dv %.2e", bq, bk, bv)
-		if bq > flashMMABwdTol || bk > flashMMABwdTol || bv > flashMMABwdTol {
-			t.Errorf("case %d: the backward alone beyond %g", i, flashMMABwdTol)
+		if bq > cudacheck.FlashMMABwdTol || bk > cudacheck.FlashMMABwdTol || bv > cudacheck.FlashMMABwdTol {
+			t.Errorf("case %d: the backward alone beyond %g", i, cudacheck.FlashMMABwdTol)
 		}
 		if min(bq, bk, bv) < 1e-4 {
 			t.Errorf("case %d: the backward within %.2e %.2e %.2e of fp32: its bf16 products did not run", i, bq, bk, bv)
@@ -128,14 +131,14 @@ func TestFlashMMAPlantedBugs(t *testing.T) {
 		{"flash_attention_backward_dv_mma128", "tile", "dv"},
 	} {
 		t.Run(tc.kernel+"/"+tc.defect, func(t *testing.T) {
-			emuPlanted[tc.kernel] = tc.defect
-			defer delete(emuPlanted, tc.kernel)
-			check := Check{"AttentionVarlenMMA", checkAttentionVarlenMMA}
+			cuda.EmuPlanted[tc.kernel] = tc.defect
+			defer delete(cuda.EmuPlanted, tc.kernel)
+			check := cudacheck.Check{Name: "AttentionVarlenMMA", Run: cudacheck.CheckAttentionVarlenMMA}
 			switch tc.kernel {
 			case "flash_attention_backward_dq_mma64":
-				check = Check{"AttentionVarlenDQStage", checkAttentionVarlenDQStage}
+				check = cudacheck.Check{Name: "AttentionVarlenDQStage", Run: cudacheck.CheckAttentionVarlenDQStage}
 			case "flash_attention_backward_dkv_mma64":
-				check = Check{"AttentionVarlenDKVGroup", checkAttentionVarlenDKVGroup}
+				check = cudacheck.Check{Name: "AttentionVarlenDKVGroup", Run: cudacheck.CheckAttentionVarlenDKVGroup}
 			}
 			err := check.Do(be)
 			if err == nil {
@@ -147,7 +150,7 @@ func TestFlashMMAPlantedBugs(t *testing.T) {
 			t.Log(err)
 		})
 	}
-	if v := be.Variants(); v != (Variants{}) {
+	if v := be.Variants(); v != (cuda.Variants{}) {
 		t.Errorf("the check left the variants at %v", v)
 	}
 }
@@ -158,10 +161,10 @@ func TestFlashMMAPlantedBugs(t *testing.T) {
 // the tensor-core tolerances, over flashCases.
 func TestFlashDKVGroupEmulator(t *testing.T) {
 	be := openEmulator(t)
-	if err := (Check{"AttentionVarlenDKVGroup", checkAttentionVarlenDKVGroup}).Do(be); err != nil {
+	if err := (cudacheck.Check{Name: "AttentionVarlenDKVGroup", Run: cudacheck.CheckAttentionVarlenDKVGroup}).Do(be); err != nil {
 		t.Fatal(err)
 	}
-	if v := be.Variants(); v != (Variants{}) {
+	if v := be.Variants(); v != (cuda.Variants{}) {
 		t.Errorf("the check left the variants at %v", v)
 	}
 }
@@ -186,9 +189,9 @@ func TestFlashDKVHeadsPlantedBugs(t *testing.T) {
 		{"flash_attention_backward_dkv_reduce", "group", "dk"},
 	} {
 		t.Run(tc.kernel+"/"+tc.defect, func(t *testing.T) {
-			emuPlanted[tc.kernel] = tc.defect
-			defer delete(emuPlanted, tc.kernel)
-			err := (Check{"AttentionVarlenMMA", checkAttentionVarlenMMA}).Do(be)
+			cuda.EmuPlanted[tc.kernel] = tc.defect
+			defer delete(cuda.EmuPlanted, tc.kernel)
+			err := (cudacheck.Check{Name: "AttentionVarlenMMA", Run: cudacheck.CheckAttentionVarlenMMA}).Do(be)
 			if err == nil {
 				t.Fatalf("the check passed with %s planted in %s", tc.defect, tc.kernel)
 			}
@@ -196,12 +199,12 @@ func TestFlashDKVHeadsPlantedBugs(t *testing.T) {
 				t.Errorf("error %q does not name %s", err, tc.tensor)
 			}
 			t.Log(err)
-			if err := (Check{"AttentionVarlenDKVGroup", checkAttentionVarlenDKVGroup}).Do(be); err != nil {
+			if err := (cudacheck.Check{Name: "AttentionVarlenDKVGroup", Run: cudacheck.CheckAttentionVarlenDKVGroup}).Do(be); err != nil {
 				t.Errorf("the flash_dkv_group check failed with %s planted in %s: %v", tc.defect, tc.kernel, err)
 			}
 		})
 	}
-	if v := be.Variants(); v != (Variants{}) {
+	if v := be.Variants(); v != (cuda.Variants{}) {
 		t.Errorf("the check left the variants at %v", v)
 	}
 }
@@ -218,22 +221,22 @@ func TestFlashDKVHeadsPlantedBugs(t *testing.T) {
 // logged (-v) and quoted in docs/bench/history/gpu-experiments.md.
 func TestFlashBackwardVariantsMatchDefault(t *testing.T) {
 	be := openEmulator(t)
-	be.SetPrecision(BF16)
-	for i, c := range flashCases {
+	be.SetPrecision(cuda.BF16)
+	for i, c := range cudacheck.FlashCases {
 		r := rand.New(rand.NewPCG(22, uint64(i)))
 		NH, NKV, HD := c.NH, c.NKV, c.HD
-		cu, maxT, S, N, q, k, v := flashOperands(r, c.lengths, NH, NKV, HD)
+		cu, maxT, S, N, q, k, v := cudacheck.FlashOperands(r, c.Lengths, NH, NKV, HD)
 		out, lse := make([]float32, len(q)), make([]float32, N*NH)
-		ref.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
-		dout := randn(r, len(q), 1)
+		checkutil.Ref.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
+		dout := checkutil.Randn(r, len(q), 1)
 		var dq, dk, dv [3][]float32
-		for j, vars := range []Variants{{}, {FlashDKVGroup: true}, {FlashDQStage: true}} {
+		for j, vars := range []cuda.Variants{{}, {FlashDKVGroup: true}, {FlashDQStage: true}} {
 			be.SetVariants(vars)
-			dq[j], dk[j], dv[j] = randn(r, len(q), 100), randn(r, len(k), 100), randn(r, len(v), 100)
+			dq[j], dk[j], dv[j] = checkutil.Randn(r, len(q), 100), checkutil.Randn(r, len(k), 100), checkutil.Randn(r, len(v), 100)
 			be.AttentionVarlenBackward(dq[j], dk[j], dv[j], dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		}
 		eq, ek, ev := relErr(dq[1], dq[0]), relErr(dk[1], dk[0]), relErr(dv[1], dv[0])
-		t.Logf("lengths %v NH %d NKV %d HD %d: flash_dkv_group - default: dq %.2e dk %.2e dv %.2e", c.lengths, NH, NKV, HD, eq, ek, ev)
+		t.Logf("lengths %v NH %d NKV %d HD %d: flash_dkv_group - default: dq %.2e dk %.2e dv %.2e", c.Lengths, NH, NKV, HD, eq, ek, ev)
 		if eq != 0 || ek > 1e-5 || ev > 1e-5 {
 			t.Errorf("case %d: beyond the fp32 order of sums (dq 0, dk and dv 1e-5)", i)
 		}
@@ -243,7 +246,7 @@ func TestFlashBackwardVariantsMatchDefault(t *testing.T) {
 			t.Errorf("case %d: flash_dq_stage differs from the default (the same products in the same order)", i)
 		}
 	}
-	be.SetVariants(Variants{})
+	be.SetVariants(cuda.Variants{})
 }
 
 // TestFlashDKVHeadsLaunches: on resident tensors AttentionVarlenBackward
@@ -255,10 +258,10 @@ func TestFlashBackwardVariantsMatchDefault(t *testing.T) {
 // has grown.
 func TestFlashDKVHeadsLaunches(t *testing.T) {
 	be := openEmulator(t)
-	be.SetPrecision(BF16)
-	c := flashCases[4] // 4 sequences, GQA 4/2, HD 64
-	cuHost, maxT := gpu.CuSeqlens(c.lengths)
-	S, N := len(c.lengths), int(cuHost[len(c.lengths)])
+	be.SetPrecision(cuda.BF16)
+	c := cudacheck.FlashCases[4] // 4 sequences, GQA 4/2, HD 64
+	cuHost, maxT := gpu.CuSeqlens(c.Lengths)
+	S, N := len(c.Lengths), int(cuHost[len(c.Lengths)])
 	NH, NKV, HD := c.NH, c.NKV, c.HD
 	cu := be.AllocInt32("cu", S+1)
 	be.UploadInt32(cu, cuHost)
@@ -267,7 +270,7 @@ func TestFlashDKVHeadsLaunches(t *testing.T) {
 	k, v, dk, dv := alloc("k", N*NKV*HD), alloc("v", N*NKV*HD), alloc("dk", N*NKV*HD), alloc("dv", N*NKV*HD)
 	lse := alloc("lse", N*NH)
 	for _, heads := range []bool{false, true} {
-		be.SetVariants(Variants{FlashDKVGroup: !heads})
+		be.SetVariants(cuda.Variants{FlashDKVGroup: !heads})
 		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0) // the arena grows here
 		be.ResetCounters()
 		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
@@ -280,7 +283,7 @@ func TestFlashDKVHeadsLaunches(t *testing.T) {
 			t.Errorf("flash_dkv_group=%v: %v; want %d launches, no copy, sync or allocation", !heads, got, want)
 		}
 	}
-	be.SetVariants(Variants{})
+	be.SetVariants(cuda.Variants{})
 }
 
 // TestFlashDQLdsmEmulator runs the flash_dq_stage variant's check on the
@@ -293,16 +296,16 @@ func TestFlashDKVHeadsLaunches(t *testing.T) {
 // passes.
 func TestFlashDQLdsmEmulator(t *testing.T) {
 	be := openEmulator(t)
-	stage := Check{"AttentionVarlenDQStage", checkAttentionVarlenDQStage}
+	stage := cudacheck.Check{Name: "AttentionVarlenDQStage", Run: cudacheck.CheckAttentionVarlenDQStage}
 	if err := stage.Do(be); err != nil {
 		t.Fatal(err)
 	}
 	for _, defect := range []string{"nosync", "tile", "frag"} {
 		t.Run(defect, func(t *testing.T) {
 			const kernel = "flash_attention_backward_dq_ldsm_mma64"
-			emuPlanted[kernel] = defect
-			defer delete(emuPlanted, kernel)
-			err := (Check{"AttentionVarlenMMA", checkAttentionVarlenMMA}).Do(be)
+			cuda.EmuPlanted[kernel] = defect
+			defer delete(cuda.EmuPlanted, kernel)
+			err := (cudacheck.Check{Name: "AttentionVarlenMMA", Run: cudacheck.CheckAttentionVarlenMMA}).Do(be)
 			if err == nil {
 				t.Fatalf("the check passed with %s planted in %s", defect, kernel)
 			}
@@ -315,7 +318,7 @@ func TestFlashDQLdsmEmulator(t *testing.T) {
 			}
 		})
 	}
-	if v := be.Variants(); v != (Variants{}) {
+	if v := be.Variants(); v != (cuda.Variants{}) {
 		t.Errorf("the check left the variants at %v", v)
 	}
 }
@@ -329,17 +332,17 @@ func TestFlashFwdLdsmLaunches(t *testing.T) {
 	if err := be.EnableProfile(); err != nil {
 		t.Fatal(err)
 	}
-	be.SetPrecision(BF16)
-	c := flashCases[4] // 4 sequences, GQA 4/2, HD 64
-	cuHost, maxT := gpu.CuSeqlens(c.lengths)
-	S, N := len(c.lengths), int(cuHost[len(c.lengths)])
+	be.SetPrecision(cuda.BF16)
+	c := cudacheck.FlashCases[4] // 4 sequences, GQA 4/2, HD 64
+	cuHost, maxT := gpu.CuSeqlens(c.Lengths)
+	S, N := len(c.Lengths), int(cuHost[len(c.Lengths)])
 	NH, NKV, HD := c.NH, c.NKV, c.HD
 	cu := be.AllocInt32("cu", S+1)
 	be.UploadInt32(cu, cuHost)
 	alloc := func(name string, n int) []float32 { return be.Alloc(name, n) }
 	q, out, k, v, lse := alloc("q", N*NH*HD), alloc("out", N*NH*HD), alloc("k", N*NKV*HD), alloc("v", N*NKV*HD), alloc("lse", N*NH)
 	for _, ldsm := range []bool{false, true} {
-		be.SetVariants(Variants{FlashFwdLdsm: ldsm})
+		be.SetVariants(cuda.Variants{FlashFwdLdsm: ldsm})
 		be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0) // the arena grows here
 		be.ResetCounters()
 		be.ResetProfile()
@@ -366,7 +369,7 @@ func TestFlashFwdLdsmLaunches(t *testing.T) {
 			t.Errorf("flash_fwd_ldsm=%v: kernels %v, want %s", ldsm, kernels, want)
 		}
 	}
-	be.SetVariants(Variants{})
+	be.SetVariants(cuda.Variants{})
 }
 
 // relErr is the largest |got - want| over the largest |want| (at least 1),
@@ -400,30 +403,30 @@ func relErr(got, want []float32) float64 {
 // does not launch the kernel, passes.
 func TestFlashFwdLdsmEmulator(t *testing.T) {
 	be := openEmulator(t)
-	ldsm := Check{"AttentionVarlenFwdLdsm", checkAttentionVarlenFwdLdsm}
+	ldsm := cudacheck.Check{Name: "AttentionVarlenFwdLdsm", Run: cudacheck.CheckAttentionVarlenFwdLdsm}
 	if err := ldsm.Do(be); err != nil {
 		t.Fatal(err)
 	}
 	const kernel = "flash_attention_forward_ldsm_mma64"
 	const fwdLdsmTol = 5e-4
 	prec := be.Precision()
-	be.SetPrecision(BF16)
-	for i, c := range flashCases {
+	be.SetPrecision(cuda.BF16)
+	for i, c := range cudacheck.FlashCases {
 		r := rand.New(rand.NewPCG(23, uint64(i)))
 		NH, NKV, HD := c.NH, c.NKV, c.HD
-		cu, maxT, S, N, q, k, v := flashOperands(r, c.lengths, NH, NKV, HD)
+		cu, maxT, S, N, q, k, v := cudacheck.FlashOperands(r, c.Lengths, NH, NKV, HD)
 		refOut, refLse := make([]float32, len(q)), make([]float32, N*NH)
-		ref.AttentionVarlenForward(refOut, refLse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
+		checkutil.Ref.AttentionVarlenForward(refOut, refLse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		// the default, the kernel built with expf, the kernel
 		var out, lse [3][]float32
 		for j, build := range []string{"", "expf", ""} {
-			be.SetVariants(Variants{FlashFwdLdsm: j > 0})
+			be.SetVariants(cuda.Variants{FlashFwdLdsm: j > 0})
 			if build != "" {
-				emuPlanted[kernel] = build
+				cuda.EmuPlanted[kernel] = build
 			}
-			out[j], lse[j] = randn(r, len(q), 100), randn(r, N*NH, 100)
+			out[j], lse[j] = checkutil.Randn(r, len(q), 100), checkutil.Randn(r, N*NH, 100)
 			be.AttentionVarlenForward(out[j], lse[j], q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
-			delete(emuPlanted, kernel)
+			delete(cuda.EmuPlanted, kernel)
 		}
 		if HD > 64 { // the same kernel (_mma128) either way
 			continue
@@ -432,25 +435,25 @@ func TestFlashFwdLdsmEmulator(t *testing.T) {
 			for e := range p[0] {
 				if math.Float32bits(p[0][e]) != math.Float32bits(p[1][e]) {
 					t.Fatalf("case %d (lengths %v NH %d NKV %d HD %d): element %d: flash_fwd_ldsm with expf %g, the default %g",
-						i, c.lengths, NH, NKV, HD, e, p[1][e], p[0][e])
+						i, c.Lengths, NH, NKV, HD, e, p[1][e], p[0][e])
 				}
 			}
 		}
 		do, dl := relErr(out[2], out[0]), relErr(lse[2], lse[0])
 		t.Logf("lengths %v NH %d NKV %d HD %d: flash_fwd_ldsm - default: out %.2e lse %.2e; against the CPU: out %.2e lse %.2e (default %.2e %.2e)",
-			c.lengths, NH, NKV, HD, do, dl, relErr(out[2], refOut), relErr(lse[2], refLse), relErr(out[0], refOut), relErr(lse[0], refLse))
+			c.Lengths, NH, NKV, HD, do, dl, relErr(out[2], refOut), relErr(lse[2], refLse), relErr(out[0], refOut), relErr(lse[0], refLse))
 		if do > fwdLdsmTol || dl > fwdLdsmTol {
 			t.Errorf("case %d: flash_fwd_ldsm beyond %g of the default", i, fwdLdsmTol)
 		}
 	}
-	be.SetVariants(Variants{})
+	be.SetVariants(cuda.Variants{})
 	be.SetPrecision(prec)
 	for _, tc := range []struct{ defect, tensor string }{
 		{"nosync", "out"}, {"tile", "out"}, {"lse", "lse"}, {"frag", "out"}, {"vfrag", "out"}, {"kfrag", "out"},
 	} {
 		t.Run(tc.defect, func(t *testing.T) {
-			emuPlanted[kernel] = tc.defect
-			defer delete(emuPlanted, kernel)
+			cuda.EmuPlanted[kernel] = tc.defect
+			defer delete(cuda.EmuPlanted, kernel)
 			err := ldsm.Do(be)
 			if err == nil {
 				t.Fatalf("the check passed with %s planted in %s", tc.defect, kernel)
@@ -459,12 +462,12 @@ func TestFlashFwdLdsmEmulator(t *testing.T) {
 				t.Errorf("error %q does not name %s", err, tc.tensor)
 			}
 			t.Log(err)
-			if err := (Check{"AttentionVarlenMMA", checkAttentionVarlenMMA}).Do(be); err != nil {
+			if err := (cudacheck.Check{Name: "AttentionVarlenMMA", Run: cudacheck.CheckAttentionVarlenMMA}).Do(be); err != nil {
 				t.Errorf("the default's check failed with %s planted in %s: %v", tc.defect, kernel, err)
 			}
 		})
 	}
-	if v := be.Variants(); v != (Variants{}) {
+	if v := be.Variants(); v != (cuda.Variants{}) {
 		t.Errorf("the check left the variants at %v", v)
 	}
 }
@@ -477,13 +480,13 @@ func TestFlashFwdLdsmEmulator(t *testing.T) {
 // it faults on a GPU.
 func TestFlashFwdLdsmUnalignedViews(t *testing.T) {
 	be := openEmulator(t)
-	be.SetPrecision(BF16)
-	be.SetVariants(Variants{FlashFwdLdsm: true})
-	defer be.SetVariants(Variants{})
-	c := flashCases[4] // 4 sequences, GQA 4/2, HD 64
+	be.SetPrecision(cuda.BF16)
+	be.SetVariants(cuda.Variants{FlashFwdLdsm: true})
+	defer be.SetVariants(cuda.Variants{})
+	c := cudacheck.FlashCases[4] // 4 sequences, GQA 4/2, HD 64
 	r := rand.New(rand.NewPCG(24, 4))
 	NH, NKV, HD := c.NH, c.NKV, c.HD
-	cu, maxT, S, N, q, k, v := flashOperands(r, c.lengths, NH, NKV, HD)
+	cu, maxT, S, N, q, k, v := cudacheck.FlashOperands(r, c.Lengths, NH, NKV, HD)
 	out, lse := make([]float32, len(q)), make([]float32, N*NH)
 	be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 	view := func(name string, x []float32) []float32 {

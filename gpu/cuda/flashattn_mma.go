@@ -102,8 +102,6 @@ func (b *Backend) flashBackwardDKVHeads(a *arena, cu, pq, pk, pv, pdo, plse, pD,
 		i64(N), i64(NH), i64(NKV), i64(HD))
 }
 
-var _ MMAProber = (*Backend)(nil)
-
 // MMAProbe: see MMAProber. One warp per problem, 8 to a block.
 func (b *Backend) MMAProbe(d []float32, a, bm []uint32, c []float32, count int) {
 	if count <= 0 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
@@ -53,7 +54,7 @@ func (s graphScenario) run(t *testing.T, on bool, plant string) ([][]model.Resul
 	be.SetPrecision(s.p)
 	r := rand.New(rand.NewPCG(29, 3))
 	m := model.NewZero(be, s.c)
-	m.Params.Upload(randn(r, s.c.NumParams(), 0.3))
+	m.Params.Upload(checkutil.Randn(r, s.c.NumParams(), 0.3))
 	if s.lora {
 		withLoRA(t, m, r)
 	}
@@ -100,8 +101,8 @@ func TestDecodeGraphExactEmulator(t *testing.T) {
 	for _, s := range []graphScenario{
 		{c: decodeQwenConfig(2), p: FP32},
 		{c: decodeQwenConfig(2), p: BF16, sampled: true},
-		{c: groupsConfig, p: FP32, sampled: true, lora: true},
-		{c: groupsConfig, p: BF16, lora: true},
+		{c: checkutil.GroupsConfig, p: FP32, sampled: true, lora: true},
+		{c: checkutil.GroupsConfig, p: BF16, lora: true},
 	} {
 		name := fmt.Sprintf("%s %s lora=%v sampled=%v", s.c.Family, s.p, s.lora, s.sampled)
 		eager, st0, c0 := s.run(t, false, "")
@@ -137,7 +138,7 @@ func graphChanges(t *testing.T, be *Backend, m *model.Model, i int) {
 	switch i {
 	case 1:
 		r := rand.New(rand.NewPCG(31, 1))
-		be.Upload(lo.Data, randn(r, len(lo.Data), 0.05))
+		be.Upload(lo.Data, checkutil.Randn(r, len(lo.Data), 0.05))
 		lo.Changed()
 	case 2:
 		lo.Scale *= 1.5
@@ -157,7 +158,7 @@ func graphChanges(t *testing.T, be *Backend, m *model.Model, i int) {
 // matches) or the calls matched before a mismatch dropped (planted
 // "dropprefix"), the results differ.
 func TestDecodeGraphInvalidationEmulator(t *testing.T) {
-	s := graphScenario{c: groupsConfig, p: FP32, sampled: true, lora: true, rounds: 5, change: graphChanges}
+	s := graphScenario{c: checkutil.GroupsConfig, p: FP32, sampled: true, lora: true, rounds: 5, change: graphChanges}
 	eager, _, _ := s.run(t, false, "")
 	graph, st, _ := s.run(t, true, "")
 	t.Logf("%+v", st)
@@ -177,54 +178,12 @@ func TestDecodeGraphInvalidationEmulator(t *testing.T) {
 	}
 }
 
-// TestDecodeGraphGroupsEmulator: the groups workload (a GRPO rollout with
-// a tool turn: slots refilled while others decode, prompts sharing
-// prefixes, a second round appending to the first round's caches) gives
-// the same tokens and log-probs with graphs as without, bit for bit, with
-// graphs replayed; and the check DecodeGraph passes.
-func TestDecodeGraphGroupsEmulator(t *testing.T) {
-	w := newGroupsWorkload()
-	var rounds [2][2]groupsRound
-	var st GraphStats
-	for k, on := range []bool{false, true} {
-		be := openEmulator(t)
-		be.SetDecodeGraphs(on)
-		_, g, err := w.generator(be)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rounds[k], err = w.run(g); err != nil {
-			t.Fatal(err)
-		}
-		st = be.GraphStats()
-	}
-	t.Logf("%+v", st)
-	for n := range 2 {
-		for i := range rounds[0][n].Results {
-			x, y := rounds[1][n].Results[i], rounds[0][n].Results[i]
-			if !slices.Equal(x.Tokens, y.Tokens) || !slices.Equal(x.Logprobs, y.Logprobs) {
-				t.Errorf("round %d request %d: %v %v with graphs, %v %v without", n+1, i, x.Tokens, x.Logprobs, y.Tokens, y.Logprobs)
-			}
-		}
-		if rounds[1][n].Share != rounds[0][n].Share || rounds[1][n].Share == 0 {
-			t.Errorf("round %d: %d prompt tokens shared with graphs, %d without", n+1, rounds[1][n].Share, rounds[0][n].Share)
-		}
-	}
-	if st.Replays == 0 {
-		t.Errorf("%+v: no graph replayed", st)
-	}
-	be := openEmulator(t)
-	if err := (Check{"DecodeGraph", checkDecodeGraph}).Do(be); err != nil {
-		t.Error(err)
-	}
-}
-
 // TestDecodeGraphAbortEmulator: a region that copies through the host (the
 // adapters staged through it, planted) cannot be captured: its calls run
 // eager where the copy comes, the key stays eager, and the results are
 // those of graphs off with the same planted staging.
 func TestDecodeGraphAbortEmulator(t *testing.T) {
-	s := graphScenario{c: groupsConfig, p: FP32, lora: true}
+	s := graphScenario{c: checkutil.GroupsConfig, p: FP32, lora: true}
 	var res [2][][]model.Result
 	var st GraphStats
 	for k, on := range []bool{false, true} {
@@ -233,7 +192,7 @@ func TestDecodeGraphAbortEmulator(t *testing.T) {
 		be.SetDecodeGraphs(on)
 		r := rand.New(rand.NewPCG(29, 3))
 		m := model.NewZero(be, s.c)
-		m.Params.Upload(randn(r, s.c.NumParams(), 0.3))
+		m.Params.Upload(checkutil.Randn(r, s.c.NumParams(), 0.3))
 		withLoRA(t, m, r)
 		g, err := m.NewGenerator(2, 40)
 		if err != nil {
@@ -327,7 +286,7 @@ func TestDecodeGraphRefusedEmulator(t *testing.T) {
 	r := rand.New(rand.NewPCG(29, 3))
 	be.SetPrecision(s.p)
 	m := model.NewZero(be, s.c)
-	m.Params.Upload(randn(r, s.c.NumParams(), 0.3))
+	m.Params.Upload(checkutil.Randn(r, s.c.NumParams(), 0.3))
 	g, err := m.NewGenerator(2, 40)
 	if err != nil {
 		t.Fatal(err)

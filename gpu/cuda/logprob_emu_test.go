@@ -1,6 +1,6 @@
 //go:build cudaemu && !cuda
 
-package cuda
+package cuda_test
 
 import (
 	"fmt"
@@ -9,6 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
 // TestLogprobTwoPassDiffs runs the rows of checkLogprobTwoPass on the
@@ -18,27 +22,27 @@ import (
 // absolute and relative to max(1, |value|), with the row that gave each;
 // they must lie inside the check's tolerances.
 func TestLogprobTwoPassDiffs(t *testing.T) {
-	outs, err := logprobOuts(openEmulator(t))
+	outs, err := cudacheck.LogprobOuts(openEmulator(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for q, name := range logprobOutNames {
+	for q, name := range cudacheck.LogprobOutNames {
 		for _, c := range []struct {
 			what      string
-			got, want func(o logprobOut) float32
+			got, want func(o cudacheck.LogprobOut) float32
 			tol       float64
 		}{
-			{"one-pass - cpu", func(o logprobOut) float32 { return o.one[q] }, func(o logprobOut) float32 { return o.cpu[q] }, logprobTol},
-			{"two-pass - cpu", func(o logprobOut) float32 { return o.two[q] }, func(o logprobOut) float32 { return o.cpu[q] }, logprobTol},
-			{"one-pass - two-pass", func(o logprobOut) float32 { return o.one[q] }, func(o logprobOut) float32 { return o.two[q] },
-				logprobKernelTol},
+			{"one-pass - cpu", func(o cudacheck.LogprobOut) float32 { return o.One[q] }, func(o cudacheck.LogprobOut) float32 { return o.Cpu[q] }, cudacheck.LogprobTol},
+			{"two-pass - cpu", func(o cudacheck.LogprobOut) float32 { return o.Two[q] }, func(o cudacheck.LogprobOut) float32 { return o.Cpu[q] }, cudacheck.LogprobTol},
+			{"one-pass - two-pass", func(o cudacheck.LogprobOut) float32 { return o.One[q] }, func(o cudacheck.LogprobOut) float32 { return o.Two[q] },
+				cudacheck.LogprobKernelTol},
 		} {
 			var worstAbs, worstRel float64
 			atAbs, atRel := "all equal", "all equal"
 			for _, o := range outs {
 				d := math.Abs(float64(c.got(o)) - float64(c.want(o)))
 				rel := d / max(1, math.Abs(float64(c.want(o))))
-				row := fmt.Sprintf("V=%d %s", o.V, o.row.kind)
+				row := fmt.Sprintf("V=%d %s", o.V, o.Row.Kind)
 				if d > worstAbs {
 					worstAbs, atAbs = d, row
 				}
@@ -46,7 +50,7 @@ func TestLogprobTwoPassDiffs(t *testing.T) {
 					worstRel, atRel = rel, row
 				}
 				if !(rel <= c.tol) {
-					t.Errorf("%s %s: %g, %g at V=%d %s", name, c.what, c.got(o), c.want(o), o.V, o.row.kind)
+					t.Errorf("%s %s: %g, %g at V=%d %s", name, c.what, c.got(o), c.want(o), o.V, o.Row.Kind)
 				}
 			}
 			t.Logf("%-7s %-19s max |diff| %.3g (%s), relative %.3g (%s)", name, c.what, worstAbs, atAbs, worstRel, atRel)
@@ -63,9 +67,9 @@ func TestLogprobPlanted(t *testing.T) {
 	be := openEmulator(t)
 	for _, defect := range []string{"sez", "merge"} {
 		t.Run(defect, func(t *testing.T) {
-			emuPlanted["logprob_forward"] = defect
-			defer delete(emuPlanted, "logprob_forward")
-			err := (Check{"LogprobTwoPass", checkLogprobTwoPass}).Do(be)
+			cuda.EmuPlanted["logprob_forward"] = defect
+			defer delete(cuda.EmuPlanted, "logprob_forward")
+			err := (cudacheck.Check{Name: "LogprobTwoPass", Run: cudacheck.CheckLogprobTwoPass}).Do(be)
 			if err == nil {
 				t.Fatalf("LogprobTwoPass passed with %s planted in logprob_forward", defect)
 			}
@@ -75,7 +79,7 @@ func TestLogprobPlanted(t *testing.T) {
 			t.Log(err)
 			// checkLogprob's rows (V 1000: a float4 or two a thread) may
 			// not show the rescale's defect; logged, not required
-			t.Logf("Logprob: %v", (Check{"Logprob", checkLogprob}).Do(be))
+			t.Logf("Logprob: %v", (cudacheck.Check{Name: "Logprob", Run: cudacheck.CheckLogprob}).Do(be))
 		})
 	}
 }
@@ -94,9 +98,9 @@ func TestLogprobKernels(t *testing.T) {
 	const N, V = 3, 5000
 	z := be.Alloc("logits", N*V)
 	defer be.Free(z)
-	be.Upload(z, randn(r, N*V, 2))
+	be.Upload(z, checkutil.Randn(r, N*V, 2))
 	targets := []int32{7, -1, 4999}
-	var c []Counters
+	var c []cuda.Counters
 	for _, tc := range []struct {
 		variants, kernel string
 	}{
@@ -105,7 +109,7 @@ func TestLogprobKernels(t *testing.T) {
 		{"all", "logprob_forward_twopass"},
 		{"flash_simt,sample_bisect,swiglu_recompute", "logprob_forward"},
 	} {
-		v, err := ParseVariants(tc.variants)
+		v, err := cuda.ParseVariants(tc.variants)
 		if err != nil {
 			t.Fatal(err)
 		}

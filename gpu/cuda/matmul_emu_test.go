@@ -1,10 +1,13 @@
 //go:build cudaemu && !cuda
 
-package cuda
+package cuda_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
 )
 
 // TestMatmulAccumulatePlantedBug runs MatmulBackward with its accumulate
@@ -14,17 +17,17 @@ import (
 // gradients are summed that way.
 func TestMatmulAccumulatePlantedBug(t *testing.T) {
 	be := openEmulator(t)
-	checks := []Check{
-		{"Matmul", checkMatmul}, {"MatmulBF16", checkMatmulBF16}, {"MatmulTF32", checkMatmulTF32},
-		{"TrainStep", checkTrainStep},
+	checks := []cudacheck.Check{
+		{Name: "Matmul", Run: cudacheck.CheckMatmul}, {Name: "MatmulBF16", Run: cudacheck.CheckMatmulBF16}, {Name: "MatmulTF32", Run: cudacheck.CheckMatmulTF32},
+		{Name: "TrainStep", Run: cudacheck.CheckTrainStep},
 	}
 	for _, c := range checks[:3] {
 		if err := c.Do(be); err != nil {
 			t.Fatalf("%s fails without a defect: %v", c.Name, err)
 		}
 	}
-	plantMatmulOverwrite = true
-	defer func() { plantMatmulOverwrite = false }()
+	cuda.SetPlantMatmulOverwrite(true)
+	defer cuda.SetPlantMatmulOverwrite(false)
 	for _, c := range checks {
 		err := c.Do(be)
 		if err == nil {

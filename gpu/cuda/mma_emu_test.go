@@ -1,17 +1,20 @@
 //go:build cudaemu && !cuda
 
-package cuda
+package cuda_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
 )
 
 // TestMMAFragmentsEmulator: the emulated tensor-core product (emu.h)
 // places every element where the PTX ISA's tables, as mma_check.go writes
 // them out, say it is.
 func TestMMAFragmentsEmulator(t *testing.T) {
-	if err := (Check{"MMAFragments", checkMMAFragments}).Do(openEmulator(t)); err != nil {
+	if err := (cudacheck.Check{Name: "MMAFragments", Run: cudacheck.CheckMMAFragments}).Do(openEmulator(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -21,9 +24,9 @@ func TestMMAFragmentsEmulator(t *testing.T) {
 // 0-7 of columns 8-15) must fail the check.
 func TestMMAFragmentsPlantedSwap(t *testing.T) {
 	be := openEmulator(t)
-	emuPlanted["mma_bf16_probe"] = "swap"
-	defer delete(emuPlanted, "mma_bf16_probe")
-	err := (Check{"MMAFragments", checkMMAFragments}).Do(be)
+	cuda.EmuPlanted["mma_bf16_probe"] = "swap"
+	defer delete(cuda.EmuPlanted, "mma_bf16_probe")
+	err := (cudacheck.Check{Name: "MMAFragments", Run: cudacheck.CheckMMAFragments}).Do(be)
 	if err == nil {
 		t.Fatal("the check passed with two fragment registers swapped")
 	}
@@ -41,7 +44,7 @@ func TestMMALayoutTables(t *testing.T) {
 		per, rows int
 		cols      int
 		at        func(lane, i int) (int, int)
-	}{{"A", 8, 16, 16, mmaA}, {"B", 4, 16, 8, mmaB}, {"C", 4, 16, 8, mmaC}} {
+	}{{"A", 8, 16, 16, cudacheck.MmaA}, {"B", 4, 16, 8, cudacheck.MmaB}, {"C", 4, 16, 8, cudacheck.MmaC}} {
 		seen := map[[2]int]bool{}
 		for lane := 0; lane < 32; lane++ {
 			for i := 0; i < tc.per; i++ {

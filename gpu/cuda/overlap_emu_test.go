@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
@@ -24,11 +25,11 @@ import (
 // slot (MaxT 40).
 func overlapRequests() []model.Request {
 	r := rand.New(rand.NewPCG(23, 23))
-	tokens := func(n int) []int32 { return groupsTokens(r, n) }
+	tokens := func(n int) []int32 { return checkutil.GroupsTokens(r, n) }
 	system := tokens(6)
 	var reqs []model.Request
 	for i := range 8 {
-		s := groupsSample[i%2]
+		s := checkutil.GroupsSample[i%2]
 		s.Seed, s.MaxTokens, s.IgnoreEOS = uint64(500+i), 5+2*i, i%4 == 3
 		switch i % 3 {
 		case 0:
@@ -48,19 +49,19 @@ func overlapRequests() []model.Request {
 // runOverlap generates overlapRequests on a fresh emulator with overlap
 // scheduling on or off, then the three last requests' tool turns (their
 // conversations' caches reused), and returns both rounds and the counts.
-func runOverlap(t *testing.T, on bool, plant string) ([2]groupsRound, Counters, error) {
+func runOverlap(t *testing.T, on bool, plant string) ([2]checkutil.GroupsRound, Counters, error) {
 	be := openEmulator(t)
 	be.SetDecodeOverlap(on)
 	be.d.dl.plant = plant
-	w := newGroupsWorkload()
-	_, g, err := w.generator(be)
+	w := checkutil.NewGroupsWorkload()
+	_, g, err := w.Generator(be)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rounds [2]groupsRound
+	var rounds [2]checkutil.GroupsRound
 	reqs := overlapRequests()
 	c0 := be.Counters()
-	if rounds[0], err = stream(g, reqs, 5, 3); err != nil {
+	if rounds[0], err = checkutil.Stream(g, reqs, 5, 3); err != nil {
 		return rounds, Counters{}, err
 	}
 	c := be.Counters().Sub(c0)
@@ -70,12 +71,12 @@ func runOverlap(t *testing.T, on bool, plant string) ([2]groupsRound, Counters, 
 		s := reqs[i].Sample
 		s.MaxTokens, s.Seed = 3, 900+uint64(i)
 		prompt := slices.Concat(reqs[i].Prompt, rounds[0].Results[i].Tokens, []int32{7, 8})
-		if len(prompt) >= groupsMaxT {
+		if len(prompt) >= checkutil.GroupsMaxT {
 			continue
 		}
 		turn = append(turn, model.Request{Prompt: prompt, Sample: s})
 	}
-	if rounds[1], err = stream(g, turn, len(turn), 0); err != nil {
+	if rounds[1], err = checkutil.Stream(g, turn, len(turn), 0); err != nil {
 		return rounds, c, err
 	}
 	return rounds, c, nil

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
@@ -47,7 +48,7 @@ func paddingRun(t *testing.T, c model.Config, p Precision, sampled, on bool, pla
 	be.SetPrecision(p)
 	r := rand.New(rand.NewPCG(41, 3))
 	m := model.NewZero(be, c)
-	m.Params.Upload(randn(r, c.NumParams(), 0.3))
+	m.Params.Upload(checkutil.Randn(r, c.NumParams(), 0.3))
 	g, err := m.NewGenerator(paddingSlots, paddingMaxT)
 	if err != nil {
 		t.Fatal(err)

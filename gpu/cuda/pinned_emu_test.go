@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
 // Uploads through the page-locked buffer (pinned.go) on the emulator,
@@ -35,7 +37,7 @@ func uploadRound(be *Backend, lens []int, seed uint64) (Counters, error) {
 	}
 	c0 := be.Counters()
 	for i, n := range lens {
-		src := randn(r, n, 1)
+		src := checkutil.Randn(r, n, 1)
 		want[i] = slices.Clone(src)
 		be.Upload(dev[i], src)
 		clear(src)
@@ -123,10 +125,10 @@ func TestPinnedUploadsTrainingStep(t *testing.T) {
 	params := func(pinnedOn bool) ([]float32, Counters) {
 		be := openEmulator(t)
 		be.SetPinnedUploads(pinnedOn)
-		s := newPolicyStep(t, be, 2, false)
-		c := counted(be, func() { s.run(t) })
-		p := make([]float32, len(s.m.Params.Data))
-		be.Download(p, s.m.Params.Data)
+		s := NewPolicyStep(t, be, 2, false)
+		c := Counted(be, func() { s.Run(t) })
+		p := make([]float32, len(s.M.Params.Data))
+		be.Download(p, s.M.Params.Data)
 		return p, c
 	}
 	on, con := params(true)

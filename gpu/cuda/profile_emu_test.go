@@ -45,11 +45,11 @@ func profileEntry(p Profile, op string) (ProfileEntry, bool) {
 func TestProfileEmulator(t *testing.T) {
 	be := openEmulator(t)
 	be.SetPrecision(BF16)
-	s := newPolicyStep(t, be, 1, false)
-	s.run(t) // warm-up: the staging arena settles
+	s := NewPolicyStep(t, be, 1, false)
+	s.Run(t) // warm-up: the staging arena settles
 
-	s.run(t)
-	profileDecode(t, s.m)
+	s.Run(t)
+	profileDecode(t, s.M)
 	if p, err := be.Profile(); err != nil || len(p.Entries) != 0 || p.Total != 0 {
 		t.Fatalf("profiling off: Profile() = %d entries, %v total, %v; want none", len(p.Entries), p.Total, err)
 	}
@@ -58,8 +58,8 @@ func TestProfileEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	be.ResetCounters()
-	s.run(t)
-	profileDecode(t, s.m)
+	s.Run(t)
+	profileDecode(t, s.M)
 	p, err := be.Profile()
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func TestProfileEmulator(t *testing.T) {
 	if _, ok := be.d.blas.api.(emuBlas); !ok {
 		t.Errorf("after DisableProfile cuBLAS is %T, want emuBlas", be.d.blas.api)
 	}
-	s.run(t)
+	s.Run(t)
 	p2, err := be.Profile()
 	if err != nil || p2.Total != p.Total || p2.Calls("") != p.Calls("") {
 		t.Errorf("after DisableProfile a step changed the profile: %v calls, %v (was %v, %v); %v", p2.Calls(""), p2.Total, p.Calls(""), p.Total, err)

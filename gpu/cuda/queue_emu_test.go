@@ -15,11 +15,11 @@ func TestQueueLimitEmulator(t *testing.T) {
 	run := func(depth int) ([]float32, Counters) {
 		be := openEmulator(t)
 		be.SetQueueDepth(depth)
-		s := newPolicyStep(t, be, 2, false)
-		c := counted(be, func() { s.run(t) })
-		s.run(t)
-		p := make([]float32, len(s.m.Params.Data))
-		be.Download(p, s.m.Params.Data)
+		s := NewPolicyStep(t, be, 2, false)
+		c := Counted(be, func() { s.Run(t) })
+		s.Run(t)
+		p := make([]float32, len(s.M.Params.Data))
+		be.Download(p, s.M.Params.Data)
 		return p, c
 	}
 	p8, c8 := run(8)

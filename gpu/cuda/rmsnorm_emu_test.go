@@ -1,10 +1,13 @@
 //go:build cudaemu && !cuda
 
-package cuda
+package cuda_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
 )
 
 // TestResidualRMSNormPlantedBugs runs the fused residual + norm check with a
@@ -14,7 +17,7 @@ import (
 // dinp): each must make the check fail, naming the tensor it broke.
 func TestResidualRMSNormPlantedBugs(t *testing.T) {
 	be := openEmulator(t)
-	check := Check{"ResidualRMSNorm", checkResidualRMSNorm}
+	check := cudacheck.Check{Name: "ResidualRMSNorm", Run: cudacheck.CheckResidualRMSNorm}
 	if err := check.Do(be); err != nil {
 		t.Fatalf("the check fails without a defect: %v", err)
 	}
@@ -26,8 +29,8 @@ func TestResidualRMSNormPlantedBugs(t *testing.T) {
 		{"rmsnorm_backward_dinp", "no_dout2", "dres (dout + dout2)"},
 	} {
 		t.Run(tc.kernel+"/"+tc.defect, func(t *testing.T) {
-			emuPlanted[tc.kernel] = tc.defect
-			defer delete(emuPlanted, tc.kernel)
+			cuda.EmuPlanted[tc.kernel] = tc.defect
+			defer delete(cuda.EmuPlanted, tc.kernel)
 			err := check.Do(be)
 			if err == nil {
 				t.Fatalf("the check passed with %s planted in %s", tc.defect, tc.kernel)

@@ -1,10 +1,13 @@
 //go:build cudaemu && !cuda
 
-package cuda
+package cuda_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
 )
 
 // TestRopeQKPlantedBug runs the fused RoPE check with the key heads
@@ -12,12 +15,12 @@ import (
 // check must fail, naming the keys.
 func TestRopeQKPlantedBug(t *testing.T) {
 	be := openEmulator(t)
-	check := Check{"RopeQK", checkRopeQK}
+	check := cudacheck.Check{Name: "RopeQK", Run: cudacheck.CheckRopeQK}
 	if err := check.Do(be); err != nil {
 		t.Fatalf("the check fails without a defect: %v", err)
 	}
-	emuPlanted["rope_qk"] = "kstride"
-	defer delete(emuPlanted, "rope_qk")
+	cuda.EmuPlanted["rope_qk"] = "kstride"
+	defer delete(cuda.EmuPlanted, "rope_qk")
 	err := check.Do(be)
 	if err == nil {
 		t.Fatal("the check passed with the key stride planted in rope_qk")

@@ -63,6 +63,13 @@ const (
 	ssSlice    = 4096
 )
 
+// SampleSplits reports whether sampling params over a vocabulary of V
+// runs split (sample_split_max, _sum and _pick; splitPlan) on a Backend.
+func SampleSplits(params []gpu.SampleParams, V int) bool {
+	_, _, _, ok := splitPlan(params, V)
+	return ok
+}
+
 // splitPlan: how sample_split cuts the rows of a call, S slices of SL ids
 // and room for KC candidates a slice (the largest top-k of its rows), or
 // ok false when a row is one it does not take (top-p alone, top-k above

@@ -1,6 +1,6 @@
 //go:build cudaemu && !cuda
 
-package cuda
+package cuda_test
 
 import (
 	"math/rand/v2"
@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
 // TestSampleHistEmulator runs the check of the two sampling kernels on
@@ -15,7 +18,7 @@ import (
 // the radix-select kernel, the default, gives the bisection's (the
 // sample_bisect variant's) tokens and log-probs.
 func TestSampleHistEmulator(t *testing.T) {
-	if err := (Check{"SampleBisect", checkSampleBisect}).Do(openEmulator(t)); err != nil {
+	if err := (cudacheck.Check{Name: "SampleBisect", Run: cudacheck.CheckSampleBisect}).Do(openEmulator(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -26,9 +29,9 @@ func TestSampleHistEmulator(t *testing.T) {
 // and bisect to the default's cut, so the check still passes. It is what a
 // guess spoilt by the fp32 masses' rounding goes through.
 func TestSampleHistSkewEmulator(t *testing.T) {
-	emuPlanted["sample_tokens_hist"] = "skew"
-	defer delete(emuPlanted, "sample_tokens_hist")
-	if err := (Check{"SampleBisect", checkSampleBisect}).Do(openEmulator(t)); err != nil {
+	cuda.EmuPlanted["sample_tokens_hist"] = "skew"
+	defer delete(cuda.EmuPlanted, "sample_tokens_hist")
+	if err := (cudacheck.Check{Name: "SampleBisect", Run: cudacheck.CheckSampleBisect}).Do(openEmulator(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -41,9 +44,9 @@ func TestSampleHistPlantedBugs(t *testing.T) {
 	be := openEmulator(t)
 	for _, defect := range []string{"topk", "unsettled"} {
 		t.Run(defect, func(t *testing.T) {
-			emuPlanted["sample_tokens_hist"] = defect
-			defer delete(emuPlanted, "sample_tokens_hist")
-			err := (Check{"SampleBisect", checkSampleBisect}).Do(be)
+			cuda.EmuPlanted["sample_tokens_hist"] = defect
+			defer delete(cuda.EmuPlanted, "sample_tokens_hist")
+			err := (cudacheck.Check{Name: "SampleBisect", Run: cudacheck.CheckSampleBisect}).Do(be)
 			if err == nil {
 				t.Fatalf("the check passed with %s planted in sample_tokens_hist", defect)
 			}
@@ -66,15 +69,15 @@ func TestTransferSampleHist(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
 	z := be.Alloc("logits", M*V)
 	defer be.Free(z)
-	be.Upload(z, randn(r, M*V, 0.01))
+	be.Upload(z, checkutil.Randn(r, M*V, 0.01))
 	params := make([]gpu.SampleParams, M)
 	for i := range params {
 		params[i] = gpu.SampleParams{Temperature: 1, TopK: 50, TopP: 0.95, U: r.Float64()}
 	}
-	var c [2]Counters
+	var c [2]cuda.Counters
 	var tok [2][]int32
 	for i, bisect := range []bool{false, true} {
-		be.SetVariants(Variants{SampleBisect: bisect})
+		be.SetVariants(cuda.Variants{SampleBisect: bisect})
 		tok[i] = make([]int32, M)
 		lp := make([]float32, M)
 		be.SampleTokens(tok[i], lp, z, params, M, V) // the arena grows here
@@ -97,7 +100,7 @@ func TestTransferSampleHist(t *testing.T) {
 // sample_split variant) on the emulator: its tokens are the CPU
 // reference's and the default kernel's.
 func TestSampleSplitEmulator(t *testing.T) {
-	if err := (Check{"SampleSplit", checkSampleSplit}).Do(openEmulator(t)); err != nil {
+	if err := (cudacheck.Check{Name: "SampleSplit", Run: cudacheck.CheckSampleSplit}).Do(openEmulator(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -117,10 +120,10 @@ func TestSampleSplitPlantedBugs(t *testing.T) {
 	} {
 		t.Run(c.defect, func(t *testing.T) {
 			for _, k := range c.kernels {
-				emuPlanted[k] = c.defect
-				defer delete(emuPlanted, k)
+				cuda.EmuPlanted[k] = c.defect
+				defer delete(cuda.EmuPlanted, k)
 			}
-			err := (Check{"SampleSplit", checkSampleSplit}).Do(be)
+			err := (cudacheck.Check{Name: "SampleSplit", Run: cudacheck.CheckSampleSplit}).Do(be)
 			if err == nil {
 				t.Fatalf("the check passed with %s planted in %v", c.defect, c.kernels)
 			}
@@ -141,14 +144,14 @@ func TestTransferSampleSplit(t *testing.T) {
 	r := rand.New(rand.NewPCG(6, 6))
 	z := be.Alloc("logits", M*V)
 	defer be.Free(z)
-	be.Upload(z, randn(r, M*V, 0.01))
+	be.Upload(z, checkutil.Randn(r, M*V, 0.01))
 	params := make([]gpu.SampleParams, M)
 	for i := range params {
 		params[i] = gpu.SampleParams{Temperature: 1, TopK: 50, TopP: 0.95, U: r.Float64()}
 	}
 	params[1] = gpu.SampleParams{Temperature: 0.8, U: r.Float64()}
 	params[2] = gpu.SampleParams{}
-	run := func(v Variants, params []gpu.SampleParams) (Counters, []int32) {
+	run := func(v cuda.Variants, params []gpu.SampleParams) (cuda.Counters, []int32) {
 		be.SetVariants(v)
 		tok, lp := make([]int32, M), make([]float32, M)
 		be.SampleTokens(tok, lp, z, params, M, V) // the arena grows here
@@ -157,8 +160,8 @@ func TestTransferSampleSplit(t *testing.T) {
 		c := be.Counters()
 		return c.Counts(), tok
 	}
-	def, dt := run(Variants{}, params)
-	split, st := run(Variants{SampleSplit: true}, params)
+	def, dt := run(cuda.Variants{}, params)
+	split, st := run(cuda.Variants{SampleSplit: true}, params)
 	want := def
 	want.Launches = 3
 	if split != want || split.Syncs != 1 || split.Allocs != 0 {
@@ -170,7 +173,7 @@ func TestTransferSampleSplit(t *testing.T) {
 		}
 	}
 	params[3] = gpu.SampleParams{Temperature: 1, TopP: 0.9, U: 0.5}
-	fall, _ := run(Variants{SampleSplit: true}, params)
+	fall, _ := run(cuda.Variants{SampleSplit: true}, params)
 	if fall.Launches != 1 {
 		t.Errorf("sample_split with a top-p row: %d launches, want 1 (the default kernel)", fall.Launches)
 	}
@@ -184,7 +187,7 @@ func TestGenerateSampleSplitKernels(t *testing.T) {
 	if err := be.EnableProfile(); err != nil {
 		t.Fatal(err)
 	}
-	if err := (Check{"GenerateSampleSplit", checkGenerateSampleSplit}).Do(be); err != nil {
+	if err := (cudacheck.Check{Name: "GenerateSampleSplit", Run: cudacheck.CheckGenerateSampleSplit}).Do(be); err != nil {
 		t.Fatal(err)
 	}
 	p, err := be.Profile()

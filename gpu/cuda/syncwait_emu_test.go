@@ -23,11 +23,11 @@ func (s slowSync) sync() error { time.Sleep(s.delay); return s.emuDriver.sync() 
 // 3 ms per synchronisation, so it measures the waits and nothing else.
 func TestSyncWaitCounted(t *testing.T) {
 	be := openEmulator(t)
-	s := newPolicyStep(t, be, 1, false)
-	s.run(t) // warm-up: the staging arena settles
+	s := NewPolicyStep(t, be, 1, false)
+	s.Run(t) // warm-up: the staging arena settles
 	be.ResetCounters()
 	start := time.Now()
-	s.run(t)
+	s.Run(t)
 	wall := time.Since(start)
 	got := be.Counters()
 	t.Logf("emulator step: %v, wall %v", got, wall)
@@ -39,7 +39,7 @@ func TestSyncWaitCounted(t *testing.T) {
 	be.d.drv = slowSync{emuDriver: be.d.drv.(emuDriver), delay: delay}
 	be.ResetCounters()
 	start = time.Now()
-	s.run(t)
+	s.Run(t)
 	wall = time.Since(start)
 	got = be.Counters()
 	t.Logf("with a %v stream: %v, wall %v", delay, got, wall)

@@ -1,6 +1,6 @@
 //go:build cudaemu
 
-package cuda
+package cuda_test
 
 import (
 	"math/rand/v2"
@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
 // TestChecksWithAllVariants runs every check with every kernel variant on
@@ -17,12 +20,12 @@ import (
 // that switches variants for its duration leaves them as it found them.
 func TestChecksWithAllVariants(t *testing.T) {
 	be := openEmulator(t)
-	all, err := ParseVariants("all")
+	all, err := cuda.ParseVariants("all")
 	if err != nil {
 		t.Fatal(err)
 	}
 	be.SetVariants(all)
-	for _, c := range Checks {
+	for _, c := range cudacheck.Checks {
 		t.Run(c.Name, func(t *testing.T) {
 			if err := c.Do(be); err != nil {
 				t.Fatal(err)
@@ -54,23 +57,23 @@ func TestVariantKernels(t *testing.T) {
 	// the fused attention over two sequences, HD 64 (the Qwen2.5-0.5B heads)
 	lengths := []int{70, 9}
 	const NH, NKV, HD = 2, 1, 64
-	cu, maxT, S, N, q, k, v := flashOperands(r, lengths, NH, NKV, HD)
-	out, lse, dout := make([]float32, len(q)), make([]float32, N*NH), randn(r, len(q), 1)
+	cu, maxT, S, N, q, k, v := cudacheck.FlashOperands(r, lengths, NH, NKV, HD)
+	out, lse, dout := make([]float32, len(q)), make([]float32, N*NH), checkutil.Randn(r, len(q), 1)
 	dq, dk, dv := make([]float32, len(q)), make([]float32, len(k)), make([]float32, len(v))
 	attention := func() {
 		be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		be.AttentionVarlenBackward(dq, dk, dv, dout, out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 	}
 	// a decode's attention over a long cache (many chunks) and flat rows to sample
-	c := decodeSplitCases[0]
-	kc, vc := randn(r, c.S*c.maxT*c.NKV*c.HD, 1), randn(r, c.S*c.maxT*c.NKV*c.HD, 1)
-	cq, cout := randn(r, len(c.pos)*c.NH*c.HD, 1), make([]float32, len(c.pos)*c.NH*c.HD)
+	c := checkutil.DecodeSplitCases[0]
+	kc, vc := checkutil.Randn(r, c.S*c.MaxT*c.NKV*c.HD, 1), checkutil.Randn(r, c.S*c.MaxT*c.NKV*c.HD, 1)
+	cq, cout := checkutil.Randn(r, len(c.Pos)*c.NH*c.HD, 1), make([]float32, len(c.Pos)*c.NH*c.HD)
 	const M, V = 2, 3000
-	logits := randn(r, M*V, 0.01)
+	logits := checkutil.Randn(r, M*V, 0.01)
 	params := []gpu.SampleParams{{Temperature: 1, TopK: 50, TopP: 0.95, U: 0.3}, {Temperature: 1, TopP: 0.9, U: 0.7}}
 	tokens := make([]int32, M)
 	decode := func() {
-		be.AttentionCachedForward(cout, cq, kc, vc, c.slot, c.pos, len(c.pos), c.NH, c.NKV, c.HD, c.maxT, 0)
+		be.AttentionCachedForward(cout, cq, kc, vc, c.Slot, c.Pos, len(c.Pos), c.NH, c.NKV, c.HD, c.MaxT, 0)
 		be.SampleTokens(tokens, nil, logits, params, M, V)
 	}
 	mma := []string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_heads_mma64",
@@ -79,39 +82,39 @@ func TestVariantKernels(t *testing.T) {
 	split := []string{"attention_cached_split", "attention_cached_combine", "sample_tokens_hist"}
 	for _, tc := range []struct {
 		variants string
-		prec     Precision
+		prec     cuda.Precision
 		want     []string // every kernel of the step
 	}{
-		{"", BF16, slices.Concat(mma, split)},
-		{"", FP32, slices.Concat(simt, split)},
-		{"flash_simt", BF16, slices.Concat(simt, split)},
-		{"flash_simt", FP32, slices.Concat(simt, split)},
-		{"decode_block", BF16, slices.Concat(mma, []string{"attention_cached", "sample_tokens_hist"})},
-		{"sample_bisect", BF16, slices.Concat(mma, []string{"attention_cached_split", "attention_cached_combine", "sample_tokens"})},
-		{"decode_vec", BF16, slices.Concat(mma, []string{"attention_cached_split_vec", "attention_cached_combine", "sample_tokens_hist"})},
-		{"decode_vec,decode_block", BF16, slices.Concat(mma, []string{"attention_cached", "sample_tokens_hist"})},
+		{"", cuda.BF16, slices.Concat(mma, split)},
+		{"", cuda.FP32, slices.Concat(simt, split)},
+		{"flash_simt", cuda.BF16, slices.Concat(simt, split)},
+		{"flash_simt", cuda.FP32, slices.Concat(simt, split)},
+		{"decode_block", cuda.BF16, slices.Concat(mma, []string{"attention_cached", "sample_tokens_hist"})},
+		{"sample_bisect", cuda.BF16, slices.Concat(mma, []string{"attention_cached_split", "attention_cached_combine", "sample_tokens"})},
+		{"decode_vec", cuda.BF16, slices.Concat(mma, []string{"attention_cached_split_vec", "attention_cached_combine", "sample_tokens_hist"})},
+		{"decode_vec,decode_block", cuda.BF16, slices.Concat(mma, []string{"attention_cached", "sample_tokens_hist"})},
 		// a call with a row of top-p alone runs the default kernel
-		{"sample_split", BF16, slices.Concat(mma, split)},
-		{"flash_dkv_group", BF16, slices.Concat([]string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_mma64",
+		{"sample_split", cuda.BF16, slices.Concat(mma, split)},
+		{"flash_dkv_group", cuda.BF16, slices.Concat([]string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_mma64",
 			"flash_attention_backward_dq_ldsm_mma64"}, split)},
-		{"flash_dkv_group", FP32, slices.Concat(simt, split)},
-		{"flash_dkv_group,flash_simt", BF16, slices.Concat(simt, split)},
-		{"flash_dq_stage", BF16, slices.Concat([]string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_heads_mma64",
+		{"flash_dkv_group", cuda.FP32, slices.Concat(simt, split)},
+		{"flash_dkv_group,flash_simt", cuda.BF16, slices.Concat(simt, split)},
+		{"flash_dq_stage", cuda.BF16, slices.Concat([]string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_heads_mma64",
 			"flash_attention_backward_dkv_reduce", "flash_attention_backward_dq_mma64"}, split)},
-		{"flash_dq_stage,flash_simt", BF16, slices.Concat(simt, split)},
-		{"flash_dkv_group,flash_dq_stage", BF16, slices.Concat([]string{"flash_attention_forward_mma64",
+		{"flash_dq_stage,flash_simt", cuda.BF16, slices.Concat(simt, split)},
+		{"flash_dkv_group,flash_dq_stage", cuda.BF16, slices.Concat([]string{"flash_attention_forward_mma64",
 			"flash_attention_backward_dkv_mma64", "flash_attention_backward_dq_mma64"}, split)},
-		{"flash_fwd_ldsm", BF16, slices.Concat([]string{"flash_attention_forward_ldsm_mma64",
+		{"flash_fwd_ldsm", cuda.BF16, slices.Concat([]string{"flash_attention_forward_ldsm_mma64",
 			"flash_attention_backward_dkv_heads_mma64", "flash_attention_backward_dkv_reduce",
 			"flash_attention_backward_dq_ldsm_mma64"}, split)},
-		{"flash_fwd_ldsm", FP32, slices.Concat(simt, split)},
-		{"flash_fwd_ldsm,flash_simt", BF16, slices.Concat(simt, split)},
-		{"flash_fwd_ldsm,flash_dq_stage", BF16, slices.Concat([]string{"flash_attention_forward_ldsm_mma64",
+		{"flash_fwd_ldsm", cuda.FP32, slices.Concat(simt, split)},
+		{"flash_fwd_ldsm,flash_simt", cuda.BF16, slices.Concat(simt, split)},
+		{"flash_fwd_ldsm,flash_dq_stage", cuda.BF16, slices.Concat([]string{"flash_attention_forward_ldsm_mma64",
 			"flash_attention_backward_dkv_heads_mma64", "flash_attention_backward_dkv_reduce",
 			"flash_attention_backward_dq_mma64"}, split)},
-		{"all", BF16, slices.Concat(simt, []string{"attention_cached", "sample_tokens"})},
+		{"all", cuda.BF16, slices.Concat(simt, []string{"attention_cached", "sample_tokens"})},
 	} {
-		v, err := ParseVariants(tc.variants)
+		v, err := cuda.ParseVariants(tc.variants)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,10 +1,13 @@
-package cuda
+package cudacheck_test
 
 import (
 	"fmt"
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
 )
 
 // TestWindowChecksPlanted: the window checks, run with gpu/cpu in the
@@ -18,19 +21,19 @@ func TestWindowChecksPlanted(t *testing.T) { windowPlantsFail(t, &cpuDevice{}) }
 
 // windowPlants are the off-by-ones planted: the window one longer, one
 // shorter, and a cache's rows one short.
-var windowPlants = []windowPlant{{window: 1}, {window: -1}, {rows: -1}}
+var windowPlants = []cudacheck.WindowPlant{{Window: 1}, {Window: -1}, {Rows: -1}}
 
 // windowPlantsFail runs every case of the window checks on d with each
 // plant that changes what the case computes (a window that stays at or
 // past every sequence's length changes nothing; rows only the decode
 // attention's) and requires the case to fail.
-func windowPlantsFail(t *testing.T, d Device) {
-	changes := func(w, longest int, p windowPlant) bool {
-		return w > 0 && p.window != 0 && min(w, p.win(w)) < longest
+func windowPlantsFail(t *testing.T, d cudacheck.Device) {
+	changes := func(w, longest int, p cudacheck.WindowPlant) bool {
+		return w > 0 && p.Window != 0 && min(w, p.Win(w)) < longest
 	}
 	runs := 0
 	defer func() { t.Logf("%d planted runs, each failing its check", runs) }()
-	expect := func(what string, p windowPlant, err error) {
+	expect := func(what string, p cudacheck.WindowPlant, err error) {
 		t.Helper()
 		runs++
 		if err == nil {
@@ -47,49 +50,49 @@ func windowPlantsFail(t *testing.T, d Device) {
 		}()
 		return f()
 	}
-	for i, c := range attentionWindowCases {
+	for i, c := range cudacheck.AttentionWindowCases {
 		for _, p := range windowPlants {
-			if changes(c.window, c.T, p) {
-				expect("AttentionWindow case "+strconv.Itoa(i), p, attentionWindowCase(d, i, p))
+			if changes(c.Window, c.T, p) {
+				expect("AttentionWindow case "+strconv.Itoa(i), p, cudacheck.AttentionWindowCase(d, i, p))
 			}
 		}
 	}
-	for _, prec := range []Precision{FP32, BF16} {
+	for _, prec := range []cuda.Precision{cuda.FP32, cuda.BF16} {
 		fwd, bwd, name := 1e-5, 2e-5, "fp32"
-		if prec == BF16 {
-			fwd, bwd, name = flashMMAFwdTol, flashMMABwdTol, "flash_mma"
+		if prec == cuda.BF16 {
+			fwd, bwd, name = cudacheck.FlashMMAFwdTol, cudacheck.FlashMMABwdTol, "flash_mma"
 		}
-		for i, c := range flashWindowCases {
+		for i, c := range cudacheck.FlashWindowCases {
 			for _, p := range windowPlants {
-				if !changes(c.window, slices.Max(c.lengths), p) {
+				if !changes(c.Window, slices.Max(c.Lengths), p) {
 					continue
 				}
-				err := withVariant(d, func(v *Variants) { v.FlashSIMT = false }, func() error {
+				err := cudacheck.WithVariant(d, func(v *cuda.Variants) { v.FlashSIMT = false }, func() error {
 					prev := d.Precision()
 					d.SetPrecision(prec)
 					defer d.SetPrecision(prev)
-					return flashWindowCase(d, uint64(i), c.lengths, c.NH, c.NKV, c.HD, c.window, fwd, bwd, p)
+					return cudacheck.FlashWindowCase(d, uint64(i), c.Lengths, c.NH, c.NKV, c.HD, c.Window, fwd, bwd, p)
 				})
 				expect(name+" AttentionVarlenWindow case "+strconv.Itoa(i), p, err)
 			}
 		}
 	}
-	for _, path := range []Variants{{}, {DecodeBlock: true}, {DecodeVec: true}} {
-		for i, c := range cachedWindowCases {
+	for _, path := range []cuda.Variants{{}, {DecodeBlock: true}, {DecodeVec: true}} {
+		for i, c := range cudacheck.CachedWindowCases {
 			for _, p := range windowPlants {
-				longest := int(slices.Max(c.pos)) + 1
-				if p.rows == 0 && !changes(min(c.window, c.maxT), longest, p) || p.rows == 0 && c.window+p.window > c.maxT {
+				longest := int(slices.Max(c.Pos)) + 1
+				if p.Rows == 0 && !changes(min(c.Window, c.MaxT), longest, p) || p.Rows == 0 && c.Window+p.Window > c.MaxT {
 					continue
 				}
 				err := refused(func() error {
-					return withVariant(d, func(v *Variants) { *v = path }, func() error {
-						return cachedWindowCompare(d, []cachedWindowCase{c}, p)
+					return cudacheck.WithVariant(d, func(v *cuda.Variants) { *v = path }, func() error {
+						return cudacheck.CachedWindowCompare(d, []cudacheck.CachedWindowCase{c}, p)
 					})
 				})
 				expect("AttentionCachedWindow "+path.String()+" case "+strconv.Itoa(i), p, err)
 			}
 		}
 	}
-	expect("GeGLU", windowPlant{}, geGLUCompare(d, true))
-	expect("Softcap", windowPlant{}, softcapCompare(d, 0.1))
+	expect("GeGLU", cudacheck.WindowPlant{}, cudacheck.GeGLUCompare(d, true))
+	expect("Softcap", cudacheck.WindowPlant{}, cudacheck.SoftcapCompare(d, 0.1))
 }

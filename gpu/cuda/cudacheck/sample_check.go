@@ -1,4 +1,4 @@
-package cuda
+package cudacheck
 
 // Checks of the sampling family against the CPU reference gpu/cpu
 // (sample.go): the same logits and draws must give the same tokens, and
@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
@@ -49,7 +50,7 @@ func sampleMixedRows(r *rand.Rand, kinds []gpu.SampleParams, V, n int) ([]gpu.Sa
 		for range n {
 			p.U = r.Float64()
 			params = append(params, p)
-			row := randn(r, V, 3)
+			row := checkutil.Randn(r, V, 3)
 			switch k % 3 {
 			case 1: // ties: a few logits repeated, among them the largest
 				for i := 1; i < V; i += 7 {
@@ -93,7 +94,7 @@ func checkSampleFlat(b Device, r *rand.Rand) error {
 			for range 3 {
 				p.U = r.Float64()
 				params = append(params, p)
-				row := randn(r, V, 1)
+				row := checkutil.Randn(r, V, 1)
 				for i := range row {
 					switch v {
 					case 0: // nearly flat
@@ -117,7 +118,7 @@ func sampleAgrees(b Device, V int, params []gpu.SampleParams, logits []float32) 
 	M := len(params)
 	wantT, gotT := make([]int32, M), make([]int32, M)
 	wantL, gotL := make([]float32, M), make([]float32, M)
-	ref.SampleTokens(wantT, wantL, logits, params, M, V)
+	checkutil.Ref.SampleTokens(wantT, wantL, logits, params, M, V)
 	z := b.Alloc("check logits", M*V)
 	b.Upload(z, logits)
 	b.SampleTokens(gotT, gotL, z, params, M, V)
@@ -129,17 +130,17 @@ func sampleAgrees(b Device, V int, params []gpu.SampleParams, logits []float32) 
 			return fmt.Errorf("V=%d row %d (%+v): token %d on cuda (%d without log-probs), %d on cpu", V, i, params[i], gotT[i], noLogp[i], wantT[i])
 		}
 	}
-	if err := compare(fmt.Sprintf("V=%d sampled logp", V), gotL, wantL, 1e-5); err != nil {
+	if err := checkutil.Compare(fmt.Sprintf("V=%d sampled logp", V), gotL, wantL, 1e-5); err != nil {
 		return err
 	}
 	return nil
 }
 
-// checkGenerateSampled: generation with temperature, top-k and top-p
+// CheckGenerateSampled: generation with temperature, top-k and top-p
 // sampled on each backend from the same seeds: the tokens must be equal
 // (the request's stream gives both backends the same draws) and their
 // log-probabilities close.
-func checkGenerateSampled(b Device) error {
+func CheckGenerateSampled(b Device) error {
 	return generateSampled(b, 18, 100, []model.SampleConfig{
 		{Temperature: 1},
 		{Temperature: 0.8, TopK: 10},
@@ -156,7 +157,7 @@ func generateSampled(b Device, seed, seedBase uint64, sc []model.SampleConfig) e
 	c := model.Config{Family: "llama", V: 97, C: 64, F: 128, L: 2, NH: 4, NKV: 1, HD: 16, MaxPos: 64,
 		Eps: 1e-5, RopeTheta: 10000, Tied: true, BOS: 1, EOS: 2}
 	r := rand.New(rand.NewPCG(seed, seed))
-	init := randn(r, c.NumParams(), 0.3)
+	init := checkutil.Randn(r, c.NumParams(), 0.3)
 	var reqs []model.Request
 	for i, s := range sc {
 		prompt := make([]int32, 3+2*i)
@@ -166,5 +167,5 @@ func generateSampled(b Device, seed, seedBase uint64, sc []model.SampleConfig) e
 		s.MaxTokens, s.IgnoreEOS, s.Seed = 12, true, seedBase+uint64(i)
 		reqs = append(reqs, model.Request{Prompt: prompt, Sample: s})
 	}
-	return generateBoth(ref, b, c, init, reqs, 3, "sampled tokens")
+	return generateBoth(checkutil.Ref, b, c, init, reqs, 3, "sampled tokens")
 }

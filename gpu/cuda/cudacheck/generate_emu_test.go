@@ -1,11 +1,12 @@
 //go:build cudaemu && !cuda
 
-package cuda
+package cudacheck_test
 
 import (
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
 )
 
 // TestGenerateGroupsPlantedEmulator: on the kernels (the emulator; the
@@ -14,14 +15,14 @@ import (
 // TestGenerateGroupsDetectsPrefixDefects are left to the CPU device: a run
 // of the workload takes about 30 s here.
 func TestGenerateGroupsPlantedEmulator(t *testing.T) {
-	checkGroupsDetects(t, func() Device { return openEmulator(t) }, "short")
+	checkGroupsDetects(t, func() cudacheck.Device { return openEmulator(t) }, "short")
 }
 
 // samplingDefect is a Device whose SampleTokens leaves out one filter
 // (dropFilter's sample-no-top-p or sample-no-top-k) before the device's
 // sampling kernel runs: a device ignoring top-p or top-k.
 type samplingDefect struct {
-	Device
+	cudacheck.Device
 	defect string
 }
 
@@ -34,7 +35,7 @@ func (d samplingDefect) SampleTokens(tokens []int32, logp []float32, logits []fl
 // top-k (every request of its workload has both, groupsSample).
 func TestGenerateGroupsSamplingPlantedEmulator(t *testing.T) {
 	for _, defect := range []string{"sample-no-top-p", "sample-no-top-k"} {
-		err := checkGenerateGroups(samplingDefect{Device: openEmulator(t), defect: defect})
+		err := cudacheck.CheckGenerateGroups(samplingDefect{Device: openEmulator(t), defect: defect})
 		if err == nil {
 			t.Errorf("%s: GenerateGroups did not detect it", defect)
 			continue

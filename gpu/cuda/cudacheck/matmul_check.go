@@ -1,10 +1,13 @@
-package cuda
+package cudacheck
 
 // Checks of the matmul family against the CPU reference gpu/cpu (matmul.go).
 
 import (
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
 func checkSgemm(b Device) error {
@@ -30,12 +33,12 @@ func checkSgemm(b Device) error {
 		if tc.tb {
 			rowsB = tc.N
 		}
-		A, B := randn(r, rowsA*lda, 1), randn(r, rowsB*ldb, 1)
-		C := randn(r, tc.M*ldc, 1)
-		want, got := clone(C), clone(C)
-		ref.Sgemm(tc.ta, tc.tb, tc.M, tc.N, tc.K, tc.alpha, A, lda, B, ldb, tc.beta, want, ldc)
+		A, B := checkutil.Randn(r, rowsA*lda, 1), checkutil.Randn(r, rowsB*ldb, 1)
+		C := checkutil.Randn(r, tc.M*ldc, 1)
+		want, got := checkutil.Clone(C), checkutil.Clone(C)
+		checkutil.Ref.Sgemm(tc.ta, tc.tb, tc.M, tc.N, tc.K, tc.alpha, A, lda, B, ldb, tc.beta, want, ldc)
 		b.Sgemm(tc.ta, tc.tb, tc.M, tc.N, tc.K, tc.alpha, A, lda, B, ldb, tc.beta, got, ldc)
-		if err := compare(fmt.Sprintf("C(transA=%v transB=%v %dx%dx%d)", tc.ta, tc.tb, tc.M, tc.N, tc.K), got, want, 1e-5); err != nil {
+		if err := checkutil.Compare(fmt.Sprintf("C(transA=%v transB=%v %dx%dx%d)", tc.ta, tc.tb, tc.M, tc.N, tc.K), got, want, 1e-5); err != nil {
 			return err
 		}
 	}
@@ -47,14 +50,14 @@ func checkSgemm(b Device) error {
 func checkSgemmStridedBatched(b Device) error {
 	r := rand.New(rand.NewPCG(2, 2))
 	const M, N, K, count = 19, 23, 40, 5
-	A, B, C := randn(r, count*M*K, 1), randn(r, count*N*K, 1), randn(r, count*M*N, 1)
-	want := clone(C)
+	A, B, C := checkutil.Randn(r, count*M*K, 1), checkutil.Randn(r, count*N*K, 1), checkutil.Randn(r, count*M*N, 1)
+	want := checkutil.Clone(C)
 	for i := 0; i < count; i++ {
-		ref.Sgemm(false, true, M, N, K, 0.5, A[i*M*K:], K, B[i*N*K:], K, 1, want[i*M*N:], N)
+		checkutil.Ref.Sgemm(false, true, M, N, K, 0.5, A[i*M*K:], K, B[i*N*K:], K, 1, want[i*M*N:], N)
 	}
-	got := clone(C)
+	got := checkutil.Clone(C)
 	b.SgemmStridedBatched(false, true, M, N, K, 0.5, A, K, M*K, B, K, N*K, 1, got, N, M*N, count)
-	return compare("C", got, want, 1e-5)
+	return checkutil.Compare("C", got, want, 1e-5)
 }
 
 // checkGemmEx: fp32 operands with TF32 tensor-core compute (10-bit mantissa
@@ -62,16 +65,16 @@ func checkSgemmStridedBatched(b Device) error {
 func checkGemmEx(b Device) error {
 	r := rand.New(rand.NewPCG(3, 3))
 	const M, N, K = 64, 96, 128
-	A, B := randn(r, M*K, 1), randn(r, K*N, 1)
+	A, B := checkutil.Randn(r, M*K, 1), checkutil.Randn(r, K*N, 1)
 	want, got := make([]float32, M*N), make([]float32, M*N)
-	ref.Sgemm(false, false, M, N, K, 1, A, K, B, N, 0, want, N)
-	b.GemmEx(false, false, M, N, K, 1, A, K, B, N, 0, got, N, Compute32FTF32)
-	return compare("C", got, want, 5e-3)
+	checkutil.Ref.Sgemm(false, false, M, N, K, 1, A, K, B, N, 0, want, N)
+	b.GemmEx(false, false, M, N, K, 1, A, K, B, N, 0, got, N, cuda.Compute32FTF32)
+	return checkutil.Compare("C", got, want, 5e-3)
 }
 
-// checkMatmul at 21 rows and at 531 (the bias gradient's column sums in
+// CheckMatmul at 21 rows and at 531 (the bias gradient's column sums in
 // three chunks of 256 rows, 80 columns: a partial tile of 32).
-func checkMatmul(b Device) error {
+func CheckMatmul(b Device) error {
 	for _, N := range []int{21, 531} {
 		if err := checkMatmulN(b, N); err != nil {
 			return fmt.Errorf("N=%d: %w", N, err)
@@ -83,20 +86,20 @@ func checkMatmul(b Device) error {
 func checkMatmulN(b Device, N int) error {
 	r := rand.New(rand.NewPCG(6, 6))
 	const C, OC = 64, 80
-	inp, w, bias := randn(r, N*C, 1), randn(r, OC*C, 0.1), randn(r, OC, 1)
+	inp, w, bias := checkutil.Randn(r, N*C, 1), checkutil.Randn(r, OC*C, 0.1), checkutil.Randn(r, OC, 1)
 	o1, o2 := make([]float32, N*OC), make([]float32, N*OC)
-	ref.MatmulForward(o1, inp, w, bias, N, C, OC)
+	checkutil.Ref.MatmulForward(o1, inp, w, bias, N, C, OC)
 	b.MatmulForward(o2, inp, w, bias, N, C, OC)
-	if err := compare("out", o2, o1, 1e-5); err != nil {
+	if err := checkutil.Compare("out", o2, o1, 1e-5); err != nil {
 		return err
 	}
-	dout := randn(r, N*OC, 1)
-	dw0, db0 := randn(r, OC*C, 1), randn(r, OC, 1)
+	dout := checkutil.Randn(r, N*OC, 1)
+	dw0, db0 := checkutil.Randn(r, OC*C, 1), checkutil.Randn(r, OC, 1)
 	di1, di2 := make([]float32, N*C), make([]float32, N*C)
-	dw1, dw2, db1, db2 := clone(dw0), clone(dw0), clone(db0), clone(db0)
-	ref.MatmulBackward(di1, dw1, db1, dout, inp, w, N, C, OC, false)
+	dw1, dw2, db1, db2 := checkutil.Clone(dw0), checkutil.Clone(dw0), checkutil.Clone(db0), checkutil.Clone(db0)
+	checkutil.Ref.MatmulBackward(di1, dw1, db1, dout, inp, w, N, C, OC, false)
 	b.MatmulBackward(di2, dw2, db2, dout, inp, w, N, C, OC, false)
-	if err := compareAll(1e-5, "dinp", di2, di1, "dweight", dw2, dw1, "dbias", db2, db1); err != nil {
+	if err := checkutil.CompareAll(1e-5, "dinp", di2, di1, "dweight", dw2, dw1, "dbias", db2, db1); err != nil {
 		return err
 	}
 	return checkAccumulate(b, "", di1, dout, inp, w, N, C, OC, 1e-5)
@@ -110,12 +113,12 @@ func checkMatmulN(b Device, N int) error {
 // here on the host, not by the reference's own accumulate.
 func checkAccumulate(b Device, name string, prod, dout, inp, weight []float32, N, C, OC int, tol float64) error {
 	r := rand.New(rand.NewPCG(7, 7))
-	prior := randn(r, N*C, 1)
-	want := clone(prior)
+	prior := checkutil.Randn(r, N*C, 1)
+	want := checkutil.Clone(prior)
 	for i := range want {
 		want[i] += prod[i]
 	}
-	got := clone(prior)
+	got := checkutil.Clone(prior)
 	b.MatmulBackward(got, nil, nil, dout, inp, weight, N, C, OC, true)
-	return compare(name+"dinp (accumulated)", got, want, tol)
+	return checkutil.Compare(name+"dinp (accumulated)", got, want, tol)
 }

@@ -1,4 +1,11 @@
-package cuda
+// Package cudacheck compares every op of the CUDA backend (gpu/cuda), its
+// cuBLAS products, training steps and generation with the CPU reference
+// gpu/cpu on seeded random inputs, in llm.c's dev/cuda manner: `rlhost
+// selftest --device cuda` runs Checks on a GPU, `make cuda-emu-test` on the
+// kernel emulator, and the package's own tests on gpu/cpu itself, with and
+// without an error planted in one op. It sits above gpu/cuda, as gpu/model
+// does, so the backend imports neither gpu/model nor gpu/cpu.
+package cudacheck
 
 import (
 	"fmt"
@@ -7,7 +14,8 @@ import (
 	"slices"
 
 	"github.com/rlhost/rlhost/gpu"
-	"github.com/rlhost/rlhost/gpu/cpu"
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
@@ -25,7 +33,7 @@ type Check struct {
 func (c Check) Do(d Device) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			e, ok := r.(*Error)
+			e, ok := r.(*cuda.Error)
 			if !ok {
 				panic(r)
 			}
@@ -38,7 +46,7 @@ func (c Check) Do(d Device) (err error) {
 // Device is what the checks exercise: the op set, the cuBLAS products gpu.Backend
 // lacks, and resident tensors (gpu.Memory). *Backend implements it (with -tags cuda); the
 // package tests also run the checks on a CPU implementation, so that the
-// checks themselves are tested where there is no GPU.
+// Checks themselves are tested where there is no GPU.
 type Device interface {
 	gpu.Backend
 	// SgemmStridedBatched is Sgemm over count products whose operands start
@@ -47,10 +55,10 @@ type Device interface {
 		B []float32, ldb, strideB int, beta float32, C []float32, ldc, strideC, count int)
 	// GemmEx is Sgemm on fp32 operands with the given compute type.
 	GemmEx(transA, transB bool, M, N, K int, alpha float32, A []float32, lda int,
-		B []float32, ldb int, beta float32, C []float32, ldc int, compute ComputeType)
+		B []float32, ldb int, beta float32, C []float32, ldc int, compute cuda.ComputeType)
 	// SetPrecision and Precision: how MatmulForward and MatmulBackward compute.
-	SetPrecision(p Precision)
-	Precision() Precision
+	SetPrecision(p cuda.Precision)
+	Precision() cuda.Precision
 	// ToBF16 rounds x to bfloat16 (out gets the bits) on the device.
 	ToBF16(out []uint16, x []float32)
 	// GemmBF16 is Sgemm with A and B rounded to bfloat16 on the device and
@@ -70,62 +78,62 @@ var Checks = []Check{
 	{"Sgemm", checkSgemm},
 	{"SgemmStridedBatched", checkSgemmStridedBatched},
 	{"GemmExTF32", checkGemmEx},
-	{"ToBF16", checkToBF16},
-	{"GemmBF16", checkGemmBF16},
-	{"GemmStridedBatchedBF16", checkGemmStridedBatchedBF16},
+	{"ToBF16", CheckToBF16},
+	{"GemmBF16", CheckGemmBF16},
+	{"GemmStridedBatchedBF16", CheckGemmStridedBatchedBF16},
 	{"Embedding", checkEmbedding},
 	{"RMSNorm", checkRMSNorm},
-	{"ResidualRMSNorm", checkResidualRMSNorm},
-	{"Matmul", checkMatmul},
-	{"MatmulBF16", checkMatmulBF16},
-	{"MatmulTF32", checkMatmulTF32},
+	{"ResidualRMSNorm", CheckResidualRMSNorm},
+	{"Matmul", CheckMatmul},
+	{"MatmulBF16", CheckMatmulBF16},
+	{"MatmulTF32", CheckMatmulTF32},
 	{"Rope", checkRope},
-	{"RopeQK", checkRopeQK},
-	{"DecodeQKV", checkDecodeQKV},
-	{"SwiGLURows", checkSwiGLURows},
+	{"RopeQK", CheckRopeQK},
+	{"DecodeQKV", CheckDecodeQKV},
+	{"SwiGLURows", CheckSwiGLURows},
 	{"DecodeProducts", checkDecodeProducts},
 	{"Attention", checkAttention},
-	{"AttentionCached", checkAttentionCached},
-	{"AttentionCachedBlock", checkAttentionCachedBlock},
-	{"AttentionVarlen", checkAttentionVarlen},
-	{"MMAFragments", checkMMAFragments},
-	{"AttentionVarlenMMA", checkAttentionVarlenMMA},
-	{"AttentionVarlenDKVGroup", checkAttentionVarlenDKVGroup},
-	{"AttentionVarlenDQStage", checkAttentionVarlenDQStage},
-	{"AttentionVarlenFwdLdsm", checkAttentionVarlenFwdLdsm},
+	{"AttentionCached", CheckAttentionCached},
+	{"AttentionCachedBlock", CheckAttentionCachedBlock},
+	{"AttentionVarlen", CheckAttentionVarlen},
+	{"MMAFragments", CheckMMAFragments},
+	{"AttentionVarlenMMA", CheckAttentionVarlenMMA},
+	{"AttentionVarlenDKVGroup", CheckAttentionVarlenDKVGroup},
+	{"AttentionVarlenDQStage", CheckAttentionVarlenDQStage},
+	{"AttentionVarlenFwdLdsm", CheckAttentionVarlenFwdLdsm},
 	{"AttentionWindow", checkAttentionWindow},
 	{"AttentionVarlenWindow", checkAttentionVarlenWindow},
 	{"AttentionVarlenWindowMMA", checkAttentionVarlenWindowMMA},
 	{"AttentionVarlenWindowVariants", checkAttentionVarlenWindowVariants},
 	{"AttentionCachedWindow", checkAttentionCachedWindow},
 	{"SwiGLU", checkSwiGLU},
-	{"SwiGLUBackwardH", checkSwiGLUBackwardH},
+	{"SwiGLUBackwardH", CheckSwiGLUBackwardH},
 	{"GeGLU", checkGeGLU},
 	{"Softcap", checkSoftcap},
 	{"Residual", checkResidual},
-	{"Logprob", checkLogprob},
-	{"LogprobTwoPass", checkLogprobTwoPass},
+	{"Logprob", CheckLogprob},
+	{"LogprobTwoPass", CheckLogprobTwoPass},
 	{"SumSquaresScale", checkSumSquaresScale},
-	{"AdamW", checkAdamW},
-	{"ClipAdamW", checkClipAdamW},
+	{"AdamW", CheckAdamW},
+	{"ClipAdamW", CheckClipAdamW},
 	{"Sample", checkSample},
-	{"SampleBisect", checkSampleBisect},
-	{"SampleSplit", checkSampleSplit},
-	{"GenerateSampleSplit", checkGenerateSampleSplit},
+	{"SampleBisect", CheckSampleBisect},
+	{"SampleSplit", CheckSampleSplit},
+	{"GenerateSampleSplit", CheckGenerateSampleSplit},
 	{"ResidentTensors", checkResident},
-	{"TrainStep", checkTrainStep},
+	{"TrainStep", CheckTrainStep},
 	{"TrainStepPacked", checkTrainStepPacked},
-	{"TrainStepBF16", checkTrainStepBF16},
-	{"TrainStepTF32", checkTrainStepTF32},
+	{"TrainStepBF16", CheckTrainStepBF16},
+	{"TrainStepTF32", CheckTrainStepTF32},
 	{"TrainStepSwiGLURecompute", checkTrainStepSwiGLURecompute},
-	{"Generate", checkGenerate},
-	{"GenerateSampled", checkGenerateSampled},
-	{"GenerateGroups", checkGenerateGroups},
-	{"GenerateDecodeBlock", checkGenerateDecodeBlock},
-	{"AttentionCachedVec", checkAttentionCachedVec},
-	{"GenerateDecodeVec", checkGenerateDecodeVec},
+	{"Generate", CheckGenerate},
+	{"GenerateSampled", CheckGenerateSampled},
+	{"GenerateGroups", CheckGenerateGroups},
+	{"GenerateDecodeBlock", CheckGenerateDecodeBlock},
+	{"AttentionCachedVec", CheckAttentionCachedVec},
+	{"GenerateDecodeVec", CheckGenerateDecodeVec},
 	{"GenerateQwen", checkGenerateQwen},
-	{"DecodeGraph", checkDecodeGraph},
+	{"DecodeGraph", CheckDecodeGraph},
 	{"TrainStepWindow", checkTrainStepWindow},
 	{"TrainStepWindowBF16", checkTrainStepWindowBF16},
 	{"GenerateWindow", checkGenerateWindow},
@@ -133,53 +141,6 @@ var Checks = []Check{
 
 // ---------------------------------------------------------------------------
 // helpers
-
-func randn(r *rand.Rand, n int, s float64) []float32 {
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(r.NormFloat64() * s)
-	}
-	return x
-}
-
-func clone(x []float32) []float32 { return append([]float32(nil), x...) }
-
-// compare reports the worst element of got (CUDA) against want (CPU) when
-// |got-want| > tol*max(1, max|want|).
-func compare(name string, got, want []float32, tol float64) error {
-	if len(got) != len(want) {
-		return fmt.Errorf("%s: %d values, want %d", name, len(got), len(want))
-	}
-	scale := 1.0
-	for _, w := range want {
-		scale = max(scale, math.Abs(float64(w)))
-	}
-	worst, at := 0.0, -1
-	for i := range got {
-		d := math.Abs(float64(got[i]) - float64(want[i]))
-		if d > worst || math.IsNaN(d) {
-			worst, at = d, i
-			if math.IsNaN(d) {
-				break
-			}
-		}
-	}
-	if at >= 0 && (worst > tol*scale || math.IsNaN(worst)) {
-		return fmt.Errorf("%s[%d] = %g on cuda, %g on cpu (|diff| %.3g > %.3g)", name, at, got[at], want[at], worst, tol*scale)
-	}
-	return nil
-}
-
-func compareAll(tol float64, pairs ...any) error {
-	for i := 0; i+2 < len(pairs); i += 3 {
-		if err := compare(pairs[i].(string), pairs[i+1].([]float32), pairs[i+2].([]float32), tol); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-var ref = cpu.New()
 
 // ---------------------------------------------------------------------------
 // matrix products
@@ -193,15 +154,15 @@ var ref = cpu.New()
 func checkResident(b Device) error {
 	r := rand.New(rand.NewPCG(15, 15))
 	const n, C = 10000, 100
-	xs := randn(r, n, 1)
+	xs := checkutil.Randn(r, n, 1)
 	x, y := b.Alloc("check x", n), b.Alloc("check y", n)
 	defer b.Free(x)
 	defer b.Free(y)
 	b.Upload(x, xs)
 	b.SwiGLUForward(y, x, x, n)
 	want := make([]float32, n)
-	ref.SwiGLUForward(want, xs, xs, n)
-	if err := compare("resident swiglu", host(b, y), want, 1e-5); err != nil {
+	checkutil.Ref.SwiGLUForward(want, xs, xs, n)
+	if err := checkutil.Compare("resident swiglu", checkutil.Host(b, y), want, 1e-5); err != nil {
 		return err
 	}
 	rows := []int32{7, 3, 99, 0, 42}
@@ -212,33 +173,26 @@ func checkResident(b Device) error {
 	defer b.Free(g)
 	b.GatherRows(g, x, idx, len(rows), C)
 	wantG := make([]float32, len(rows)*C)
-	ref.GatherRows(wantG, xs, rows, len(rows), C)
-	if err := compare("gather rows", host(b, g), wantG, 0); err != nil {
+	checkutil.Ref.GatherRows(wantG, xs, rows, len(rows), C)
+	if err := checkutil.Compare("gather rows", checkutil.Host(b, g), wantG, 0); err != nil {
 		return err
 	}
 	b.Copy(y, x)
 	b.ScatterRows(y, g, idx[1:], len(rows)-1, C) // rows 3, 99, 0, 42 get gathered rows 7, 3, 99, 0
 	wantS := slices.Clone(xs)
-	ref.ScatterRows(wantS, wantG, rows[1:], len(rows)-1, C)
-	if err := compare("scatter rows", host(b, y), wantS, 0); err != nil {
+	checkutil.Ref.ScatterRows(wantS, wantG, rows[1:], len(rows)-1, C)
+	if err := checkutil.Compare("scatter rows", checkutil.Host(b, y), wantS, 0); err != nil {
 		return err
 	}
 	b.Zero(y[C : 2*C])
 	clear(wantS[C : 2*C])
-	return compare("zero", host(b, y), wantS, 0)
+	return checkutil.Compare("zero", checkutil.Host(b, y), wantS, 0)
 }
 
-// host downloads the tensor x of a backend.
-func host(b gpu.Backend, x []float32) []float32 {
-	h := make([]float32, len(x))
-	b.Download(h, x)
-	return h
-}
-
-// checkTrainStep: a two-layer GQA model, forward, backward and one clipped
+// CheckTrainStep: a two-layer GQA model, forward, backward and one clipped
 // AdamW step on both backends from the same weights; logits, log-probs,
 // every gradient and the updated parameters are compared.
-func checkTrainStep(b Device) error { return trainStepCheck(b, nil) }
+func CheckTrainStep(b Device) error { return trainStepCheck(b, nil) }
 
 // checkTrainStepPacked is checkTrainStep on a packed batch (model.Batch
 // Lengths: the attention over packed sequences inside the model).
@@ -249,11 +203,11 @@ func checkTrainStepPacked(b Device) error { return trainStepCheck(b, []int{7, 12
 // with swiglu_forward and runs swiglu_backward, gpu.SwiGLURecompute); the
 // variants are restored after it.
 func checkTrainStepSwiGLURecompute(b Device) error {
-	return withVariant(b, func(v *Variants) { v.SwiGLURecompute = true }, func() error {
+	return WithVariant(b, func(v *cuda.Variants) { v.SwiGLURecompute = true }, func() error {
 		if err := trainStepCheck(b, nil); err != nil {
 			return err
 		}
-		return mixedStepCheck(b, BF16)
+		return mixedStepCheck(b, cuda.BF16)
 	})
 }
 
@@ -268,8 +222,8 @@ func trainStepCheck(b Device, lengths []int) error {
 // trainStepCheckConfig is trainStepCheck of the model c.
 func trainStepCheckConfig(b Device, c model.Config, lengths []int) error {
 	r := rand.New(rand.NewPCG(16, 16))
-	init := randn(r, c.NumParams(), 0.05)
-	mc, mg := model.NewZero(ref, c), model.NewZero(b, c)
+	init := checkutil.Randn(r, c.NumParams(), 0.05)
+	mc, mg := model.NewZero(checkutil.Ref, c), model.NewZero(b, c)
 	mc.Params.Upload(init)
 	mg.Params.Upload(init)
 	B, T := 2, 12
@@ -314,12 +268,12 @@ func trainStepCheckConfig(b Device, c model.Config, lengths []int) error {
 		if err := m.Forward(a, batch); err != nil {
 			return fmt.Errorf("forward on %s: %w", m.Backend().Name(), err)
 		}
-		logits[i], logp[i] = host(m.Backend(), a.Logits), clone(a.Logp)
+		logits[i], logp[i] = checkutil.Host(m.Backend(), a.Logits), checkutil.Clone(a.Logp)
 		if err := m.Backward(a, dlogp, dent); err != nil {
 			return fmt.Errorf("backward on %s: %w", m.Backend().Name(), err)
 		}
 		for _, g := range m.Grads.Names {
-			grads[i] = append(grads[i], host(m.Backend(), g.Data))
+			grads[i] = append(grads[i], checkutil.Host(m.Backend(), g.Data))
 		}
 		opt := model.NewAdamW(m, cfg)
 		var err error
@@ -327,11 +281,11 @@ func trainStepCheckConfig(b Device, c model.Config, lengths []int) error {
 			return err
 		}
 	}
-	if err := compareAll(1e-4, "logits", logits[1], logits[0], "logp", logp[1], logp[0]); err != nil {
+	if err := checkutil.CompareAll(1e-4, "logits", logits[1], logits[0], "logp", logp[1], logp[0]); err != nil {
 		return err
 	}
 	for i, info := range mc.Grads.Names {
-		if err := compare("grad "+info.Name, grads[1][i], grads[0][i], 1e-4); err != nil {
+		if err := checkutil.Compare("grad "+info.Name, grads[1][i], grads[0][i], 1e-4); err != nil {
 			return err
 		}
 	}
@@ -341,8 +295,8 @@ func trainStepCheckConfig(b Device, c model.Config, lengths []int) error {
 	// One AdamW step moves each parameter by about lr*sign(grad): where the
 	// gradient is within rounding of 0 its sign, and so the step, may differ
 	// between backends. Elsewhere the steps must agree closely (checkAdamW
-	// checks the update itself on equal gradients).
-	gotParams := host(b, mg.Params.Data)
+	// Checks the update itself on equal gradients).
+	gotParams := checkutil.Host(b, mg.Params.Data)
 	var cpuGrads []float32
 	for _, g := range grads[0] {
 		cpuGrads = append(cpuGrads, g...)
@@ -363,16 +317,16 @@ func trainStepCheckConfig(b Device, c model.Config, lengths []int) error {
 	return nil
 }
 
-// checkGenerate: greedy generation with the KV cache (AttentionCachedForward
+// CheckGenerate: greedy generation with the KV cache (AttentionCachedForward
 // for every new token), three requests over two slots so that a slot and its
 // stale cache are reused; tokens must be equal and their log-probabilities
 // close. Large weights (std 0.3) make a near tie in the argmax unlikely.
-func checkGenerate(b Device) error {
+func CheckGenerate(b Device) error {
 	c := model.Config{Family: "llama", V: 97, C: 64, F: 128, L: 2, NH: 4, NKV: 1, HD: 16, MaxPos: 64,
 		Eps: 1e-5, RopeTheta: 10000, Tied: true, BOS: 1, EOS: 2}
 	r := rand.New(rand.NewPCG(17, 17))
-	init := randn(r, c.NumParams(), 0.3)
-	return generateBoth(ref, b, c, init, greedyRequests(r, c.V, 3, 3, 4, 12), 2, "tokens")
+	init := checkutil.Randn(r, c.NumParams(), 0.3)
+	return generateBoth(checkutil.Ref, b, c, init, greedyRequests(r, c.V, 3, 3, 4, 12), 2, "tokens")
 }
 
 // greedyRequests returns n greedy requests of maxTokens new tokens each (EOS
@@ -410,7 +364,7 @@ func generateBoth(ref, b gpu.Backend, c model.Config, init []float32, reqs []mod
 		if !slices.Equal(got.Tokens, want.Tokens) {
 			return fmt.Errorf("request %d: %s %v on cuda, %v on cpu", i, what, got.Tokens, want.Tokens)
 		}
-		if err := compare(fmt.Sprintf("request %d logprobs", i), got.Logprobs, want.Logprobs, 1e-4); err != nil {
+		if err := checkutil.Compare(fmt.Sprintf("request %d logprobs", i), got.Logprobs, want.Logprobs, 1e-4); err != nil {
 			return err
 		}
 	}

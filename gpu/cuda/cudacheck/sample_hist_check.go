@@ -1,4 +1,4 @@
-package cuda
+package cudacheck
 
 // The check of the two sampling kernels (kernels/sample.cuh): the default
 // sample_tokens_hist (radix select) and sample_tokens (bisection, the
@@ -13,6 +13,8 @@ import (
 	"slices"
 
 	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
 // sampleHistKinds are the sampling settings of checkSampleBisect:
@@ -56,14 +58,14 @@ func sampleHistShape(r *rand.Rand, row []float32, shape int) {
 
 const sampleHistShapes = 5
 
-// checkSampleBisect runs rows of every kind and shape (V 20000, 2 draws
+// CheckSampleBisect runs rows of every kind and shape (V 20000, 2 draws
 // each) and four rows of the GRPO-like decode's shape (V 151936, top-k 50,
 // top-p 0.95, nearly flat) through SampleTokens with the default kernel
 // and with the sample_bisect variant on: the tokens must be the CPU
 // reference's and, on a device with variants, the two kernels' tokens and
 // log-probabilities the same, bit for bit. The variants are restored
 // after.
-func checkSampleBisect(b Device) error {
+func CheckSampleBisect(b Device) error {
 	r := rand.New(rand.NewPCG(27, 27))
 	const V = 20000
 	params, logits := sampleShapedRows(r, sampleHistKinds, V)
@@ -128,7 +130,7 @@ func sampleKernelsAgree(b Device, V int, params []gpu.SampleParams, logits []flo
 	b.Upload(z, logits)
 	var tok [2][]int32
 	var lp [2][]float32
-	for i, v := range []Variants{hist, bisect} {
+	for i, v := range []cuda.Variants{hist, bisect} {
 		vd.SetVariants(v)
 		tok[i], lp[i] = make([]int32, M), make([]float32, M)
 		b.SampleTokens(tok[i], lp[i], z, params, M, V)
@@ -146,6 +148,6 @@ func sampleKernelsAgree(b Device, V int, params []gpu.SampleParams, logits []flo
 // cpuToken is the CPU reference's token of one row.
 func cpuToken(row []float32, p gpu.SampleParams) int32 {
 	t := make([]int32, 1)
-	ref.SampleTokens(t, nil, row, []gpu.SampleParams{p}, 1, len(row))
+	checkutil.Ref.SampleTokens(t, nil, row, []gpu.SampleParams{p}, 1, len(row))
 	return t[0]
 }

@@ -1,4 +1,4 @@
-package cuda
+package cudacheck
 
 // Checks of the rope family against the CPU reference gpu/cpu (rope.go).
 
@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
 func checkRope(b Device) error {
@@ -17,25 +18,25 @@ func checkRope(b Device) error {
 	for i := range pos {
 		pos[i] = int32(r.IntN(P))
 	}
-	inp := randn(r, N*H*HD, 1)
+	inp := checkutil.Randn(r, N*H*HD, 1)
 	for _, layout := range []gpu.RopeLayout{gpu.RopeHalf, gpu.RopePairs} {
 		o1, o2 := make([]float32, len(inp)), make([]float32, len(inp))
-		ref.RopeForward(o1, inp, pos, cos, sin, N, H, HD, layout)
+		checkutil.Ref.RopeForward(o1, inp, pos, cos, sin, N, H, HD, layout)
 		b.RopeForward(o2, inp, pos, cos, sin, N, H, HD, layout)
-		d1, d2 := clone(inp), clone(inp) // in place: dinp aliases dout
-		ref.RopeBackward(d1, d1, pos, cos, sin, N, H, HD, layout)
+		d1, d2 := checkutil.Clone(inp), checkutil.Clone(inp) // in place: dinp aliases dout
+		checkutil.Ref.RopeBackward(d1, d1, pos, cos, sin, N, H, HD, layout)
 		b.RopeBackward(d2, d2, pos, cos, sin, N, H, HD, layout)
-		if err := compareAll(1e-5, "out/"+layout.String(), o2, o1, "dinp/"+layout.String(), d2, d1); err != nil {
+		if err := checkutil.CompareAll(1e-5, "out/"+layout.String(), o2, o1, "dinp/"+layout.String(), d2, d1); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// checkRopeQK compares the fused RoPE of queries and keys, forward and
+// CheckRopeQK compares the fused RoPE of queries and keys, forward and
 // backward, in both layouts, with gpu/cpu's RopeForward/RopeBackward of each
 // tensor alone (GQA: fewer key heads than query heads).
-func checkRopeQK(b Device) error {
+func CheckRopeQK(b Device) error {
 	r := rand.New(rand.NewPCG(7, 8))
 	const N, NH, NKV, HD, P = 11, 4, 2, 32, 40
 	cos, sin := ropeTables(P, HD)
@@ -43,18 +44,18 @@ func checkRopeQK(b Device) error {
 	for i := range pos {
 		pos[i] = int32(r.IntN(P))
 	}
-	q, k := randn(r, N*NH*HD, 1), randn(r, N*NKV*HD, 1)
+	q, k := checkutil.Randn(r, N*NH*HD, 1), checkutil.Randn(r, N*NKV*HD, 1)
 	for _, layout := range []gpu.RopeLayout{gpu.RopeHalf, gpu.RopePairs} {
-		q1, k1, q2, k2 := make([]float32, len(q)), make([]float32, len(k)), clone(q), clone(k)
-		ref.RopeForward(q1, q, pos, cos, sin, N, NH, HD, layout)
-		ref.RopeForward(k1, k, pos, cos, sin, N, NKV, HD, layout)
+		q1, k1, q2, k2 := make([]float32, len(q)), make([]float32, len(k)), checkutil.Clone(q), checkutil.Clone(k)
+		checkutil.Ref.RopeForward(q1, q, pos, cos, sin, N, NH, HD, layout)
+		checkutil.Ref.RopeForward(k1, k, pos, cos, sin, N, NKV, HD, layout)
 		b.RopeQKForward(q2, k2, pos, cos, sin, N, NH, NKV, HD, layout)
-		dq1, dk1, dq2, dk2 := make([]float32, len(q)), make([]float32, len(k)), clone(q), clone(k)
-		ref.RopeBackward(dq1, q, pos, cos, sin, N, NH, HD, layout)
-		ref.RopeBackward(dk1, k, pos, cos, sin, N, NKV, HD, layout)
+		dq1, dk1, dq2, dk2 := make([]float32, len(q)), make([]float32, len(k)), checkutil.Clone(q), checkutil.Clone(k)
+		checkutil.Ref.RopeBackward(dq1, q, pos, cos, sin, N, NH, HD, layout)
+		checkutil.Ref.RopeBackward(dk1, k, pos, cos, sin, N, NKV, HD, layout)
 		b.RopeQKBackward(dq2, dk2, pos, cos, sin, N, NH, NKV, HD, layout)
 		l := "/" + layout.String()
-		if err := compareAll(1e-5, "q"+l, q2, q1, "k"+l, k2, k1, "dq"+l, dq2, dq1, "dk"+l, dk2, dk1); err != nil {
+		if err := checkutil.CompareAll(1e-5, "q"+l, q2, q1, "k"+l, k2, k1, "dq"+l, dq2, dq1, "dk"+l, dk2, dk1); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,4 @@
-package cuda
+package cudacheck_test
 
 import "github.com/rlhost/rlhost/gpu"
 

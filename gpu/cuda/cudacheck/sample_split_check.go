@@ -1,4 +1,4 @@
-package cuda
+package cudacheck
 
 // The check of the split sampling path (the sample_split variant,
 // kernels/sample.cuh "Split sampling"): on the rows it takes (greedy,
@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cuda"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
@@ -32,7 +33,7 @@ var sampleSplitKinds = []gpu.SampleParams{
 	{Temperature: 0.01, TopK: 50},
 }
 
-// checkSampleSplit runs rows of every kind through SampleTokens with the
+// CheckSampleSplit runs rows of every kind through SampleTokens with the
 // sample_split variant on: V 97 (one slice) and 3000 (one slice, rows with
 // ties among the largest and nearly flat ones, as checkSample), V 20000
 // (five slices; every shape of sampleHistShape: nearly flat, wider, runs
@@ -41,12 +42,12 @@ var sampleSplitKinds = []gpu.SampleParams{
 // 151936, 38 slices: top-k 50 and top-p 0.95, and temperature alone). On a
 // device without variants (the CPU reference's own checks) it samples the
 // same rows as SampleTokens does there.
-func checkSampleSplit(b Device) error {
+func CheckSampleSplit(b Device) error {
 	r := rand.New(rand.NewPCG(29, 29))
 	for _, V := range []int{97, 3000} {
 		var kinds []gpu.SampleParams // top-k 128 with top-p is top-p alone at V 97: left out there
 		for _, p := range sampleSplitKinds {
-			if _, _, _, ok := splitPlan([]gpu.SampleParams{p}, V); ok {
+			if cuda.SampleSplits([]gpu.SampleParams{p}, V) {
 				kinds = append(kinds, p)
 			}
 		}
@@ -71,7 +72,7 @@ func checkSampleSplit(b Device) error {
 // reference's (sampleAgrees, log-probs within rounding) and the default
 // kernel's. The variants are restored after.
 func sampleSplitAgrees(b Device, V int, params []gpu.SampleParams, logits []float32) error {
-	if _, _, _, ok := splitPlan(params, V); !ok {
+	if !cuda.SampleSplits(params, V) {
 		return fmt.Errorf("V=%d: the split path does not take these rows", V)
 	}
 	vd, ok := b.(variantDevice)
@@ -101,14 +102,14 @@ func sampleSplitAgrees(b Device, V int, params []gpu.SampleParams, logits []floa
 	return sampleAgrees(b, V, params, logits)
 }
 
-// checkGenerateSampleSplit: generation whose every row the split path
+// CheckGenerateSampleSplit: generation whose every row the split path
 // takes (temperature alone, top-k, top-k with top-p, greedy), sampled with
 // the sample_split variant on for the check's duration on a device with
 // variants: the tokens must be the CPU reference's, the log-probs close, as
 // in checkGenerateSampled (whose top-p row sends its calls to the default
 // kernel).
-func checkGenerateSampleSplit(b Device) error {
-	return withVariant(b, func(v *Variants) { v.SampleSplit = true }, func() error {
+func CheckGenerateSampleSplit(b Device) error {
+	return WithVariant(b, func(v *cuda.Variants) { v.SampleSplit = true }, func() error {
 		return generateSampled(b, 19, 200, []model.SampleConfig{
 			{Temperature: 1},
 			{Temperature: 0.8, TopK: 10},

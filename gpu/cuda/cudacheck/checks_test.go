@@ -1,7 +1,6 @@
-package cuda
+package cudacheck_test
 
 import (
-	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 	"math"
 	"slices"
 	"strings"
@@ -9,6 +8,10 @@ import (
 
 	"github.com/rlhost/rlhost/gpu"
 	"github.com/rlhost/rlhost/gpu/cpu"
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 )
 
 // cpuDevice is gpu/cpu as a Device, with an optional error planted in one
@@ -16,20 +19,20 @@ import (
 type cpuDevice struct {
 	cpu.Backend
 	perturb string
-	prec    Precision
-	vars    Variants
+	prec    cuda.Precision
+	vars    cuda.Variants
 }
 
-func (d *cpuDevice) SetPrecision(p Precision) { d.prec = p }
-func (d *cpuDevice) Precision() Precision     { return d.prec }
+func (d *cpuDevice) SetPrecision(p cuda.Precision) { d.prec = p }
+func (d *cpuDevice) Precision() cuda.Precision     { return d.prec }
 
 // Variants and SetVariants hold the variants a check selects; of them
 // gpu/cpu runs only swiglu_recompute's sequence (gpu.SwiGLURecompute: the
 // training step recomputing h with SwiGLUForward, as on the device), the
 // other variants' kernels are the CPU's ops either way.
-func (d *cpuDevice) Variants() Variants     { return d.vars }
-func (d *cpuDevice) SetVariants(v Variants) { d.vars = v }
-func (d *cpuDevice) SwiGLURecompute() bool  { return d.vars.SwiGLURecompute }
+func (d *cpuDevice) Variants() cuda.Variants     { return d.vars }
+func (d *cpuDevice) SetVariants(v cuda.Variants) { d.vars = v }
+func (d *cpuDevice) SwiGLURecompute() bool       { return d.vars.SwiGLURecompute }
 
 // bf16 is round.BF16, or the planted truncation.
 func (d *cpuDevice) bf16(v float32) uint16 {
@@ -48,13 +51,13 @@ func (d *cpuDevice) ToBF16(out []uint16, x []float32) {
 // round returns x as the products of the device's precision read it.
 func (d *cpuDevice) round(x []float32) []float32 {
 	switch d.prec {
-	case BF16:
+	case cuda.BF16:
 		y := make([]float32, len(x))
 		for i, v := range x {
 			y[i] = round.BF16Float(d.bf16(v))
 		}
 		return y
-	case TF32:
+	case cuda.TF32:
 		return round.TF32s(x)
 	}
 	return x
@@ -63,14 +66,14 @@ func (d *cpuDevice) round(x []float32) []float32 {
 func (d *cpuDevice) GemmBF16(transA, transB bool, M, N, K int, alpha float32, A []float32, lda int,
 	B []float32, ldb int, beta float32, C []float32, ldc int) {
 	defer d.SetPrecision(d.prec)
-	d.prec = BF16
+	d.prec = cuda.BF16
 	cpu.Sgemm(transA, transB, M, N, K, alpha, d.round(A), lda, d.round(B), ldb, beta, C, ldc)
 }
 
 func (d *cpuDevice) GemmStridedBatchedBF16(transA, transB bool, M, N, K int, alpha float32, A []float32, lda, strideA int,
 	B []float32, ldb, strideB int, beta float32, C []float32, ldc, strideC, count int) {
 	defer d.SetPrecision(d.prec)
-	d.prec = BF16
+	d.prec = cuda.BF16
 	A, B = d.round(A), d.round(B)
 	for i := 0; i < count; i++ {
 		cpu.Sgemm(transA, transB, M, N, K, alpha, A[i*strideA:], lda, B[i*strideB:], ldb, beta, C[i*strideC:], ldc)
@@ -85,7 +88,7 @@ func (d *cpuDevice) MatmulBackward(dinp, dweight, dbias []float32, dout, inp, we
 	if d.perturb == "matmul-accumulate-overwrite" { // dinp overwritten where it should be added to
 		accumulate = false
 	}
-	if d.prec == FP32 || d.perturb == "matmul-backward-fp32" { // the backward's products left unrounded
+	if d.prec == cuda.FP32 || d.perturb == "matmul-backward-fp32" { // the backward's products left unrounded
 		d.Backend.MatmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate)
 		return
 	}
@@ -104,7 +107,7 @@ func (d *cpuDevice) SgemmStridedBatched(transA, transB bool, M, N, K int, alpha 
 }
 
 func (d *cpuDevice) GemmEx(transA, transB bool, M, N, K int, alpha float32, A []float32, lda int,
-	B []float32, ldb int, beta float32, C []float32, ldc int, compute ComputeType) {
+	B []float32, ldb int, beta float32, C []float32, ldc int, compute cuda.ComputeType) {
 	cpu.Sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
 }
 
@@ -245,7 +248,7 @@ func dropFilter(params []gpu.SampleParams, defect string) []gpu.SampleParams {
 // identical arithmetic.
 func TestChecksPassOnReference(t *testing.T) {
 	d := &cpuDevice{}
-	for _, c := range Checks {
+	for _, c := range cudacheck.Checks {
 		if err := c.Run(d); err != nil {
 			t.Errorf("%s: %v", c.Name, err)
 		}
@@ -298,7 +301,7 @@ func TestChecksDetectErrors(t *testing.T) {
 	} {
 		t.Run(tc.perturb, func(t *testing.T) {
 			d := &cpuDevice{perturb: tc.perturb}
-			for _, c := range Checks {
+			for _, c := range cudacheck.Checks {
 				err := c.Run(d)
 				want := false
 				for _, n := range tc.checks {
@@ -321,10 +324,10 @@ func TestChecksDetectErrors(t *testing.T) {
 // fail would prove nothing.
 func TestCompareDetectsDifference(t *testing.T) {
 	want := []float32{1, 2, 3}
-	if err := compare("x", []float32{1, 2, 3.01}, want, 1e-3); err == nil {
+	if err := checkutil.Compare("x", []float32{1, 2, 3.01}, want, 1e-3); err == nil {
 		t.Fatal("compare accepted a difference of 0.01 at tolerance 1e-3*3")
 	}
-	if err := compare("x", []float32{1, 2, 3.001}, want, 1e-3); err != nil {
+	if err := checkutil.Compare("x", []float32{1, 2, 3.001}, want, 1e-3); err != nil {
 		t.Fatalf("compare rejected a difference within tolerance: %v", err)
 	}
 }

@@ -1,9 +1,12 @@
-package cuda
+package cudacheck_test
 
 import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
 // prefixDefect is a Device whose copies within the KV cache (the generator's
@@ -15,7 +18,7 @@ import (
 //
 // Every other op, and every copy outside the KV cache, is the device's.
 type prefixDefect struct {
-	Device
+	cudacheck.Device
 	kind string
 	kv   [][]float32 // the KV cache tensors allocated through it
 }
@@ -29,7 +32,7 @@ func (d *prefixDefect) Alloc(name string, n int) []float32 {
 }
 
 func (d *prefixDefect) Copy(dst, src []float32) {
-	const slot = groupsMaxT * 16 // floats of one slot of groupsConfig's cache (NKV*HD = 16)
+	const slot = checkutil.GroupsMaxT * 16 // floats of one slot of groupsConfig's cache (NKV*HD = 16)
 	n := min(len(dst), len(src))
 	for _, kv := range d.kv {
 		off := (uintptr(unsafe.Pointer(unsafe.SliceData(src))) - uintptr(unsafe.Pointer(unsafe.SliceData(kv)))) / 4
@@ -60,11 +63,11 @@ var prefixDefects = []string{"short", "wrong-slot", "skipped"}
 
 // checkGroupsDetects requires checkGenerateGroups to fail on d with each
 // of the prefix-copy defects kinds planted.
-func checkGroupsDetects(t *testing.T, d func() Device, kinds ...string) {
+func checkGroupsDetects(t *testing.T, d func() cudacheck.Device, kinds ...string) {
 	t.Helper()
 	for _, kind := range kinds {
 		pd := &prefixDefect{Device: d(), kind: kind}
-		err := checkGenerateGroups(pd)
+		err := cudacheck.CheckGenerateGroups(pd)
 		if len(pd.kv) == 0 {
 			t.Fatalf("%s: the generator allocated no KV cache through the device", kind)
 		}
@@ -82,10 +85,10 @@ func checkGroupsDetects(t *testing.T, d func() Device, kinds ...string) {
 // sharing switched off on both sides, each make it fail (the emulator's
 // TestGenerateGroupsPlantedEmulator plants the first on the kernels).
 func TestGenerateGroupsDetectsPrefixDefects(t *testing.T) {
-	checkGroupsDetects(t, func() Device { return &cpuDevice{} }, prefixDefects...)
-	plantNoPrefixSharing = true
-	defer func() { plantNoPrefixSharing = false }()
-	if err := checkGenerateGroups(&cpuDevice{}); err == nil || !strings.Contains(err.Error(), "no prompt token shared") {
+	checkGroupsDetects(t, func() cudacheck.Device { return &cpuDevice{} }, prefixDefects...)
+	checkutil.PlantNoPrefixSharing = true
+	defer func() { checkutil.PlantNoPrefixSharing = false }()
+	if err := cudacheck.CheckGenerateGroups(&cpuDevice{}); err == nil || !strings.Contains(err.Error(), "no prompt token shared") {
 		t.Errorf("prefix sharing off: GenerateGroups gave %v, want its no-sharing error", err)
 	} else {
 		t.Logf("prefix sharing off: %v", err)

@@ -1,23 +1,25 @@
-package cuda
+package cudacheck
 
 // Checks of mixed precision (bf16.go, kernels/bf16.cuh, the GemmEx
 // wrappers) against CPU references that round the same way (precision.go).
 
 import (
 	"fmt"
-	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 	"math"
 	"math/rand/v2"
 
 	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
-// checkToBF16: the f32_to_bf16 kernel against round.BF16, bit for bit, on
+// CheckToBF16: the f32_to_bf16 kernel against round.BF16, bit for bit, on
 // normal values of many scales, exact ties (even and odd), the neighbours
 // of ties, subnormals, the largest floats (which round to infinity),
 // signed zeros, infinities and NaNs; an odd count.
-func checkToBF16(b Device) error {
+func CheckToBF16(b Device) error {
 	r := rand.New(rand.NewPCG(30, 30))
 	var x []float32
 	for _, bits := range []uint32{
@@ -59,11 +61,11 @@ var gemmCases = []struct {
 	{false, false, 17, 33, 65, 1, 0}, {false, true, 64, 48, 32, 0.5, 1}, {true, false, 31, 7, 129, 1, 0.25}, {true, true, 5, 70, 9, -1, 1},
 }
 
-// checkGemmBF16: cublasGemmEx with bfloat16 operands rounded on the device
+// CheckGemmBF16: cublasGemmEx with bfloat16 operands rounded on the device
 // against the CPU product of the operands rounded by round.BF16 (the
 // products of two bfloat16s are exact in fp32, so only the order of the
 // fp32 sums differs).
-func checkGemmBF16(b Device) error {
+func CheckGemmBF16(b Device) error {
 	r := rand.New(rand.NewPCG(31, 31))
 	for _, tc := range gemmCases {
 		lda, ldb, ldc := tc.K+3, tc.N+1, tc.N+2
@@ -74,37 +76,37 @@ func checkGemmBF16(b Device) error {
 		if tc.tb {
 			ldb, rowsB = tc.K+1, tc.N
 		}
-		A, B, C := randn(r, rowsA*lda, 1), randn(r, rowsB*ldb, 1), randn(r, tc.M*ldc, 1)
-		want, got := clone(C), clone(C)
-		ref.Sgemm(tc.ta, tc.tb, tc.M, tc.N, tc.K, tc.alpha, round.BF16s(A), lda, round.BF16s(B), ldb, tc.beta, want, ldc)
+		A, B, C := checkutil.Randn(r, rowsA*lda, 1), checkutil.Randn(r, rowsB*ldb, 1), checkutil.Randn(r, tc.M*ldc, 1)
+		want, got := checkutil.Clone(C), checkutil.Clone(C)
+		checkutil.Ref.Sgemm(tc.ta, tc.tb, tc.M, tc.N, tc.K, tc.alpha, round.BF16s(A), lda, round.BF16s(B), ldb, tc.beta, want, ldc)
 		b.GemmBF16(tc.ta, tc.tb, tc.M, tc.N, tc.K, tc.alpha, A, lda, B, ldb, tc.beta, got, ldc)
-		if err := compare(fmt.Sprintf("C(transA=%v transB=%v %dx%dx%d)", tc.ta, tc.tb, tc.M, tc.N, tc.K), got, want, 1e-5); err != nil {
+		if err := checkutil.Compare(fmt.Sprintf("C(transA=%v transB=%v %dx%dx%d)", tc.ta, tc.tb, tc.M, tc.N, tc.K), got, want, 1e-5); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// checkGemmStridedBatchedBF16: cublasGemmStridedBatchedEx with bfloat16
+// CheckGemmStridedBatchedBF16: cublasGemmStridedBatchedEx with bfloat16
 // operands against one CPU product of rounded operands per problem.
-func checkGemmStridedBatchedBF16(b Device) error {
+func CheckGemmStridedBatchedBF16(b Device) error {
 	r := rand.New(rand.NewPCG(32, 32))
 	const M, N, K, count = 19, 23, 40, 5
-	A, B, C := randn(r, count*M*K, 1), randn(r, count*N*K, 1), randn(r, count*M*N, 1)
+	A, B, C := checkutil.Randn(r, count*M*K, 1), checkutil.Randn(r, count*N*K, 1), checkutil.Randn(r, count*M*N, 1)
 	Ar, Br := round.BF16s(A), round.BF16s(B)
-	want := clone(C)
+	want := checkutil.Clone(C)
 	for i := 0; i < count; i++ {
-		ref.Sgemm(false, true, M, N, K, 0.5, Ar[i*M*K:], K, Br[i*N*K:], K, 1, want[i*M*N:], N)
+		checkutil.Ref.Sgemm(false, true, M, N, K, 0.5, Ar[i*M*K:], K, Br[i*N*K:], K, 1, want[i*M*N:], N)
 	}
-	got := clone(C)
+	got := checkutil.Clone(C)
 	b.GemmStridedBatchedBF16(false, true, M, N, K, 0.5, A, K, M*K, B, K, N*K, 1, got, N, M*N, count)
-	return compare("C", got, want, 1e-5)
+	return checkutil.Compare("C", got, want, 1e-5)
 }
 
-// checkMatmulBF16 and checkMatmulTF32: the model's products in BF16 and
+// CheckMatmulBF16 and checkMatmulTF32: the model's products in BF16 and
 // TF32 (SetPrecision).
-func checkMatmulBF16(b Device) error { return matmulPrecisionCheck(b, BF16) }
-func checkMatmulTF32(b Device) error { return matmulPrecisionCheck(b, TF32) }
+func CheckMatmulBF16(b Device) error { return matmulPrecisionCheck(b, cuda.BF16) }
+func CheckMatmulTF32(b Device) error { return matmulPrecisionCheck(b, cuda.TF32) }
 
 // matmulPrecisionCheck runs MatmulForward and MatmulBackward in precision
 // p against the fp32 CPU ops on operands rounded as p rounds them (bias and
@@ -115,9 +117,9 @@ func checkMatmulTF32(b Device) error { return matmulPrecisionCheck(b, TF32) }
 // also accumulated into a dinp of other values (checkAccumulate). TF32
 // allows 1e-3: cuBLAS may truncate
 // operands to TF32 where the emulator rounds them to nearest.
-func matmulPrecisionCheck(b Device, p Precision) error {
+func matmulPrecisionCheck(b Device, p cuda.Precision) error {
 	rnd, tol := round.BF16s, 1e-5
-	if p == TF32 {
+	if p == cuda.TF32 {
 		rnd, tol = round.TF32s, 1e-3
 	}
 	prev := b.Precision()
@@ -125,31 +127,31 @@ func matmulPrecisionCheck(b Device, p Precision) error {
 	defer b.SetPrecision(prev)
 	r := rand.New(rand.NewPCG(33, 33))
 	const N, C, OC = 21, 64, 80
-	inp, bias, dout := randn(r, N*C, 1), randn(r, OC, 1), randn(r, N*OC, 1)
+	inp, bias, dout := checkutil.Randn(r, N*C, 1), checkutil.Randn(r, OC, 1), checkutil.Randn(r, N*OC, 1)
 	t := b.Alloc("check weights", 3*OC*C)
 	defer b.Free(t)
-	b.Upload(t, randn(r, 3*OC*C, 0.1))
+	b.Upload(t, checkutil.Randn(r, 3*OC*C, 0.1))
 	view := t[OC*C : 2*OC*C]
 	for round2, name := range []string{"resident weight", "resident weight after an upload", "host weight"} {
-		w := randn(r, OC*C, 0.1)
+		w := checkutil.Randn(r, OC*C, 0.1)
 		weight := w
 		if round2 < 2 {
 			b.Upload(view, w)
 			weight = view
 		}
 		o1, o2 := make([]float32, N*OC), make([]float32, N*OC)
-		ref.MatmulForward(o1, rnd(inp), rnd(w), bias, N, C, OC)
+		checkutil.Ref.MatmulForward(o1, rnd(inp), rnd(w), bias, N, C, OC)
 		b.MatmulForward(o2, inp, weight, bias, N, C, OC)
-		if err := compare(name+": out", o2, o1, tol); err != nil {
+		if err := checkutil.Compare(name+": out", o2, o1, tol); err != nil {
 			return err
 		}
-		dw0, db0 := randn(r, OC*C, 1), randn(r, OC, 1)
+		dw0, db0 := checkutil.Randn(r, OC*C, 1), checkutil.Randn(r, OC, 1)
 		di1, di2 := make([]float32, N*C), make([]float32, N*C)
-		dw1, dw2, db1, db2 := clone(dw0), clone(dw0), clone(db0), clone(db0)
-		ref.MatmulBackward(di1, dw1, nil, rnd(dout), rnd(inp), rnd(w), N, C, OC, false)
-		ref.MatmulBackward(nil, nil, db1, dout, inp, w, N, C, OC, false)
+		dw1, dw2, db1, db2 := checkutil.Clone(dw0), checkutil.Clone(dw0), checkutil.Clone(db0), checkutil.Clone(db0)
+		checkutil.Ref.MatmulBackward(di1, dw1, nil, rnd(dout), rnd(inp), rnd(w), N, C, OC, false)
+		checkutil.Ref.MatmulBackward(nil, nil, db1, dout, inp, w, N, C, OC, false)
 		b.MatmulBackward(di2, dw2, db2, dout, inp, weight, N, C, OC, false)
-		if err := compareAll(tol, name+": dinp", di2, di1, name+": dweight", dw2, dw1, name+": dbias", db2, db1); err != nil {
+		if err := checkutil.CompareAll(tol, name+": dinp", di2, di1, name+": dweight", dw2, dw1, name+": dbias", db2, db1); err != nil {
 			return err
 		}
 		if err := checkAccumulate(b, name+": ", di1, dout, inp, weight, N, C, OC, tol); err != nil {
@@ -174,7 +176,7 @@ func matmulPrecisionCheck(b Device, p Precision) error {
 func gradientCopyCheck(b Device, round func([]float32) []float32, tol float64) error {
 	r := rand.New(rand.NewPCG(37, 37))
 	const N, C, OC = 17, 40, 32
-	inp, w := randn(r, N*C, 1), randn(r, OC*C, 0.1)
+	inp, w := checkutil.Randn(r, N*C, 1), checkutil.Randn(r, OC*C, 0.1)
 	// two tensors: an op's copy is made only of a tensor it writes
 	// through that one output
 	g1, g2 := b.Alloc("check output gradients", N*OC), b.Alloc("check output gradients, second", N*OC)
@@ -183,11 +185,11 @@ func gradientCopyCheck(b Device, round func([]float32) []float32, tol float64) e
 	vals := make([]float32, N*OC)
 	bwd := func(what string, dout []float32) error {
 		b.Download(vals, dout)
-		dw := randn(r, OC*C, 1)
-		di1, di2, dw1, dw2 := make([]float32, N*C), make([]float32, N*C), clone(dw), clone(dw)
-		ref.MatmulBackward(di1, dw1, nil, round(vals), round(inp), round(w), N, C, OC, false)
+		dw := checkutil.Randn(r, OC*C, 1)
+		di1, di2, dw1, dw2 := make([]float32, N*C), make([]float32, N*C), checkutil.Clone(dw), checkutil.Clone(dw)
+		checkutil.Ref.MatmulBackward(di1, dw1, nil, round(vals), round(inp), round(w), N, C, OC, false)
 		b.MatmulBackward(di2, dw2, nil, dout, inp, w, N, C, OC, false)
-		return compareAll(tol, "output gradient "+what+": dinp", di2, di1, "output gradient "+what+": dweight", dw2, dw1)
+		return checkutil.CompareAll(tol, "output gradient "+what+": dinp", di2, di1, "output gradient "+what+": dweight", dw2, dw1)
 	}
 	rstd := make([]float32, N)
 	for i := range rstd {
@@ -197,7 +199,7 @@ func gradientCopyCheck(b Device, round func([]float32) []float32, tol float64) e
 	for i := range targets {
 		targets[i], pos[i] = int32(r.IntN(OC)), int32(r.IntN(N))
 	}
-	cos, sin := randn(r, N*8, 1), randn(r, N*8, 1) // N positions x 8 pairs
+	cos, sin := checkutil.Randn(r, N*8, 1), checkutil.Randn(r, N*8, 1) // N positions x 8 pairs
 
 	for _, op := range []struct {
 		what  string
@@ -205,16 +207,18 @@ func gradientCopyCheck(b Device, round func([]float32) []float32, tol float64) e
 		dout  []float32
 	}{
 		{"written by RMSNormBackward", func() {
-			b.RMSNormBackward(g1, make([]float32, OC), randn(r, N*OC, 1), randn(r, N*OC, 1), randn(r, OC, 1), rstd, N, OC)
+			b.RMSNormBackward(g1, make([]float32, OC), checkutil.Randn(r, N*OC, 1), checkutil.Randn(r, N*OC, 1), checkutil.Randn(r, OC, 1), rstd, N, OC)
 		}, g1},
 		{"added to by ResidualRMSNormBackward", func() {
-			b.ResidualRMSNormBackward(g1, make([]float32, OC), randn(r, N*OC, 1), randn(r, N*OC, 1), randn(r, N*OC, 1),
-				randn(r, OC, 1), rstd, N, OC)
+			b.ResidualRMSNormBackward(g1, make([]float32, OC), checkutil.Randn(r, N*OC, 1), checkutil.Randn(r, N*OC, 1), checkutil.Randn(r, N*OC, 1),
+				checkutil.Randn(r, OC, 1), rstd, N, OC)
 		}, g1},
-		{"dgate of SwiGLUBackward", func() { b.SwiGLUBackward(g1, g2, randn(r, N*OC, 1), randn(r, N*OC, 2), randn(r, N*OC, 1), N*OC) }, g1},
+		{"dgate of SwiGLUBackward", func() {
+			b.SwiGLUBackward(g1, g2, checkutil.Randn(r, N*OC, 1), checkutil.Randn(r, N*OC, 2), checkutil.Randn(r, N*OC, 1), N*OC)
+		}, g1},
 		{"dup of SwiGLUBackward", func() {}, g2},
 		{"dgate of SwiGLUBackwardH", func() {
-			b.SwiGLUBackwardH(g1, g2, make([]float32, N*OC), randn(r, N*OC, 1), randn(r, N*OC, 2), randn(r, N*OC, 1), N*OC)
+			b.SwiGLUBackwardH(g1, g2, make([]float32, N*OC), checkutil.Randn(r, N*OC, 1), checkutil.Randn(r, N*OC, 2), checkutil.Randn(r, N*OC, 1), N*OC)
 		}, g1},
 		{"dup of SwiGLUBackwardH", func() {}, g2},
 		{"dq of RopeQKBackward", func() {
@@ -222,7 +226,7 @@ func gradientCopyCheck(b Device, round func([]float32) []float32, tol float64) e
 		}, g1},
 		{"dk of RopeQKBackward", func() {}, g2},
 		{"written by LogprobBackward", func() {
-			b.LogprobBackward(g2, randn(r, N*OC, 1), randn(r, N, 0.3), randn(r, N, 1), targets, randn(r, N, 1), randn(r, N, 1), N, OC)
+			b.LogprobBackward(g2, checkutil.Randn(r, N*OC, 1), checkutil.Randn(r, N, 0.3), checkutil.Randn(r, N, 1), targets, checkutil.Randn(r, N, 1), checkutil.Randn(r, N, 1), N, OC)
 		}, g2},
 		{"after Scale wrote it", func() { b.Scale(g2, -0.5) }, g2},
 	} {
@@ -249,23 +253,23 @@ func gradientCopyCheck(b Device, round func([]float32) []float32, tol float64) e
 func sharedInputCheck(b Device, round func([]float32) []float32, tol float64) error {
 	r := rand.New(rand.NewPCG(35, 35))
 	const N, C, OC = 19, 48, 40
-	w, w2, bias, dout := randn(r, OC*C, 0.1), randn(r, C*C, 0.1), randn(r, OC, 1), randn(r, N*OC, 1)
+	w, w2, bias, dout := checkutil.Randn(r, OC*C, 0.1), checkutil.Randn(r, C*C, 0.1), checkutil.Randn(r, OC, 1), checkutil.Randn(r, N*OC, 1)
 	x := b.Alloc("check activations", N*C)
 	defer func() { b.Free(x) }()
-	vals := randn(r, N*C, 1) // what x holds
+	vals := checkutil.Randn(r, N*C, 1) // what x holds
 	b.Upload(x, vals)
 	fwd := func(what string) error {
 		want, got := make([]float32, N*OC), make([]float32, N*OC)
-		ref.MatmulForward(want, round(vals), round(w), bias, N, C, OC)
+		checkutil.Ref.MatmulForward(want, round(vals), round(w), bias, N, C, OC)
 		b.MatmulForward(got, x, w, bias, N, C, OC)
-		return compare("input resident, "+what+": out", got, want, tol)
+		return checkutil.Compare("input resident, "+what+": out", got, want, tol)
 	}
 	bwd := func(what string) error { // the weight gradient reads the input
-		dw := randn(r, OC*C, 1)
-		want, got := clone(dw), clone(dw)
-		ref.MatmulBackward(nil, want, nil, round(dout), round(vals), round(w), N, C, OC, false)
+		dw := checkutil.Randn(r, OC*C, 1)
+		want, got := checkutil.Clone(dw), checkutil.Clone(dw)
+		checkutil.Ref.MatmulBackward(nil, want, nil, round(dout), round(vals), round(w), N, C, OC, false)
 		b.MatmulBackward(nil, got, nil, dout, x, w, N, C, OC, false)
-		return compare("input resident, "+what+": dweight", got, want, tol)
+		return checkutil.Compare("input resident, "+what+": dweight", got, want, tol)
 	}
 	if err := fwd("first product"); err != nil {
 		return err
@@ -283,30 +287,30 @@ func sharedInputCheck(b Device, round func([]float32) []float32, tol float64) er
 	if err := fwd("after Scale wrote it"); err != nil {
 		return err
 	}
-	b.MatmulForward(x, randn(r, N*C, 1), w2, nil, N, C, C) // x = z w2^T
+	b.MatmulForward(x, checkutil.Randn(r, N*C, 1), w2, nil, N, C, C) // x = z w2^T
 	b.Download(vals, x)
 	if err := bwd("after a product wrote it"); err != nil {
 		return err
 	}
-	vals = randn(r, N*C, 1)
+	vals = checkutil.Randn(r, N*C, 1)
 	b.Upload(x, vals)
 	if err := fwd("after an Upload into it"); err != nil {
 		return err
 	}
 	// the ops that write their output's bfloat16 copy in BF16 (bf16.go):
 	// each product after one must read the copy of what the op wrote
-	norm, rstd := randn(r, C, 1), make([]float32, N)
+	norm, rstd := checkutil.Randn(r, C, 1), make([]float32, N)
 	for _, op := range []struct {
 		what  string
 		write func()
 	}{
-		{"RMSNormForward", func() { b.RMSNormForward(x, rstd, randn(r, N*C, 1), norm, N, C, 1e-6) }},
+		{"RMSNormForward", func() { b.RMSNormForward(x, rstd, checkutil.Randn(r, N*C, 1), norm, N, C, 1e-6) }},
 		{"ResidualRMSNormForward", func() {
-			b.ResidualRMSNormForward(make([]float32, N*C), x, rstd, randn(r, N*C, 1), randn(r, N*C, 1), norm, N, C, 1e-6)
+			b.ResidualRMSNormForward(make([]float32, N*C), x, rstd, checkutil.Randn(r, N*C, 1), checkutil.Randn(r, N*C, 1), norm, N, C, 1e-6)
 		}},
-		{"SwiGLUForward", func() { b.SwiGLUForward(x, randn(r, N*C, 2), randn(r, N*C, 1), N*C) }},
+		{"SwiGLUForward", func() { b.SwiGLUForward(x, checkutil.Randn(r, N*C, 2), checkutil.Randn(r, N*C, 1), N*C) }},
 		{"SwiGLUBackwardH", func() { // its h
-			b.SwiGLUBackwardH(make([]float32, N*C), make([]float32, N*C), x, randn(r, N*C, 1), randn(r, N*C, 2), randn(r, N*C, 1), N*C)
+			b.SwiGLUBackwardH(make([]float32, N*C), make([]float32, N*C), x, checkutil.Randn(r, N*C, 1), checkutil.Randn(r, N*C, 2), checkutil.Randn(r, N*C, 1), N*C)
 		}},
 	} {
 		op.write()
@@ -338,18 +342,18 @@ func sharedInputCheck(b Device, round func([]float32) []float32, tol float64) er
 func adamwWeightCheck(b Device, round func([]float32) []float32, tol float64) error {
 	r := rand.New(rand.NewPCG(36, 36))
 	const N, C, OC = 13, 32, 24
-	inp, grads := randn(r, N*C, 1), randn(r, OC*C, 1)
+	inp, grads := checkutil.Randn(r, N*C, 1), checkutil.Randn(r, OC*C, 1)
 	m, v := make([]float32, OC*C), make([]float32, OC*C)
 	w := b.Alloc("check weights (AdamW)", OC*C)
 	defer b.Free(w)
-	b.Upload(w, randn(r, OC*C, 0.1))
+	b.Upload(w, checkutil.Randn(r, OC*C, 0.1))
 	vals := make([]float32, OC*C)
 	fwd := func(what string) error {
 		b.Download(vals, w)
 		want, got := make([]float32, N*OC), make([]float32, N*OC)
-		ref.MatmulForward(want, round(inp), round(vals), nil, N, C, OC)
+		checkutil.Ref.MatmulForward(want, round(inp), round(vals), nil, N, C, OC)
 		b.MatmulForward(got, inp, w, nil, N, C, OC)
-		return compare("weight resident, "+what+": out", got, want, tol)
+		return checkutil.Compare("weight resident, "+what+": out", got, want, tol)
 	}
 	if err := fwd("first product"); err != nil {
 		return err
@@ -360,48 +364,48 @@ func adamwWeightCheck(b Device, round func([]float32) []float32, tol float64) er
 			return err
 		}
 	}
-	b.Upload(w, randn(r, OC*C, 0.1))
+	b.Upload(w, checkutil.Randn(r, OC*C, 0.1))
 	return fwd("after an Upload into it")
 }
 
-// mixedTolerance bounds how far the log-probs and the loss of the tiny
+// MixedTolerance bounds how far the log-probs and the loss of the tiny
 // training step in BF16 (TF32) may lie from the fp32 CPU reference: about
 // 4x what the emulator measures (docs/gpu.md lists the measured figures:
 // BF16 2.7e-3 and 2.3e-4, TF32 1.9e-4 and 6.9e-6), and for TF32 room for
 // operands truncated rather than rounded by the tensor cores.
-var mixedTolerance = map[Precision]struct{ logp, loss float64 }{
-	BF16: {1e-2, 1e-3},
-	TF32: {1e-3, 1e-4},
+var MixedTolerance = map[cuda.Precision]struct{ Logp, Loss float64 }{
+	cuda.BF16: {1e-2, 1e-3},
+	cuda.TF32: {1e-3, 1e-4},
 }
 
-// checkTrainStepBF16 and checkTrainStepTF32: two training steps of the
+// CheckTrainStepBF16 and checkTrainStepTF32: two training steps of the
 // tiny model with the products in BF16 (TF32) on the device and in fp32 on
 // the CPU, within mixedTolerance.
-func checkTrainStepBF16(b Device) error { return mixedStepCheck(b, BF16) }
-func checkTrainStepTF32(b Device) error { return mixedStepCheck(b, TF32) }
+func CheckTrainStepBF16(b Device) error { return mixedStepCheck(b, cuda.BF16) }
+func CheckTrainStepTF32(b Device) error { return mixedStepCheck(b, cuda.TF32) }
 
-func mixedStepCheck(b Device, p Precision) error {
-	return mixedStepCheckConfig(b, p, mixedStepConfig, mixedTolerance[p])
+func mixedStepCheck(b Device, p cuda.Precision) error {
+	return mixedStepCheckConfig(b, p, MixedStepConfig, MixedTolerance[p])
 }
 
-// mixedStepConfig is the Qwen2-shaped model of mixedStepCheck.
-var mixedStepConfig = model.Config{Family: "qwen2", V: 97, C: 64, F: 160, L: 2, NH: 4, NKV: 2, HD: 16, MaxPos: 64,
+// MixedStepConfig is the Qwen2-shaped model of mixedStepCheck.
+var MixedStepConfig = model.Config{Family: "qwen2", V: 97, C: 64, F: 160, L: 2, NH: 4, NKV: 2, HD: 16, MaxPos: 64,
 	Eps: 1e-6, RopeTheta: 10000, QKVBias: true, BOS: 1, EOS: 2}
 
 // mixedStepCheckConfig is mixedStepCheck of the model c, within tol.
-func mixedStepCheckConfig(b Device, p Precision, c model.Config, tol struct{ logp, loss float64 }) error {
-	d, err := mixedStepDiffs(b, p, c)
+func mixedStepCheckConfig(b Device, p cuda.Precision, c model.Config, tol struct{ Logp, Loss float64 }) error {
+	d, err := MixedStepDiffs(b, p, c)
 	if err != nil {
 		return err
 	}
-	for s := range d.logp {
-		if !(d.logp[s] <= tol.logp) {
+	for s := range d.Logp {
+		if !(d.Logp[s] <= tol.Logp) {
 			return fmt.Errorf("step %d: logp[%d] = %.6g on cuda (%v), %.6g on cpu (fp32) (|diff| %.3g > %.3g)",
-				s+1, d.at[s], d.got[s], p, d.want[s], d.logp[s], tol.logp)
+				s+1, d.At[s], d.Got[s], p, d.Want[s], d.Logp[s], tol.Logp)
 		}
-		if !(d.loss[s] <= tol.loss) {
+		if !(d.Loss[s] <= tol.Loss) {
 			return fmt.Errorf("step %d: loss %.6g on cuda (%v), %.6g on cpu (fp32) (|diff| %.3g > %.3g)",
-				s+1, d.lossGot[s], p, d.lossWant[s], d.loss[s], tol.loss)
+				s+1, d.LossGot[s], p, d.LossWant[s], d.Loss[s], tol.Loss)
 		}
 	}
 	return nil
@@ -413,22 +417,22 @@ func mixedStepCheckConfig(b Device, p Precision, c model.Config, tol struct{ log
 // (loss = -mean of the scored rows' log-probs), and the relative difference
 // of the gradient norms.
 type stepDiffs struct {
-	logp, loss, norm  [2]float64
-	at                [2]int
-	got, want         [2]float32
-	lossGot, lossWant [2]float64
+	Logp, Loss, Norm  [2]float64
+	At                [2]int
+	Got, Want         [2]float32
+	LossGot, LossWant [2]float64
 }
 
-// mixedStepDiffs runs forward, backward and AdamW twice on the model c
+// MixedStepDiffs runs forward, backward and AdamW twice on the model c
 // (weights std 0.1) on b in precision p and on the CPU
 // in fp32, from the same weights and batch; the second forward reads the
 // updated weights (so their bfloat16 copies must have been refreshed).
-func mixedStepDiffs(b Device, p Precision, c model.Config) (stepDiffs, error) {
+func MixedStepDiffs(b Device, p cuda.Precision, c model.Config) (stepDiffs, error) {
 	prev := b.Precision()
 	b.SetPrecision(p)
 	defer b.SetPrecision(prev)
 	r := rand.New(rand.NewPCG(34, 34))
-	init := randn(r, c.NumParams(), 0.1)
+	init := checkutil.Randn(r, c.NumParams(), 0.1)
 	const B, T = 2, 12
 	batch := model.Batch{B: B, T: T, Tokens: make([]int32, B*T), Targets: make([]int32, B*T)}
 	dlogp, dent := make([]float32, B*T), make([]float32, B*T)
@@ -454,7 +458,7 @@ func mixedStepDiffs(b Device, p Precision, c model.Config) (stepDiffs, error) {
 	for i, be := range []Device{nil, b} {
 		var m *model.Model
 		if i == 0 {
-			m = model.NewZero(ref, c)
+			m = model.NewZero(checkutil.Ref, c)
 		} else {
 			m = model.NewZero(be, c)
 		}
@@ -466,7 +470,7 @@ func mixedStepDiffs(b Device, p Precision, c model.Config) (stepDiffs, error) {
 			if err := m.Forward(a, batch); err != nil {
 				return stepDiffs{}, fmt.Errorf("forward on %s: %w", m.Backend().Name(), err)
 			}
-			logp[i][s] = clone(a.Logp)
+			logp[i][s] = checkutil.Clone(a.Logp)
 			m.ZeroGrads()
 			if err := m.Backward(a, dlogp, dent); err != nil {
 				return stepDiffs{}, fmt.Errorf("backward on %s: %w", m.Backend().Name(), err)
@@ -488,18 +492,18 @@ func mixedStepDiffs(b Device, p Precision, c model.Config) (stepDiffs, error) {
 			got, want := logp[1][s][n], logp[0][s][n]
 			lg -= float64(got) / float64(scored)
 			lw -= float64(want) / float64(scored)
-			if diff := math.Abs(float64(got - want)); diff > d.logp[s] || math.IsNaN(diff) {
-				d.logp[s], d.at[s], d.got[s], d.want[s] = diff, n, got, want
+			if diff := math.Abs(float64(got - want)); diff > d.Logp[s] || math.IsNaN(diff) {
+				d.Logp[s], d.At[s], d.Got[s], d.Want[s] = diff, n, got, want
 				if math.IsNaN(diff) {
-					d.logp[s] = math.Inf(1)
+					d.Logp[s] = math.Inf(1)
 				}
 			}
 		}
-		d.loss[s], d.lossGot[s], d.lossWant[s] = math.Abs(lg-lw), lg, lw
-		if math.IsNaN(d.loss[s]) {
-			d.loss[s] = math.Inf(1)
+		d.Loss[s], d.LossGot[s], d.LossWant[s] = math.Abs(lg-lw), lg, lw
+		if math.IsNaN(d.Loss[s]) {
+			d.Loss[s] = math.Inf(1)
 		}
-		d.norm[s] = math.Abs(norms[1][s]-norms[0][s]) / norms[0][s]
+		d.Norm[s] = math.Abs(norms[1][s]-norms[0][s]) / norms[0][s]
 	}
 	return d, nil
 }

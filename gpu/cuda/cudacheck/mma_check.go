@@ -1,4 +1,4 @@
-package cuda
+package cudacheck
 
 // The check of the tensor-core product (kernels/mma.cuh): the fragment
 // layouts of mma.sync m16n8k16 with bf16 operands, written out here from
@@ -9,8 +9,9 @@ package cuda
 
 import (
 	"fmt"
-	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 	"math/rand/v2"
+
+	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 )
 
 // MMAProber is a device whose kernels can run the bf16 tensor-core
@@ -23,13 +24,13 @@ type MMAProber interface {
 	MMAProbe(d []float32, a, b []uint32, c []float32, count int)
 }
 
-// mmaA, mmaB and mmaC locate element i of a lane's fragment of A [16x16]
+// MmaA, mmaB and mmaC locate element i of a lane's fragment of A [16x16]
 // (a0..a7: register i/2, half i%2, the low half first), B [16x8] (b0..b3)
 // and C or D [16x8] (c0..c3: one register each), as the PTX ISA's section
 // "Matrix Fragments for mma.m16n8k16 with floating point type" states them
 // for .bf16 operands and .f32 accumulators, with groupID = lane>>2 and
 // threadID_in_group = lane%4.
-func mmaA(lane, i int) (row, col int) {
+func MmaA(lane, i int) (row, col int) {
 	g, t := lane>>2, lane%4
 	row = g
 	if !(i < 2 || (4 <= i && i < 6)) {
@@ -42,7 +43,7 @@ func mmaA(lane, i int) (row, col int) {
 	return row, col
 }
 
-func mmaB(lane, i int) (row, col int) {
+func MmaB(lane, i int) (row, col int) {
 	g, t := lane>>2, lane%4
 	row = t*2 + (i & 1)
 	if i >= 2 {
@@ -51,7 +52,7 @@ func mmaB(lane, i int) (row, col int) {
 	return row, g
 }
 
-func mmaC(lane, i int) (row, col int) {
+func MmaC(lane, i int) (row, col int) {
 	g, t := lane>>2, lane%4
 	row = g
 	if i >= 2 {
@@ -60,12 +61,12 @@ func mmaC(lane, i int) (row, col int) {
 	return row, t*2 + (i & 1)
 }
 
-// checkMMAFragments lays out count random products A [16x16] B [16x8] + C
+// CheckMMAFragments lays out count random products A [16x16] B [16x8] + C
 // in registers by the tables above, runs them on the device and requires D
 // exactly: the entries are small integers, so every product and sum is
 // exact in fp32 whatever order the tensor cores add in. A device without
 // the product (the CPU reference) has nothing to check.
-func checkMMAFragments(dev Device) error {
+func CheckMMAFragments(dev Device) error {
 	p, ok := dev.(MMAProber)
 	if !ok {
 		return nil
@@ -95,13 +96,13 @@ func checkMMAFragments(dev Device) error {
 		for lane := 0; lane < 32; lane++ {
 			at := (n*32 + lane)
 			for i := 0; i < 8; i++ {
-				row, col := mmaA(lane, i)
+				row, col := MmaA(lane, i)
 				a[at*4+i/2] |= uint32(round.BF16(pr.A[row][col])) << (16 * (i % 2))
 			}
 			for i := 0; i < 4; i++ {
-				row, col := mmaB(lane, i)
+				row, col := MmaB(lane, i)
 				b[at*2+i/2] |= uint32(round.BF16(pr.B[row][col])) << (16 * (i % 2))
-				row, col = mmaC(lane, i)
+				row, col = MmaC(lane, i)
 				c[at*4+i] = pr.C[row][col]
 			}
 		}
@@ -114,7 +115,7 @@ func checkMMAFragments(dev Device) error {
 		pr := &probs[n]
 		for lane := 0; lane < 32; lane++ {
 			for i := 0; i < 4; i++ {
-				row, col := mmaC(lane, i)
+				row, col := MmaC(lane, i)
 				want := pr.C[row][col]
 				for k := 0; k < 16; k++ {
 					want += pr.A[row][k] * pr.B[k][col]

@@ -1,4 +1,4 @@
-package cuda
+package cudacheck
 
 // Checks of the logprob family against the CPU reference gpu/cpu (logprob.go).
 
@@ -7,12 +7,15 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/rlhost/rlhost/gpu/cuda"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
-func checkLogprob(b Device) error {
+func CheckLogprob(b Device) error {
 	r := rand.New(rand.NewPCG(12, 12))
 	const N, V = 9, 1000
-	logits := randn(r, N*V, 4)
+	logits := checkutil.Randn(r, N*V, 4)
 	targets := make([]int32, N)
 	for i := range targets {
 		targets[i] = int32(r.IntN(V))
@@ -20,22 +23,22 @@ func checkLogprob(b Device) error {
 	targets[3] = -1
 	lp1, lp2, h1, h2 := make([]float32, N), make([]float32, N), make([]float32, N), make([]float32, N)
 	l1, l2 := make([]float32, N), make([]float32, N)
-	ref.LogprobForward(lp1, h1, l1, logits, targets, N, V)
+	checkutil.Ref.LogprobForward(lp1, h1, l1, logits, targets, N, V)
 	b.LogprobForward(lp2, h2, l2, logits, targets, N, V)
-	if err := compareAll(1e-5, "logp", lp2, lp1, "entropy", h2, h1, "lse", l2, l1); err != nil {
+	if err := checkutil.CompareAll(1e-5, "logp", lp2, lp1, "entropy", h2, h1, "lse", l2, l1); err != nil {
 		return err
 	}
-	dlogp, dent := randn(r, N, 1), randn(r, N, 1)
-	d1, d2 := clone(logits), clone(logits) // dlogits aliases logits
-	ref.LogprobBackward(d1, d1, l1, h1, targets, dlogp, dent, N, V)
+	dlogp, dent := checkutil.Randn(r, N, 1), checkutil.Randn(r, N, 1)
+	d1, d2 := checkutil.Clone(logits), checkutil.Clone(logits) // dlogits aliases logits
+	checkutil.Ref.LogprobBackward(d1, d1, l1, h1, targets, dlogp, dent, N, V)
 	b.LogprobBackward(d2, d2, l1, h1, targets, dlogp, dent, N, V)
-	return compare("dlogits", d2, d1, 1e-5)
+	return checkutil.Compare("dlogits", d2, d1, 1e-5)
 }
 
 // logprobRow is one row of checkLogprobTwoPass: its logits and target,
 // and what it is.
 type logprobRow struct {
-	kind   string
+	Kind   string
 	z      []float32
 	target int32
 }
@@ -59,7 +62,7 @@ func logprobRows(r *rand.Rand) map[int][]logprobRow {
 		}
 		return z
 	}
-	normal := func(n int, s float64) []float32 { return randn(r, n, s) }
+	normal := func(n int, s float64) []float32 { return checkutil.Randn(r, n, s) }
 	peak := normal(V, 1)
 	ip := r.IntN(V)
 	peak[ip] = 40
@@ -96,23 +99,23 @@ func logprobRows(r *rand.Rand) map[int][]logprobRow {
 	return rows
 }
 
-// logprobOut is one row's log-prob, entropy and lse from the CPU
+// LogprobOut is one row's log-prob, entropy and lse from the CPU
 // reference, the default kernel (one pass) and the logprob_twopass variant.
-type logprobOut struct {
+type LogprobOut struct {
 	V        int
-	row      logprobRow
-	cpu, one [3]float32
-	two      [3]float32
+	Row      logprobRow
+	Cpu, One [3]float32
+	Two      [3]float32
 }
 
-var logprobOutNames = [3]string{"logp", "entropy", "lse"}
+var LogprobOutNames = [3]string{"logp", "entropy", "lse"}
 
-// logprobOuts runs logprobRows through the CPU reference, LogprobForward
+// LogprobOuts runs logprobRows through the CPU reference, LogprobForward
 // and (on a device with variants) LogprobForward with logprob_twopass on;
 // the rows of each V in one call, and the first V's rows once more from a
 // device tensor one float past its start (every row 4 bytes off a 16-byte
 // boundary).
-func logprobOuts(b Device) ([]logprobOut, error) {
+func LogprobOuts(b Device) ([]LogprobOut, error) {
 	r := rand.New(rand.NewPCG(31, 31))
 	rows := logprobRows(r)
 	var widths []int
@@ -120,7 +123,7 @@ func logprobOuts(b Device) ([]logprobOut, error) {
 		widths = append(widths, V)
 	}
 	slices.Sort(widths)
-	var outs []logprobOut
+	var outs []LogprobOut
 	run := func(V int, rs []logprobRow, offset bool) error {
 		N := len(rs)
 		logits, targets := make([]float32, 0, N*V), make([]int32, N)
@@ -132,7 +135,7 @@ func logprobOuts(b Device) ([]logprobOut, error) {
 		for q := range cpuOut {
 			cpuOut[q] = make([]float32, N)
 		}
-		ref.LogprobForward(cpuOut[0], cpuOut[1], cpuOut[2], logits, targets, N, V)
+		checkutil.Ref.LogprobForward(cpuOut[0], cpuOut[1], cpuOut[2], logits, targets, N, V)
 		in := logits
 		if offset {
 			t := b.Alloc("check logits", N*V+1)
@@ -145,7 +148,7 @@ func logprobOuts(b Device) ([]logprobOut, error) {
 			for q := range dev[k] {
 				dev[k][q] = make([]float32, N)
 			}
-			if err := withVariant(b, func(v *Variants) { v.LogprobTwoPass = two }, func() error {
+			if err := WithVariant(b, func(v *cuda.Variants) { v.LogprobTwoPass = two }, func() error {
 				b.LogprobForward(dev[k][0], dev[k][1], dev[k][2], in, targets, N, V)
 				return nil
 			}); err != nil {
@@ -153,12 +156,12 @@ func logprobOuts(b Device) ([]logprobOut, error) {
 			}
 		}
 		for i, row := range rs {
-			o := logprobOut{V: V, row: row}
+			o := LogprobOut{V: V, Row: row}
 			if offset {
-				o.row.kind += ", 4 bytes off"
+				o.Row.Kind += ", 4 bytes off"
 			}
 			for q := range 3 {
-				o.cpu[q], o.one[q], o.two[q] = cpuOut[q][i], dev[0][q][i], dev[1][q][i]
+				o.Cpu[q], o.One[q], o.Two[q] = cpuOut[q][i], dev[0][q][i], dev[1][q][i]
 			}
 			outs = append(outs, o)
 		}
@@ -181,32 +184,32 @@ func logprobOuts(b Device) ([]logprobOut, error) {
 // kernel against the two-pass one. Measured on the emulator
 // (TestLogprobTwoPassDiffs; docs/gpu.md, "The log-softmax forward in one
 // pass"): at most 1.2e-7 each, one float rounding of the results.
-const logprobTol, logprobKernelTol = 1e-5, 2e-6
+const LogprobTol, LogprobKernelTol = 1e-5, 2e-6
 
-// checkLogprobTwoPass: the one-pass kernel (the default) and the two-pass
+// CheckLogprobTwoPass: the one-pass kernel (the default) and the two-pass
 // one (the logprob_twopass variant) on the rows of logprobRows, each
 // against the CPU reference and against each other, row by row. The
 // variants are restored after.
-func checkLogprobTwoPass(b Device) error {
-	outs, err := logprobOuts(b)
+func CheckLogprobTwoPass(b Device) error {
+	outs, err := LogprobOuts(b)
 	if err != nil {
 		return err
 	}
 	for _, o := range outs {
-		for q, name := range logprobOutNames {
+		for q, name := range LogprobOutNames {
 			for _, c := range []struct {
 				what      string
 				got, want float32
 				tol       float64
 			}{
-				{"one-pass", o.one[q], o.cpu[q], logprobTol},
-				{"two-pass", o.two[q], o.cpu[q], logprobTol},
-				{"one-pass against two-pass", o.one[q], o.two[q], logprobKernelTol},
+				{"one-pass", o.One[q], o.Cpu[q], LogprobTol},
+				{"two-pass", o.Two[q], o.Cpu[q], LogprobTol},
+				{"one-pass against two-pass", o.One[q], o.Two[q], LogprobKernelTol},
 			} {
 				d := math.Abs(float64(c.got) - float64(c.want))
 				if lim := c.tol * max(1, math.Abs(float64(c.want))); !(d <= lim) {
 					return fmt.Errorf("V=%d row %q (target %d): %s %s %g, %g (|diff| %.3g > %.3g); cpu %g",
-						o.V, o.row.kind, o.row.target, c.what, name, c.got, c.want, d, lim, o.cpu[q])
+						o.V, o.Row.Kind, o.Row.target, c.what, name, c.got, c.want, d, lim, o.Cpu[q])
 				}
 			}
 		}
