@@ -50,8 +50,7 @@ func (b *Backend) AttentionBackward(dq, dk, dv, scratch []float32, dout, q, k, v
 // AttentionCachedForward attends N new tokens to the KV cache [S*rows,NKV,HD]
 // (slots of rows rows, position j of a slot in its row j%rows: a full
 // cache, or a sliding window's rolling one) by flash-decoding
-// (attentionCachedSplit), or, with the decode_block variant,
-// attention_cached: one block per (token, head).
+// (attentionCachedSplit).
 func (b *Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot, pos []int32, N, NH, NKV, HD, rows, window int) {
 	if N == 0 {
 		return
@@ -62,14 +61,7 @@ func (b *Backend) AttentionCachedForward(out, q, kcache, vcache []float32, slot,
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	span := cachedSpan(rows, window) // the scores' row stride: positions are not read on the host
 	b.d.run("AttentionCachedForward", func(a *arena) {
-		if !b.d.vars.DecodeBlock {
-			b.attentionCachedSplit(a, out, q, kcache, vcache, slot, pos, N, NH, NKV, HD, rows, span, scale)
-			return
-		}
-		ps := a.alloc(int64(N*NH*span) * 4)
-		b.d.launch("attention_cached", N*NH, ptr(a.out(out, N*NH*HD)), ptr(ps), ptr(a.in(q, N*NH*HD)),
-			ptr(a.in(kcache, len(kcache))), ptr(a.in(vcache, len(vcache))), ptr(a.ints(slot, N)), ptr(a.ints(pos, N)),
-			i64(N), i64(NH), i64(NKV), i64(HD), i64(rows), i64(span), f32(scale))
+		b.attentionCachedSplit(a, out, q, kcache, vcache, slot, pos, N, NH, NKV, HD, rows, span, scale)
 	})
 }
 

@@ -101,8 +101,7 @@ func decodeStepLaunches(t *testing.T, c model.Config, fused bool, p Precision) i
 // layer. Qwen2.5-0.5B
 // (24 layers), one decode step of few tokens: 269 -> 149 launches in fp32,
 // 293 -> 173 in bf16 (TestDecodeLaunchesPerToken logs them; 24 fewer
-// without the combine: 125 and 149 with attention_cached, the decode_block
-// variant, or one chunk), and 169 -> 97 products.
+// without the combine, over one chunk), and 169 -> 97 products.
 var decodeLayerLaunches = map[Precision]int64{FP32: 6, BF16: 7}
 
 // TestDecodeLaunchesPerToken: the fused decode's kernel launches per layer

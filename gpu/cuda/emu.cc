@@ -231,7 +231,7 @@ static rl_kernel rl_make(const char* name, void (*f)(A...)) {
 static const rl_kernel rl_kernels[] = {
     K(embedding_forward), K(embedding_backward), K(rmsnorm_forward), K(rmsnorm_backward_dinp),
     K(rmsnorm_backward_dweight), K(add_bias), K(bias_backward), K(colsum_finish), K(rope), K(attention_probs), K(attention_out),
-    K(attention_dscores), K(attention_dq), K(attention_dkv), K(attention_cached), K(swiglu_forward),
+    K(attention_dscores), K(attention_dq), K(attention_dkv), K(swiglu_forward),
     K(swiglu_backward), K(swiglu_backward_h), K(geglu_forward), K(geglu_backward_h), K(softcap_forward),
     K(softcap_backward), K(residual_forward), K(residual_backward), K(logprob_forward), K(logprob_forward_twopass), K(logprob_backward),
     K(sum_squares), K(sum_f64), K(scale), K(clip_coef), K(adamw), K(gather_rows), K(scatter_rows),
@@ -244,19 +244,15 @@ static const rl_kernel rl_kernels[] = {
     rl_make("flash_attention_forward_mma64/lse", flash_forward_mma<4, FA_BUG_LSE>),
     rl_make("flash_attention_forward_mma64/frag", flash_forward_mma<4, FA_BUG_FRAG>),
     rl_make("flash_attention_forward_mma128/frag", flash_forward_mma<8, FA_BUG_FRAG>),
-    K(flash_attention_backward_dq_mma64), K(flash_attention_backward_dkv_mma64),
-    rl_make("flash_attention_backward_dq_mma64/nosync", flash_backward_dq_mma<4, FA_BUG_NOSYNC>),
-    rl_make("flash_attention_backward_dq_mma64/tile", flash_backward_dq_mma<4, FA_BUG_TILE>),
-    rl_make("flash_attention_backward_dq_mma64/frag", flash_backward_dq_mma<4, FA_BUG_FRAG>),
-    rl_make("flash_attention_backward_dkv_mma64/nosync", flash_backward_dkv_mma<4, FA_DK | FA_DV, FA_BUG_NOSYNC>),
-    rl_make("flash_attention_backward_dkv_mma64/tile", flash_backward_dkv_mma<4, FA_DK | FA_DV, FA_BUG_TILE>),
-    rl_make("flash_attention_backward_dkv_mma64/frag", flash_backward_dkv_mma<4, FA_DK | FA_DV, FA_BUG_FRAG>),
     K(flash_attention_backward_dq_mma128), K(flash_attention_backward_dk_mma128), K(flash_attention_backward_dv_mma128),
     rl_make("flash_attention_backward_dq_mma128/frag", flash_backward_dq_mma<8, FA_BUG_FRAG>),
     rl_make("flash_attention_backward_dk_mma128/frag", flash_backward_dkv_mma<8, FA_DK, FA_BUG_FRAG>),
     rl_make("flash_attention_backward_dv_mma128/frag", flash_backward_dkv_mma<8, FA_DV, FA_BUG_FRAG>),
     rl_make("flash_attention_backward_dv_mma128/tile", flash_backward_dkv_mma<8, FA_DV, FA_BUG_TILE>),
     K(flash_attention_backward_dkv_heads_mma64), K(flash_attention_backward_dkv_reduce),
+    // dq_mma64, the kernel dq_ldsm_mma64 replaced (K staged again, transposed; the same
+    // arguments and grid): TestFlashDQLdsmMatchesStaged compares the two bit for bit
+    rl_make("flash_attention_backward_dq_ldsm_mma64/staged", flash_backward_dq_mma<4, FA_OK>),
     rl_make("flash_attention_backward_dkv_heads_mma64/nosync", flash_backward_dkv_heads_mma<4, FA_BUG_NOSYNC>),
     rl_make("flash_attention_backward_dkv_heads_mma64/tile", flash_backward_dkv_heads_mma<4, FA_BUG_TILE>),
     rl_make("flash_attention_backward_dkv_heads_mma64/frag", flash_backward_dkv_heads_mma<4, FA_BUG_FRAG>),
@@ -285,9 +281,10 @@ static const rl_kernel rl_kernels[] = {
     rl_make("flash_attention_backward_dkv/tile", flash_backward_dkv<FA_NC, FA_BUG_TILE>),
     rl_make("flash_attention_backward_dq/nosync", flash_backward_dq<FA_NC, FA_BUG_NOSYNC>),
     rl_make("flash_attention_backward_dq/tile", flash_backward_dq<FA_NC, FA_BUG_TILE>),
-    K(sample_tokens), K(f32_to_bf16), K(residual_rmsnorm_forward),
+    K(f32_to_bf16), K(residual_rmsnorm_forward),
     // sample.cuh: the sample_hist variant, then its test modes (SH_SKEW, SH_BUG_*)
     K(sample_tokens_hist), rl_make("sample_tokens_hist/skew", sample_tokens_impl<SH_SKEW>),
+    rl_make("sample_tokens_hist/bisect", sample_tokens_impl<SH_OFF>),
     rl_make("sample_tokens_hist/topk", sample_tokens_impl<SH_BUG_TOPK>),
     rl_make("sample_tokens_hist/unsettled", sample_tokens_impl<SH_BUG_UNSETTLED>),
     // sample.cuh: the sample_split variant's kernels, then its planted defects (SS_BUG_*)

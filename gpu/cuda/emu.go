@@ -396,7 +396,8 @@ func (e emuDriver) dtohAsync(dst unsafe.Pointer, src dptr, bytes int64) error {
 	return nil
 }
 
-// emuPlanted names, per kernel, a planted defect to run in its place (the
+// emuPlanted names, per kernel, a planted defect (or a former kernel kept
+// to compare with, e.g. sample_tokens_hist/bisect) to run in its place (the
 // emulator's build of it registered as "kernel/defect" in emu.cc): the
 // tests set it to prove that a check fails on a broken kernel.
 var emuPlanted = map[string]string{}

@@ -45,7 +45,7 @@ func (b *Backend) flashSeqlens(a *arena, cuSeqlens []int32, S, N, maxT, NH, NKV,
 
 // AttentionVarlenForward: see gpu.Backend. One launch; lse [N,NH] is kept
 // for the backward. With bf16 products the products run on the bf16 tensor
-// cores (flashattn_mma.go) unless Variants.FlashSIMT is on; heads of more
+// cores (flashattn_mma.go); heads of more
 // than 128 dimensions run the fp32 _hd256 kernels in every precision. A
 // sliding window (window > 0) masks the scores outside it and skips the
 // key tiles wholly outside it.
@@ -77,7 +77,7 @@ func (b *Backend) AttentionVarlenForward(out, lse []float32, q, k, v []float32, 
 // head, summing the group's query heads) and dq (one block per query tile
 // and head): no atomics, so the result does not depend on scheduling.
 // With bf16 products dk/dv and dq run on the bf16 tensor cores
-// (flashattn_mma.go) unless Variants.FlashSIMT is on; heads of more than
+// (flashattn_mma.go); heads of more than
 // 128 dimensions run the fp32 _hd256 kernels in every precision.
 func (b *Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, q, k, v []float32, cuSeqlens []int32,
 	S, N, maxT, NH, NKV, HD, window int) {
@@ -117,7 +117,6 @@ func (b *Backend) AttentionVarlenBackward(dq, dk, dv []float32, dout, out, lse, 
 // flashMMA reports whether the fused attention runs on the bf16 tensor
 // cores (flashattn_mma.go, the default since an H100 proof measured a
 // training step 1.39x faster with them): where the products are bf16
-// (SetPrecision(BF16), actor.dtype=bfloat16) and the flash_simt variant is
-// off, so that a run in float32 or tfloat32 keeps its attention in fp32 as
-// it asked.
-func (d *device) flashMMA() bool { return !d.vars.FlashSIMT && d.prec == BF16 }
+// (SetPrecision(BF16), actor.dtype=bfloat16), so that a run in float32 or
+// tfloat32 keeps its attention in fp32 as it asked.
+func (d *device) flashMMA() bool { return d.prec == BF16 }

@@ -2,9 +2,8 @@ package cuda
 
 // The fused attention's products on the bf16 tensor cores
 // (kernels/flashattn.cuh, flash_forward_mma; the product kernels/mma.cuh):
-// the default where the products are bf16 (device.flashMMA); the
-// flash_simt variant (Variants.FlashSIMT) runs flashattn.go's fp32 kernels
-// instead. The checks are in flashattn_check.go and mma_check.go.
+// where the products are bf16 (device.flashMMA). The checks are in
+// cudacheck/flashattn_check.go and mma_check.go.
 
 import (
 	"fmt"
@@ -45,30 +44,17 @@ func (b *Backend) flashForwardMMA(a *arena, cu dptr, out, lse, q, k, v []float32
 // AttentionVarlenBackward's op, on its staged operands and D, with grids
 // of 64 keys, or 64 queries, a block. For HD <= 64: dK and dV by one block
 // per query head and key tile and the reduction over each group
-// (flashBackwardDKVHeads; the flash_dkv_group variant: one kernel, a block
-// per key/value head), dQ by flash_attention_backward_dq_ldsm_mma64 (the
-// flash_dq_stage variant: dq_mma64, the same grid and arguments); both the
-// defaults since an H100 proof at 960b55b measured them 2.3x and 1.14x
-// faster. Above 64 dK and dV take two kernels (flashattn.cuh: their
+// (flashBackwardDKVHeads), dQ by flash_attention_backward_dq_ldsm_mma64:
+// an H100 proof at 960b55b measured them 2.3x and 1.14x faster than the
+// kernels they replaced (one block per key/value head; K staged twice),
+// which were deleted after it. Above 64 dK and dV take two kernels (flashattn.cuh: their
 // accumulators and fragments together exceed a thread's registers).
 func (b *Backend) flashBackwardMMA(a *arena, cu, pq, pk, pv, pdo, plse, pD dptr, dq, dk, dv []float32,
 	S, N, maxT, NH, NKV, HD int, scale float32, window int) {
 	pdq, pdk, pdv := a.out(dq, N*NH*HD), a.out(dk, N*NKV*HD), a.out(dv, N*NKV*HD)
 	keys, queries := flashBlocks(S, maxT, NKV), flashBlocks(S, maxT, NH)
 	if HD <= 64 {
-		if b.d.vars.FlashDKVGroup {
-			b.d.launch("flash_attention_backward_dkv_mma64", keys, ptr(pdk), ptr(pdv),
-				ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
-				i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
-		} else {
-			b.flashBackwardDKVHeads(a, cu, pq, pk, pv, pdo, plse, pD, pdk, pdv, S, N, maxT, NH, NKV, HD, scale, window)
-		}
-		if b.d.vars.FlashDQStage { // the same grid and arguments (flashattn.cuh)
-			b.d.launch("flash_attention_backward_dq_mma64", queries, ptr(pdq),
-				ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
-				i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
-			return
-		}
+		b.flashBackwardDKVHeads(a, cu, pq, pk, pv, pdo, plse, pD, pdk, pdv, S, N, maxT, NH, NKV, HD, scale, window)
 		b.d.launch("flash_attention_backward_dq_ldsm_mma64", queries, ptr(pdq),
 			ptr(pq), ptr(pk), ptr(pv), ptr(pdo), ptr(plse), ptr(pD), ptr(cu),
 			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
@@ -85,8 +71,7 @@ func (b *Backend) flashBackwardMMA(a *arena, cu, pq, pk, pv, pdo, plse, pD dptr,
 		i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
 }
 
-// flashBackwardDKVHeads launches dK and dV for HD <= 64 (the default; the
-// flash_dkv_group variant runs dkv_mma64 instead): one block per
+// flashBackwardDKVHeads launches dK and dV for HD <= 64: one block per
 // (sequence, tile of 64 keys, query head) writing its head's partials to
 // arena scratch [N, NH, HD] for dK and for dV, then
 // flash_attention_backward_dkv_reduce summing each key/value head's group

@@ -107,7 +107,7 @@ func TestLogprobKernels(t *testing.T) {
 		{"", "logprob_forward"},
 		{"logprob_twopass", "logprob_forward_twopass"},
 		{"all", "logprob_forward_twopass"},
-		{"flash_simt,sample_bisect,swiglu_recompute", "logprob_forward"},
+		{"decode_vec,sample_split,swiglu_recompute", "logprob_forward"},
 	} {
 		v, err := cuda.ParseVariants(tc.variants)
 		if err != nil {

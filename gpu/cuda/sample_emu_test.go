@@ -3,8 +3,9 @@
 package cuda_test
 
 import (
+	"fmt"
+	"math"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu"
@@ -13,55 +14,95 @@ import (
 	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
-// TestSampleHistEmulator runs the check of the two sampling kernels on
-// the emulator (TestKernelsOnEmulator runs it too, among all the checks):
-// the radix-select kernel, the default, gives the bisection's (the
-// sample_bisect variant's) tokens and log-probs.
-func TestSampleHistEmulator(t *testing.T) {
-	if err := (cudacheck.Check{Name: "SampleBisect", Run: cudacheck.CheckSampleBisect}).Do(openEmulator(t)); err != nil {
+// sampleVersusBisect samples CheckSampleShapes' rows (every kind and shape
+// at V 20000, and the GRPO-like decode's at V 151936) with
+// sample_tokens_hist, with defect planted in it ("" for none), and with
+// the bisection swapped in its place (sample_tokens_hist/bisect, the
+// kernel the radix select replaced): an error names the first row whose
+// token or log-prob differ in a bit.
+func sampleVersusBisect(be *cuda.Backend, defect string) error {
+	const kernel = "sample_tokens_hist"
+	defer delete(cuda.EmuPlanted, kernel)
+	r := rand.New(rand.NewPCG(27, 27))
+	for _, V := range []int{20000, 151936} {
+		params, logits := cudacheck.SampleShapesRows(r, V)
+		if V > 20000 {
+			params, logits = cudacheck.SampleShapesGRPO(r, V)
+		}
+		M := len(params)
+		z := be.Alloc("logits", M*V)
+		be.Upload(z, logits)
+		var tok [2][]int32
+		var lp [2][]float32
+		for i, plant := range []string{defect, "bisect"} {
+			cuda.EmuPlanted[kernel] = plant
+			tok[i], lp[i] = make([]int32, M), make([]float32, M)
+			be.SampleTokens(tok[i], lp[i], z, params, M, V)
+		}
+		be.Free(z)
+		for i := range tok[0] {
+			if tok[1][i] != tok[0][i] || math.Float32bits(lp[1][i]) != math.Float32bits(lp[0][i]) {
+				return fmt.Errorf("V=%d row %d (%+v): radix select token %d (log-prob %g), bisection %d (%g)",
+					V, i, params[i], tok[0][i], lp[0][i], tok[1][i], lp[1][i])
+			}
+		}
+	}
+	return nil
+}
+
+// TestSampleBisectEmulator: the radix-select kernel gives the bisection's
+// tokens and log-probs bit for bit over CheckSampleShapes' rows, and the
+// check itself passes (TestKernelsOnEmulator runs it too).
+func TestSampleBisectEmulator(t *testing.T) {
+	be := openEmulator(t)
+	if err := sampleVersusBisect(be, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := (cudacheck.Check{Name: "SampleShapes", Run: cudacheck.CheckSampleShapes}).Do(be); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TestSampleHistSkewEmulator runs the check with every mass-based guess of
-// the radix select one key off (sample.cuh SH_SKEW: above the answer for
-// the draw, below it for top-p): hist_settle's exact test must catch each
-// and bisect to the default's cut, so the check still passes. It is what a
-// guess spoilt by the fp32 masses' rounding goes through.
+// TestSampleHistSkewEmulator: with every mass-based guess of the radix
+// select one key off (sample.cuh SH_SKEW: above the answer for the draw,
+// below it for top-p), hist_settle's exact test must catch each and
+// bisect to the default's cut, so the tokens are still the bisection's.
+// It is what a guess spoilt by the fp32 masses' rounding goes through.
 func TestSampleHistSkewEmulator(t *testing.T) {
-	cuda.EmuPlanted["sample_tokens_hist"] = "skew"
-	defer delete(cuda.EmuPlanted, "sample_tokens_hist")
-	if err := (cudacheck.Check{Name: "SampleBisect", Run: cudacheck.CheckSampleBisect}).Do(openEmulator(t)); err != nil {
+	if err := sampleVersusBisect(openEmulator(t), "skew"); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TestSampleHistPlantedBugs: the check fails with a defect planted in the
-// radix-select kernel, the default: the top-k count scan one member late (top-k keeps K+1),
-// and the skewed guesses taken without hist_settle's test (wrong top-p cuts
-// and draws).
+// TestSampleHistPlantedBugs: a defect planted in the radix-select kernel
+// (the top-k count scan one member late: top-k keeps K+1; the skewed
+// guesses taken without hist_settle's test: wrong top-p cuts and draws)
+// makes its tokens differ from the bisection's and fails the check
+// against the CPU reference.
 func TestSampleHistPlantedBugs(t *testing.T) {
 	be := openEmulator(t)
 	for _, defect := range []string{"topk", "unsettled"} {
 		t.Run(defect, func(t *testing.T) {
-			cuda.EmuPlanted["sample_tokens_hist"] = defect
-			defer delete(cuda.EmuPlanted, "sample_tokens_hist")
-			err := (cudacheck.Check{Name: "SampleBisect", Run: cudacheck.CheckSampleBisect}).Do(be)
+			err := sampleVersusBisect(be, defect)
 			if err == nil {
-				t.Fatalf("the check passed with %s planted in sample_tokens_hist", defect)
-			}
-			if !strings.Contains(err.Error(), "sample_hist token") {
-				t.Errorf("error %q is not the comparison of the two kernels", err)
+				t.Fatalf("the tokens are the bisection's with %s planted in sample_tokens_hist", defect)
 			}
 			t.Log(err)
+			cuda.EmuPlanted["sample_tokens_hist"] = defect
+			defer delete(cuda.EmuPlanted, "sample_tokens_hist")
+			if err := (cudacheck.Check{Name: "SampleShapes", Run: cudacheck.CheckSampleShapes}).Do(be); err == nil {
+				t.Fatalf("the check passed with %s planted in sample_tokens_hist", defect)
+			} else {
+				t.Log(err)
+			}
 		})
 	}
 }
 
 // TestTransferSampleHist: SampleTokens on flat rows (3000 candidates
-// each: the radix select runs), by default and with the sample_bisect
-// variant on, moves the same: the same bytes and copies, one launch, one
-// synchronisation and no allocation once the arena has grown; and gives
+// each: the radix select runs) makes one launch and one synchronisation,
+// allocates nothing once the arena has grown, and moves what the
+// bisection in its place moves (the same arguments and scratch), giving
 // the same tokens.
 func TestTransferSampleHist(t *testing.T) {
 	be := openEmulator(t)
@@ -76,8 +117,9 @@ func TestTransferSampleHist(t *testing.T) {
 	}
 	var c [2]cuda.Counters
 	var tok [2][]int32
-	for i, bisect := range []bool{false, true} {
-		be.SetVariants(cuda.Variants{SampleBisect: bisect})
+	defer delete(cuda.EmuPlanted, "sample_tokens_hist")
+	for i, plant := range []string{"", "bisect"} {
+		cuda.EmuPlanted["sample_tokens_hist"] = plant
 		tok[i] = make([]int32, M)
 		lp := make([]float32, M)
 		be.SampleTokens(tok[i], lp, z, params, M, V) // the arena grows here
@@ -86,12 +128,12 @@ func TestTransferSampleHist(t *testing.T) {
 		c[i] = be.Counters()
 		c[i] = c[i].Counts() // the times apart
 	}
-	if c[1] != c[0] || c[1].Launches != 1 || c[1].Syncs != 1 || c[1].Allocs != 0 {
-		t.Errorf("sample_bisect: %+v; the default kernel %+v (want the same, one launch, one sync, no allocation)", c[1], c[0])
+	if c[0] != c[1] || c[0].Launches != 1 || c[0].Syncs != 1 || c[0].Allocs != 0 {
+		t.Errorf("%+v; the bisection %+v (want the same, one launch, one sync, no allocation)", c[0], c[1])
 	}
 	for i := range tok[0] {
 		if tok[1][i] != tok[0][i] {
-			t.Errorf("row %d: token %d with sample_bisect, %d with the default", i, tok[1][i], tok[0][i])
+			t.Errorf("row %d: token %d, %d with the bisection", i, tok[0][i], tok[1][i])
 		}
 	}
 }

@@ -161,10 +161,7 @@ func checkSteps(t *testing.T, what string, got Counters, io, paramBytes int64, m
 // launches, attention_cached_split and its combine: every forward here
 // spans several chunks; on the Llama-shaped groups model, without biases,
 // 2 fewer a layer); with adapters on q, k and v, RoPE and the cache writes
-// are one launch where they were 3. With attention_cached (the
-// decode_block variant, the default before flash-decoding;
-// TestTransferDecodeBlock) a layer takes one launch fewer per forward:
-// "decode" 60 and 196 (4 forwards of 2 layers), "groups" 315 (21 of 2).
+// are one launch where they were 3.
 var stepLaunches = map[string]int64{
 	"L=1,scoredOnly=false": 39, "L=2,scoredOnly=false": 66,
 	"L=1,scoredOnly=true": 41, "L=2,scoredOnly=true": 68,

@@ -17,12 +17,8 @@ const VariantsEnv = "RLHOST_CUDA_VARIANTS"
 // and in `rlhost selftest --device cuda`). A new kernel comes as an opt-in
 // variant and becomes the default once a GPU has measured it faster than
 // the default in the same run (scripts/gpu/proof.sh, PROOF_VARIANTS); the
-// kernel it replaces stays selectable as a variant, so that a proof can
-// still time the two against each other. FlashSIMT, DecodeBlock and
-// SampleBisect are the kernels that were the defaults before an H100 proof
-// (at b593c0c) measured their replacements faster, FlashDKVGroup and
-// FlashDQStage those before an H100 proof at 960b55b did (docs/gpu.md,
-// "Kernel variants"). SwiGLURecompute and LogprobTwoPass are the former
+// kernel it replaced is then deleted (retiredVariants; the measurements
+// stay in docs/bench/history). SwiGLURecompute and LogprobTwoPass are the former
 // defaults replaced before a GPU timed their replacements: the one runs
 // the same formulas with a pass over [N, F] tensors fewer a layer, the
 // other reads the logits once where the former read them twice, so they
@@ -30,36 +26,6 @@ const VariantsEnv = "RLHOST_CUDA_VARIANTS"
 // FlashFwdLdsm, SampleSplit and DecodeVec are new kernels, opt-in until a
 // GPU has timed them against the default.
 type Variants struct {
-	// FlashSIMT runs the fused attention's products on fp32 CUDA cores
-	// where the products are bf16, instead of the bf16 tensor cores
-	// (mma.sync m16n8k16). In fp32 and tf32 the attention runs on the
-	// CUDA cores either way (device.flashMMA).
-	FlashSIMT bool
-	// DecodeBlock runs a decode's attention as attention_cached, one block
-	// per (token, query head) over all of its cached positions, instead of
-	// flash-decoding (attention_cached_split over chunks of the positions,
-	// and a combine of their partial softmaxes).
-	DecodeBlock bool
-	// SampleBisect finds the cuts of flat rows in sample_tokens by
-	// bisection over the logit keys, instead of sample_tokens_hist's radix
-	// select (one histogram pass per 8 bits of the keys).
-	SampleBisect bool
-	// FlashDKVGroup computes the tensor-core backward's dK and dV (head
-	// dimensions up to 64) with one block per key/value head and key tile
-	// looping over the head's group of query heads
-	// (flash_attention_backward_dkv_mma64), instead of one block per query
-	// head and key tile writing per-query-head partials that a second
-	// kernel sums over each group (flashattn_mma.go). It applies where the
-	// tensor-core attention runs (bf16 products, FlashSIMT off); above 64
-	// dimensions the same kernels run either way.
-	FlashDKVGroup bool
-	// FlashDQStage computes the tensor-core backward's dQ (head dimensions
-	// up to 64) with K staged a second time transposed for dQ += dS K, four
-	// __syncthreads a key tile (flash_attention_backward_dq_mma64), instead
-	// of each key tile staged once into one of two buffers and K's
-	// fragments read with ldmatrix.trans, one __syncthreads a tile. It
-	// applies where the tensor-core attention runs, as FlashDKVGroup.
-	FlashDQStage bool
 	// SwiGLURecompute runs the training step's MLP backward as it ran
 	// before SwiGLUBackwardH: swiglu_forward recomputes h, then the down
 	// product's input and weight gradients, then swiglu_backward, instead
@@ -82,7 +48,7 @@ type Variants struct {
 	// stages V again transposed, with two __syncthreads a tile and expf.
 	// The same products in the same order (built with expf, on the
 	// emulator, out and lse are the default's bits). It applies where the
-	// tensor-core attention runs, as FlashDKVGroup. An opt-in variant: not
+	// tensor-core attention runs (bf16 products). An opt-in variant: not
 	// yet timed on a GPU.
 	FlashFwdLdsm bool
 	// ClipScale runs ClipAdamW as gpu.ClipGradNorm (the norm down, then
@@ -104,17 +70,12 @@ type Variants struct {
 	// of 4 dimensions, at most 1024), instead of one float a position a
 	// thread. The scores and the softmax are the default's; the output's
 	// sums run in another order. An opt-in variant: not yet timed on a
-	// GPU. With DecodeBlock it selects nothing.
+	// GPU.
 	DecodeVec bool
 }
 
 // variantNames maps each name RLHOST_CUDA_VARIANTS accepts to its field.
 var variantNames = map[string]func(*Variants) *bool{
-	"flash_simt":       func(v *Variants) *bool { return &v.FlashSIMT },
-	"decode_block":     func(v *Variants) *bool { return &v.DecodeBlock },
-	"sample_bisect":    func(v *Variants) *bool { return &v.SampleBisect },
-	"flash_dkv_group":  func(v *Variants) *bool { return &v.FlashDKVGroup },
-	"flash_dq_stage":   func(v *Variants) *bool { return &v.FlashDQStage },
 	"swiglu_recompute": func(v *Variants) *bool { return &v.SwiGLURecompute },
 	"logprob_twopass":  func(v *Variants) *bool { return &v.LogprobTwoPass },
 	"flash_fwd_ldsm":   func(v *Variants) *bool { return &v.FlashFwdLdsm },
@@ -123,21 +84,27 @@ var variantNames = map[string]func(*Variants) *bool{
 	"decode_vec":       func(v *Variants) *bool { return &v.DecodeVec },
 }
 
-// promotedVariants are the names of variants that became the default
-// kernels, with the variant that now selects the kernels they replaced. A
-// name of them is an error: accepted, it would select nothing, and a
-// measurement of it against the default would time the default twice.
-var promotedVariants = map[string]string{
-	"flash_mma":       "flash_simt",
-	"decode_split":    "decode_block",
-	"sample_hist":     "sample_bisect",
-	"flash_dkv_heads": "flash_dkv_group",
-	"flash_dq_ldsm":   "flash_dq_stage",
+// retiredVariants are the names of variants a GPU proof settled: the ones
+// it promoted to the default kernels, and the former defaults it measured
+// slower, since deleted. A name of them is an error saying which: accepted,
+// it would select nothing, and a measurement of it against the default
+// would time the default twice.
+var retiredVariants = map[string]string{
+	"flash_mma":       "the default kernel now (an H100 proof at b593c0c)",
+	"decode_split":    "the default kernel now (an H100 proof at b593c0c)",
+	"sample_hist":     "the default kernel now (an H100 proof at b593c0c)",
+	"flash_dkv_heads": "the default kernel now (an H100 proof at 960b55b)",
+	"flash_dq_ldsm":   "the default kernel now (an H100 proof at 960b55b)",
+	"flash_simt":      "deleted: an H100 proof at b593c0c measured the tensor-core attention faster",
+	"decode_block":    "deleted: an H100 proof at b593c0c measured flash-decoding faster",
+	"sample_bisect":   "deleted: an H100 proof at b593c0c measured the radix select faster",
+	"flash_dkv_group": "deleted: an H100 proof at 960b55b measured the per-head dK/dV faster",
+	"flash_dq_stage":  "deleted: an H100 proof at 960b55b measured the ldmatrix dQ faster",
 }
 
 // ParseVariants reads a comma-separated list of variant names ("all" for
 // every one); an unknown name is an error naming the known ones, and the
-// name of a variant that became the default an error saying so.
+// name of a variant a GPU proof settled an error saying how.
 func ParseVariants(s string) (Variants, error) {
 	var v Variants
 	for _, name := range strings.Split(s, ",") {
@@ -150,9 +117,8 @@ func ParseVariants(s string) (Variants, error) {
 			}
 		case variantNames[name] != nil:
 			*variantNames[name](&v) = true
-		case promotedVariants[name] != "":
-			return Variants{}, fmt.Errorf("%s: %q is the default kernel now (drop it; %q selects the kernel it replaced)",
-				VariantsEnv, name, promotedVariants[name])
+		case retiredVariants[name] != "":
+			return Variants{}, fmt.Errorf("%s: variant %q is %s; drop it", VariantsEnv, name, retiredVariants[name])
 		default:
 			return Variants{}, fmt.Errorf("%s: unknown kernel variant %q (known: %s, all)", VariantsEnv, name, strings.Join(knownVariants(), ", "))
 		}

@@ -41,12 +41,9 @@ func TestChecksWithAllVariants(t *testing.T) {
 // device's profile: by default the FlashMMA attention with bf16 products
 // (its backward for HD <= 64 the per-query-head dK/dV with its reduction
 // and dQ with ldmatrix; the SIMT kernels in fp32), flash-decoding and the
-// radix-select sampling; with flash_simt, decode_block and sample_bisect
-// the kernels they name, and nothing of the defaults'; with
-// flash_dkv_group dkv_mma64 in place of the per-query-head dK/dV and its
-// reduction, with flash_dq_stage dq_mma64 in place of dq_ldsm_mma64, with
-// flash_fwd_ldsm forward_ldsm_mma64 in place of forward_mma64, where the
-// tensor-core kernels run, nothing else; with sample_split, whose path
+// radix-select sampling; with decode_vec the split kernel's _vec build;
+// with flash_fwd_ldsm forward_ldsm_mma64 in place of forward_mma64, where
+// the tensor-core kernels run, nothing else; with sample_split, whose path
 // does not take a row of top-p alone, the default sampling kernel.
 func TestVariantKernels(t *testing.T) {
 	be := openEmulator(t)
@@ -87,32 +84,16 @@ func TestVariantKernels(t *testing.T) {
 	}{
 		{"", cuda.BF16, slices.Concat(mma, split)},
 		{"", cuda.FP32, slices.Concat(simt, split)},
-		{"flash_simt", cuda.BF16, slices.Concat(simt, split)},
-		{"flash_simt", cuda.FP32, slices.Concat(simt, split)},
-		{"decode_block", cuda.BF16, slices.Concat(mma, []string{"attention_cached", "sample_tokens_hist"})},
-		{"sample_bisect", cuda.BF16, slices.Concat(mma, []string{"attention_cached_split", "attention_cached_combine", "sample_tokens"})},
 		{"decode_vec", cuda.BF16, slices.Concat(mma, []string{"attention_cached_split_vec", "attention_cached_combine", "sample_tokens_hist"})},
-		{"decode_vec,decode_block", cuda.BF16, slices.Concat(mma, []string{"attention_cached", "sample_tokens_hist"})},
 		// a call with a row of top-p alone runs the default kernel
 		{"sample_split", cuda.BF16, slices.Concat(mma, split)},
-		{"flash_dkv_group", cuda.BF16, slices.Concat([]string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_mma64",
-			"flash_attention_backward_dq_ldsm_mma64"}, split)},
-		{"flash_dkv_group", cuda.FP32, slices.Concat(simt, split)},
-		{"flash_dkv_group,flash_simt", cuda.BF16, slices.Concat(simt, split)},
-		{"flash_dq_stage", cuda.BF16, slices.Concat([]string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_heads_mma64",
-			"flash_attention_backward_dkv_reduce", "flash_attention_backward_dq_mma64"}, split)},
-		{"flash_dq_stage,flash_simt", cuda.BF16, slices.Concat(simt, split)},
-		{"flash_dkv_group,flash_dq_stage", cuda.BF16, slices.Concat([]string{"flash_attention_forward_mma64",
-			"flash_attention_backward_dkv_mma64", "flash_attention_backward_dq_mma64"}, split)},
 		{"flash_fwd_ldsm", cuda.BF16, slices.Concat([]string{"flash_attention_forward_ldsm_mma64",
 			"flash_attention_backward_dkv_heads_mma64", "flash_attention_backward_dkv_reduce",
 			"flash_attention_backward_dq_ldsm_mma64"}, split)},
 		{"flash_fwd_ldsm", cuda.FP32, slices.Concat(simt, split)},
-		{"flash_fwd_ldsm,flash_simt", cuda.BF16, slices.Concat(simt, split)},
-		{"flash_fwd_ldsm,flash_dq_stage", cuda.BF16, slices.Concat([]string{"flash_attention_forward_ldsm_mma64",
+		{"all", cuda.BF16, slices.Concat([]string{"flash_attention_forward_ldsm_mma64",
 			"flash_attention_backward_dkv_heads_mma64", "flash_attention_backward_dkv_reduce",
-			"flash_attention_backward_dq_mma64"}, split)},
-		{"all", cuda.BF16, slices.Concat(simt, []string{"attention_cached", "sample_tokens"})},
+			"flash_attention_backward_dq_ldsm_mma64"}, []string{"attention_cached_split_vec", "attention_cached_combine", "sample_tokens_hist"})},
 	} {
 		v, err := cuda.ParseVariants(tc.variants)
 		if err != nil {

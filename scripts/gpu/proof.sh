@@ -26,8 +26,8 @@
 # tokens/s, latency, MFU, peak device memory, host<->device bytes and syncs per step, the host's
 # share of the wall time, the ratio to PyTorch, and the goals of issue 20, met or not (on the default
 # kernels); PROOF_VARIANTS (default "all") also checks and times kernel variants
-# (RLHOST_CUDA_VARIANTS: the kernels the defaults replaced, flash_simt, decode_block,
-# sample_bisect, flash_dkv_group, flash_dq_stage, swiglu_recompute, logprob_twopass and clip_scale, and any new opt-in one) against the default
+# (RLHOST_CUDA_VARIANTS: the former defaults swiglu_recompute, logprob_twopass and clip_scale,
+# and the opt-in decode_vec, sample_split and flash_fwd_ldsm) against the default
 # kernels in the same run, in a table of their own.
 # PROOF_TORCH=0 skips the PyTorch peers (rlhost against its own kernel variants only).
 # PROOF_GRPO_AB=1 (the default; 0 skips it) runs the GRPO run three times more: with
@@ -79,8 +79,8 @@ DTYPES=${PROOF_DTYPES:-bfloat16}
 STEP_LIMIT=${PROOF_STEP_TIMEOUT:-0}
 # kernel variants (RLHOST_CUDA_VARIANTS, docs/gpu.md) to check and time beside the default kernels:
 # each space-separated entry is one value of RLHOST_CUDA_VARIANTS ("all": every variant together,
-# or names joined by commas; "flash_simt decode_block sample_bisect" times each of those former
-# default kernels alone, "flash_dkv_group,flash_dq_stage" the former tensor-core backward); the
+# or names joined by commas; "decode_vec sample_split flash_fwd_ldsm" times each of those
+# kernels alone, "swiglu_recompute,logprob_twopass" the two former defaults together); the
 # selftest and the bfloat16 bench run once more per entry; empty: none
 VARIANTS=${PROOF_VARIANTS-all}
 # PROOF_TORCH=0 skips the PyTorch peers (eager, torch.compile, HF generate): a short A/B of

@@ -214,11 +214,11 @@ def test_variants(tmp_path):
     # same run and never count toward the goals, even when faster
     dev = "cuda/NVIDIA H100 80GB HBM3/sm_90/bfloat16"
     extra = [
-        row("train", dev, 90000.0, 8, 1024, dtype="bfloat16", variants="decode_block,flash_simt,sample_bisect"),
+        row("train", dev, 90000.0, 8, 1024, dtype="bfloat16", variants="decode_vec,flash_fwd_ldsm,sample_split"),
         row("decode", dev, 1 / 0.002, 1, 640, prompt=128, tokens=512, per_token_latency_s=0.002, dtype="bfloat16",
-            variants="decode_block,flash_simt,sample_bisect"),
-        row("decode-grpo", dev, 7000.0, 64, 640, prompt=128, tokens=64 * 512, dtype="bfloat16", variants="sample_bisect"),
-        dict(PROFILE_TRAIN, variants="flash_simt"),
+            variants="decode_vec,flash_fwd_ldsm,sample_split"),
+        row("decode-grpo", dev, 7000.0, 64, 640, prompt=128, tokens=64 * 512, dtype="bfloat16", variants="sample_split"),
+        dict(PROFILE_TRAIN, variants="flash_fwd_ldsm"),
     ]
     out = tmp_path / "table.md"
     proof_torch.table(str(out), [str(fixture(tmp_path, rows_extra=extra))])
@@ -227,14 +227,14 @@ def test_variants(tmp_path):
     assert g["training step tokens/s"][0].startswith("1.50x (60000 vs 40000")  # the default kernels' row
     assert g["batch-1 latency"][0] == "4.00 vs 20.00 ms"
     lines = text.splitlines()
-    assert "| qwen2.5-0.5b | train | cuda/NVIDIA H100 80GB HBM3/sm_90/bfloat16 +decode_block,flash_simt,sample_bisect | 8 x 1024 | 90000 |" \
+    assert "| qwen2.5-0.5b | train | cuda/NVIDIA H100 80GB HBM3/sm_90/bfloat16 +decode_vec,flash_fwd_ldsm,sample_split | 8 x 1024 | 90000 |" \
         in "\n".join(lines)
     i = next(i for i, l in enumerate(lines) if l.startswith("Kernel variants (RLHOST_CUDA_VARIANTS"))
     assert i > next(i for i, l in enumerate(lines) if l.startswith("Goals ("))
     rows = [cells(l) for l in lines[i:] if l.startswith("| qwen2.5-0.5b |")]
-    assert rows[0][1:] == ["train", "bfloat16", "8 x 1024", "decode_block,flash_simt,sample_bisect", "60000", "90000", "1.50x", "-"]
-    assert rows[1][1:] == ["decode", "bfloat16", "1 x 640", "decode_block,flash_simt,sample_bisect", "250", "500", "2.00x", "4.00 -> 2.00"]
-    assert rows[2][1:] == ["decode-grpo", "bfloat16", "64 x 640", "sample_bisect", "-", "7000", "-", "-"]  # no default grpo row
+    assert rows[0][1:] == ["train", "bfloat16", "8 x 1024", "decode_vec,flash_fwd_ldsm,sample_split", "60000", "90000", "1.50x", "-"]
+    assert rows[1][1:] == ["decode", "bfloat16", "1 x 640", "decode_vec,flash_fwd_ldsm,sample_split", "250", "500", "2.00x", "4.00 -> 2.00"]
+    assert rows[2][1:] == ["decode-grpo", "bfloat16", "64 x 640", "sample_split", "-", "7000", "-", "-"]  # no default grpo row
     assert len(rows) == 3
     # without variant rows there is no such section
     plain = tmp_path / "p"
@@ -243,14 +243,14 @@ def test_variants(tmp_path):
     assert "Kernel variants" not in (plain / "t.md").read_text()
     # the profile and path lines name the variants
     lines = proof_torch.paths([str(tmp_path / "qwen2.5-0.5b.jsonl")])
-    assert "qwen2.5-0.5b profile train bfloat16 +flash_simt batch 8: 600.0 ms on the device in a 650.0 ms step" in "\n".join(lines)
+    assert "qwen2.5-0.5b profile train bfloat16 +flash_fwd_ldsm batch 8: 600.0 ms on the device in a 650.0 ms step" in "\n".join(lines)
     # the record keeps the goals (not the variants) in the doc, and everything in the history
     d = proof_out(tmp_path, table=text)
     doc, hist = tmp_path / "cuda.md", tmp_path / "h.md"
     record_bench.record(str(d), str(doc), str(hist))
     assert "Kernel variants" not in doc.read_text() and "| goal | measured | status |" in doc.read_text()
     assert "1.50x (60000 vs 40000" in doc.read_text()
-    assert "| decode_block,flash_simt,sample_bisect | 60000 | 90000 | 1.50x |" in hist.read_text()
+    assert "| decode_vec,flash_fwd_ldsm,sample_split | 60000 | 90000 | 1.50x |" in hist.read_text()
 
 
 def test_table_ignores_profiles(tmp_path):
@@ -434,7 +434,7 @@ def stub_bundle(tmp_path):
 
 @pytest.mark.parametrize("knob,shape,profile,variants,torch,ab", [(None, "qwen2.5-0.5b", None, None, None, None),
                                                                   ("smollm2-135m", "smollm2-135m", "0", "", "1", "0"),
-                                                                  (None, "qwen2.5-0.5b", None, "flash_simt decode_block,sample_bisect", "0", "1")])
+                                                                  (None, "qwen2.5-0.5b", None, "flash_fwd_ldsm decode_vec,sample_split", "0", "1")])
 def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch, ab):
     # proof.sh with stand-ins for python, rlhost and nvidia-smi: the GRPO run's checkpoint is
     # PROOF_GRPO_SHAPE's (default the goal's), made with the bundle's tokenizer files, and the

@@ -67,33 +67,8 @@ func attentionCachedCompare(b Device, cases []checkutil.AttentionCachedCase) err
 	return nil
 }
 
-// CheckAttentionCachedBlock is checkAttentionCached's attentionCachedCases
-// with the decode_block variant on for its duration, at the same
-// tolerance: attention_cached, one block per (token, head), the default
-// kernel before flash-decoding.
-func CheckAttentionCachedBlock(b Device) error {
-	return withDecodeBlock(b, func() error { return attentionCachedCompare(b, checkutil.AttentionCachedCases) })
-}
-
-// CheckGenerateDecodeBlock is the generation checks Generate (greedy),
-// GenerateSampled and GenerateGroups (a GRPO rollout with a tool turn:
-// refilled slots, shared prefixes) with the decode_block variant on: every
-// prefill's and decode step's attention through attention_cached. By
-// default the three run through flash-decoding's chunks (caches of 32 and
-// 40 positions, a group of 4 query heads on one KV head: chunks of 8, the
-// prompts and responses crossing from one to the next).
-func CheckGenerateDecodeBlock(b Device) error {
-	return withDecodeBlock(b, func() error { return generationChecks(b) })
-}
-
-// withDecodeBlock runs f with the decode_block variant on (withVariant),
-// and restores the device's variants after it.
-func withDecodeBlock(b Device, f func() error) error {
-	return WithVariant(b, func(v *cuda.Variants) { v.DecodeBlock = true }, f)
-}
-
-// CheckAttentionCachedVec is checkAttentionCached's cases (the former
-// kernel's and flash-decoding's) with the decode_vec variant on for its
+// CheckAttentionCachedVec is checkAttentionCached's cases (attentionCachedCases
+// and decodeSplitCases) with the decode_vec variant on for its
 // duration, at the same tolerance: attention_cached_split_vec, the
 // output pass by 16-byte V loads, where the heads' dimensions are a
 // multiple of 4 (all of them but the odd ones of attentionCachedCases,
@@ -111,11 +86,10 @@ func CheckGenerateDecodeVec(b Device) error {
 	return withDecodeVec(b, func() error { return generationChecks(b) })
 }
 
-// withDecodeVec runs f with the decode_vec variant on (and decode_block
-// off, which would take the decode's attention instead), and restores
-// the device's variants after it.
+// withDecodeVec runs f with the decode_vec variant on, and restores the
+// device's variants after it.
 func withDecodeVec(b Device, f func() error) error {
-	return WithVariant(b, func(v *cuda.Variants) { v.DecodeVec, v.DecodeBlock = true, false }, f)
+	return WithVariant(b, func(v *cuda.Variants) { v.DecodeVec = true }, f)
 }
 
 // generationChecks runs the generation checks Generate (greedy),

@@ -103,17 +103,13 @@ func WithVariant(b Device, set func(*cuda.Variants), f func() error) error {
 // attention (flash_mma)".
 const FlashMMAFwdTol, FlashMMABwdTol = 1e-2, 2e-2
 
-// CheckAttentionVarlenMMA is checkAttentionVarlen with bf16 products and
-// the flash_simt variant off: the FlashMMA kernels, the default in bf16
-// (the attention's products on the bf16 tensor cores; for HD <= 64 by
-// default the backward's dK/dV per query head with its reduction over each
-// group, and dQ with ldmatrix), at the tolerances of bf16 operands.
-// CheckAttentionVarlen, in fp32, checks the SIMT kernels (the flash_simt
-// variant's in bf16); checkAttentionVarlenDKVGroup and
-// CheckAttentionVarlenDQStage the tensor-core backward kernels that the
-// flash_dkv_group and flash_dq_stage variants select.
+// CheckAttentionVarlenMMA is checkAttentionVarlen with bf16 products: the
+// FlashMMA kernels (the attention's products on the bf16 tensor cores; for
+// HD <= 64 the backward's dK/dV per query head with its reduction over
+// each group, and dQ with ldmatrix), at the tolerances of bf16 operands.
+// CheckAttentionVarlen, in fp32, checks the SIMT kernels.
 func CheckAttentionVarlenMMA(b Device) error {
-	return attentionVarlenMMACompare(b, "flash_mma", func(v *cuda.Variants) { v.FlashSIMT = false })
+	return attentionVarlenMMACompare(b, "flash_mma", func(v *cuda.Variants) {})
 }
 
 // attentionVarlenMMACompare compares the fused attention in bf16 with the
@@ -133,31 +129,11 @@ func attentionVarlenMMACompare(b Device, name string, set func(*cuda.Variants)) 
 	})
 }
 
-// CheckAttentionVarlenDKVGroup is checkAttentionVarlenMMA with
-// Variants.FlashDKVGroup on: dK and dV from one block per key/value head
-// looping over its group (flash_attention_backward_dkv_mma64, the default
-// before the per-query-head kernel), at the tensor-core tolerances, over
-// FlashCases (GQA groups of 2 and 3, MHA and MQA, sequences shorter than a
-// tile, uneven packed lengths; head dimensions above 64 run the same
-// kernels either way).
-func CheckAttentionVarlenDKVGroup(b Device) error {
-	return attentionVarlenMMACompare(b, "flash_dkv_group", func(v *cuda.Variants) { v.FlashSIMT, v.FlashDKVGroup = false, true })
-}
-
-// CheckAttentionVarlenDQStage is checkAttentionVarlenMMA with
-// Variants.FlashDQStage on: dQ with K staged again transposed
-// (flash_attention_backward_dq_mma64, the default before the ldmatrix
-// kernel), at the tensor-core tolerances, over flashCases (head dimensions
-// above 64 run the same kernels either way).
-func CheckAttentionVarlenDQStage(b Device) error {
-	return attentionVarlenMMACompare(b, "flash_dq_stage", func(v *cuda.Variants) { v.FlashSIMT, v.FlashDQStage = false, true })
-}
-
 // CheckAttentionVarlenFwdLdsm is checkAttentionVarlenMMA with
 // Variants.FlashFwdLdsm on: the forward with ldmatrix and double-buffered
 // key tiles (flash_attention_forward_ldsm_mma64, an opt-in variant), and
 // the backward run on its out and lse, at the tensor-core tolerances, over
 // FlashCases (head dimensions above 64 run the same kernels either way).
 func CheckAttentionVarlenFwdLdsm(b Device) error {
-	return attentionVarlenMMACompare(b, "flash_fwd_ldsm", func(v *cuda.Variants) { v.FlashSIMT, v.FlashFwdLdsm = false, true })
+	return attentionVarlenMMACompare(b, "flash_fwd_ldsm", func(v *cuda.Variants) { v.FlashFwdLdsm = true })
 }

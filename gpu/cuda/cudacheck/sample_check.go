@@ -68,7 +68,7 @@ func sampleMixedRows(r *rand.Rand, kinds []gpu.SampleParams, V, n int) ([]gpu.Sa
 }
 
 // sampleFlatKinds are the sampling settings of checkSampleFlat (and the
-// first of checkSampleBisect's): top-k below and above the rank limit, top-p
+// first of CheckSampleShapes's): top-k below and above the rank limit, top-p
 // alone and both.
 var sampleFlatKinds = []gpu.SampleParams{
 	{Temperature: 1, TopK: 50},

@@ -1,23 +1,21 @@
 package cudacheck
 
-// The check of the two sampling kernels (kernels/sample.cuh): the default
-// sample_tokens_hist (radix select) and sample_tokens (bisection, the
-// sample_bisect variant, Variants.SampleBisect) must give the CPU
-// reference's tokens, and each other's tokens and log-probabilities bit
-// for bit, so that a run samples the same whichever kernel ran.
+// The check of the sampling kernel (kernels/sample.cuh,
+// sample_tokens_hist: radix select) over rows of every kind and shape: it
+// must give the CPU reference's tokens. (On the emulator,
+// TestSampleBisectEmulator also runs the bisection in its place and
+// compares the two bit for bit.)
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 
 	"github.com/rlhost/rlhost/gpu"
-	"github.com/rlhost/rlhost/gpu/cuda"
 	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
-// sampleHistKinds are the sampling settings of checkSampleBisect:
+// sampleHistKinds are the sampling settings of CheckSampleShapes:
 // checkSampleFlat's (top-k alone below and above the rank limit, 1024
 // candidates; top-p alone; both: the GRPO-like decode's top-k 50, top-p
 // 0.95, and a top-k beyond the rank limit, where top-p and the draw are cut
@@ -58,24 +56,31 @@ func sampleHistShape(r *rand.Rand, row []float32, shape int) {
 
 const sampleHistShapes = 5
 
-// CheckSampleBisect runs rows of every kind and shape (V 20000, 2 draws
+// CheckSampleShapes runs rows of every kind and shape (V 20000, 2 draws
 // each) and four rows of the GRPO-like decode's shape (V 151936, top-k 50,
-// top-p 0.95, nearly flat) through SampleTokens with the default kernel
-// and with the sample_bisect variant on: the tokens must be the CPU
-// reference's and, on a device with variants, the two kernels' tokens and
-// log-probabilities the same, bit for bit. The variants are restored
-// after.
-func CheckSampleBisect(b Device) error {
+// top-p 0.95, nearly flat) through SampleTokens: the tokens must be the
+// CPU reference's.
+func CheckSampleShapes(b Device) error {
 	r := rand.New(rand.NewPCG(27, 27))
 	const V = 20000
-	params, logits := sampleShapedRows(r, sampleHistKinds, V)
-	if err := sampleKernelsAgree(b, V, params, logits); err != nil {
+	params, logits := SampleShapesRows(r, V)
+	if err := sampleAgrees(b, V, params, logits); err != nil {
 		return err
 	}
 	const big = 151936
+	params, logits = SampleShapesGRPO(r, big)
+	return sampleAgrees(b, big, params, logits)
+}
+
+// SampleShapesRows are CheckSampleShapes' rows of every kind and shape.
+func SampleShapesRows(r *rand.Rand, V int) ([]gpu.SampleParams, []float32) {
+	return sampleShapedRows(r, sampleHistKinds, V)
+}
+
+// SampleShapesGRPO are CheckSampleShapes' rows of the GRPO-like decode.
+func SampleShapesGRPO(r *rand.Rand, V int) ([]gpu.SampleParams, []float32) {
 	grpo := gpu.SampleParams{Temperature: 1, TopK: 50, TopP: 0.95}
-	params, logits = sampleFlatRows(r, []gpu.SampleParams{grpo, grpo, grpo, grpo}, big)
-	return sampleKernelsAgree(b, big, params, logits)
+	return sampleFlatRows(r, []gpu.SampleParams{grpo, grpo, grpo, grpo}, V)
 }
 
 // sampleShapedRows draws rows [M,V] of every kind and every shape of
@@ -109,40 +114,6 @@ func sampleFlatRows(r *rand.Rand, kinds []gpu.SampleParams, V int) ([]gpu.Sample
 		logits = append(logits, row...)
 	}
 	return params, logits
-}
-
-// sampleKernelsAgree samples the rows [M,V] with the radix select and (on
-// a device with variants) with the bisection: the radix select's tokens
-// must be the CPU reference's (sampleAgrees), and the bisection's tokens
-// and log-probs the radix select's exactly.
-func sampleKernelsAgree(b Device, V int, params []gpu.SampleParams, logits []float32) error {
-	vd, ok := b.(variantDevice)
-	if !ok {
-		return sampleAgrees(b, V, params, logits)
-	}
-	was := vd.Variants()
-	defer vd.SetVariants(was)
-	hist, bisect := was, was
-	hist.SampleBisect, bisect.SampleBisect = false, true
-	M := len(params)
-	z := b.Alloc("check logits", M*V)
-	defer b.Free(z)
-	b.Upload(z, logits)
-	var tok [2][]int32
-	var lp [2][]float32
-	for i, v := range []cuda.Variants{hist, bisect} {
-		vd.SetVariants(v)
-		tok[i], lp[i] = make([]int32, M), make([]float32, M)
-		b.SampleTokens(tok[i], lp[i], z, params, M, V)
-	}
-	for i := range tok[0] {
-		if tok[1][i] != tok[0][i] || math.Float32bits(lp[1][i]) != math.Float32bits(lp[0][i]) {
-			return fmt.Errorf("V=%d row %d (%+v): sample_hist token %d (log-prob %g), sample_bisect %d (%g); cpu %d",
-				V, i, params[i], tok[0][i], lp[0][i], tok[1][i], lp[1][i], cpuToken(logits[i*V:(i+1)*V], params[i]))
-		}
-	}
-	vd.SetVariants(hist)
-	return sampleAgrees(b, V, params, logits) // the radix select's tokens (the bisection's are the same)
 }
 
 // cpuToken is the CPU reference's token of one row.

@@ -116,22 +116,10 @@ func checkAttentionVarlenWindow(b Device) error {
 }
 
 // checkAttentionVarlenWindowMMA is checkAttentionVarlenWindow with bf16
-// products and the default kernels (flash_simt off: the tensor-core
-// kernels up to 128 dimensions, the _hd256 kernels above), at the
-// tensor-core tolerances.
+// products and the default kernels (the tensor-core kernels up to 128
+// dimensions, the _hd256 kernels above), at the tensor-core tolerances.
 func checkAttentionVarlenWindowMMA(b Device) error {
-	return flashWindowCompare(b, cuda.BF16, "flash_mma", func(v *cuda.Variants) { v.FlashSIMT = false }, FlashMMAFwdTol, FlashMMABwdTol,
-		WindowPlant{})
-}
-
-// checkAttentionVarlenWindowVariants is checkAttentionVarlenWindowMMA
-// with the tensor-core variants on: flash_dkv_group and flash_dq_stage
-// (dkv_mma64 and dq_mma64, which take the window) and flash_fwd_ldsm
-// (which does not: with a window the default forward runs).
-func checkAttentionVarlenWindowVariants(b Device) error {
-	return flashWindowCompare(b, cuda.BF16, "flash variants", func(v *cuda.Variants) {
-		v.FlashSIMT, v.FlashDKVGroup, v.FlashDQStage, v.FlashFwdLdsm = false, true, true, true
-	}, FlashMMAFwdTol, FlashMMABwdTol, WindowPlant{})
+	return flashWindowCompare(b, cuda.BF16, "flash_mma", func(*cuda.Variants) {}, FlashMMAFwdTol, FlashMMABwdTol, WindowPlant{})
 }
 
 func flashWindowCompare(b Device, p cuda.Precision, name string, set func(*cuda.Variants), fwdTol, bwdTol float64, plant WindowPlant) error {
@@ -207,8 +195,8 @@ func manyTokensWindow(NH, NKV, HD, S, rows, N int) checkutil.AttentionCachedCase
 
 // checkAttentionCachedWindow compares AttentionCachedForward over rolling
 // caches and windows with gpu/cpu: flash-decoding (the default:
-// attention_cached_split and its combine), then attention_cached (the
-// decode_block variant) and attention_cached_split_vec (decode_vec).
+// attention_cached_split and its combine), then attention_cached_split_vec
+// (the decode_vec variant).
 func checkAttentionCachedWindow(b Device) error { return cachedWindowCompareAll(b, WindowPlant{}) }
 
 func cachedWindowCompareAll(b Device, plant WindowPlant) error {
@@ -216,9 +204,8 @@ func cachedWindowCompareAll(b Device, plant WindowPlant) error {
 		name string
 		set  func(*cuda.Variants)
 	}{
-		{"flash-decoding", func(v *cuda.Variants) { v.DecodeBlock, v.DecodeVec = false, false }},
-		{"decode_block", func(v *cuda.Variants) { v.DecodeBlock, v.DecodeVec = true, false }},
-		{"decode_vec", func(v *cuda.Variants) { v.DecodeBlock, v.DecodeVec = false, true }},
+		{"flash-decoding", func(v *cuda.Variants) { v.DecodeVec = false }},
+		{"decode_vec", func(v *cuda.Variants) { v.DecodeVec = true }},
 	} {
 		if err := WithVariant(b, path.set, func() error { return CachedWindowCompare(b, CachedWindowCases, plant) }); err != nil {
 			return fmt.Errorf("%s: %w", path.name, err)

@@ -87,7 +87,7 @@ func TestWindowSkipsTiles(t *testing.T) {
 
 // TestDecodeWindowReadsItsRows: the decode attention reads only the rows
 // of the positions a token sees: in a full cache of 100 positions with a
-// window of 10, the rows no token sees are NaN, and flash-decoding, attention_cached and the decode_vec kernel give the CPU
+// window of 10, the rows no token sees are NaN, and flash-decoding and the decode_vec kernel give the CPU
 // reference's output on the clean cache.
 func TestDecodeWindowReadsItsRows(t *testing.T) {
 	be := openEmulator(t)
@@ -110,7 +110,7 @@ func TestDecodeWindowReadsItsRows(t *testing.T) {
 			}
 		}
 	}
-	for _, v := range []cuda.Variants{{}, {DecodeBlock: true}, {DecodeVec: true}} {
+	for _, v := range []cuda.Variants{{}, {DecodeVec: true}} {
 		be.SetVariants(v)
 		got := make([]float32, len(q))
 		be.AttentionCachedForward(got, q, kp, vp, slot, pos, len(pos), NH, NKV, HD, rows, W)

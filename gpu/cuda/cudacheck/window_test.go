@@ -67,7 +67,7 @@ func windowPlantsFail(t *testing.T, d cudacheck.Device) {
 				if !changes(c.Window, slices.Max(c.Lengths), p) {
 					continue
 				}
-				err := cudacheck.WithVariant(d, func(v *cuda.Variants) { v.FlashSIMT = false }, func() error {
+				err := cudacheck.WithVariant(d, func(*cuda.Variants) {}, func() error {
 					prev := d.Precision()
 					d.SetPrecision(prec)
 					defer d.SetPrecision(prev)
@@ -77,7 +77,7 @@ func windowPlantsFail(t *testing.T, d cudacheck.Device) {
 			}
 		}
 	}
-	for _, path := range []cuda.Variants{{}, {DecodeBlock: true}, {DecodeVec: true}} {
+	for _, path := range []cuda.Variants{{}, {DecodeVec: true}} {
 		for i, c := range cudacheck.CachedWindowCases {
 			for _, p := range windowPlants {
 				longest := int(slices.Max(c.Pos)) + 1

@@ -130,45 +130,6 @@ __device__ i64 ds_positions(const int* pos, i64 n, i64 span) {
     return P < span ? P : span;
 }
 
-// attention_cached: one block per (n,h) over the P positions token n sees.
-// scores [N*NH, span] is scratch.
-__global__ void attention_cached(float* out, float* scores, const float* q, const float* kcache, const float* vcache,
-                                 const int* slot, const int* pos, i64 N, i64 NH, i64 NKV, i64 HD, i64 rows,
-                                 i64 span, float scale) {
-    i64 r = blockIdx.x, n = r / NH, h = r % NH;
-    i64 kh = h / (NH / NKV);
-    i64 P = ds_positions(pos, n, span);
-    i64 r0 = ((i64)pos[n] + 1 - P) % rows, wrap = rows - r0;
-    i64 KD = NKV * HD;
-    const float* kc = kcache + ((i64)slot[n] * rows + r0) * KD + kh * HD;
-    const float* vc = vcache + ((i64)slot[n] * rows + r0) * KD + kh * HD;
-    const float* qh = q + (n * NH + h) * HD;
-    float* s = scores + r * span;
-    float m = -INFINITY;
-    for (i64 j = threadIdx.x; j < P; j += BLOCK) {
-        const float* kj = kc + ds_row(j, wrap, rows) * KD;
-        float a = 0.0f;
-        for (i64 d = 0; d < HD; d++) a += qh[d] * kj[d];
-        a *= scale;
-        s[j] = a;
-        m = fmaxf(m, a);
-    }
-    m = block_max(m);
-    float sum = 0.0f;
-    for (i64 j = threadIdx.x; j < P; j += BLOCK) {
-        float e = expf(s[j] - m);
-        s[j] = e;
-        sum += e;
-    }
-    sum = block_sum(sum);  // its barriers also publish s[] to the block
-    float inv = 1.0f / sum;
-    for (i64 d = threadIdx.x; d < HD; d += BLOCK) {
-        float o = 0.0f;
-        for (i64 j = 0; j < P; j++) o += s[j] * vc[ds_row(j, wrap, rows) * KD + d];
-        out[(n * NH + h) * HD + d] = o * inv;
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Flash-decoding (attention.go): the positions lo..pos[n] a token sees are cut
 // into chunks of L positions, one block per (token n, KV head kh, chunk c)

@@ -479,8 +479,8 @@ __device__ void flash_backward_dq(float* dq, const float* q, const float* k, con
 }
 
 // ---------------------------------------------------------------------------
-// The FlashMMA kernels, the default with bf16 products (the flash_simt
-// variant, Variants.FlashSIMT, runs the fp32 kernels above): the products
+// The FlashMMA kernels, the attention with bf16 products (fp32 and tf32
+// run the fp32 kernels above): the products
 // on the bf16 tensor cores (mma.cuh), FlashAttention-2's warp layout. Operands are rounded to
 // bfloat16 where they are staged in shared memory (q, k, v) or taken from
 // registers (P); products accumulate in fp32; the online softmax, l, m and
@@ -964,15 +964,15 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
 }
 
 // ---------------------------------------------------------------------------
-// dK and dV of the FlashMMA backward for HD <= 64, the default (the
-// flash_dkv_group variant runs flash_backward_dkv_mma): one block per
+// dK and dV of the FlashMMA backward for HD <= 64 (above 64,
+// flash_backward_dkv_mma): one block per
 // (sequence, tile of 64 keys, QUERY head h) instead of one per key/value head. A block adds up
 // its own head's contribution over the query tiles from its keys' own to
 // the sequence's end and writes it, as fa_mma_store does, to per-query-head
 // partials pdk, pdv [N, NH, HD] (arena scratch); flash_dkv_reduce then sums
 // each key/value head's group of query heads in a fixed order (no atomics)
-// into dk, dv [N, NKV, HD]. The grid has NH/NKV times flash_dkv_group's
-// blocks, each 1/(NH/NKV) of one of its blocks' work, key tiles the slowest index,
+// into dk, dv [N, NKV, HD]. The grid has NH/NKV times the blocks of one
+// per key/value head, each 1/(NH/NKV) of such a block's work, key tiles the slowest index,
 // the first (the heaviest under the causal mask) first.
 //
 // Per query tile Q and dO are staged once, straight ([query][dim] bf16):
@@ -1188,8 +1188,8 @@ __device__ void flash_dkv_reduce(float* dk, float* dv, const float* pdk, const f
     }
 }
 
-// flash_backward_dq_ldsm_mma (the default for HD <= 64; the flash_dq_stage
-// variant runs flash_backward_dq_mma): flash_backward_dq_mma with each key
+// flash_backward_dq_ldsm_mma (HD <= 64; above, flash_backward_dq_mma):
+// flash_backward_dq_mma with each key
 // tile's K and V staged once, straight ([key][dim] bf16), into one of two
 // buffers: dQ += dS K takes K's B fragments from the straight tile with
 // ldmatrix.trans (fa_mma_pbt) where flash_backward_dq_mma stages K^T again, and a
@@ -1608,22 +1608,6 @@ __global__ void FA_TWO_BLOCKS flash_attention_forward_mma64(float* out, float* l
 __global__ void flash_attention_forward_mma128(float* out, float* lse, const float* q, const float* k, const float* v,
                                                const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
     flash_forward_mma<8, FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale, window);
-}
-
-// flash_attention_backward_dq_mma64 and _dkv_mma64: the FlashMMA backward
-// for head dimensions up to 64.
-__global__ void FA_TWO_BLOCKS flash_attention_backward_dq_mma64(float* dq, const float* q, const float* k,
-                                                                const float* v, const float* dout, const float* lse,
-                                                                const float* D, const int* cu, i64 S, i64 maxT,
-                                                                i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
-    flash_backward_dq_mma<4, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
-}
-
-__global__ void flash_attention_backward_dkv_mma64(float* dk, float* dv, const float* q, const float* k,
-                                                                 const float* v, const float* dout, const float* lse,
-                                                                 const float* D, const int* cu, i64 S, i64 maxT,
-                                                                 i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
-    flash_backward_dkv_mma<4, FA_DK | FA_DV, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 // flash_attention_backward_dq_mma128, _dk_mma128 and _dv_mma128: the

@@ -67,7 +67,7 @@ __device__ unsigned level_find(const unsigned* key, const float* e, i64 V, unsig
 // a running remainder r = goal - base - (their weights so far): the id of the
 // first where r <= 0 (r < 0 when strict), or -1 if none; to every thread.
 // Each thread sums its contiguous chunk of ids, thread 0 walks the chunk sums
-// and then the chunk that crosses (as sample_tokens walks an unfiltered row).
+// and then the chunk that crosses (as sample_tokens_impl walks an unfiltered row).
 __device__ i64 level_walk(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, unsigned at, bool weighted,
                           double goal, double base, bool strict, double* sd, i64* s_res) {
     int t = threadIdx.x;
@@ -140,9 +140,7 @@ __device__ i64 level_last(const unsigned* key, i64 V, unsigned lvl, i64 cut, uns
 }
 
 // ---------------------------------------------------------------------------
-// The default sampling kernel (sample_tokens_hist; the sample_bisect variant,
-// Variants.SampleBisect, runs sample_tokens): the
-// same cuts of a row beyond SAMPLE_RANK_MAX candidates as level_find's
+// The sampling kernel (sample_tokens_hist): the same cuts of a row beyond SAMPLE_RANK_MAX candidates as level_find's
 // bisection (up to 32 block sums over the row per cut), found instead by
 // radix select over the same keys: four passes (hist_step), each a 256-bin
 // histogram of the 8 bits below the key bits found so far, of the members
@@ -155,15 +153,16 @@ __device__ i64 level_last(const unsigned* key, i64 V, unsigned lvl, i64 cut, uns
 // when rounding put the goal on the other side of a boundary, bisects the
 // keys on the side that holds the answer as level_find does. Either way the
 // cut, and so the candidates, their order and the token, are the default's,
-// bit for bit (sample_check.go compares the two kernels).
+// bit for bit (on the emulator, TestSampleBisectEmulator runs the
+// bisection, SH_OFF, in its place and compares the two).
 
 #define SH_BINS 256
 #define SH_WARPS (BLOCK / 32)
 static_assert(SH_BINS == BLOCK, "hist_step merges bin t of the warps' histograms on thread t");
 
-// Modes of sample_tokens_impl. The last three are launched only by the
+// Modes of sample_tokens_impl. All but SH_ON are launched only by the
 // tests, on the emulator (emu.cc registers them as sample_tokens_hist/...).
-#define SH_OFF 0            // sample_tokens: the cuts by bisection (level_find)
+#define SH_OFF 0            // the cuts by bisection (level_find; sample_tokens_hist/bisect)
 #define SH_ON 1             // sample_tokens_hist: the cuts by radix select
 #define SH_SKEW 2           // SH_ON with every mass-based guess one key off: hist_settle must recover (not a defect)
 #define SH_BUG_TOPK 3       // planted: the count scan stops one member late (top-k keeps K+1)
@@ -361,7 +360,7 @@ __device__ unsigned hist_settle(const unsigned* key, const float* e, i64 V, unsi
 // only where U falls within rounding (~1e-15 relative) of a boundary of the
 // cumulative distribution.
 //
-// MODE SH_OFF is sample_tokens; the others find the cuts by radix select
+// MODE SH_OFF is the bisection (the emulator's sample_tokens_hist/bisect); the others find the cuts by radix select
 // (hist_step, hist_settle: 4 histogram passes per cut, and one exact pass
 // for a mass-based one, where the bisection takes up to 32) and give the
 // same cuts, so the same tokens and log-probs.
@@ -633,14 +632,8 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
 
 }  // extern "C++"
 
-__global__ void sample_tokens(int* tokens, float* logp, const float* logits, const sample_params* params, float* e_all,
-                              int* cand_all, int* sorted_all, i64 M, i64 V) {
-    sample_tokens_impl<SH_OFF>(tokens, logp, logits, params, e_all, cand_all, sorted_all, M, V);
-}
-
-// sample_tokens_hist: sample_tokens with the cuts of rows beyond
-// SAMPLE_RANK_MAX candidates found by radix select (the default; the
-// sample_bisect variant, Variants.SampleBisect, runs sample_tokens; see hist_step). The same arguments and scratch.
+// sample_tokens_hist: the cuts of rows beyond SAMPLE_RANK_MAX candidates
+// found by radix select (see hist_step).
 __global__ void sample_tokens_hist(int* tokens, float* logp, const float* logits, const sample_params* params,
                                    float* e_all, int* cand_all, int* sorted_all, i64 M, i64 V) {
     sample_tokens_impl<SH_ON>(tokens, logp, logits, params, e_all, cand_all, sorted_all, M, V);
@@ -649,7 +642,7 @@ __global__ void sample_tokens_hist(int* tokens, float* logp, const float* logits
 // ---------------------------------------------------------------------------
 // Split sampling (the sample_split variant, Variants.SampleSplit; sample.go
 // launches it when every row of a call is greedy, unfiltered, or top-k with
-// 0 < K <= SS_K_MAX, with or without top-p): the tokens of sample_tokens'
+// 0 < K <= SS_K_MAX, with or without top-p): the tokens of sample_tokens_hist's
 // rules, with each row cut into S slices of SL ids so that a row is read by
 // S blocks at once instead of one. sample_tokens_hist reads a flat row of
 // 151936 ids about 13 times with one block of 256 threads (a pass is
@@ -666,16 +659,16 @@ __global__ void sample_tokens_hist(int* tokens, float* logp, const float* logits
 //  3. sample_split_pick, a block per row: the row's argmax and se (the
 //     slices' sums in slice order). Greedy: the argmax. Unfiltered: the
 //     first id where U*se - (a running sum of e) < 0, found as
-//     sample_tokens finds it (the slices' sums, then the crossing slice's
+//     sample_tokens_hist finds it (the slices' sums, then the crossing slice's
 //     per-thread chunks, then the crossing chunk, id by id). Top-k: the
 //     first K of the slices' candidates (the same radix select), ranked;
 //     those with e below the CPU's last threshold (1e-3/16^23 of se) are
 //     dropped (SampleRow's candidates are the top K of the ids above a
 //     threshold that only that last one can make exclude a top-K id), then
-//     the top-p prefix, the total and the draw exactly as sample_tokens'
+//     the top-p prefix, the total and the draw exactly as sample_tokens_hist's
 //     thread 0 does on its ranked candidates.
-// The sums run in a different order from sample_tokens' (per slice, then
-// across slices), so a token can differ from sample_tokens' only where U
+// The sums run in a different order from sample_tokens_hist's (per slice, then
+// across slices), so a token can differ from sample_tokens_hist's only where U
 // falls within rounding (~1e-15 relative) of a boundary of the cumulative
 // distribution, as either can from the CPU's.
 
@@ -970,7 +963,7 @@ __device__ void sample_split_pick_impl(int* tokens, float* logp, const float* lo
             int cross = s_slice;
             __syncthreads();  // read by every thread before thread 0 writes it again
             if (cross < 0) continue;  // the same in every thread
-            // the crossing slice: per-thread chunks, then thread 0 walks them as sample_tokens does
+            // the crossing slice: per-thread chunks, then thread 0 walks them as sample_tokens_hist does
             i64 lo = s * SL, hi = lo + SL < V ? lo + SL : V;
             i64 chunk = (hi - lo + BLOCK - 1) / BLOCK;
             i64 a = lo + t * chunk < hi ? lo + t * chunk : hi;
