@@ -161,8 +161,8 @@ func TestSharedBF16Conversions(t *testing.T) {
 			if e, _ := profileEntry(p, "f32_to_bf16"); e.Calls != got.launches {
 				t.Errorf("L=%d: the profile has %d f32_to_bf16 calls, the conversions counted %d launches", L, e.Calls, got.launches)
 			}
-			launches, floats, produced := stepConversions(TransferConfig(L), transferB*transferT, path)
-			reference, _, _ := stepConversions(TransferConfig(L), transferB*transferT, ownCopies)
+			launches, floats, produced := stepConversions(transferConfig(L), transferB*transferT, path)
+			reference, _, _ := stepConversions(transferConfig(L), transferB*transferT, ownCopies)
 			check(t, fmt.Sprintf("policy step L=%d", L), got, launches, floats, produced, reference, shared)
 		}
 		for _, tc := range []struct {
@@ -189,7 +189,7 @@ func TestSharedBF16Conversions(t *testing.T) {
 			be.SetPrecision(BF16)
 			be.d.unsharedBF16 = !shared
 			be.SetDecodeFusion(false) // the separate q/k/v and gate/up products (fused: below)
-			_, steps, _ := DecodeRun(t, be, lora, nil)
+			_, steps, _ := decodeRun(t, be, lora, nil)
 			if lora {
 				want := sharedConversions["decode LoRA"][b2i(shared)]
 				check(t, "generation with LoRA", be.d.conv, want.launches, want.floats, want.produced,
@@ -198,7 +198,7 @@ func TestSharedBF16Conversions(t *testing.T) {
 			}
 			// decodeRun: 3 slots, prompts of 3, so a prefill of 9 tokens
 			// and then steps-1 forwards of 3, each sampling 3 rows
-			c := TransferConfig(2)
+			c := transferConfig(2)
 			launches, floats, produced := decodeConversions(c, 9, 3, path)
 			reference, _, _ := decodeConversions(c, 9, 3, ownCopies)
 			for i := int64(1); i < steps; i++ {
@@ -218,8 +218,8 @@ func TestSharedBF16Conversions(t *testing.T) {
 		be = openEmulator(t)
 		be.SetPrecision(BF16)
 		be.d.unsharedBF16 = !shared
-		_, steps, _ := DecodeRun(t, be, false, nil)
-		c := TransferConfig(2)
+		_, steps, _ := decodeRun(t, be, false, nil)
+		c := transferConfig(2)
 		fusedPath := sharedCopies
 		if shared {
 			fusedPath = producedCopies

@@ -19,7 +19,7 @@ import (
 // and per-token results and scalars come down, and the host waits a fixed
 // number of times per step whatever the depth of the model.
 
-func TransferConfig(L int) model.Config {
+func transferConfig(L int) model.Config {
 	return model.Config{Family: "qwen2", V: 97, C: 64, F: 160, L: L, NH: 4, NKV: 2, HD: 16, MaxPos: 64,
 		Eps: 1e-6, RopeTheta: 10000, QKVBias: true, BOS: 1, EOS: 2}
 }
@@ -75,7 +75,7 @@ func withLoRA(t *testing.T, m *model.Model, r *rand.Rand) {
 }
 
 func newStep(t *testing.T, be *Backend, L int, scoredOnly, lora bool) *policyStep {
-	c := TransferConfig(L)
+	c := transferConfig(L)
 	r := rand.New(rand.NewPCG(21, uint64(L)))
 	m := model.NewZero(be, c)
 	m.Params.Upload(checkutil.Randn(r, c.NumParams(), 0.05))
@@ -190,7 +190,7 @@ func TestTransferTrainStep(t *testing.T) {
 			be := openEmulator(t)
 			s := NewPolicyStep(t, be, L, scoredOnly)
 			got := Counted(be, func() { s.Run(t) })
-			c := TransferConfig(L)
+			c := transferConfig(L)
 			checkSteps(t, name, got, policyIO(transferB*transferT), int64(c.NumParams())*4, 8)
 			checkLaunches(t, name, got)
 			syncs[L] = got.Syncs
@@ -208,7 +208,7 @@ func TestTransferCriticStep(t *testing.T) {
 	for _, L := range []int{1, 2} {
 		be := openEmulator(t)
 		got := criticStep(t, be, L)
-		c := TransferConfig(L)
+		c := transferConfig(L)
 		// tokens and dvalues up, values down; two squared norms down
 		io := int64(transferB*transferT)*3*4 + 16
 		checkSteps(t, fmt.Sprintf("critic L=%d", L), got, io, int64(c.NumParams())*4, 8)
@@ -224,7 +224,7 @@ func TestTransferCriticStep(t *testing.T) {
 // values, backward from dvalues, clip, AdamW over decoder and head) twice
 // on be and returns the counts of the second.
 func criticStep(t *testing.T, be *Backend, L int) Counters {
-	c := TransferConfig(L)
+	c := transferConfig(L)
 	r := rand.New(rand.NewPCG(22, uint64(L)))
 	body := model.NewZero(be, c)
 	body.Params.Upload(checkutil.Randn(r, c.NumParams(), 0.05))
@@ -264,7 +264,7 @@ func TestTransferPlantedHostStaging(t *testing.T) {
 	if got.Syncs <= 8 {
 		t.Errorf("with host staging planted a step synchronised %d times: the bound cannot fail", got.Syncs)
 	}
-	if got.Largest < int64(TransferConfig(1).V*TransferConfig(1).C)*4 {
+	if got.Largest < int64(transferConfig(1).V*transferConfig(1).C)*4 {
 		t.Errorf("with host staging planted the largest copy was %d bytes: the parameter-sized bound cannot fail", got.Largest)
 	}
 }
@@ -312,16 +312,16 @@ func TestTransferLoRAPlantedHostStaging(t *testing.T) {
 	}
 }
 
-// DecodeRun generates for 3 requests (prompt 3, 4 new tokens each, sampled
+// decodeRun generates for 3 requests (prompt 3, 4 new tokens each, sampled
 // with temperature, top-k and top-p) after a warm-up, and returns the
 // counts of the second run, its number of forwards, and the bytes those
-// Forwards must move: per forward of N tokens and M sampled rows, the
+// forwards must move: per forward of N tokens and M sampled rows, the
 // tokens, positions, slots and cache rows up (16N), the selected rows and
 // the sampling parameters up (4M + 24M), the sampled ids and their
 // log-probabilities down (8M): O(batch), never a row of logits.
-func DecodeRun(t *testing.T, be *Backend, lora bool, plant func()) (Counters, int64, int64) {
+func decodeRun(t *testing.T, be *Backend, lora bool, plant func()) (Counters, int64, int64) {
 	t.Helper()
-	c := TransferConfig(2)
+	c := transferConfig(2)
 	r := rand.New(rand.NewPCG(23, 23))
 	m := model.NewZero(be, c)
 	m.Params.Upload(checkutil.Randn(r, c.NumParams(), 0.3))
@@ -360,10 +360,10 @@ func DecodeRun(t *testing.T, be *Backend, lora bool, plant func()) (Counters, in
 	return got, steps, 16*N + 36*M
 }
 
-// CheckDecode fails when generation moved more than its per-step I/O, made
+// checkDecode fails when generation moved more than its per-step I/O, made
 // a copy as large as one row of logits, allocated, or waited more than once
 // per forward.
-func CheckDecode(t *testing.T, what string, got Counters, steps, io int64, V int) {
+func checkDecode(t *testing.T, what string, got Counters, steps, io int64, V int) {
 	t.Helper()
 	t.Logf("%s: %d forwards: %v (own I/O %d B)", what, steps, got, io)
 	if moved := got.HostToDevice + got.DeviceToHost; moved > io {
@@ -385,8 +385,8 @@ func CheckDecode(t *testing.T, what string, got Counters, steps, io int64, V int
 // parameters up, sampled ids and log-probs down.
 func TestTransferDecodeStep(t *testing.T) {
 	for _, lora := range []bool{false, true} {
-		got, steps, io := DecodeRun(t, openEmulator(t), lora, nil)
-		CheckDecode(t, fmt.Sprintf("decode lora=%v", lora), got, steps, io, TransferConfig(2).V)
+		got, steps, io := decodeRun(t, openEmulator(t), lora, nil)
+		checkDecode(t, fmt.Sprintf("decode lora=%v", lora), got, steps, io, transferConfig(2).V)
 		checkLaunches(t, fmt.Sprintf("decode lora=%v", lora), got)
 	}
 }
@@ -395,15 +395,15 @@ func TestTransferDecodeStep(t *testing.T) {
 // down each step) and adapters staged through the host each fail the
 // decode bounds.
 func TestTransferDecodePlanted(t *testing.T) {
-	V := TransferConfig(2).V
+	V := transferConfig(2).V
 	be := openEmulator(t)
-	got, steps, io := DecodeRun(t, be, false, func() { be.d.sampleOnHost = be.d.sampleHost })
+	got, steps, io := decodeRun(t, be, false, func() { be.d.sampleOnHost = be.d.sampleHost })
 	t.Logf("planted host sampling: %v", got)
 	if got.DeviceToHost+got.HostToDevice <= io || got.Largest < int64(3*V)*4 {
 		t.Errorf("with host sampling planted, %d forwards moved %d bytes (largest copy %d): the decode bounds cannot fail", steps, got.DeviceToHost+got.HostToDevice, got.Largest)
 	}
 	be = openEmulator(t)
-	got, _, io = DecodeRun(t, be, true, func() { be.d.stageNamed = "LoRA" })
+	got, _, io = decodeRun(t, be, true, func() { be.d.stageNamed = "LoRA" })
 	t.Logf("planted adapter staging: %v", got)
 	if got.DeviceToHost+got.HostToDevice <= io || got.Largest < int64(V)*4 {
 		t.Errorf("with the adapters staged, generation moved %d bytes (largest copy %d): the decode bounds cannot fail", got.DeviceToHost+got.HostToDevice, got.Largest)
@@ -455,7 +455,7 @@ func TestTransferMixedPrecision(t *testing.T) {
 	for _, p := range []Precision{FP32, BF16} {
 		be := openEmulator(t)
 		be.SetPrecision(p)
-		got, _, _ := DecodeRun(t, be, false, nil)
+		got, _, _ := decodeRun(t, be, false, nil)
 		if p == FP32 {
 			fp32 = got
 			continue
@@ -464,31 +464,31 @@ func TestTransferMixedPrecision(t *testing.T) {
 	}
 }
 
-// CountedGen is the emulator's backend as the groups workload's model sees
+// countedGen is the emulator's backend as the groups workload's model sees
 // it, counting the forwards (one SampleTokens each) and the copies the
 // generator asks for (Copy: its prefix copies); hostCopy plants a prefix copy
 // through the host (download, then upload).
-type CountedGen struct {
+type countedGen struct {
 	*Backend
-	Forwards, copies, copied int64
+	forwards, copies, copied int64
 	// the tokens of decode steps copied from the previous step's samples
 	// (overlap scheduling: gpu.DecodeOverlap)
 	tokCopies, tokCopied int64
 	hostCopy             bool
 }
 
-func (c *CountedGen) CopyInt32(dst, src []int32) {
+func (c *countedGen) CopyInt32(dst, src []int32) {
 	c.tokCopies++
 	c.tokCopied += int64(min(len(dst), len(src)))
 	c.Backend.CopyInt32(dst, src)
 }
 
-func (c *CountedGen) SampleTokens(tokens []int32, logp []float32, logits []float32, params []gpu.SampleParams, M, V int) {
-	c.Forwards++
+func (c *countedGen) SampleTokens(tokens []int32, logp []float32, logits []float32, params []gpu.SampleParams, M, V int) {
+	c.forwards++
 	c.Backend.SampleTokens(tokens, logp, logits, params, M, V)
 }
 
-func (c *CountedGen) Copy(dst, src []float32) {
+func (c *countedGen) Copy(dst, src []float32) {
 	c.copies++
 	c.copied += int64(min(len(dst), len(src)))
 	if c.hostCopy {
@@ -512,14 +512,14 @@ func (c *CountedGen) Copy(dst, src []float32) {
 // prefilled, 90 shared.
 var groupsPrompts = [2][2]int{{36, 78}, {72, 90}}
 
-// GroupsTransfer runs the groups workload on the emulator, after a warm-up
+// groupsTransfer runs the groups workload on the emulator, after a warm-up
 // Run when warm (Params.Changed between the two empties the cache, so the
 // second schedules the same), and returns the counts of the last run, its
 // rounds and the generator's own copies and forwards.
-func GroupsTransfer(t *testing.T, warm bool, plant func(*CountedGen, *model.Generator)) (Counters, [2]checkutil.GroupsRound, *CountedGen) {
+func groupsTransfer(t *testing.T, warm bool, plant func(*countedGen, *model.Generator)) (Counters, [2]checkutil.GroupsRound, *countedGen) {
 	t.Helper()
 	be := openEmulator(t)
-	cg := &CountedGen{Backend: be}
+	cg := &countedGen{Backend: be}
 	w := checkutil.NewGroupsWorkload()
 	m, g, err := w.Generator(cg)
 	if err != nil {
@@ -534,7 +534,7 @@ func GroupsTransfer(t *testing.T, warm bool, plant func(*CountedGen, *model.Gene
 	if plant != nil {
 		plant(cg, g)
 	}
-	cg.Forwards, cg.copies, cg.copied, cg.tokCopies, cg.tokCopied = 0, 0, 0, 0, 0
+	cg.forwards, cg.copies, cg.copied, cg.tokCopies, cg.tokCopied = 0, 0, 0, 0, 0
 	be.ResetCounters()
 	rounds, err := w.Run(g)
 	if err != nil {
@@ -543,12 +543,12 @@ func GroupsTransfer(t *testing.T, warm bool, plant func(*CountedGen, *model.Gene
 	return be.Counters(), rounds, cg
 }
 
-// GroupsIO is what the groups workload must move: 16 B per token run
+// groupsIO is what the groups workload must move: 16 B per token run
 // (ids, positions, slots, cache rows up) and 36 B per sampled row (selected
 // row and sampling parameters up, sampled id and log-prob down), with the
 // prompt tokens of groupsPrompts prefilled and every generated token but a
 // request's last run as a decode token; and the tokens and rows.
-func GroupsIO(rounds [2]checkutil.GroupsRound) (io, N, M int64) {
+func groupsIO(rounds [2]checkutil.GroupsRound) (io, N, M int64) {
 	for n, r := range rounds {
 		N += int64(groupsPrompts[n][0])
 		for _, res := range r.Results {
@@ -570,16 +570,16 @@ func GroupsIO(rounds [2]checkutil.GroupsRound) (io, N, M int64) {
 // tokens are copied on the device from those samples (4 B a token, counted
 // apart like the prefix copies).
 func TestTransferGenerateGroups(t *testing.T) {
-	got, rounds, cg := GroupsTransfer(t, true, nil)
-	io, N, M := GroupsIO(rounds)
+	got, rounds, cg := groupsTransfer(t, true, nil)
+	io, N, M := groupsIO(rounds)
 	t.Logf("groups + tool turn: %d forwards, %d tokens run, %d sampled: %v (own I/O %d B); the generator copied %d floats in %d copies",
-		cg.Forwards, N, M, got, io, cg.copied, cg.copies)
+		cg.forwards, N, M, got, io, cg.copied, cg.copies)
 	for n, r := range rounds {
 		if r.Prefill != groupsPrompts[n][0] || r.Share != groupsPrompts[n][1] {
 			t.Errorf("round %d: %d prompt tokens prefilled, %d shared; want %d and %d", n+1, r.Prefill, r.Share, groupsPrompts[n][0], groupsPrompts[n][1])
 		}
 	}
-	CheckDecode(t, "groups + tool turn", got, cg.Forwards, io, checkutil.GroupsConfig.V)
+	checkDecode(t, "groups + tool turn", got, cg.forwards, io, checkutil.GroupsConfig.V)
 	checkLaunches(t, "groups + tool turn", got)
 	if cg.copies == 0 || got.DeviceCopies != cg.copies+cg.tokCopies || got.DeviceToDevice != 4*(cg.copied+cg.tokCopied) {
 		t.Errorf("the device copied %d B in %d copies; the generator asked for %d floats in %d copies and %d tokens in %d",
@@ -587,9 +587,9 @@ func TestTransferGenerateGroups(t *testing.T) {
 	}
 	// the decode tokens of every forward but the few after an admission
 	// (read first: the prefill's slot must be known) come from the device
-	if got.Syncs != 0 || got.DownloadWaits != cg.Forwards || cg.tokCopied == 0 || cg.tokCopied > N-int64(groupsPrompts[0][0]+groupsPrompts[1][0]) {
+	if got.Syncs != 0 || got.DownloadWaits != cg.forwards || cg.tokCopied == 0 || cg.tokCopied > N-int64(groupsPrompts[0][0]+groupsPrompts[1][0]) {
 		t.Errorf("%d syncs and %d waits for samples in %d forwards, %d decode tokens copied on the device of %d: want no sync, a wait a forward",
-			got.Syncs, got.DownloadWaits, cg.Forwards, cg.tokCopied, N-int64(groupsPrompts[0][0]+groupsPrompts[1][0]))
+			got.Syncs, got.DownloadWaits, cg.forwards, cg.tokCopied, N-int64(groupsPrompts[0][0]+groupsPrompts[1][0]))
 	}
 	t.Logf("decode tokens from the device: %d in %d copies", cg.tokCopied, cg.tokCopies)
 }
@@ -599,14 +599,14 @@ func TestTransferGenerateGroups(t *testing.T) {
 // TestTransferGenerateGroups (one run each, without the warm-up: the
 // allocations are not what they plant).
 func TestTransferGenerateGroupsPlanted(t *testing.T) {
-	got, rounds, cg := GroupsTransfer(t, false, func(cg *CountedGen, _ *model.Generator) { cg.hostCopy = true })
-	io, _, _ := GroupsIO(rounds)
+	got, rounds, cg := groupsTransfer(t, false, func(cg *countedGen, _ *model.Generator) { cg.hostCopy = true })
+	io, _, _ := groupsIO(rounds)
 	t.Logf("planted prefix copy through the host: %v (own I/O %d B)", got, io)
 	if moved := got.HostToDevice + got.DeviceToHost; moved <= io || got.DeviceCopies != cg.tokCopies {
 		t.Errorf("with the prefix copies through the host the workload moved %d bytes (bound %d), %d device copies: the bound cannot fail", moved, io, got.DeviceCopies)
 	}
-	got, rounds, _ = GroupsTransfer(t, false, func(_ *CountedGen, g *model.Generator) { g.NoPrefixSharing = true })
-	io, _, _ = GroupsIO(rounds)
+	got, rounds, _ = groupsTransfer(t, false, func(_ *countedGen, g *model.Generator) { g.NoPrefixSharing = true })
+	io, _, _ = groupsIO(rounds)
 	t.Logf("planted re-prefill: %v (own I/O %d B with sharing)", got, io)
 	if moved := got.HostToDevice + got.DeviceToHost; moved <= io || rounds[1].Share != 0 {
 		t.Errorf("with every prompt prefilled the workload moved %d bytes (bound %d), shared %d tokens in round 2: the bound cannot fail", moved, io, rounds[1].Share)
