@@ -207,36 +207,53 @@ func (e *EnginePolicy) post(ctx context.Context, path string, body, out any) err
 }
 
 func (e *EnginePolicy) try(ctx context.Context, url string, body []byte, out any) (retry bool, err error) {
+	status, data, err := e.send(ctx, http.MethodPost, url, url, body, 256<<20)
+	if err != nil {
+		return status == 0 || status == http.StatusTooManyRequests || status >= 500, err
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return false, fmt.Errorf("POST %s: the answer is not the expected JSON: %v: %s", url, err, clipText(string(data), 200))
+	}
+	return false, nil
+}
+
+// send makes one request of the engine (a JSON body when body is not nil, the API key)
+// within the configured timeout and reads at most limit bytes of the answer; what names the
+// call in errors. An answer other than 200 is an error with its status and text; a request
+// that got no answer is an error with status 0.
+func (e *EnginePolicy) send(ctx context.Context, method, url, what string, body []byte, limit int64) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return false, err
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if e.cfg.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+e.cfg.APIKey)
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			return true, fmt.Errorf("POST %s: no answer within %v", url, e.cfg.Timeout)
+			return 0, nil, fmt.Errorf("%s %s: no answer within %v", method, what, e.cfg.Timeout)
 		}
-		return true, fmt.Errorf("POST %s: %v", url, err)
+		return 0, nil, fmt.Errorf("%s %s: %v", method, what, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
-		return true, fmt.Errorf("POST %s: reading the answer: %v", url, err)
+		return 0, nil, fmt.Errorf("%s %s: reading the answer: %v", method, what, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		retry := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
-		return retry, fmt.Errorf("POST %s: HTTP %d: %s", url, resp.StatusCode, clipText(strings.TrimSpace(string(data)), 300))
+		return resp.StatusCode, data, fmt.Errorf("%s %s: HTTP %d: %s", method, what, resp.StatusCode, clipText(strings.TrimSpace(string(data)), 300))
 	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return false, fmt.Errorf("POST %s: the answer is not the expected JSON: %v: %s", url, err, clipText(string(data), 200))
-	}
-	return false, nil
+	return resp.StatusCode, data, nil
 }
 
 func clipText(s string, n int) string {

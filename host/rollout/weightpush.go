@@ -1,13 +1,11 @@
 package rollout
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -255,55 +253,26 @@ func (p *VLLMPush) group(ctx context.Context, e *EnginePolicy) (WeightGroup, err
 // control call is never retried (a second /update_weights would wait for broadcasts that
 // never come). An answer other than 200 is an error quoting it.
 func (e *EnginePolicy) control(ctx context.Context, path string, body any) error {
-	var rd io.Reader
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
 			return err
 		}
-		rd = bytes.NewReader(b)
 	}
-	return e.call(ctx, http.MethodPost, path, rd, nil)
+	_, _, err := e.send(ctx, http.MethodPost, e.base+path, strings.SplitN(path, "?", 2)[0], b, 1<<20)
+	return err
 }
 
 // get GETs one of the engine's routes and decodes its JSON answer into out.
 func (e *EnginePolicy) get(ctx context.Context, path string, out any) error {
-	return e.call(ctx, http.MethodGet, path, nil, out)
-}
-
-func (e *EnginePolicy) call(ctx context.Context, method, path string, body io.Reader, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
-	defer cancel()
 	route := strings.SplitN(path, "?", 2)[0]
-	req, err := http.NewRequestWithContext(ctx, method, e.base+path, body)
+	_, data, err := e.send(ctx, http.MethodGet, e.base+path, route, nil, 1<<20)
 	if err != nil {
 		return err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if e.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+e.cfg.APIKey)
-	}
-	resp, err := e.client.Do(req)
-	if err != nil {
-		if ctx.Err() == context.DeadlineExceeded {
-			return fmt.Errorf("%s %s: no answer within %v", method, route, e.cfg.Timeout)
-		}
-		return fmt.Errorf("%s %s: %v", method, route, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: reading the answer: %v", method, route, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: HTTP %d: %s", method, route, resp.StatusCode, clipText(strings.TrimSpace(string(data)), 300))
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("%s %s: the answer is not the expected JSON: %v: %s", method, route, err, clipText(string(data), 200))
-		}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("GET %s: the answer is not the expected JSON: %v: %s", route, err, clipText(string(data), 200))
 	}
 	return nil
 }
