@@ -1,7 +1,10 @@
 // Package dist is how a process learns its place among the ranks of a job started the way
 // PyTorch users start theirs (torchrun, Slurm's srun, or NCCL_COMM_ID), and how the ranks
 // share the one value they need before NCCL can connect them: the communicator's unique id,
-// handed out by rank 0 through the launcher's rendezvous store (docs/distributed.md).
+// handed out by rank 0 through the launcher's rendezvous store. It also holds what data
+// parallelism is built from: a communicator with NCCL's semantics (Comm; NewLocal, the
+// in-process one the tests run ranks on), a step's split over the ranks (Shard), the
+// gradients' bucketed all-reduce and ZeRO-1's sharded AdamW (docs/distributed.md).
 package dist
 
 import (
