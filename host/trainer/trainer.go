@@ -57,6 +57,9 @@ type Trainer struct {
 	totalSteps int
 
 	budget failureBudget // trainer.max_failed_fraction, trainer.max_consecutive_failed_steps
+
+	// dp is this rank's part of a data-parallel job; the zero value is one rank (dp.go).
+	dp dataParallel
 }
 
 // New prepares a run as its open-steps, in order: the run directory, the device, the task

@@ -58,6 +58,10 @@ func (t *Trainer) ppoUpdate(ctx context.Context, b *batchOf, adv, oldLogp, refLo
 		agg:      algo.Agg{Mode: ac.LossAggMode, NormLen: cfg.ResponseLength()},
 		miniSeqs: max(ac.PPOMiniBatchSize*cfg.ActorRolloutRef.Rollout.N, 1),
 		sums:     map[string]float64{}, counts: map[string]float64{}}
+	var err error
+	if p.miniSeqs, err = t.dp.localMini(p.miniSeqs); err != nil {
+		return nil, err
+	}
 	order := make([]int, b.B)
 	for i := range order {
 		order[i] = i
@@ -82,10 +86,13 @@ func (t *Trainer) ppoUpdate(ctx context.Context, b *batchOf, adv, oldLogp, refLo
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			if err := t.actorMiniBatch(p, lo, min(lo+p.miniSeqs, p.b.B)); err != nil {
+			if err := t.actorMiniBatch(ctx, p, lo, min(lo+p.miniSeqs, p.b.B)); err != nil {
 				return nil, err
 			}
 		}
+	}
+	if err := t.dp.sums(ctx, p.sums, p.counts, &p.realTok, &p.padTok); err != nil {
+		return nil, err
 	}
 	out := map[string]float64{actorLR: float64(t.opt.Config.LR)}
 	if p.padTok > 0 {
@@ -104,7 +111,7 @@ func (p *actorUpdate) add(k string, v float64) { p.sums[k] += v; p.counts[k]++ }
 // actorMiniBatch is one optimiser step over trajectories [lo, hi) of p.b: the gradient of their
 // loss accumulated over micro-batches, the loss aggregated over the whole mini-batch (its
 // token and sequence counts), then AdamW.
-func (t *Trainer) actorMiniBatch(p *actorUpdate, lo, hi int) error {
+func (t *Trainer) actorMiniBatch(ctx context.Context, p *actorUpdate, lo, hi int) error {
 	b := p.b
 	spans := fixedSpans(lo, hi, max(p.ac.PPOMicroBatchSizePerGPU, 1))
 	if p.ac.UseDynamicBsz {
@@ -118,6 +125,10 @@ func (t *Trainer) actorMiniBatch(p *actorUpdate, lo, hi int) error {
 	p.padTok += pa
 	p.add(actorMicroBatches, float64(len(spans)))
 	gTok, gSeq := maskCounts(b.rows(b.mask, lo, hi), b.Tr)
+	gTok, gSeq, err := t.dp.counts(ctx, gTok, gSeq)
+	if err != nil {
+		return err
+	}
 	pc, ag := p.policy, p.agg
 	pc.GlobalTokens, pc.GlobalSeqs = gTok, gSeq
 	ag.GlobalTokens, ag.GlobalSeqs = gTok, gSeq
@@ -127,7 +138,7 @@ func (t *Trainer) actorMiniBatch(p *actorUpdate, lo, hi int) error {
 			return err
 		}
 	}
-	norm, err := t.opt.Update(t.actor)
+	norm, err := t.dp.step(ctx, t.actor, t.opt)
 	if err != nil {
 		return err
 	}

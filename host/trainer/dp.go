@@ -1,0 +1,97 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/rlhost/rlhost/gpu/model"
+	"github.com/rlhost/rlhost/host/dist"
+)
+
+// dataParallel is a rank's part of a data-parallel job (docs/distributed.md): its
+// communicator, and the sharded optimizer when the optimizer state is sharded. The actor's
+// update runs on the rank's share of the batch (each GRPO group whole on one rank):
+// mini-batches of ppo_mini_batch_size/world trajectories' groups a rank, as veRL divides
+// them; the loss normalised by the whole mini-batch's tokens and sequences (all-reduced);
+// the gradients all-reduced in buckets before the optimizer, which then takes the same step
+// on every rank (or ZeRO-1's shards); the update's metrics summed over the ranks.
+// The zero value is one rank.
+type dataParallel struct {
+	comm   dist.Comm
+	zero   *dist.ZeRO1 // nil: AdamW replicated on every rank
+	bucket int         // the gradients' all-reduce bucket, floats (0: dist.DefaultBucket)
+}
+
+func (d dataParallel) size() int {
+	if d.comm == nil {
+		return 1
+	}
+	return d.comm.Size()
+}
+
+// localMini is a rank's trajectories in a mini-batch of miniSeqs.
+func (d dataParallel) localMini(miniSeqs int) (int, error) {
+	n := d.size()
+	if miniSeqs%n != 0 {
+		return 0, fmt.Errorf("trainer: a mini-batch of %d trajectories does not split over %d ranks", miniSeqs, n)
+	}
+	return miniSeqs / n, nil
+}
+
+// counts sums the mini-batch's token and sequence counts over the ranks.
+func (d dataParallel) counts(ctx context.Context, tokens, seqs int) (int, int, error) {
+	if d.comm == nil {
+		return tokens, seqs, nil
+	}
+	c := []float64{float64(tokens), float64(seqs)}
+	if err := d.comm.AllReduce64(ctx, c, dist.Sum); err != nil {
+		return 0, 0, fmt.Errorf("trainer: the mini-batch's token counts: %w", err)
+	}
+	return int(c[0]), int(c[1]), nil
+}
+
+// step reduces the ranks' gradients of m and takes the optimizer step: opt's, or the
+// sharded one's. It returns the gradient norm before clipping.
+func (d dataParallel) step(ctx context.Context, m *model.Model, opt *model.AdamW) (float64, error) {
+	if d.comm == nil {
+		return opt.Update(m)
+	}
+	if d.zero != nil {
+		d.zero.Config = opt.Config // the step's learning rate
+		return d.zero.Update(ctx, m)
+	}
+	_, grads := m.Trainable()
+	if err := dist.AllReduceGradients(ctx, d.comm, grads, d.bucket); err != nil {
+		return 0, fmt.Errorf("trainer: %w", err)
+	}
+	return opt.Update(m)
+}
+
+// sums adds the ranks' sums and counts of the update's metrics (each rank has the same
+// names: the same number of mini- and micro-batches) and the padding's token counts.
+func (d dataParallel) sums(ctx context.Context, sums, counts map[string]float64, real, pad *int) error {
+	if d.comm == nil {
+		return nil
+	}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range sums {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	buf := make([]float64, 0, 2*len(keys)+2)
+	for _, k := range keys {
+		buf = append(buf, sums[k], counts[k])
+	}
+	buf = append(buf, float64(*real), float64(*pad))
+	if err := d.comm.AllReduce64(ctx, buf, dist.Sum); err != nil {
+		return fmt.Errorf("trainer: the update's metrics: %w", err)
+	}
+	for i, k := range keys {
+		sums[k], counts[k] = buf[2*i], buf[2*i+1]
+	}
+	*real, *pad = int(buf[2*len(keys)]), int(buf[2*len(keys)+1])
+	return nil
+}

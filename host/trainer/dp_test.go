@@ -1,0 +1,202 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rlhost/rlhost/gpu/model"
+	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/dist"
+)
+
+// dpUpdateInputs are the advantages, old and reference log-probs of trajectories [lo, hi) of
+// outs laid out as b (its own Tr): each a function of the trajectory's index in the whole
+// batch and the token, so that every rank's share holds the whole batch's values.
+func dpUpdateInputs(b *batchOf, lo int) (adv, old, ref []float32) {
+	adv, old, ref = make([]float32, b.B*b.Tr), make([]float32, b.B*b.Tr), make([]float32, b.B*b.Tr)
+	for i := range b.B {
+		r := rand.New(rand.NewPCG(uint64(lo+i), 77))
+		a := float32(r.NormFloat64())
+		for j := range b.Tr {
+			k := i*b.Tr + j
+			adv[k] = a * b.mask[k]
+			old[k] = float32(r.NormFloat64()*0.3-2.5) * b.mask[k]
+			ref[k] = float32(r.NormFloat64()*0.1-2.5) * b.mask[k]
+		}
+	}
+	return adv, old, ref
+}
+
+// dpUpdate runs one actor update (2 PPO epochs over one mini-batch of 8 trajectories,
+// micro-batches of 2, clipping, the KL loss) of the same trajectories on size ranks, each its
+// share, over comms (nil: one rank), with ZeRO-1 or not; it returns every rank's weights and
+// metrics. actor/micro_batches is a rank's count, so size ranks report 1/size of one rank's.
+func dpUpdate(t *testing.T, size int, comms []dist.Comm, zero bool, mode string) ([][]float32, []map[string]float64) {
+	t.Helper()
+	outs := variedOutputs(8, 11)
+	weights := make([][]float32, size)
+	mets := make([]map[string]float64, size)
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for rank := range size {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[rank] = func() error {
+				m := tinyModel()
+				cfg := config.Default()
+				ac := &cfg.ActorRolloutRef.Actor
+				cfg.ActorRolloutRef.Rollout.N = 1
+				ac.PPOMiniBatchSize, ac.PPOMicroBatchSizePerGPU, ac.PPOEpochs, ac.Shuffle = 8, 2, 2, false
+				ac.LossAggMode, ac.UseKLLoss, ac.KLLossCoef, ac.EntropyCoeff = mode, true, 0.1, 0.01
+				ac.Optim.LR, ac.GradClip = 1e-2, 0.5
+				opt := model.NewAdamW(m, model.AdamWConfig{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 0.5})
+				tr := &Trainer{cfg: cfg, actor: m, acts: model.NewActsCache(m, 4), totalSteps: 1, opt: opt}
+				m.EnableGrads()
+				lo, hi := 0, len(outs)
+				if comms != nil {
+					c := comms[rank]
+					tr.dp = dataParallel{comm: c, bucket: 700}
+					if zero {
+						tr.dp.zero = dist.NewZeRO1(c, m, opt.Config)
+					}
+					var err error
+					if lo, hi, err = dist.Shard(len(outs), size, rank); err != nil {
+						return err
+					}
+				}
+				b := newBatch(outs[lo:hi])
+				adv, old, ref := dpUpdateInputs(b, lo)
+				got, err := tr.ppoUpdate(context.Background(), b, adv, old, ref, 1)
+				if err != nil {
+					return err
+				}
+				weights[rank], mets[rank] = slices.Clone(m.Params.Data), got
+				return nil
+			}()
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return weights, mets
+}
+
+// dpAgree compares ranks' weights and metrics with one rank's: an error names the first
+// difference beyond tol (relative).
+func dpAgree(weights [][]float32, mets []map[string]float64, want []float32, wantM map[string]float64, tol float64) error {
+	for r := range weights {
+		if !slices.Equal(weights[r], weights[0]) {
+			return fmt.Errorf("rank %d's weights differ from rank 0's", r)
+		}
+	}
+	scale, worst := 1e-3, 0.0
+	for i, w := range want {
+		scale = math.Max(scale, math.Abs(float64(w)))
+		worst = math.Max(worst, math.Abs(float64(weights[0][i]-w)))
+	}
+	if worst > tol*scale {
+		return fmt.Errorf("weights differ from one rank's by %.3g (largest weight %.3g)", worst, scale)
+	}
+	keys := make([]string, 0, len(wantM))
+	for k := range wantM {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		got, ok := mets[0][k]
+		if !ok {
+			return fmt.Errorf("metric %s missing", k)
+		}
+		want := wantM[k]
+		if k == actorMicroBatches { // a rank's micro-batches (per GPU, as veRL's micro-batch size is)
+			want /= float64(len(weights))
+		}
+		if d := math.Abs(got - want); d > tol*math.Max(1e-3, math.Abs(want)) {
+			return fmt.Errorf("metric %s = %.8g, want %.8g", k, got, want)
+		}
+	}
+	return nil
+}
+
+// TestDataParallelUpdateMatchesOneRank: the actor's update on 2 and 4 ranks (goroutines,
+// each its own model and share of the trajectories, over the in-process communicator),
+// with AdamW on every rank or ZeRO-1, gives one rank's weights and every metric of the
+// update (losses, clip fractions, KL, entropy, gradient norm, padding), to float32
+// rounding, for token-mean and sequence-mean aggregation. Planted defects fail it: the
+// mini-batch's token counts not summed over the ranks (each rank's loss normalised by its
+// own share), the gradients not all-reduced.
+func TestDataParallelUpdateMatchesOneRank(t *testing.T) {
+	const tol = 1e-4
+	for _, mode := range []string{"token-mean", "seq-mean-token-mean"} {
+		ws, ms := dpUpdate(t, 1, nil, false, mode)
+		want, wantM := ws[0], ms[0]
+		for _, size := range []int{2, 4} {
+			for _, zero := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%d ranks zero1=%v", mode, size, zero), func(t *testing.T) {
+					w, m := dpUpdate(t, size, dist.NewLocal(size, time.Minute), zero, mode)
+					if err := dpAgree(w, m, want, wantM, tol); err != nil {
+						t.Fatal(err)
+					}
+					t.Logf("grad norm %.8g (one rank %.8g), pg loss %.8g (%.8g)", m[0]["actor/grad_norm"], wantM["actor/grad_norm"],
+						m[0]["actor/pg_loss"], wantM["actor/pg_loss"])
+				})
+			}
+		}
+		for _, plant := range []string{"counts not summed", "gradients not reduced"} {
+			t.Run(mode+"/planted "+plant, func(t *testing.T) {
+				comms := dist.NewLocal(2, time.Minute)
+				for i, c := range comms {
+					comms[i] = plantedComm{Comm: c, plant: plant}
+				}
+				w, m := dpUpdate(t, 2, comms, false, mode)
+				err := dpAgree(w, m, want, wantM, tol)
+				if err == nil {
+					t.Fatalf("the update with %s matches one rank's", plant)
+				}
+				t.Log(err)
+			})
+		}
+	}
+}
+
+// plantedComm breaks one exchange of the data-parallel update.
+type plantedComm struct {
+	dist.Comm
+	plant string
+}
+
+func (p plantedComm) AllReduce64(ctx context.Context, buf []float64, op dist.Op) error {
+	if p.plant == "counts not summed" && len(buf) == 2 {
+		return nil
+	}
+	return p.Comm.AllReduce64(ctx, buf, op)
+}
+
+func (p plantedComm) AllReduce(ctx context.Context, buf []float32, op dist.Op) error {
+	if p.plant == "gradients not reduced" {
+		return nil
+	}
+	return p.Comm.AllReduce(ctx, buf, op)
+}
+
+// TestDataParallelMiniBatchSplits: a mini-batch that does not split over the ranks is an
+// error naming both counts.
+func TestDataParallelMiniBatchSplits(t *testing.T) {
+	_, err := dataParallel{comm: dist.NewLocal(3, time.Second)[0]}.localMini(8)
+	if err == nil || !strings.Contains(err.Error(), "8 trajectories") || !strings.Contains(err.Error(), "3 ranks") {
+		t.Errorf("localMini: %v", err)
+	}
+}
+
