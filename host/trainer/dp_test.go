@@ -199,4 +199,3 @@ func TestDataParallelMiniBatchSplits(t *testing.T) {
 		t.Errorf("localMini: %v", err)
 	}
 }
-
