@@ -29,6 +29,7 @@ type critic struct {
 	vm   *model.ValueModel
 	opt  *model.ValueAdamW
 	acts *model.ValueActsCache // activations of the micro-batches (at most four buffers)
+	dp   dataParallel          // the job's ranks, as the actor's update (dp.go); zero: one rank
 }
 
 // criticOptimizerFile and criticDir are the critic's part of a checkpoint directory.
@@ -171,6 +172,10 @@ type criticUpdate struct {
 func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []float32, u criticUpdate) (map[string]float64, error) {
 	c.opt.Config.LR = float32(u.LR)
 	miniSeqs, micro := max(u.MiniSeqs, 1), max(u.Micro, 1)
+	miniSeqs, err := c.dp.localMini(miniSeqs)
+	if err != nil {
+		return nil, err
+	}
 	sums, counts := map[string]float64{}, map[string]float64{}
 	add := func(k string, v float64) { sums[k] += v; counts[k]++ }
 	var realTok, paddedTok int
@@ -202,6 +207,10 @@ func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []fl
 			realTok += re
 			paddedTok += pa
 			gTok, gSeq := maskCounts(b.rows(b.mask, lo, hi), b.Tr)
+			gTok, gSeq, err := c.dp.counts(ctx, gTok, gSeq)
+			if err != nil {
+				return nil, err
+			}
 			agg := algo.Agg{Mode: u.AggMode, GlobalTokens: gTok, GlobalSeqs: gSeq, NormLen: u.NormLen}
 			c.vm.ZeroGrads()
 			var miniLoss float64
@@ -227,9 +236,12 @@ func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []fl
 					return nil, fmt.Errorf("trainer: critic backward: %w", err)
 				}
 			}
-			norm, err := c.opt.Update(c.vm)
+			norm, err := c.dp.stepValue(ctx, c.vm, c.opt)
 			if err != nil {
 				return nil, fmt.Errorf("trainer: critic: %w", err)
+			}
+			if miniLoss, err = c.dp.sum(ctx, miniLoss); err != nil { // the ranks' parts of the mini-batch's loss
+				return nil, err
 			}
 			if math.IsNaN(norm) || math.IsInf(norm, 0) {
 				return nil, fmt.Errorf("trainer: critic gradient norm is %v: the update was not finite", norm)
@@ -237,6 +249,9 @@ func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []fl
 			add(criticVFLoss, miniLoss)
 			add(criticGradNorm, norm)
 		}
+	}
+	if err := c.dp.sums(ctx, sums, counts, &realTok, &paddedTok); err != nil {
+		return nil, err
 	}
 	out := map[string]float64{criticLR: u.LR}
 	if paddedTok > 0 {

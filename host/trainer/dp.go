@@ -68,6 +68,31 @@ func (d dataParallel) step(ctx context.Context, m *model.Model, opt *model.AdamW
 	return opt.Update(m)
 }
 
+// stepValue is step for the critic: the value model's gradients (decoder and head)
+// all-reduced, then its optimizer's step (ZeRO-1 does not shard the critic's moments).
+func (d dataParallel) stepValue(ctx context.Context, vm *model.ValueModel, opt *model.ValueAdamW) (float64, error) {
+	if d.comm != nil {
+		for _, g := range [][]float32{vm.Body.Grads.Data, vm.HeadGrad} {
+			if err := dist.AllReduceGradients(ctx, d.comm, g, d.bucket); err != nil {
+				return 0, fmt.Errorf("trainer: the critic's gradients: %w", err)
+			}
+		}
+	}
+	return opt.Update(vm)
+}
+
+// sum adds x over the ranks.
+func (d dataParallel) sum(ctx context.Context, x float64) (float64, error) {
+	if d.comm == nil {
+		return x, nil
+	}
+	buf := []float64{x}
+	if err := d.comm.AllReduce64(ctx, buf, dist.Sum); err != nil {
+		return 0, fmt.Errorf("trainer: %w", err)
+	}
+	return buf[0], nil
+}
+
 // sums adds the ranks' sums and counts of the update's metrics (each rank has the same
 // names: the same number of mini- and micro-batches) and the padding's token counts.
 func (d dataParallel) sums(ctx context.Context, sums, counts map[string]float64, real, pad *int) error {
