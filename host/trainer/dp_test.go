@@ -43,6 +43,40 @@ func dpUpdateInputs(b *batchOf, lo int) (adv, old, ref []float32) {
 func dpUpdate(t *testing.T, size int, comms []dist.Comm, zero bool, mode string) ([][]float32, []map[string]float64) {
 	t.Helper()
 	outs := variedOutputs(8, 11)
+	return onRanks(t, size, func(rank int) ([]float32, map[string]float64, error) {
+		m := tinyModel()
+		cfg := config.Default()
+		ac := &cfg.ActorRolloutRef.Actor
+		cfg.ActorRolloutRef.Rollout.N = 1
+		ac.PPOMiniBatchSize, ac.PPOMicroBatchSizePerGPU, ac.PPOEpochs, ac.Shuffle = 8, 2, 2, false
+		ac.LossAggMode, ac.UseKLLoss, ac.KLLossCoef, ac.EntropyCoeff = mode, true, 0.1, 0.01
+		ac.Optim.LR, ac.GradClip = 1e-2, 0.5
+		opt := model.NewAdamW(m, model.AdamWConfig{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 0.5})
+		tr := &Trainer{cfg: cfg, actor: m, acts: model.NewActsCache(m, 4), totalSteps: 1, opt: opt}
+		m.EnableGrads()
+		lo, hi := 0, len(outs)
+		if comms != nil {
+			c := comms[rank]
+			tr.dp = dataParallel{comm: c, bucket: 700}
+			if zero {
+				tr.dp.zero = dist.NewZeRO1(c, m, opt.Config)
+			}
+			var err error
+			if lo, hi, err = dist.Shard(len(outs), size, rank); err != nil {
+				return nil, nil, err
+			}
+		}
+		b := newBatch(outs[lo:hi])
+		adv, old, ref := dpUpdateInputs(b, lo)
+		got, err := tr.ppoUpdate(context.Background(), b, adv, old, ref, 1)
+		return slices.Clone(m.Params.Data), got, err
+	})
+}
+
+// onRanks runs f for ranks 0..size-1 at once (goroutines) and returns each rank's weights and
+// metrics; a rank's error fails the test.
+func onRanks(t *testing.T, size int, f func(rank int) ([]float32, map[string]float64, error)) ([][]float32, []map[string]float64) {
+	t.Helper()
 	weights := make([][]float32, size)
 	mets := make([]map[string]float64, size)
 	errs := make([]error, size)
@@ -51,38 +85,7 @@ func dpUpdate(t *testing.T, size int, comms []dist.Comm, zero bool, mode string)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[rank] = func() error {
-				m := tinyModel()
-				cfg := config.Default()
-				ac := &cfg.ActorRolloutRef.Actor
-				cfg.ActorRolloutRef.Rollout.N = 1
-				ac.PPOMiniBatchSize, ac.PPOMicroBatchSizePerGPU, ac.PPOEpochs, ac.Shuffle = 8, 2, 2, false
-				ac.LossAggMode, ac.UseKLLoss, ac.KLLossCoef, ac.EntropyCoeff = mode, true, 0.1, 0.01
-				ac.Optim.LR, ac.GradClip = 1e-2, 0.5
-				opt := model.NewAdamW(m, model.AdamWConfig{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 0.5})
-				tr := &Trainer{cfg: cfg, actor: m, acts: model.NewActsCache(m, 4), totalSteps: 1, opt: opt}
-				m.EnableGrads()
-				lo, hi := 0, len(outs)
-				if comms != nil {
-					c := comms[rank]
-					tr.dp = dataParallel{comm: c, bucket: 700}
-					if zero {
-						tr.dp.zero = dist.NewZeRO1(c, m, opt.Config)
-					}
-					var err error
-					if lo, hi, err = dist.Shard(len(outs), size, rank); err != nil {
-						return err
-					}
-				}
-				b := newBatch(outs[lo:hi])
-				adv, old, ref := dpUpdateInputs(b, lo)
-				got, err := tr.ppoUpdate(context.Background(), b, adv, old, ref, 1)
-				if err != nil {
-					return err
-				}
-				weights[rank], mets[rank] = slices.Clone(m.Params.Data), got
-				return nil
-			}()
+			weights[rank], mets[rank], errs[rank] = f(rank)
 		}()
 	}
 	wg.Wait()
@@ -225,33 +228,17 @@ func TestDataParallelCriticUpdateMatchesOneRank(t *testing.T) {
 	_, returns := algo.GAEAdvantages(rewards, v0, b.mask, b.B, b.Tr, 0.99, 0.95)
 	u := criticUpdate{MiniSeqs: 8, Micro: 2, Epochs: 2, ClipRange: 0.2, AggMode: algo.TokenMean, LR: 3e-3}
 	run := func(size int, comms []dist.Comm) ([][]float32, []map[string]float64) {
-		weights := make([][]float32, size)
-		mets := make([]map[string]float64, size)
-		errs := make([]error, size)
-		var wg sync.WaitGroup
-		for rank := range size {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c := tinyCritic(t, 3e-3)
-				lo, hi := 0, b.B
-				if comms != nil {
-					c.dp = dataParallel{comm: comms[rank], bucket: 1000}
-					lo, hi, _ = dist.Shard(b.B, size, rank)
-				}
-				lb := newBatch(b.outs[lo:hi])
-				m, err := c.update(ctx, lb, relayout(v0, b.Tr, lo, hi, lb.Tr), relayout(returns, b.Tr, lo, hi, lb.Tr), u)
-				errs[rank], mets[rank] = err, m
-				weights[rank] = append(slices.Clone(c.vm.Body.Params.Data), c.vm.Head...)
-			}()
-		}
-		wg.Wait()
-		for r, err := range errs {
-			if err != nil {
-				t.Fatalf("rank %d: %v", r, err)
+		return onRanks(t, size, func(rank int) ([]float32, map[string]float64, error) {
+			c := tinyCritic(t, 3e-3)
+			lo, hi := 0, b.B
+			if comms != nil {
+				c.dp = dataParallel{comm: comms[rank], bucket: 1000}
+				lo, hi, _ = dist.Shard(b.B, size, rank)
 			}
-		}
-		return weights, mets
+			lb := newBatch(b.outs[lo:hi])
+			m, err := c.update(ctx, lb, relayout(v0, b.Tr, lo, hi, lb.Tr), relayout(returns, b.Tr, lo, hi, lb.Tr), u)
+			return append(slices.Clone(c.vm.Body.Params.Data), c.vm.Head...), m, err
+		})
 	}
 	ws, ms := run(1, nil)
 	for _, size := range []int{2, 4} {
