@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/rlhost/rlhost/gpu/model"
@@ -99,13 +100,7 @@ func (d dataParallel) sums(ctx context.Context, sums, counts map[string]float64,
 	if d.comm == nil {
 		return nil
 	}
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range sums {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	keys := slices.Sorted(maps.Keys(sums))
 	buf := make([]float64, 0, 2*len(keys)+2)
 	for _, k := range keys {
 		buf = append(buf, sums[k], counts[k])
