@@ -11,7 +11,7 @@ CUDA_ARCHS := 80 90
 CUDA_PTX_DIR := gpu/cuda/kernels
 CUDA_GOENV = CGO_LDFLAGS="-L$(CUDA_STUBS) $(CGO_LDFLAGS)"
 
-.PHONY: setup-cuda cuda-ptx cuda-check cuda-emu-test bench-cuda
+.PHONY: setup-cuda cuda-ptx cuda-dev-gen cuda-check cuda-emu-test bench-cuda
 
 SETUP_TARGETS += setup-cuda
 TEST_TARGETS  += cuda-check cuda-emu-test
@@ -44,6 +44,14 @@ cuda-ptx: setup-cuda ## build gpu/cuda/kernels/*.cu to PTX for sm_80 and sm_90 (
 		{ echo '$(CUDA_PTX_HEADER)'; cat $$tmp/k.ptx; } > $(CUDA_PTX_OUT)/kernels_sm$$a.ptx; \
 		echo "cuda-ptx: $(CUDA_PTX_OUT)/kernels_sm$$a.ptx"; \
 	done
+
+# dev/cuda holds what is not the product's kernels: the variants waiting for a GPU proof
+# and the planted defects (builds of a kernel family with edits, dev/cuda/*.edits). The
+# emulator compiles them from gpu/cuda/internal/emu/dev_gen.h, generated and committed
+# (cgo compiles only what is in its folder); TestGeneratedCurrent (dev/cuda) fails while
+# it is stale.
+cuda-dev-gen: ## write the emulator's builds of dev/cuda (gpu/cuda/internal/emu/dev_gen.h, generated)
+	$(GO) run ./dev/cuda/gen
 
 cuda-check: setup-cuda setup-blas tokenizers-lib ## CUDA backend: PTX for sm_80/sm_90 (+ptxas), go vet/build/test -c -tags cuda; the kernel tests run if a GPU is present
 	@set -eo pipefail; tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
@@ -90,7 +98,7 @@ test-gpu-proof: setup-python ## the proof's table, goals and record on fixture m
 
 # The kernel emulator needs only g++ (C++20): kernels.cu compiled for the CPU,
 # every GPU thread a fiber, run through the backend's own op code.
-cuda-emu-test: setup-blas tokenizers-lib ## run kernels.cu on the CPU (emulator, -tags cudaemu) against gpu/cpu: every check and the TestTransfer... bounds; every family's tiny checkpoint against transformers' goldens (TestFamilyGoldensEmulator); train and sft setting the CUDA products' precision, the trainer's device step metrics; selftest --bench's counts; the rollout policy's tool turns on the device
+cuda-emu-test: setup-blas tokenizers-lib ## run kernels.cu on the CPU (emulator, -tags cudaemu) against gpu/cpu: every check, every planted defect of dev/cuda and the TestTransfer... bounds; every family's tiny checkpoint against transformers' goldens (TestFamilyGoldensEmulator); train and sft setting the CUDA products' precision, the trainer's device step metrics; selftest --bench's counts; the rollout policy's tool turns on the device
 	$(GO) test -tags cudaemu -count=1 -timeout 30m ./gpu/cuda/...
 	$(GO) test -tags cudaemu -count=1 -run 'TestDeviceMeterCUDA' ./host/trainer/
 	$(GO) test -tags cudaemu -count=1 -run 'TestSetPrecisionCUDA' ./host/device/

@@ -11,7 +11,7 @@ import (
 	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
-// TestDecodeSplitPlantedBug: with attention.cuh's DS_BUG_NO_RESCALE
+// TestDecodeSplitPlantedBug: with attention_cached_combine/no_rescale
 // planted (the combine adds the chunks' outputs and sums without
 // rescaling them by exp(m_c - M)), the checks of flash-decoding, the
 // default, fail (AttentionCached naming the output, and the generation
@@ -41,7 +41,7 @@ func TestDecodeSplitPlantedBug(t *testing.T) {
 	}
 }
 
-// TestDecodeSplitSharedQPlantedBug: with attention.cuh's DS_BUG_ONE_Q
+// TestDecodeSplitSharedQPlantedBug: with attention_cached_split/one_q
 // planted (every query head of a block scored with the block's first
 // head's query: the K rows shared, the queries not told apart), the
 // checks of flash-decoding, the default, fail (AttentionCached naming the
@@ -103,7 +103,7 @@ func TestDecodeSplitLaunches(t *testing.T) {
 	}
 }
 
-// TestDecodeVecPlantedBug: with attention.cuh's DS_BUG_VEC_GROUP planted
+// TestDecodeVecPlantedBug: with attention_cached_split_vec/vec_group planted
 // in attention_cached_split_vec (the output pass's first group of
 // positions left out of the sum), the checks of the decode_vec variant fail
 // (AttentionCachedVec naming the output, GenerateDecodeVec); the default's

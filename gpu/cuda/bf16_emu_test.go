@@ -44,19 +44,19 @@ func TestMixedPrecisionEmulator(t *testing.T) {
 
 // TestBF16PlantedBugs plants one defect at a time in the bf16 path: the
 // conversion kernel truncating instead of rounding to nearest even
-// (bf16.cuh BF16_BUG_TRUNCATE), the weights' bfloat16 copies never
+// (f32_to_bf16/truncate), the weights' bfloat16 copies never
 // refreshed after a write (an AdamW step, an upload), a weight view's
 // offset in its tensor's copy ignored, the shared copy of an
 // activation operand kept after its tensor was written (actstale) or
 // freed and its memory given to a new tensor (actfree), the ops that
 // write their output's copy (the norms, SwiGLU, AdamW) writing none but
 // making it valid all the same (prodskip), the fused residual norm's copy
-// made of its sum instead of its output (rmsnorm.cuh RN_BUG_COPY_RES),
+// made of its sum instead of its output (residual_rmsnorm_forward/copy_res),
 // the norm backward's copy of the residual stream's gradient made before
-// its add (RN_BUG_COPY_NOADD), RoPE's backward copies of dq and dk made
-// before the rotation (rope.cuh ROPE_BUG_COPY_UNROTATED) and AdamW's copy
+// its add (rmsnorm_backward_dinp/copy_noadd), RoPE's backward copies of dq and dk made
+// before the rotation (rope_qk/copy_unrotated) and AdamW's copy
 // made of the parameters before the update (optimizer.cuh
-// ADAMW_BUG_STALE_COPY). Each must make the named checks fail
+// adamw/stale_copy). Each must make the named checks fail
 // (only those run: the emulator is slow, and the checks' passing without a
 // defect is TestKernelsOnEmulator's).
 func TestBF16PlantedBugs(t *testing.T) {

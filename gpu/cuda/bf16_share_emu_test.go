@@ -406,10 +406,10 @@ func sameBits(got, want sharedRun) error {
 // conversion on the way, and every weight copy AdamW kept current on the
 // first product that reads it. With a producer that writes no copy but
 // makes it valid (prodskip), the fused residual norm's copy made of its
-// sum (RN_BUG_COPY_RES), the norm backward's copy of dres made before its
-// add (RN_BUG_COPY_NOADD), RoPE's backward copies made before the
-// rotation (ROPE_BUG_COPY_UNROTATED) and AdamW's copy made of the old parameters
-// (ADAMW_BUG_STALE_COPY) planted, the check must fail, and without it
+// sum (residual_rmsnorm_forward/copy_res), the norm backward's copy of dres made before its
+// add (rmsnorm_backward_dinp/copy_noadd), RoPE's backward copies made before the
+// rotation (rope_qk/copy_unrotated) and AdamW's copy made of the old parameters
+// (adamw/stale_copy) planted, the check must fail, and without it
 // the values must differ.
 func TestSharedBF16SameValues(t *testing.T) {
 	for _, tc := range []struct {

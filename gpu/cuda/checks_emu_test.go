@@ -69,7 +69,7 @@ func TestDecodeGraphGroupsEmulator(t *testing.T) {
 }
 
 // TestSwiGLUBackwardHPlanted plants defects in swiglu_backward_h
-// (elementwise.cuh SB_BUG_*): h without its up factor must fail the op's
+// (dev/cuda/elementwise.edits): h without its up factor must fail the op's
 // check and the training step's, and h's bfloat16 copy made of gate the
 // mixed-precision products' check (a product reading h after the op);
 // each must make the bf16 training step differ from the variant's.
@@ -124,7 +124,7 @@ func TestDecodeProductsExactEmulator(t *testing.T) {
 
 // TestDecodeQKVPlantedBugs: decode_qkv with the cache rows ignored (the
 // keys and values at the token's position in slot 0, decode.cuh
-// DQ_BUG_SLOT) and with the value heads' bias left out (DQ_BUG_VBIAS) each
+// decode_qkv/slot) and with the value heads' bias left out (decode_qkv/vbias) each
 // fail the check DecodeQKV, naming the cache.
 func TestDecodeQKVPlantedBugs(t *testing.T) {
 	be := openEmulator(t)
@@ -148,7 +148,7 @@ func TestDecodeQKVPlantedBugs(t *testing.T) {
 }
 
 // TestSwiGLURowsPlantedBug: swiglu_rows with gate and up swapped
-// (SG_BUG_SWAP) fails the check SwiGLURows.
+// (swiglu_rows/swap) fails the check SwiGLURows.
 func TestSwiGLURowsPlantedBug(t *testing.T) {
 	be := openEmulator(t)
 	check := cudacheck.Check{Name: "SwiGLURows", Run: cudacheck.CheckSwiGLURows}

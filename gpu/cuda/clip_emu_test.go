@@ -11,7 +11,7 @@ import (
 
 // TestClipAdamWEmulator: the ClipAdamW check passes on the emulator, and
 // fails with the clipping factor planted away (optimizer.cuh
-// ADAMW_BUG_NOCLIP) while AdamW's own check passes. A training step's
+// adamw/noclip) while AdamW's own check passes. A training step's
 // update (gpu/model's AdamW.Update, which takes ClipAdamW) launches
 // clip_coef and no `scale`, with the same synchronisations and copies as
 // the clip_scale variant's ClipGradNorm then AdamW, and the same

@@ -2,15 +2,7 @@
 
 package cuda
 
-// #cgo CXXFLAGS: -std=c++20 -O2
-// #cgo LDFLAGS: -lstdc++ -lpthread
-// #include <stdint.h>
-// #include <stdlib.h>
-// int rl_emu_launch(const char *name, long long grid, const uint64_t *args, int nargs);
-import "C"
-
 import (
-	"embed"
 	"fmt"
 	"os"
 	"slices"
@@ -19,11 +11,12 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/rlhost/rlhost/gpu/cuda/internal/emu"
 	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 )
 
 // OpenEmulator returns a Backend whose kernels are kernels/kernels.cu
-// compiled for the CPU and run with each GPU thread a fiber (emu.cc), with device memory
+// compiled for the CPU and run with each GPU thread a fiber (internal/emu), with device memory
 // a reserved range of its own (emuMemory) and cuBLAS replaced by its
 // column-major definition. Close gives all of its memory back. It is slow and only
 // for tests (build tag cudaemu): it runs the kernels' own code where there
@@ -45,15 +38,8 @@ func OpenEmulator() *Backend {
 	return &Backend{d: d}
 }
 
-// kernelSources are embedded only so that the Go build cache rebuilds the
-// emulator when a kernel changes: cgo does not track files that emu.cc
-// includes from another directory.
-//
-//go:embed kernels/*.cu kernels/*.cuh
-var kernelSources embed.FS
-
 // emuDriver is one emulated device: its memory, and the kernels of
-// emu.cc, which every emulated device shares (launches run one at a time).
+// internal/emu, which every emulated device shares (launches run one at a time).
 type emuDriver struct{ m *emuMemory }
 
 // hostPtr is the address of emulated device memory as a pointer.
@@ -398,13 +384,9 @@ func (e emuDriver) dtohAsync(dst unsafe.Pointer, src dptr, bytes int64) error {
 
 // emuPlanted names, per kernel, a planted defect (or a former kernel kept
 // to compare with, e.g. sample_tokens_hist/bisect) to run in its place (the
-// emulator's build of it registered as "kernel/defect" in emu.cc): the
+// emulator's build of it registered as "kernel/defect": dev/cuda): the
 // tests set it to prove that a check fails on a broken kernel.
 var emuPlanted = map[string]string{}
-
-// emuLaunch serialises launches: emu.cc's scheduler, fibers and __shared__
-// arrays are one set for every emulated device, as one GPU.
-var emuLaunch sync.Mutex
 
 func (e emuDriver) launch(kernel string, grid int, args []uint64) error {
 	if e.m.capturing && kernel == e.m.refuse {
@@ -416,23 +398,7 @@ func (e emuDriver) launch(kernel string, grid int, args []uint64) error {
 	if p := emuPlanted[kernel]; p != "" {
 		kernel += "/" + p
 	}
-	name := C.CString(kernel)
-	defer C.free(unsafe.Pointer(name))
-	slots := (*C.uint64_t)(C.malloc(C.size_t(8 * max(1, len(args)))))
-	defer C.free(unsafe.Pointer(slots))
-	copy(unsafe.Slice((*uint64)(unsafe.Pointer(slots)), len(args)), args)
-	emuLaunch.Lock()
-	r := C.rl_emu_launch(name, C.longlong(grid), slots, C.int(len(args)))
-	emuLaunch.Unlock()
-	switch {
-	case r == -1:
-		return fmt.Errorf("no kernel %s", kernel)
-	case r == -2:
-		return fmt.Errorf("kernel %s deadlocked: threads wait at barriers the others never reach", kernel)
-	case r != 0:
-		return fmt.Errorf("kernel %s takes %d arguments, %d given", kernel, int(r), len(args))
-	}
-	return nil
+	return emu.Launch(kernel, grid, args)
 }
 
 func (e emuDriver) sync() error {

@@ -23,7 +23,7 @@ func TestFlashAttentionEmulator(t *testing.T) {
 }
 
 // TestFlashAttentionPlantedBugs runs the check with a defect planted in one
-// kernel at a time (flashattn.cuh's FA_BUG_*: a missing __syncthreads, the
+// kernel at a time (dev/cuda/flashattn.edits: a missing __syncthreads, the
 // diagonal tile left out of the causal range, a log-sum-exp without the row
 // maximum): each must make the check fail, naming the tensor it broke.
 func TestFlashAttentionPlantedBugs(t *testing.T) {
@@ -102,7 +102,7 @@ func TestFlashMMAErrors(t *testing.T) {
 }
 
 // TestFlashMMAPlantedBugs runs the FlashMMA check with a defect planted in
-// one of its kernels (FA_BUG_*: a missing __syncthreads after a tile's
+// one of its kernels (dev/cuda/flashattn.edits: a missing __syncthreads after a tile's
 // staging, the diagonal tile left out, a log-sum-exp without the row
 // maximum, P's or dS's A fragment with two registers swapped); each must
 // make the check fail, naming the tensor it broke.
@@ -140,7 +140,7 @@ func TestFlashMMAPlantedBugs(t *testing.T) {
 }
 
 // TestFlashDKVHeadsPlantedBugs plants a defect in one of the per-query-head
-// dK/dV kernels, the default for HD <= 64, at a time (FA_BUG_*: a missing
+// dK/dV kernels, the default for HD <= 64, at a time (dev/cuda/flashattn.edits: a missing
 // __syncthreads between a query tile's staging and its products, the
 // diagonal tile left out, dS's A fragment with two registers swapped, a
 // block reading the next query head's Q and dO, the reduction leaving out
@@ -237,7 +237,7 @@ func TestFlashDKVHeadsLaunches(t *testing.T) {
 }
 
 // TestFlashDQLdsmEmulator plants defects in dq_ldsm_mma64, the default for
-// HD <= 64 (FA_BUG_*: a missing __syncthreads between the key tiles'
+// HD <= 64 (dev/cuda/flashattn.edits: a missing __syncthreads between the key tiles'
 // buffers, the diagonal tile left out, dS's A fragment with two registers
 // swapped), each of which must make the tensor-core check
 // (AttentionVarlenMMA) fail, naming dq.
@@ -334,7 +334,7 @@ func relErr(got, want []float32) float64 {
 // the kernel itself (a base-2 softmax, fa_ex2) must stay within
 // fwdLdsmTol of the default (the differences and both kernels' errors
 // against the CPU reference are logged, -v, and quoted in docs/bench/history/gpu-experiments.md).
-// Then it plants defects in the kernel (FA_BUG_*: a missing __syncthreads
+// Then it plants defects in the kernel (dev/cuda/flashattn.edits: a missing __syncthreads
 // between the key tiles' buffers, the diagonal tiles left out, a
 // log-sum-exp without the row maximum, P's A fragment, V's B fragment
 // (ldmatrix.trans) or K's B fragment (ldmatrix) with two registers

@@ -59,7 +59,7 @@ func TestLogprobTwoPassDiffs(t *testing.T) {
 }
 
 // TestLogprobPlanted: checkLogprobTwoPass fails with a defect planted in
-// the one-pass kernel (kernels/logprob.cuh LP_BUG_*): a thread's rescale
+// the one-pass kernel (dev/cuda/logprob.edits): a thread's rescale
 // of sez to a larger max without the shift -dm*se, and the merge adding
 // thread 0's sums without moving them to the row's max (either fails
 // rows of every V the check has but 1).

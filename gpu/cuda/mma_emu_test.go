@@ -20,7 +20,7 @@ func TestMMAFragmentsEmulator(t *testing.T) {
 }
 
 // TestMMAFragmentsPlantedSwap: the probe with two of a lane's A registers
-// swapped (mma.cuh MMA_BUG_SWAP: rows 8-15 of columns 0-7 read as rows
+// swapped (mma_bf16_probe/swap: rows 8-15 of columns 0-7 read as rows
 // 0-7 of columns 8-15) must fail the check.
 func TestMMAFragmentsPlantedSwap(t *testing.T) {
 	be := openEmulator(t)

@@ -11,7 +11,7 @@ import (
 )
 
 // TestResidualRMSNormPlantedBugs runs the fused residual + norm check with a
-// defect planted in one kernel at a time (rmsnorm.cuh's RN_BUG_*: the
+// defect planted in one kernel at a time (dev/cuda/rmsnorm.edits: the
 // forward's rstd from a alone, the backward overwriting dres instead of
 // adding to it, the backward leaving the second output gradient out of
 // dinp): each must make the check fail, naming the tensor it broke.

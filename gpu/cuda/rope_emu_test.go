@@ -11,7 +11,7 @@ import (
 )
 
 // TestRopeQKPlantedBug runs the fused RoPE check with the key heads
-// addressed at the query heads' row stride (rope.cuh ROPE_BUG_KSTRIDE): the
+// addressed at the query heads' row stride (rope_qk/kstride): the
 // check must fail, naming the keys.
 func TestRopeQKPlantedBug(t *testing.T) {
 	be := openEmulator(t)

@@ -64,7 +64,7 @@ func TestSampleBisectEmulator(t *testing.T) {
 }
 
 // TestSampleHistSkewEmulator: with every mass-based guess of the radix
-// select one key off (sample.cuh SH_SKEW: above the answer for the draw,
+// select one key off (sample_tokens_hist/skew: above the answer for the draw,
 // below it for top-p), hist_settle's exact test must catch each and
 // bisect to the default's cut, so the tokens are still the bisection's.
 // It is what a guess spoilt by the fp32 masses' rounding goes through.

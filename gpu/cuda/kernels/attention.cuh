@@ -158,14 +158,6 @@ __device__ i64 ds_positions(const int* pos, i64 n, i64 span) {
 #define DS_BLOCKS
 #endif
 
-// Planted defects, for the emulator's tests only (emu.cc registers the
-// kernels built with them); attention_cached_split and
-// attention_cached_combine are built with DS_OK.
-#define DS_OK 0
-#define DS_BUG_NO_RESCALE 1  // the combine: the chunks' sums added without rescaling by exp(m_c - M)
-#define DS_BUG_ONE_Q 2       // the split: every head of a block scored with its first head's query
-#define DS_BUG_VEC_GROUP 3   // attention_cached_out_vec: the first group of positions left out of the sum
-
 extern "C++" {
 
 // attention_cached_out_vec: the output pass of attention_cached_split_vec
@@ -176,8 +168,6 @@ extern "C++" {
 // the scalar pass (one 4-byte load a position, R = BLOCK/HD) has 4: the
 // pass is bound by the loads' latency, not by the bandwidth. The groups'
 // sums meet in s (the scores, read by then) and are added in group order.
-// DS_BUG_VEC_GROUP (planted): the first group left out of the sum.
-template <int BUG>
 __device__ void attention_cached_out_vec(float* dst, i64 hs, float* s, const float* ls, const float* vc, i64 KD, int hd,
                                          int ln, int gb, i64 chunks, i64 wrap, i64 rows) {
     int C = hd / 4, R = BLOCK / C;  // attention.go takes this pass for HD <= 4*BLOCK: R >= 1
@@ -222,7 +212,7 @@ __device__ void attention_cached_out_vec(float* dst, i64 hs, float* s, const flo
     for (int x = threadIdx.x; x < gb * hd; x += BLOCK) {
         int g = x / hd, d = x % hd;
         float acc = 0.0f;
-        for (int k = BUG == DS_BUG_VEC_GROUP ? 1 : 0; k < R; k++) acc += s[(g * R + k) * hd + d];
+        for (int k = 0; k < R; k++) acc += s[(g * R + k) * hd + d];
         dst[g * hs + d] = chunks == 1 ? acc * (1.0f / ls[g]) : acc;
     }
 }
@@ -247,7 +237,7 @@ __device__ void attention_cached_out_vec(float* dst, i64 hs, float* s, const flo
 // dimension e % HD over every R-th position (R = the BLOCK/HD groups of
 // positions), each V element loaded once for the GB heads; the groups are
 // summed in shared memory (the queries' space, free by then).
-template <int BUG, bool VEC>
+template <bool VEC>
 __device__ void attention_cached_split_impl(float* out, float* part, float* ml, const float* q, const float* kcache,
                                             const float* vcache, const int* slot, const int* pos, i64 N, i64 NH,
                                             i64 NKV, i64 HD, i64 rows, i64 span, i64 L, i64 chunks, i64 GB,
@@ -292,7 +282,7 @@ __device__ void attention_cached_split_impl(float* out, float* part, float* ml, 
 #pragma unroll
             for (int g = 0; g < DS_HEADS; g++) {
                 if (g < gb) {
-                    const float* qr = qs + (BUG == DS_BUG_ONE_Q ? 0 : g) * hd + d0;
+                    const float* qr = qs + g * hd + d0;
 #pragma unroll
                     for (int i = 0; i < DS_DPL; i++)
                         if (d0 + i * LP < hd) a[g] += qr[i * LP] * kv[i];
@@ -328,7 +318,7 @@ __device__ void attention_cached_split_impl(float* out, float* part, float* ml, 
     }
     __syncthreads();
     if (VEC) {  // attention_cached_split_vec: HD % 4 == 0 (attention.go)
-        attention_cached_out_vec<BUG>(dst, hs, s, ls, vc, KD, hd, ln, gb, chunks, wrap, rows);
+        attention_cached_out_vec(dst, hs, s, ls, vc, KD, hd, ln, gb, chunks, wrap, rows);
     } else {
     int R = hd < BLOCK ? BLOCK / hd : 1;
     for (int e = threadIdx.x; e < R * hd; e += BLOCK) {
@@ -368,12 +358,13 @@ __device__ void attention_cached_split_impl(float* out, float* part, float* ml, 
     }
 }
 
-// attention_cached_combine_impl: one block per (n, h) = r: the chunks
+}  // extern "C++"
+
+// attention_cached_combine: one block per (n, h) = r: the chunks
 // 0..(P-1)/L of part and ml (attention_cached_split; P = ds_positions)
 // combined into out [N,NH,HD].
-template <int BUG>
-__device__ void attention_cached_combine_impl(float* out, const float* part, const float* ml, const int* pos, i64 NH,
-                                              i64 HD, i64 L, i64 chunks, i64 span) {
+__global__ void attention_cached_combine(float* out, const float* part, const float* ml, const int* pos, i64 NH, i64 HD,
+                                         i64 L, i64 chunks, i64 span) {
     i64 r = blockIdx.x, n = r / NH;
     i64 nc = (ds_positions(pos, n, span) - 1) / L + 1;  // the chunks that hold the positions
     const float* mr = ml + r * chunks * 2;
@@ -381,22 +372,20 @@ __device__ void attention_cached_combine_impl(float* out, const float* part, con
     float M = -INFINITY;
     for (i64 c = 0; c < nc; c++) M = fmaxf(M, mr[2 * c]);
     float l = 0.0f;
-    for (i64 c = 0; c < nc; c++) l += (BUG == DS_BUG_NO_RESCALE ? 1.0f : expf(mr[2 * c] - M)) * mr[2 * c + 1];
+    for (i64 c = 0; c < nc; c++) l += expf(mr[2 * c] - M) * mr[2 * c + 1];
     float inv = 1.0f / l;
     for (i64 d = threadIdx.x; d < HD; d += BLOCK) {
         float o = 0.0f;
-        for (i64 c = 0; c < nc; c++) o += (BUG == DS_BUG_NO_RESCALE ? 1.0f : expf(mr[2 * c] - M)) * pr[c * HD + d];
+        for (i64 c = 0; c < nc; c++) o += expf(mr[2 * c] - M) * pr[c * HD + d];
         out[r * HD + d] = o * inv;
     }
 }
 
-}  // extern "C++"
-
 __global__ void DS_BLOCKS attention_cached_split(float* out, float* part, float* ml, const float* q, const float* kcache,
                                        const float* vcache, const int* slot, const int* pos, i64 N, i64 NH, i64 NKV,
                                        i64 HD, i64 rows, i64 span, i64 L, i64 chunks, i64 GB, float scale) {
-    attention_cached_split_impl<DS_OK, false>(out, part, ml, q, kcache, vcache, slot, pos, N, NH, NKV, HD, rows, span,
-                                              L, chunks, GB, scale);
+    attention_cached_split_impl<false>(out, part, ml, q, kcache, vcache, slot, pos, N, NH, NKV, HD, rows, span, L,
+                                       chunks, GB, scale);
 }
 
 // attention_cached_split_vec: attention_cached_split with the output pass
@@ -405,11 +394,6 @@ __global__ void DS_BLOCKS attention_cached_split_vec(float* out, float* part, fl
                                                      const float* kcache, const float* vcache, const int* slot,
                                                      const int* pos, i64 N, i64 NH, i64 NKV, i64 HD, i64 rows,
                                                      i64 span, i64 L, i64 chunks, i64 GB, float scale) {
-    attention_cached_split_impl<DS_OK, true>(out, part, ml, q, kcache, vcache, slot, pos, N, NH, NKV, HD, rows, span,
-                                             L, chunks, GB, scale);
-}
-
-__global__ void attention_cached_combine(float* out, const float* part, const float* ml, const int* pos, i64 NH, i64 HD,
-                                         i64 L, i64 chunks, i64 span) {
-    attention_cached_combine_impl<DS_OK>(out, part, ml, pos, NH, HD, L, chunks, span);
+    attention_cached_split_impl<true>(out, part, ml, q, kcache, vcache, slot, pos, N, NH, NKV, HD, rows, span, L,
+                                      chunks, GB, scale);
 }

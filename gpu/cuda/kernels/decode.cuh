@@ -7,17 +7,7 @@
 // Included by kernels.cu inside its extern "C" block.
 #pragma once
 
-// Planted defects, for the emulator's tests only (emu.cc registers the
-// kernels built with them); the kernels below are built with DQ_OK / SG_OK.
-#define DQ_OK 0
-#define DQ_BUG_SLOT 1   // keys and values written at the token's position in slot 0 (rows[] ignored)
-#define DQ_BUG_VBIAS 2  // the value heads' bias left out
-#define SG_OK 0
-#define SG_BUG_SWAP 1   // gate and up swapped
-
-extern "C++" {
-
-// decode_qkv_impl: q, k and v of each token, without their biases, at
+// decode_qkv: q, k and v of each token, without their biases, at
 // qin, kin and vin, rows ldq and ldkv floats apart (one product's [N,
 // QD+2KD] rows q | k | v: kin = qin + QD, vin = kin + KD, ldq = ldkv =
 // QD+2KD; or three tensors [N,QD], [N,KD], [N,KD]), QD = NH*HD, KD =
@@ -28,10 +18,9 @@ extern "C++" {
 // head, then the key heads, then the value heads (added, not rotated).
 // The arithmetic is add_bias's then rope_qk's: a = x + b, then rope.cuh's
 // rope_rotate.
-template <int BUG>
-__device__ void decode_qkv_impl(float* q, float* kc, float* vc, const float* qin, const float* kin, const float* vin,
-                                i64 ldq, i64 ldkv, const float* bias, const int* pos, const int* rows,
-                                const float* cosT, const float* sinT, i64 N, i64 NH, i64 NKV, i64 HD, i64 pairs) {
+__global__ void decode_qkv(float* q, float* kc, float* vc, const float* qin, const float* kin, const float* vin,
+                           i64 ldq, i64 ldkv, const float* bias, const int* pos, const int* rows, const float* cosT,
+                           const float* sinT, i64 N, i64 NH, i64 NKV, i64 HD, i64 pairs) {
     i64 half = HD / 2, H = NH + 2 * NKV;
     i64 QD = NH * HD, KD = NKV * HD;
     GRID_STRIDE(idx, N * H * half) {
@@ -45,11 +34,11 @@ __device__ void decode_qkv_impl(float* q, float* kc, float* vc, const float* qin
                          : h < NH + NKV ? kin + n * ldkv + (h - NH) * HD
                                         : vin + n * ldkv + (h - NH - NKV) * HD;
         float a = x[ia], b = x[ib];
-        if (bias != nullptr && !(BUG == DQ_BUG_VBIAS && h >= NH + NKV)) {
+        if (bias != nullptr) {
             a += bias[col + ia];
             b += bias[col + ib];
         }
-        i64 row = BUG == DQ_BUG_SLOT ? pos[n] : rows[n];
+        i64 row = rows[n];
         if (h >= NH + NKV) {  // a value head
             float* y = vc + row * KD + (h - NH - NKV) * HD;
             y[ia] = a;
@@ -63,31 +52,18 @@ __device__ void decode_qkv_impl(float* q, float* kc, float* vc, const float* qin
     }
 }
 
-// swiglu_rows_impl: out [N,F] = silu(gate) * up, gu [N,2F] holding each
+// swiglu_rows: out [N,F] = silu(gate) * up, gu [N,2F] holding each
 // token's gate | up (one product for both); swiglu_forward's arithmetic.
 // Unless null, outb [N*F] gets the bfloat16 bits of out (the shared copy
 // of the down product's input, bf16.go), as swiglu_forward writes them.
-template <int BUG>
-__device__ void swiglu_rows_impl(float* out, unsigned short* outb, const float* gu, i64 N, i64 F) {
+__global__ void swiglu_rows(float* out, unsigned short* outb, const float* gu, i64 N, i64 F) {
     GRID_STRIDE(idx, N * F) {
         i64 n = idx / F, f = idx % F;
         const float* r = gu + n * 2 * F;
-        float g = BUG == SG_BUG_SWAP ? r[F + f] : r[f];
-        float u = BUG == SG_BUG_SWAP ? r[f] : r[F + f];
+        float g = r[f];
+        float u = r[F + f];
         float o = g / (1.0f + expf(-g)) * u;
         out[idx] = o;
-        if (outb != nullptr) outb[idx] = bf16_bits<0>(o);
+        if (outb != nullptr) outb[idx] = bf16_bits(o);
     }
-}
-
-}  // extern "C++"
-
-__global__ void decode_qkv(float* q, float* kc, float* vc, const float* qin, const float* kin, const float* vin,
-                           i64 ldq, i64 ldkv, const float* bias, const int* pos, const int* rows, const float* cosT,
-                           const float* sinT, i64 N, i64 NH, i64 NKV, i64 HD, i64 pairs) {
-    decode_qkv_impl<DQ_OK>(q, kc, vc, qin, kin, vin, ldq, ldkv, bias, pos, rows, cosT, sinT, N, NH, NKV, HD, pairs);
-}
-
-__global__ void swiglu_rows(float* out, unsigned short* outb, const float* gu, i64 N, i64 F) {
-    swiglu_rows_impl<SG_OK>(out, outb, gu, N, F);
 }

@@ -13,7 +13,7 @@ __global__ void swiglu_forward(float* out, unsigned short* outb, const float* ga
         float g = gate[i];
         float o = g / (1.0f + expf(-g)) * up[i];
         out[i] = o;
-        if (outb != nullptr) outb[i] = bf16_bits<0>(o);
+        if (outb != nullptr) outb[i] = bf16_bits(o);
     }
 }
 
@@ -30,28 +30,23 @@ __global__ void swiglu_backward(float* dgate, float* dup, unsigned short* dgateb
         float dg = d * up[i] * s * (1.0f + g * (1.0f - s));
         dup[i] = du;
         dgate[i] = dg;
-        if (dupb != nullptr) dupb[i] = bf16_bits<0>(du);
-        if (dgateb != nullptr) dgateb[i] = bf16_bits<0>(dg);
+        if (dupb != nullptr) dupb[i] = bf16_bits(du);
+        if (dgateb != nullptr) dgateb[i] = bf16_bits(dg);
     }
 }
 
-// swiglu_backward_h_impl: swiglu_backward and swiglu_forward in one pass
+// swiglu_backward_h: swiglu_backward and swiglu_forward in one pass
 // over gate and up (the training step's backward, which needs h after dout,
 // elementwise.go SwiGLUBackwardH): dgate, dup and h [n] overwritten with
 // the two kernels' arithmetic, bit for bit (the same expressions: expf(-g)
 // and 1 + expf(-g) are common to both); unless null, dgateb, dupb and hb
 // get their bfloat16 bits (the gate and up products' output gradients and
 // the down product's input, bf16.go). h may not alias dout, gate or up.
-#define SB_OK 0
-#define SB_BUG_NO_UP 1  // planted: h = silu(gate), up left out
-#define SB_BUG_COPY 2   // planted: h's bfloat16 copy made of gate
-extern "C++" {
-template <int BUG>
-__device__ void swiglu_backward_h_impl(float* dgate, float* dup, float* h, unsigned short* dgateb, unsigned short* dupb,
-                                       unsigned short* hb, const float* dout, const float* gate, const float* up, i64 n) {
+__global__ void swiglu_backward_h(float* dgate, float* dup, float* h, unsigned short* dgateb, unsigned short* dupb,
+                                  unsigned short* hb, const float* dout, const float* gate, const float* up, i64 n) {
     GRID_STRIDE(i, n) {
         float g = gate[i], u = up[i];
-        float o = BUG == SB_BUG_NO_UP ? g / (1.0f + expf(-g)) : g / (1.0f + expf(-g)) * u;
+        float o = g / (1.0f + expf(-g)) * u;
         float s = 1.0f / (1.0f + expf(-g));
         float d = dout[i];
         float du = d * g * s;
@@ -59,16 +54,10 @@ __device__ void swiglu_backward_h_impl(float* dgate, float* dup, float* h, unsig
         h[i] = o;
         dup[i] = du;
         dgate[i] = dg;
-        if (hb != nullptr) hb[i] = bf16_bits<0>(BUG == SB_BUG_COPY ? g : o);
-        if (dupb != nullptr) dupb[i] = bf16_bits<0>(du);
-        if (dgateb != nullptr) dgateb[i] = bf16_bits<0>(dg);
+        if (hb != nullptr) hb[i] = bf16_bits(o);
+        if (dupb != nullptr) dupb[i] = bf16_bits(du);
+        if (dgateb != nullptr) dgateb[i] = bf16_bits(dg);
     }
-}
-}  // extern "C++"
-
-__global__ void swiglu_backward_h(float* dgate, float* dup, float* h, unsigned short* dgateb, unsigned short* dupb,
-                                  unsigned short* hb, const float* dout, const float* gate, const float* up, i64 n) {
-    swiglu_backward_h_impl<SB_OK>(dgate, dup, h, dgateb, dupb, hb, dout, gate, up, n);
 }
 
 // ---------------------------------------------------------------------------
@@ -110,7 +99,7 @@ __global__ void geglu_forward(float* out, unsigned short* outb, const float* gat
         float t;
         float o = __fmul_rn(gelu_tanh(gate[i], &t), up[i]);
         out[i] = o;
-        if (outb != nullptr) outb[i] = bf16_bits<0>(o);
+        if (outb != nullptr) outb[i] = bf16_bits(o);
     }
 }
 
@@ -129,9 +118,9 @@ __global__ void geglu_backward_h(float* dgate, float* dup, float* h, unsigned sh
         h[i] = o;
         dup[i] = du;
         dgate[i] = dg;
-        if (hb != nullptr) hb[i] = bf16_bits<0>(o);
-        if (dupb != nullptr) dupb[i] = bf16_bits<0>(du);
-        if (dgateb != nullptr) dgateb[i] = bf16_bits<0>(dg);
+        if (hb != nullptr) hb[i] = bf16_bits(o);
+        if (dupb != nullptr) dupb[i] = bf16_bits(du);
+        if (dgateb != nullptr) dgateb[i] = bf16_bits(dg);
     }
 }
 
@@ -150,7 +139,7 @@ __global__ void softcap_backward(float* dx, unsigned short* dxb, const float* y,
         float t = y[i] / cap;
         float g = dx[i] * (1.0f - t * t);
         dx[i] = g;
-        if (dxb != nullptr) dxb[i] = bf16_bits<0>(g);
+        if (dxb != nullptr) dxb[i] = bf16_bits(g);
     }
 }
 

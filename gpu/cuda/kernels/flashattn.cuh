@@ -50,12 +50,6 @@
 #define FA_TWO_BLOCKS
 #endif
 
-// Planted defects, for the emulator's tests only (emu.cc registers kernels
-// built with them); the kernels below are built with FA_OK.
-#define FA_OK 0
-#define FA_BUG_NOSYNC 1  // a tile is read before every thread has written it
-#define FA_BUG_TILE 2    // the diagonal tile is left out of the causal range
-#define FA_BUG_LSE 3     // the saved log-sum-exp lacks the row maximum
 
 extern "C++" {
 
@@ -198,7 +192,7 @@ __device__ void fa_zero(float (&c)[4][4]) {
 // then out = O / l and lse = m + log l. Thread (ty, tx) holds the scores of
 // queries 4ty+i and keys 4tx+j, and O of queries 4ty+i, dimensions
 // c*FA_DC + 4tx+j of each chunk c < NC (FA_NC: HD <= 128; FA_NC256: 256).
-template <int NC, int BUG>
+template <int NC>
 __device__ void flash_forward(float* out, float* lse, const float* q, const float* k, const float* v, const int* cu,
                               i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
     alignas(16) __shared__ float As[FA_TILE * FA_LD], Bs[FA_TILE * FA_LD];  // Q^T and K^T chunks, then P^T and a V chunk
@@ -215,7 +209,7 @@ __device__ void flash_forward(float* out, float* lse, const float* q, const floa
 #pragma unroll
     for (int i = 0; i < 4; i++) m[i] = -INFINITY, l[i] = 0.0f;
     int W = fa_win(window);
-    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
+    i64 kend = q0 + FA_TILE < L ? q0 + FA_TILE : L;
     for (i64 j0 = fa_first_key(q0, W); j0 < kend; j0 += FA_TILE) {
         float s[4][4];
         fa_zero(s);
@@ -225,7 +219,7 @@ __device__ void flash_forward(float* out, float* lse, const float* q, const floa
                 __syncthreads();  // the previous chunk or tile is no longer read
                 fa_load_t(As, q, off, q0, L, h, NH, HD, c);
                 fa_load_t(Bs, k, off, j0, L, kh, NKV, HD, c);
-                if (BUG != FA_BUG_NOSYNC) __syncthreads();
+                __syncthreads();
                 fa_mm(s, As, Bs, (int)(HD - c * FA_DC < FA_DC ? HD - c * FA_DC : FA_DC));
             }
         }
@@ -280,7 +274,7 @@ __device__ void flash_forward(float* out, float* lse, const float* q, const floa
                 if (d < HD) out[((off + tq) * NH + h) * HD + d] = o[c][i][j] * inv;
             }
         }
-        if (tx == 0) lse[(off + tq) * NH + h] = BUG == FA_BUG_LSE ? logf(l[i]) : m[i] + logf(l[i]);
+        if (tx == 0) lse[(off + tq) * NH + h] = m[i] + logf(l[i]);
     }
 }
 
@@ -293,7 +287,7 @@ __device__ void flash_forward(float* out, float* lse, const float* q, const floa
 //   dV += P^T dO, dK += dS^T Q (times scale at the end).
 // Thread (ty, tx) holds the scores of keys 4ty+i and queries 4tx+j, and dK,
 // dV of keys 4ty+i, dimensions c*FA_DC + 4tx+j of each chunk c < NC.
-template <int NC, int BUG>
+template <int NC>
 __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const float* k, const float* v,
                                    const float* dout, const float* lse, const float* D, const int* cu, i64 S,
                                    i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
@@ -313,7 +307,7 @@ __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const f
     i64 iend = fa_query_end(j0 + FA_TILE, L, W);
     for (i64 g = 0; g < group; g++) {
         i64 h = kh * group + g;
-        for (i64 i0 = BUG == FA_BUG_TILE ? j0 + FA_TILE : j0; i0 < iend; i0 += FA_TILE) {
+        for (i64 i0 = j0; i0 < iend; i0 += FA_TILE) {
             float lq[4], dq0[4];  // lse and D of the thread's queries
 #pragma unroll
             for (int j = 0; j < 4; j++) {
@@ -331,7 +325,7 @@ __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const f
                     __syncthreads();  // the previous chunk or tile is no longer read
                     fa_load_t(As, k, off, j0, L, kh, NKV, HD, c);
                     fa_load_t(Bs, q, off, i0, L, h, NH, HD, c);
-                    if (BUG != FA_BUG_NOSYNC) __syncthreads();
+                    __syncthreads();
                     fa_mm(s, As, Bs, dn);
                     __syncthreads();
                     fa_load_t(As, v, off, j0, L, kh, NKV, HD, c);
@@ -398,7 +392,7 @@ __device__ void flash_backward_dkv(float* dk, float* dv, const float* q, const f
 // dS = P * (dP - D), dQ += dS K (times scale at the end). Thread (ty, tx)
 // holds the scores of queries 4ty+i and keys 4tx+j, and dQ of queries
 // 4ty+i, dimensions c*FA_DC + 4tx+j of each chunk c < NC.
-template <int NC, int BUG>
+template <int NC>
 __device__ void flash_backward_dq(float* dq, const float* q, const float* k, const float* v, const float* dout,
                                   const float* lse, const float* D, const int* cu, i64 S, i64 maxT, i64 NH,
                                   i64 NKV, i64 HD, float scale, i64 window) {
@@ -421,7 +415,7 @@ __device__ void flash_backward_dq(float* dq, const float* q, const float* k, con
 #pragma unroll
     for (int c = 0; c < NC; c++) fa_zero(acc[c]);
     int W = fa_win(window);
-    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
+    i64 kend = q0 + FA_TILE < L ? q0 + FA_TILE : L;
     for (i64 j0 = fa_first_key(q0, W); j0 < kend; j0 += FA_TILE) {
         float s[4][4], dp[4][4];
         fa_zero(s);
@@ -433,7 +427,7 @@ __device__ void flash_backward_dq(float* dq, const float* q, const float* k, con
                 __syncthreads();  // the previous chunk or tile is no longer read
                 fa_load_t(As, q, off, q0, L, h, NH, HD, c);
                 fa_load_t(Bs, k, off, j0, L, kh, NKV, HD, c);
-                if (BUG != FA_BUG_NOSYNC) __syncthreads();
+                __syncthreads();
                 fa_mm(s, As, Bs, dn);
                 __syncthreads();
                 fa_load_t(As, dout, off, q0, L, h, NH, HD, c);
@@ -507,9 +501,6 @@ __device__ void flash_backward_dq(float* dq, const float* q, const float* k, con
 // two blocks per SM at 128; for NK 8: 32 + 64 + 32, one block per SM).
 
 #define FA_MQ 128               // queries per block of the FlashMMA forward
-#define FA_BUG_FRAG 4           // planted defect: P's A fragment with two registers swapped
-#define FA_BUG_VFRAG 7          // planted defect: V's B fragment (fa_mma_pbt) with its two registers swapped
-#define FA_BUG_KFRAG 8          // planted defect: K's B fragment (the ldmatrix forward) with two registers swapped
 
 // fa_block_rows is fa_block for tiles of `rows` queries (or keys).
 __device__ void fa_block_rows(const int* cu, i64 S, i64 maxT, i64 H, i64 rows, bool heavy_last, i64* h, i64* tile,
@@ -566,7 +557,7 @@ __device__ void fa_stage_bf16_t(unsigned short* dst, int ld, const float* src, i
 // at Bt [dim][col] (row stride ld); kn of the 16KS columns are valid. The
 // forward's P V (KS = FA_TILE/16, a whole key tile) and the backward's
 // products over a warp's 32 columns (KS = 2) both use it.
-template <int NK, int KS, int BUG>
+template <int NK, int KS>
 __device__ void fa_mma_pb(float (&o)[2 * NK][4], const float (&p)[2 * KS][4], const unsigned short* Bt, int ld, int kn,
                           int nd) {
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -575,11 +566,6 @@ __device__ void fa_mma_pb(float (&o)[2 * NK][4], const float (&p)[2 * KS][4], co
         if (16 * kk < kn) {
             unsigned pa[4] = {bf16x2(p[2 * kk][0], p[2 * kk][1]), bf16x2(p[2 * kk][2], p[2 * kk][3]),
                               bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]), bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
-            if (BUG == FA_BUG_FRAG) {
-                unsigned x = pa[1];
-                pa[1] = pa[2];
-                pa[2] = x;
-            }
             const unsigned short* br = Bt + g * ld + 16 * kk + 2 * t;
 #pragma unroll
             for (int n = 0; n < 2 * NK; n++) {
@@ -611,7 +597,7 @@ __device__ void fa_mma_frags(unsigned (&a)[NK][4], const unsigned short* As, int
 // h), the algorithm of flash_forward with warp w's rows q0+16w..q0+16w+15.
 // Lane (g, t) = (lane/4, lane%4) holds, for each 8-column accumulator tile,
 // rows g and g+8, columns 2t and 2t+1 (mma.cuh).
-template <int NK, int BUG>
+template <int NK>
 __device__ void flash_forward_mma(float* out, float* lse, const float* q, const float* k, const float* v, const int* cu,
                                   i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
     constexpr int DIMS = 16 * NK;          // head dimensions staged (0 past HD)
@@ -639,12 +625,12 @@ __device__ void flash_forward_mma(float* out, float* lse, const float* q, const 
     for (int n = 0; n < 2 * NK; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
 
     int W = fa_win(window);
-    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_MQ < L ? q0 + FA_MQ : L);
+    i64 kend = q0 + FA_MQ < L ? q0 + FA_MQ : L;
     for (i64 j0 = fa_first_key(q0, W); j0 < kend; j0 += FA_TILE) {
         __syncthreads();  // Q's fragments, or the previous tile, are no longer read
         fa_stage_bf16(Ks, LDK, k, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
         fa_stage_bf16_t(Vt, LDV, v, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
-        if (BUG != FA_BUG_NOSYNC) __syncthreads();
+        __syncthreads();
         // the warp's rows see none of these keys: all after its last row, or
         // (a window) before its first row's band (warp-uniform)
         if (j0 > wq0 + 15 || wq0 >= L || (int)wq0 - ((int)j0 + FA_TILE - 1) >= W) continue;
@@ -703,7 +689,7 @@ __device__ void flash_forward_mma(float* out, float* lse, const float* q, const 
         // O += P V over the tile's keys, 16 at a time (fa_mma_pb): B[k][n] =
         // V[key][dim] = V^T[dim][key]
         int kn = (int)(L - j0 < FA_TILE ? L - j0 : FA_TILE);  // the tile's keys
-        fa_mma_pb<NK, FA_TILE / 16, BUG>(o, s, Vt, LDV, kn, nd);
+        fa_mma_pb<NK, FA_TILE / 16>(o, s, Vt, LDV, kn, nd);
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -718,7 +704,7 @@ __device__ void flash_forward_mma(float* out, float* lse, const float* q, const 
                 if (d < HD) out[((off + tq) * NH + h) * HD + d] = o[n][2 * r + c] * inv;
             }
         }
-        if (t == 0) lse[(off + tq) * NH + h] = BUG == FA_BUG_LSE ? logf(l[r]) : m[r] + logf(l[r]);
+        if (t == 0) lse[(off + tq) * NH + h] = m[r] + logf(l[r]);
     }
 }
 
@@ -800,7 +786,7 @@ __device__ void fa_mma_store(float* dst, float* red, const float (&acc)[2 * NK][
 // S = Q K^T, dP = dO V^T (Q and dO fragments in registers, K and V staged
 // [key][dim]), dS = exp(S*scale - lse) * (dP - D), then dQ += dS K (K^T
 // staged [dim][key] where V was).
-template <int NK, int BUG>
+template <int NK>
 __device__ void flash_backward_dq_mma(float* dq, const float* q, const float* k, const float* v, const float* dout,
                                       const float* lse, const float* D, const int* cu, i64 S, i64 maxT, i64 NH,
                                       i64 NKV, i64 HD, float scale, i64 window) {
@@ -837,12 +823,12 @@ __device__ void flash_backward_dq_mma(float* dq, const float* q, const float* k,
 #pragma unroll
     for (int n = 0; n < 2 * NK; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
     int W = fa_win(window);
-    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
+    i64 kend = q0 + FA_TILE < L ? q0 + FA_TILE : L;
     for (i64 j0 = fa_first_key(q0, W); j0 < kend; j0 += FA_TILE) {
         __syncthreads();  // the fragments' staging, or the previous tile, is no longer read
         fa_stage_bf16(Ks, LDK, k, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
         fa_stage_bf16(Xs, LDK, v, off, j0, FA_TILE, L, kh, NKV, HD, DIMS);
-        if (BUG != FA_BUG_NOSYNC) __syncthreads();
+        __syncthreads();
         i64 c0 = j0 + 32 * half;                            // the warp's first key
         bool work = !(c0 > wq0 + 15 || c0 >= L || wq0 >= L || wq0 - (c0 + 31) >= W);  // it sees some of its keys (warp-uniform)
         float s[4][4], dp[4][4];
@@ -864,7 +850,7 @@ __device__ void flash_backward_dq_mma(float* dq, const float* q, const float* k,
         __syncthreads();
         if (work) {
             int kn = (int)(L - c0 < 32 ? L - c0 : 32);
-            fa_mma_pb<NK, 2, BUG>(acc, s, Xs + 32 * half, LDV, kn, nd);
+            fa_mma_pb<NK, 2>(acc, s, Xs + 32 * half, LDV, kn, nd);
         }
     }
     fa_mma_store<NK>(dq, reinterpret_cast<float*>(sm), acc, scale, off, q0, L, h, NH, HD);
@@ -882,7 +868,7 @@ __device__ void flash_backward_dq_mma(float* dq, const float* q, const float* k,
 // there, each computing S (and dK also dP) anew.
 #define FA_DK 1
 #define FA_DV 2
-template <int NK, int OUT, int BUG>
+template <int NK, int OUT>
 __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, const float* k, const float* v,
                                        const float* dout, const float* lse, const float* D, const int* cu, i64 S,
                                        i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
@@ -920,7 +906,7 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
     i64 iend = fa_query_end(j0 + FA_TILE, L, W);
     for (i64 gi = 0; gi < group; gi++) {
         i64 h = kh * group + gi;
-        for (i64 i0 = BUG == FA_BUG_TILE ? j0 + FA_TILE : j0; i0 < iend; i0 += FA_TILE) {
+        for (i64 i0 = j0; i0 < iend; i0 += FA_TILE) {
             __syncthreads();  // the previous tile (or K, V) is no longer read
             fa_stage_bf16(As, LDK, q, off, i0, FA_TILE, L, h, NH, HD, DIMS);
             if (DK) fa_stage_bf16(Bs, LDK, dout, off, i0, FA_TILE, L, h, NH, HD, DIMS);
@@ -928,7 +914,7 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
                 lsq[i] = i0 + i < L ? lse[(off + i0 + i) * NH + h] : 0.0f;
                 dsq[i] = i0 + i < L ? D[(off + i0 + i) * NH + h] : 0.0f;
             }
-            if (BUG != FA_BUG_NOSYNC) __syncthreads();
+            __syncthreads();
             i64 c0 = i0 + 32 * half;  // the warp's first query
             bool work = !(wk0 > c0 + 31 || c0 >= L || c0 - (wk0 + 15) >= W);  // some of its pairs are seen (warp-uniform)
             float p[4][4], ds[4][4];
@@ -953,8 +939,8 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
             __syncthreads();
             if (work) {
                 int kn = (int)(L - c0 < 32 ? L - c0 : 32);
-                if (DV) fa_mma_pb<NK, 2, BUG>(dva, p, Bt + 32 * half, LDV, kn, nd);
-                if (DK) fa_mma_pb<NK, 2, BUG>(dka, ds, At + 32 * half, LDV, kn, nd);
+                if (DV) fa_mma_pb<NK, 2>(dva, p, Bt + 32 * half, LDV, kn, nd);
+                if (DK) fa_mma_pb<NK, 2>(dka, ds, At + 32 * half, LDV, kn, nd);
             }
         }
     }
@@ -992,8 +978,6 @@ __device__ void flash_backward_dkv_mma(float* dk, float* dv, const float* q, con
 // and dV 64, S and dP 32, the next tile's loads 34 (ptxas: 250, no spills),
 // one block of 8 warps per SM.
 
-#define FA_BUG_GROUP 5  // planted defect: the reduction leaves out the group's last query head
-#define FA_BUG_HEAD 6   // planted defect: a block reads Q and dO of the next query head
 
 // fa_mma_frags_global is fa_mma_frags of rows r0..r0+15 of head hh of src
 // [.., HH, HD] read from global memory and rounded to bf16 (0 past L or HD).
@@ -1020,7 +1004,7 @@ __device__ void fa_mma_frags_global(unsigned (&a)[NK][4], const float* src, i64 
 // fa_mma_pbt is fa_mma_pb with B [16KS x 16NK] staged straight at Bs
 // [col][dim] (row stride ld, a multiple of 8), its fragments read with
 // ldmatrix.trans, two 8-wide tiles of dimensions at a time.
-template <int NK, int KS, int BUG>
+template <int NK, int KS>
 __device__ void fa_mma_pbt(float (&o)[2 * NK][4], const float (&p)[2 * KS][4], const unsigned short* Bs, int ld, int kn,
                            int nd) {
 #pragma unroll
@@ -1028,18 +1012,12 @@ __device__ void fa_mma_pbt(float (&o)[2 * NK][4], const float (&p)[2 * KS][4], c
         if (16 * kk < kn) {
             unsigned pa[4] = {bf16x2(p[2 * kk][0], p[2 * kk][1]), bf16x2(p[2 * kk][2], p[2 * kk][3]),
                               bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]), bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
-            if (BUG == FA_BUG_FRAG) {
-                unsigned x = pa[1];
-                pa[1] = pa[2];
-                pa[2] = x;
-            }
 #pragma unroll
             for (int n = 0; n < 2 * NK; n += 2) {
                 if (n < nd) {
                     unsigned b[4];
                     ldsm_x4_t(b, Bs + 16 * kk * ld + 8 * n, ld);
                     unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-                    if (BUG == FA_BUG_VFRAG) b0[0] = b[1], b0[1] = b[0];
                     mma_bf16_16816(o[n], pa, b0);
                     mma_bf16_16816(o[n + 1], pa, b1);
                 }
@@ -1098,7 +1076,7 @@ __device__ void fa_heads_store(unsigned short* buf, int ld, float* ls, float* ds
 // flash_backward_dkv_heads_mma: block (sequence, tile of 64 keys, query
 // head h), warp w the keys 16(w%4).. and the queries 32(w/4).. of each
 // query tile, as flash_backward_dkv_mma; writes head h's partials.
-template <int NK, int BUG>
+template <int NK>
 __device__ void flash_backward_dkv_heads_mma(float* pdk, float* pdv, const float* q, const float* k, const float* v,
                                              const float* dout, const float* lse, const float* D, const int* cu, i64 S,
                                              i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
@@ -1111,7 +1089,7 @@ __device__ void flash_backward_dkv_heads_mma(float* pdk, float* pdv, const float
     i64 j0 = tile * FA_TILE;
     if (j0 >= L) return;
     i64 kh = h / (NH / NKV);
-    i64 hq = BUG == FA_BUG_HEAD ? (h + 1) % NH : h;  // the head whose Q and dO are read
+    i64 hq = h;  // the head whose Q and dO are read
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int rg = warp & 3, half = warp >> 2;
     int nk = (int)((HD + 15) / 16), nd = (int)((HD + 7) / 8);
@@ -1126,7 +1104,7 @@ __device__ void flash_backward_dkv_heads_mma(float* pdk, float* pdv, const float
 #pragma unroll
         for (int i = 0; i < 4; i++) dka[n][i] = dva[n][i] = 0.0f;
     }
-    i64 first = BUG == FA_BUG_TILE ? j0 + FA_TILE : j0;
+    i64 first = j0;
     int W = fa_win(window);
     i64 iend = fa_query_end(j0 + FA_TILE, L, W);  // the queries that see the keys
     fa_heads_tile<NK> x;
@@ -1156,12 +1134,12 @@ __device__ void flash_backward_dkv_heads_mma(float* pdk, float* pdv, const float
                 }
             }
             int kn = (int)(L - c0 < 32 ? L - c0 : 32);
-            fa_mma_pbt<NK, 2, BUG>(dva, p, Ds, LDK, kn, nd);
-            fa_mma_pbt<NK, 2, BUG>(dka, ds, Qs, LDK, kn, nd);
+            fa_mma_pbt<NK, 2>(dva, p, Ds, LDK, kn, nd);
+            fa_mma_pbt<NK, 2>(dka, ds, Qs, LDK, kn, nd);
         }
         // the next tile into the other buffer, read last before the previous __syncthreads
         if (next) fa_heads_store(sm + (b ^ 1) * TN, LDK, lsq[b ^ 1], dsq[b ^ 1], x);
-        if (BUG != FA_BUG_NOSYNC) __syncthreads();
+        __syncthreads();
     }
     float* red = reinterpret_cast<float*>(sm);
     fa_mma_store<NK>(pdk, red, dka, scale, off, j0, L, h, NH, HD);
@@ -1171,10 +1149,9 @@ __device__ void flash_backward_dkv_heads_mma(float* pdk, float* pdv, const float
 // flash_dkv_reduce: dk, dv [N, NKV, HD] = the sums of the partials pdk,
 // pdv [N, NH, HD] over each key/value head's group of query heads, in head
 // order.
-template <int BUG>
 __device__ void flash_dkv_reduce(float* dk, float* dv, const float* pdk, const float* pdv, i64 N, i64 NH, i64 NKV,
                                  i64 HD) {
-    i64 group = NH / NKV, heads = BUG == FA_BUG_GROUP ? group - 1 : group;
+    i64 group = NH / NKV, heads = group;
     GRID_STRIDE(e, N * NKV * HD) {
         i64 d = e % HD, r = e / HD;  // r = n * NKV + kh
         const i64 base = ((r / NKV) * NH + (r % NKV) * group) * HD + d;
@@ -1198,7 +1175,7 @@ __device__ void flash_dkv_reduce(float* dk, float* dv, const float* pdk, const f
 // separates the buffers' uses (flash_backward_dq_mma has four). Q's and dO's
 // fragments are read from global memory into registers once (no staging).
 // Shared memory 2 x 2 x 64 x 72 bf16 = 36 KB; two blocks per SM.
-template <int NK, int BUG>
+template <int NK>
 __device__ void flash_backward_dq_ldsm_mma(float* dq, const float* q, const float* k, const float* v,
                                            const float* dout, const float* lse, const float* D, const int* cu, i64 S,
                                            i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
@@ -1230,7 +1207,7 @@ __device__ void flash_backward_dq_ldsm_mma(float* dq, const float* q, const floa
     for (int n = 0; n < 2 * NK; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
     int W = fa_win(window);
     i64 jfirst = fa_first_key(q0, W);
-    i64 kend = BUG == FA_BUG_TILE ? q0 : (q0 + FA_TILE < L ? q0 + FA_TILE : L);
+    i64 kend = q0 + FA_TILE < L ? q0 + FA_TILE : L;
     fa_stage_bf16(sm, LDK, k, off, jfirst, FA_TILE, L, kh, NKV, HD, DIMS);
     fa_stage_bf16(sm + FA_TILE * LDK, LDK, v, off, jfirst, FA_TILE, L, kh, NKV, HD, DIMS);
     __syncthreads();
@@ -1253,7 +1230,7 @@ __device__ void flash_backward_dq_ldsm_mma(float* dq, const float* q, const floa
                 }
             }
             int kn = (int)(L - c0 < 32 ? L - c0 : 32);
-            fa_mma_pbt<NK, 2, BUG>(acc, s, Ks, LDK, kn, nd);
+            fa_mma_pbt<NK, 2>(acc, s, Ks, LDK, kn, nd);
         }
         // the next tile into the other buffer, read last before the previous __syncthreads
         if (j0 + FA_TILE < kend) {
@@ -1261,7 +1238,7 @@ __device__ void flash_backward_dq_ldsm_mma(float* dq, const float* q, const floa
             fa_stage_bf16(nb, LDK, k, off, j0 + FA_TILE, FA_TILE, L, kh, NKV, HD, DIMS);
             fa_stage_bf16(nb + FA_TILE * LDK, LDK, v, off, j0 + FA_TILE, FA_TILE, L, kh, NKV, HD, DIMS);
         }
-        if (BUG != FA_BUG_NOSYNC) __syncthreads();
+        __syncthreads();
     }
     fa_mma_store<NK>(dq, reinterpret_cast<float*>(sm), acc, scale, off, q0, L, h, NH, HD);
 }
@@ -1375,7 +1352,7 @@ __device__ void fa_rows_store(unsigned short* buf, int ld, const fa_rows_part<NK
 // natural log as the backward reads it; else S * scale and expf as
 // flash_forward_mma (the emulator's tests: then out and lse are
 // flash_forward_mma's bits).
-template <int NK, int BUG, bool EX2>
+template <int NK, bool EX2>
 __device__ void flash_forward_ldsm_mma(float* out, float* lse, const float* q, const float* k, const float* v,
                                        const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
     constexpr int DIMS = 16 * NK, LDK = DIMS + 8, TN = 2 * FA_TILE * LDK;  // a buffer: K, V [key][dim]
@@ -1400,7 +1377,7 @@ __device__ void flash_forward_ldsm_mma(float* out, float* lse, const float* q, c
 #pragma unroll
     for (int n = 0; n < 2 * NK; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
 
-    int kend = (int)(BUG == FA_BUG_TILE ? q0 : (q0 + FA_MQ < L ? q0 + FA_MQ : L));
+    int kend = (int)(q0 + FA_MQ < L ? q0 + FA_MQ : L);
     constexpr int H = FA_TILE / 2;  // rows of a part: the halves of K and of V
     // two floats a load where every pair of K and V is 8-byte aligned (a
     // view may start anywhere)
@@ -1433,7 +1410,6 @@ __device__ void flash_forward_ldsm_mma(float* out, float* lse, const float* q, c
                         unsigned kb[4];  // B[k][n] = K[key][dim], dims 16kk.. and 16(kk+1)..
                         ldsm_x4(kb, Ks + 8 * n * LDK + 16 * kk, LDK);
                         unsigned b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
-                        if (BUG == FA_BUG_KFRAG) b0[0] = kb[1], b0[1] = kb[0];
                         mma_bf16_16816(s[n], qa[kk], b0);
                         if (kk + 1 < nk) mma_bf16_16816(s[n], qa[kk + 1], b1);
                     }
@@ -1510,7 +1486,7 @@ __device__ void flash_forward_ldsm_mma(float* out, float* lse, const float* q, c
         if (work) {
 #pragma unroll
             for (int n = 0; n < H / 8; n++) ph[n][0] = s[n][0], ph[n][1] = s[n][1], ph[n][2] = s[n][2], ph[n][3] = s[n][3];
-            fa_mma_pbt<NK, H / 16, BUG>(o, ph, Vs, LDK, kn, nd);
+            fa_mma_pbt<NK, H / 16>(o, ph, Vs, LDK, kn, nd);
         }
         if (next) {
             fa_rows_store(nb + 2 * H * LDK, LDK, x);
@@ -1522,10 +1498,10 @@ __device__ void flash_forward_ldsm_mma(float* out, float* lse, const float* q, c
                 ph[n][0] = s[H / 8 + n][0], ph[n][1] = s[H / 8 + n][1];
                 ph[n][2] = s[H / 8 + n][2], ph[n][3] = s[H / 8 + n][3];
             }
-            fa_mma_pbt<NK, H / 16, BUG>(o, ph, Vs + H * LDK, LDK, kn - H, nd);
+            fa_mma_pbt<NK, H / 16>(o, ph, Vs + H * LDK, LDK, kn - H, nd);
         }
         if (next) fa_rows_store(nb + 3 * H * LDK, LDK, x);
-        if (BUG != FA_BUG_NOSYNC) __syncthreads();
+        __syncthreads();
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -1541,7 +1517,7 @@ __device__ void flash_forward_ldsm_mma(float* out, float* lse, const float* q, c
             }
         }
         float mr = EX2 ? m[r] * scale : m[r];  // the row maximum of the scores times scale
-        if (t == 0) lse[(off + tq) * NH + h] = BUG == FA_BUG_LSE ? logf(l[r]) : mr + logf(l[r]);
+        if (t == 0) lse[(off + tq) * NH + h] = mr + logf(l[r]);
     }
 }
 
@@ -1549,7 +1525,7 @@ __device__ void flash_forward_ldsm_mma(float* out, float* lse, const float* q, c
 
 __global__ void FA_TWO_BLOCKS flash_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                                         const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
-    flash_forward<FA_NC, FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale, window);
+    flash_forward<FA_NC>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 // flash_attention_backward_dot: D[r] = sum_d dout[r,d] out[r,d] over the
@@ -1565,13 +1541,13 @@ __global__ void flash_attention_backward_dot(float* D, const float* dout, const 
 __global__ void flash_attention_backward_dkv(float* dk, float* dv, const float* q, const float* k, const float* v,
                                              const float* dout, const float* lse, const float* D, const int* cu,
                                              i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
-    flash_backward_dkv<FA_NC, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
+    flash_backward_dkv<FA_NC>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 __global__ void FA_TWO_BLOCKS flash_attention_backward_dq(float* dq, const float* q, const float* k, const float* v,
                                             const float* dout, const float* lse, const float* D, const int* cu,
                                             i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
-    flash_backward_dq<FA_NC, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
+    flash_backward_dq<FA_NC>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 // flash_attention_forward_hd256, _backward_dkv_hd256 and _backward_dq_hd256:
@@ -1581,20 +1557,20 @@ __global__ void FA_TWO_BLOCKS flash_attention_backward_dq(float* dq, const float
 __global__ void flash_attention_forward_hd256(float* out, float* lse, const float* q, const float* k, const float* v,
                                               const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale,
                                               i64 window) {
-    flash_forward<FA_NC256, FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale, window);
+    flash_forward<FA_NC256>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 __global__ void flash_attention_backward_dkv_hd256(float* dk, float* dv, const float* q, const float* k,
                                                    const float* v, const float* dout, const float* lse, const float* D,
                                                    const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD,
                                                    float scale, i64 window) {
-    flash_backward_dkv<FA_NC256, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
+    flash_backward_dkv<FA_NC256>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 __global__ void flash_attention_backward_dq_hd256(float* dq, const float* q, const float* k, const float* v,
                                                   const float* dout, const float* lse, const float* D, const int* cu,
                                                   i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
-    flash_backward_dq<FA_NC256, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
+    flash_backward_dq<FA_NC256>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 // flash_attention_forward_mma64 and _mma128: the FlashMMA forward for
@@ -1602,12 +1578,12 @@ __global__ void flash_attention_backward_dq_hd256(float* dq, const float* q, con
 __global__ void FA_TWO_BLOCKS flash_attention_forward_mma64(float* out, float* lse, const float* q, const float* k,
                                                             const float* v, const int* cu, i64 S, i64 maxT, i64 NH,
                                                             i64 NKV, i64 HD, float scale, i64 window) {
-    flash_forward_mma<4, FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale, window);
+    flash_forward_mma<4>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 __global__ void flash_attention_forward_mma128(float* out, float* lse, const float* q, const float* k, const float* v,
                                                const int* cu, i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
-    flash_forward_mma<8, FA_OK>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale, window);
+    flash_forward_mma<8>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 // flash_attention_backward_dq_mma128, _dk_mma128 and _dv_mma128: the
@@ -1616,19 +1592,19 @@ __global__ void flash_attention_forward_mma128(float* out, float* lse, const flo
 __global__ void flash_attention_backward_dq_mma128(float* dq, const float* q, const float* k, const float* v,
                                                    const float* dout, const float* lse, const float* D, const int* cu,
                                                    i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
-    flash_backward_dq_mma<8, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
+    flash_backward_dq_mma<8>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 __global__ void flash_attention_backward_dk_mma128(float* dk, float* dv, const float* q, const float* k, const float* v,
                                                    const float* dout, const float* lse, const float* D, const int* cu,
                                                    i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
-    flash_backward_dkv_mma<8, FA_DK, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
+    flash_backward_dkv_mma<8, FA_DK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 __global__ void flash_attention_backward_dv_mma128(float* dk, float* dv, const float* q, const float* k, const float* v,
                                                    const float* dout, const float* lse, const float* D, const int* cu,
                                                    i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD, float scale, i64 window) {
-    flash_backward_dkv_mma<8, FA_DV, FA_OK>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
+    flash_backward_dkv_mma<8, FA_DV>(dk, dv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 // flash_attention_backward_dkv_heads_mma64 and flash_attention_backward_dkv_reduce:
@@ -1637,12 +1613,12 @@ __global__ void flash_attention_backward_dkv_heads_mma64(float* pdk, float* pdv,
                                                          const float* v, const float* dout, const float* lse,
                                                          const float* D, const int* cu, i64 S, i64 maxT, i64 NH,
                                                          i64 NKV, i64 HD, float scale, i64 window) {
-    flash_backward_dkv_heads_mma<4, FA_OK>(pdk, pdv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
+    flash_backward_dkv_heads_mma<4>(pdk, pdv, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 __global__ void flash_attention_backward_dkv_reduce(float* dk, float* dv, const float* pdk, const float* pdv, i64 N,
                                                     i64 NH, i64 NKV, i64 HD) {
-    flash_dkv_reduce<FA_OK>(dk, dv, pdk, pdv, N, NH, NKV, HD);
+    flash_dkv_reduce(dk, dv, pdk, pdv, N, NH, NKV, HD);
 }
 
 // flash_attention_backward_dq_ldsm_mma64: dQ for head dimensions up to 64
@@ -1652,7 +1628,7 @@ __global__ void FA_TWO_BLOCKS flash_attention_backward_dq_ldsm_mma64(float* dq, 
                                                                      const float* lse, const float* D, const int* cu,
                                                                      i64 S, i64 maxT, i64 NH, i64 NKV, i64 HD,
                                                                      float scale, i64 window) {
-    flash_backward_dq_ldsm_mma<4, FA_OK>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
+    flash_backward_dq_ldsm_mma<4>(dq, q, k, v, dout, lse, D, cu, S, maxT, NH, NKV, HD, scale, window);
 }
 
 // flash_attention_forward_ldsm_mma64: the forward for head dimensions up to
@@ -1661,5 +1637,5 @@ __global__ void FA_TWO_BLOCKS flash_attention_backward_dq_ldsm_mma64(float* dq, 
 __global__ void FA_TWO_BLOCKS flash_attention_forward_ldsm_mma64(float* out, float* lse, const float* q,
                                                                  const float* k, const float* v, const int* cu, i64 S,
                                                                  i64 maxT, i64 NH, i64 NKV, i64 HD, float scale) {
-    flash_forward_ldsm_mma<4, FA_OK, true>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale);
+    flash_forward_ldsm_mma<4, true>(out, lse, q, k, v, cu, S, maxT, NH, NKV, HD, scale);
 }

@@ -24,12 +24,6 @@
 // double) only where a thread's max grows, at most once a chunk.
 #define LP_UNROLL 4  // float4 loads a thread issues together (64 bytes in flight)
 
-// Planted defects, for the emulator's tests only (emu.cc registers the
-// kernels built with them); logprob_forward is built with LP_OK.
-#define LP_OK 0
-#define LP_BUG_SEZ 1    // a thread's move to a larger max rescales sez without its shift: sez' = r*sez
-#define LP_BUG_MERGE 2  // the merge adds thread 0's sums as they are, ignoring that its max is not the row's
-
 extern "C++" {
 
 // fa4 and fa_ld4 (four floats as one 16-byte load) are in common.cuh.
@@ -48,12 +42,11 @@ struct lp_state {
 //   sez' = sum r*exp(z-s.m)*((z-s.m) - dm) = r*(sez - dm*se).
 // Every term of sez and of -dm*se is <= 0: no cancellation. An empty state
 // (s.m = -inf, se = sez = 0) only takes m.
-template <int BUG>
 __device__ void lp_shift(lp_state& s, float m) {
     if (s.m != -INFINITY) {
         double dm = (double)m - (double)s.m;
         double r = exp(-dm);
-        s.sez = BUG == LP_BUG_SEZ ? r * s.sez : r * (s.sez - dm * s.se);
+        s.sez = r * (s.sez - dm * s.se);
         s.se *= r;
     }
     s.m = m;
@@ -62,12 +55,12 @@ __device__ void lp_shift(lp_state& s, float m) {
 // lp_chunk adds K elements: the state moves to their max if it is larger,
 // then each adds exp(z-m) and exp(z-m)*(z-m) (z-m in float, as the
 // two-pass kernel and the CPU take it).
-template <int BUG, int K>
+template <int K>
 __device__ void lp_chunk(lp_state& s, const float (&v)[K]) {
     float cm = v[0];
 #pragma unroll
     for (int k = 1; k < K; k++) cm = fmaxf(cm, v[k]);
-    if (cm > s.m) lp_shift<BUG>(s, cm);
+    if (cm > s.m) lp_shift(s, cm);
 #pragma unroll
     for (int k = 0; k < K; k++) {
         float d = v[k] - s.m;
@@ -77,9 +70,10 @@ __device__ void lp_chunk(lp_state& s, const float (&v)[K]) {
     }
 }
 
-template <int BUG>
-__device__ void logprob_forward_impl(float* logp, float* entropy, float* lse, const float* logits, const int* targets,
-                                     i64 N, i64 V) {
+}  // extern "C++"
+
+__global__ void logprob_forward(float* logp, float* entropy, float* lse, const float* logits, const int* targets,
+                                i64 N, i64 V) {
     i64 n = blockIdx.x;
     const float* z = logits + n * V;
     int t = threadIdx.x;
@@ -91,7 +85,7 @@ __device__ void logprob_forward_impl(float* logp, float* entropy, float* lse, co
     lp_state s = {-INFINITY, 0.0, 0.0};
     if (t < h) {
         float v[1] = {z[t]};
-        lp_chunk<BUG>(s, v);
+        lp_chunk(s, v);
     }
     i64 j = t;
     for (; j + (LP_UNROLL - 1) * BLOCK < nv; j += LP_UNROLL * BLOCK) {
@@ -104,20 +98,20 @@ __device__ void logprob_forward_impl(float* logp, float* entropy, float* lse, co
             v[4 * u + 2] = q.z;
             v[4 * u + 3] = q.w;
         }
-        lp_chunk<BUG>(s, v);
+        lp_chunk(s, v);
     }
     for (; j < nv; j += BLOCK) {
         fa4 q = fa_ld4(body + 4 * j);
         float v[4] = {q.x, q.y, q.z, q.w};
-        lp_chunk<BUG>(s, v);
+        lp_chunk(s, v);
     }
     if (h + 4 * nv + t < V) {
         float v[1] = {z[h + 4 * nv + t]};
-        lp_chunk<BUG>(s, v);
+        lp_chunk(s, v);
     }
     // the merge: every state moved to the row's max M, then summed
     float M = block_max(s.m);
-    if (!(BUG == LP_BUG_MERGE && t == 0)) lp_shift<LP_OK>(s, M);
+    lp_shift(s, M);
     double se = block_sumd(s.se);
     double sez = block_sumd(s.sez);
     if (t == 0) {
@@ -128,13 +122,6 @@ __device__ void logprob_forward_impl(float* logp, float* entropy, float* lse, co
         int tg = targets[n];
         logp[n] = tg >= 0 ? z[tg] - L : 0.0f;
     }
-}
-
-}  // extern "C++"
-
-__global__ void logprob_forward(float* logp, float* entropy, float* lse, const float* logits, const int* targets,
-                                i64 N, i64 V) {
-    logprob_forward_impl<LP_OK>(logp, entropy, lse, logits, targets, N, V);
 }
 
 // logprob_forward_twopass (variant logprob_twopass; the default before
@@ -182,6 +169,6 @@ __global__ void logprob_backward(float* dlogits, unsigned short* dlogitsb, const
         float g = -dl * p - dh * p * (lp + H);
         if (j == t) g += dl;
         dlogits[n * V + j] = g;
-        if (dlogitsb != nullptr) dlogitsb[n * V + j] = bf16_bits<0>(g);
+        if (dlogitsb != nullptr) dlogitsb[n * V + j] = bf16_bits(g);
     }
 }

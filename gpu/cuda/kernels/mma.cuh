@@ -28,9 +28,6 @@
 // as B^T [n][k] (e.g. K [key][dim] for Q K^T); the accumulator of S = Q K^T
 // is, pairwise, the A fragment of P for P V (flashattn.cuh).
 
-#define MMA_OK 0
-#define MMA_BUG_SWAP 1  // planted defect (emulator tests): a[1] and a[2] swapped
-
 extern "C++" {
 
 // mma_bf16_16816: d += A B on the tensor cores, fragments as above; every
@@ -50,7 +47,7 @@ __device__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], const unsi
 // bf16x2 packs two floats, rounded to bfloat16 (nearest, ties to even, as
 // bf16.cuh), into one register: lo in the low 16 bits.
 __device__ unsigned bf16x2(float lo, float hi) {
-    return (unsigned)bf16_bits<0>(lo) | ((unsigned)bf16_bits<0>(hi) << 16);
+    return (unsigned)bf16_bits(lo) | ((unsigned)bf16_bits(hi) << 16);
 }
 
 // ld_b32 reads two adjacent bf16 (4-byte aligned) as one register.
@@ -128,13 +125,14 @@ __device__ void ldsm_x4(unsigned (&r)[4], const unsigned short* p, int ld) {
 #endif
 }
 
-// mma_probe: each warp of each block runs one product on registers given
+}  // extern "C++"
+
+// mma_bf16_probe: each warp of each block runs one product on registers given
 // per lane: problem p = blockIdx.x * (BLOCK/32) + warp (of count) reads
 // a[p][lane][0..3], b[p][lane][0..1], c[p][lane][0..3] and writes
 // d[p][lane][0..3]. It tests the layouts, not a kernel: the caller lays
 // out the registers from row-major matrices (mma_check.go).
-template <int BUG>
-__device__ void mma_probe_impl(float* d, const unsigned* a, const unsigned* b, const float* c, i64 count) {
+__global__ void mma_bf16_probe(float* d, const unsigned* a, const unsigned* b, const float* c, i64 count) {
     i64 p = (i64)blockIdx.x * (BLOCK / 32) + (threadIdx.x >> 5);
     if (p >= count) return;  // the whole warp
     i64 lane = threadIdx.x & 31;
@@ -142,17 +140,6 @@ __device__ void mma_probe_impl(float* d, const unsigned* a, const unsigned* b, c
     float dr[4];
     for (int i = 0; i < 4; i++) ar[i] = a[(p * 32 + lane) * 4 + i], dr[i] = c[(p * 32 + lane) * 4 + i];
     for (int i = 0; i < 2; i++) br[i] = b[(p * 32 + lane) * 2 + i];
-    if (BUG == MMA_BUG_SWAP) {
-        unsigned x = ar[1];
-        ar[1] = ar[2];
-        ar[2] = x;
-    }
     mma_bf16_16816(dr, ar, br);
     for (int i = 0; i < 4; i++) d[(p * 32 + lane) * 4 + i] = dr[i];
-}
-
-}  // extern "C++"
-
-__global__ void mma_bf16_probe(float* d, const unsigned* a, const unsigned* b, const float* c, i64 count) {
-    mma_probe_impl<MMA_OK>(d, a, b, c, count);
 }

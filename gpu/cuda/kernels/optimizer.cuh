@@ -40,24 +40,15 @@ __global__ void clip_coef(float* coef, const double* sum, float maxNorm) {
     }
 }
 
-// Planted defect, for the emulator's tests only (emu.cc registers the kernel
-// built with it); adamw is built with ADAMW_OK.
-#define ADAMW_OK 0
-#define ADAMW_BUG_STALE_COPY 1  // the bfloat16 copy made of the parameters before the update
-#define ADAMW_BUG_NOCLIP 2      // the clipping factor coef ignored
-
-extern "C++" {
-
-// adamw_impl: torch.optim.AdamW; bc1, bc2 are the bias corrections
+// adamw: torch.optim.AdamW; bc1, bc2 are the bias corrections
 // 1-beta^step. Unless null, pb [n] gets the bfloat16 bits of the updated
 // parameters (bf16_bits, so the bits f32_to_bf16 makes of them): the
 // resident copy of the tensor they lie in, kept current (bf16.go). Unless
 // null, coef[0] (clip_coef) scales each gradient as it is read, as `scale`
 // would have scaled it in place (grads itself is left as it is).
-template <int BUG>
-__device__ void adamw_impl(float* params, const float* grads, float* m, float* v, unsigned short* pb, const float* coef,
-                           i64 n, float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
-    bool clip = coef != nullptr && BUG != ADAMW_BUG_NOCLIP;
+__global__ void adamw(float* params, const float* grads, float* m, float* v, unsigned short* pb, const float* coef, i64 n,
+                      float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+    bool clip = coef != nullptr;
     float s = clip ? coef[0] : 1.0f;
     GRID_STRIDE(i, n) {
         float g = grads[i];
@@ -70,14 +61,6 @@ __device__ void adamw_impl(float* params, const float* grads, float* m, float* v
         float p = p0 * (1.0f - lr * wd);
         p = p - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
         params[i] = p;
-        if (pb != nullptr) pb[i] = bf16_bits<0>(BUG == ADAMW_BUG_STALE_COPY ? p0 : p);
+        if (pb != nullptr) pb[i] = bf16_bits(p);
     }
-}
-
-}  // extern "C++"
-
-// adamw: adamw_impl as built.
-__global__ void adamw(float* params, const float* grads, float* m, float* v, unsigned short* pb, const float* coef, i64 n,
-                      float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
-    adamw_impl<ADAMW_OK>(params, grads, m, v, pb, coef, n, lr, beta1, beta2, eps, wd, bc1, bc2);
 }

@@ -4,15 +4,6 @@
 // Included by kernels.cu inside its extern "C" block.
 #pragma once
 
-// Planted defects, for the emulator's tests only (emu.cc registers kernels
-// built with them); the kernels below are built with RN_OK.
-#define RN_OK 0
-#define RN_BUG_NORM_A 1     // the fused forward's rstd from a alone, not a + b
-#define RN_BUG_OVERWRITE 2  // the fused backward overwrites dres instead of adding to it
-#define RN_BUG_NO_DOUT2 3   // the fused backward leaves the second output gradient out of dinp
-#define RN_BUG_COPY_RES 4   // the fused forward's bfloat16 copy made of res, not of out
-#define RN_BUG_COPY_NOADD 5 // the backward's bfloat16 copy of dinp made before the add (add 1)
-
 // The forwards write, unless outb is null, the bfloat16 bits of out
 // (bf16_bits: those f32_to_bf16 makes of it) to outb [N,C]: the shared
 // bfloat16 copy of an activation that products read next (bf16.go); the
@@ -33,27 +24,24 @@ __global__ void rmsnorm_forward(float* out, unsigned short* outb, float* rstd, c
     for (i64 i = threadIdx.x; i < C; i += BLOCK) {
         float o = x[i] * r * weight[i];
         out[n * C + i] = o;
-        if (outb != nullptr) outb[n * C + i] = bf16_bits<0>(o);
+        if (outb != nullptr) outb[n * C + i] = bf16_bits(o);
     }
     if (threadIdx.x == 0) rstd[n] = r;
 }
-
-extern "C++" {
 
 // residual_rmsnorm_forward: res = a + b (res may alias a or b), out =
 // rmsnorm(res) * weight, rstd [N]; one block per row n, as llm.c's
 // fused_residual_forward. Each thread squares the sums it writes and
 // re-reads only its own elements of res (from cache), so a and b are read
 // once and res is never read back from memory by another pass.
-template <int BUG>
-__device__ void residual_rmsnorm_forward_impl(float* res, float* out, unsigned short* outb, float* rstd, const float* a,
-                                              const float* b, const float* weight, i64 N, i64 C, float eps) {
+__global__ void residual_rmsnorm_forward(float* res, float* out, unsigned short* outb, float* rstd, const float* a,
+                                         const float* b, const float* weight, i64 N, i64 C, float eps) {
     i64 n = blockIdx.x;
     float ss = 0.0f;
     for (i64 i = threadIdx.x; i < C; i += BLOCK) {
         float v = a[n * C + i] + b[n * C + i];
         res[n * C + i] = v;
-        ss += BUG == RN_BUG_NORM_A ? a[n * C + i] * a[n * C + i] : v * v;
+        ss += v * v;
     }
     ss = block_sum(ss);
     float r = rsqrtf(ss / (float)C + eps);
@@ -61,23 +49,23 @@ __device__ void residual_rmsnorm_forward_impl(float* res, float* out, unsigned s
         float x = res[n * C + i];
         float o = x * r * weight[i];
         out[n * C + i] = o;
-        if (outb != nullptr) outb[n * C + i] = bf16_bits<0>(BUG == RN_BUG_COPY_RES ? x : o);
+        if (outb != nullptr) outb[n * C + i] = bf16_bits(o);
     }
     if (threadIdx.x == 0) rstd[n] = r;
 }
 
-// rmsnorm_backward_dinp_impl: per row n, with d = dout (+ dout2 unless null),
-// g_i = rstd * (w_i*d_i - x_i * rstd^2 * mean_j(w_j*d_j*x_j)); dinp = g
-// (add 0) or dinp += g (add 1: the residual stream's gradient); dinpb
-// (unless null) the bfloat16 bits of the dinp written.
-template <int BUG>
-__device__ void rmsnorm_backward_dinp_impl(float* dinp, unsigned short* dinpb, const float* dout, const float* dout2,
-                                           const float* inp, const float* weight, const float* rstd, i64 N, i64 C,
-                                           i64 add) {
+// rmsnorm_backward_dinp: dinp = (add 0) or += (add 1) the input gradient for
+// the output gradient dout + dout2 (dout2 may be null): per row n, with d =
+// dout (+ dout2 unless null), g_i = rstd * (w_i*d_i - x_i * rstd^2 *
+// mean_j(w_j*d_j*x_j)); dinp = g (add 0) or dinp += g (add 1: the residual
+// stream's gradient); dinpb (unless null) the bfloat16 bits of the dinp
+// written.
+__global__ void rmsnorm_backward_dinp(float* dinp, unsigned short* dinpb, const float* dout, const float* dout2,
+                                      const float* inp, const float* weight, const float* rstd, i64 N, i64 C, i64 add) {
     i64 n = blockIdx.x;
     const float* x = inp + n * C;
     const float* d = dout + n * C;
-    const float* d2 = dout2 != nullptr && BUG != RN_BUG_NO_DOUT2 ? dout2 + n * C : nullptr;
+    const float* d2 = dout2 != nullptr ? dout2 + n * C : nullptr;
     float r = rstd[n];
     float dot = 0.0f;
     for (i64 i = threadIdx.x; i < C; i += BLOCK) dot += weight[i] * (d2 ? d[i] + d2[i] : d[i]) * x[i];
@@ -85,25 +73,10 @@ __device__ void rmsnorm_backward_dinp_impl(float* dinp, unsigned short* dinpb, c
     float c = r * r * dot / (float)C;
     for (i64 i = threadIdx.x; i < C; i += BLOCK) {
         float g = r * (weight[i] * (d2 ? d[i] + d2[i] : d[i]) - x[i] * c);
-        float g0 = g;
-        if (add && BUG != RN_BUG_OVERWRITE) g += dinp[n * C + i];
+        if (add) g += dinp[n * C + i];
         dinp[n * C + i] = g;
-        if (dinpb != nullptr) dinpb[n * C + i] = bf16_bits<0>(BUG == RN_BUG_COPY_NOADD ? g0 : g);
+        if (dinpb != nullptr) dinpb[n * C + i] = bf16_bits(g);
     }
-}
-
-}  // extern "C++"
-
-__global__ void residual_rmsnorm_forward(float* res, float* out, unsigned short* outb, float* rstd, const float* a,
-                                         const float* b, const float* weight, i64 N, i64 C, float eps) {
-    residual_rmsnorm_forward_impl<RN_OK>(res, out, outb, rstd, a, b, weight, N, C, eps);
-}
-
-// rmsnorm_backward_dinp: dinp = (add 0) or += (add 1) the input gradient for
-// the output gradient dout + dout2 (dout2 may be null).
-__global__ void rmsnorm_backward_dinp(float* dinp, unsigned short* dinpb, const float* dout, const float* dout2,
-                                      const float* inp, const float* weight, const float* rstd, i64 N, i64 C, i64 add) {
-    rmsnorm_backward_dinp_impl<RN_OK>(dinp, dinpb, dout, dout2, inp, weight, rstd, N, C, add);
 }
 
 // dweight[c] += sum_n (dout+dout2)[n,c]*inp[n,c]*rstd[n] (dout2 may be null),

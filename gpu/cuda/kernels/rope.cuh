@@ -26,12 +26,6 @@ __global__ void rope(float* out, const float* inp, const int* pos, const float* 
     }
 }
 
-// Planted defect, for the emulator's tests only (emu.cc registers the kernel
-// built with it); rope_qk is built with ROPE_OK.
-#define ROPE_OK 0
-#define ROPE_BUG_KSTRIDE 1         // the key heads addressed with the query heads' row stride
-#define ROPE_BUG_COPY_UNROTATED 2  // the bfloat16 copies made of the values before the rotation
-
 // rope_rotate: (a, b) rotated by the angle of cosine c and sine s, with
 // the roundings spelled out so that every kernel that rotates (rope_qk,
 // decode.cuh's decode_qkv) gets the same bits on any compiler: a*c - b*s
@@ -42,17 +36,13 @@ __device__ void rope_rotate(float a, float b, float c, float s, float* ya, float
     *yb = __fmaf_rn(a, s, __fmul_rn(b, c));
 }
 
-extern "C++" {
-
-// rope_qk_impl: RoPE of q [N,NH,HD] and k [N,NKV,HD] in place, in one
+// rope_qk: RoPE of q [N,NH,HD] and k [N,NKV,HD] in place, in one
 // launch: one thread per rotated pair of the N*(NH+NKV) heads, head h < NH
 // of token n a query head, the others key heads. Unless null, qb and kb
 // get the bfloat16 bits of the rotated q and k (in the backward: the
 // output gradients dq and dk of the q and k products, bf16.go).
-template <int BUG>
-__device__ void rope_qk_impl(float* q, float* k, unsigned short* qb, unsigned short* kb, const int* pos,
-                             const float* cosT, const float* sinT, i64 N, i64 NH, i64 NKV, i64 HD, i64 pairs,
-                             float sign) {
+__global__ void rope_qk(float* q, float* k, unsigned short* qb, unsigned short* kb, const int* pos, const float* cosT,
+                        const float* sinT, i64 N, i64 NH, i64 NKV, i64 HD, i64 pairs, float sign) {
     i64 half = HD / 2, H = NH + NKV;
     GRID_STRIDE(idx, N * H * half) {
         i64 i = idx % half;
@@ -62,25 +52,16 @@ __device__ void rope_qk_impl(float* q, float* k, unsigned short* qb, unsigned sh
         float c = cosT[p * half + i], s = sign * sinT[p * half + i];
         i64 ia = pairs ? 2 * i : i;
         i64 ib = pairs ? 2 * i + 1 : i + half;
-        i64 kstride = BUG == ROPE_BUG_KSTRIDE ? NH : NKV;
-        i64 row = h < NH ? n * NH + h : n * kstride + h - NH;
+        i64 row = h < NH ? n * NH + h : n * NKV + h - NH;
         float* x = (h < NH ? q : k) + row * HD;
         unsigned short* xb = h < NH ? qb : kb;
-        if (BUG == ROPE_BUG_KSTRIDE && h >= NH && n * kstride + h - NH >= N * NKV) continue;
         float a = x[ia], b = x[ib], ra, rb;
         rope_rotate(a, b, c, s, &ra, &rb);
         x[ia] = ra;
         x[ib] = rb;
         if (xb != nullptr) {
-            xb[row * HD + ia] = bf16_bits<0>(BUG == ROPE_BUG_COPY_UNROTATED ? a : ra);
-            xb[row * HD + ib] = bf16_bits<0>(BUG == ROPE_BUG_COPY_UNROTATED ? b : rb);
+            xb[row * HD + ia] = bf16_bits(ra);
+            xb[row * HD + ib] = bf16_bits(rb);
         }
     }
-}
-
-}  // extern "C++"
-
-__global__ void rope_qk(float* q, float* k, unsigned short* qb, unsigned short* kb, const int* pos, const float* cosT,
-                        const float* sinT, i64 N, i64 NH, i64 NKV, i64 HD, i64 pairs, float sign) {
-    rope_qk_impl<ROPE_OK>(q, k, qb, kb, pos, cosT, sinT, N, NH, NKV, HD, pairs, sign);
 }

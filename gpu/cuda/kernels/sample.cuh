@@ -67,7 +67,7 @@ __device__ unsigned level_find(const unsigned* key, const float* e, i64 V, unsig
 // a running remainder r = goal - base - (their weights so far): the id of the
 // first where r <= 0 (r < 0 when strict), or -1 if none; to every thread.
 // Each thread sums its contiguous chunk of ids, thread 0 walks the chunk sums
-// and then the chunk that crosses (as sample_tokens_impl walks an unfiltered row).
+// and then the chunk that crosses (as sample_tokens_hist walks an unfiltered row).
 __device__ i64 level_walk(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, unsigned at, bool weighted,
                           double goal, double base, bool strict, double* sd, i64* s_res) {
     int t = threadIdx.x;
@@ -154,19 +154,12 @@ __device__ i64 level_last(const unsigned* key, i64 V, unsigned lvl, i64 cut, uns
 // keys on the side that holds the answer as level_find does. Either way the
 // cut, and so the candidates, their order and the token, are the default's,
 // bit for bit (on the emulator, TestSampleBisectEmulator runs the
-// bisection, SH_OFF, in its place and compares the two).
+// bisection, dev/cuda's sample_tokens_hist/bisect, in its place and
+// compares the two).
 
 #define SH_BINS 256
 #define SH_WARPS (BLOCK / 32)
 static_assert(SH_BINS == BLOCK, "hist_step merges bin t of the warps' histograms on thread t");
-
-// Modes of sample_tokens_impl. All but SH_ON are launched only by the
-// tests, on the emulator (emu.cc registers them as sample_tokens_hist/...).
-#define SH_OFF 0            // the cuts by bisection (level_find; sample_tokens_hist/bisect)
-#define SH_ON 1             // sample_tokens_hist: the cuts by radix select
-#define SH_SKEW 2           // SH_ON with every mass-based guess one key off: hist_settle must recover (not a defect)
-#define SH_BUG_TOPK 3       // planted: the count scan stops one member late (top-k keeps K+1)
-#define SH_BUG_UNSETTLED 4  // planted: SH_SKEW with the guesses taken untested
 
 extern "C++" {
 
@@ -207,7 +200,6 @@ struct sh_sel {
 // (shift 24) of a weighted select also returns the members' exact mass,
 // level_sum(.., lvl, true) in its order; with u >= 0 the goal is then
 // u * that mass (the draw). Every thread, synchronises.
-template <int MODE>
 __device__ double hist_step(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, int shift, bool weighted,
                             bool strict, double u, sh_sel* st) {
     __shared__ unsigned sc[SH_WARPS][SH_BINS];
@@ -273,8 +265,7 @@ __device__ double hist_step(const unsigned* key, const float* e, i64 V, unsigned
         for (int b = SH_BINS - 1; b >= 0 && bin < 0; b--) {
             if (hc[b] == 0u) continue;
             double w = weighted ? (double)hm[b] : (double)hc[b];
-            bool late = MODE == SH_BUG_TOPK && !weighted;
-            if ((strict || late) ? cum + w > st->goal : cum + w >= st->goal) {
+            if (strict ? cum + w > st->goal : cum + w >= st->goal) {
                 bin = b;
                 break;
             }
@@ -299,10 +290,9 @@ __device__ double hist_step(const unsigned* key, const float* e, i64 V, unsigned
 
 // hist_select: the remaining passes of a radix select whose first pass
 // (shift 24) has run: the key of the member it ends on.
-template <int MODE>
 __device__ unsigned hist_select(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, bool weighted,
                                 bool strict, sh_sel* st) {
-    for (int shift = 16; shift >= 0; shift -= 8) hist_step<MODE>(key, e, V, lvl, cut, shift, weighted, strict, -1.0, st);
+    for (int shift = 16; shift >= 0; shift -= 8) hist_step(key, e, V, lvl, cut, shift, weighted, strict, -1.0, st);
     return st->prefix;
 }
 
@@ -312,19 +302,8 @@ __device__ unsigned hist_select(const unsigned* key, const float* e, i64 V, unsi
 // level_sum at the key after it (0 at hi). One pass when the guess holds
 // (it reaches the goal and the key after it does not); otherwise the keys on
 // the side that holds the answer are bisected as level_find does.
-template <int MODE>
 __device__ unsigned hist_settle(const unsigned* key, const float* e, i64 V, unsigned lvl, i64 cut, unsigned hi,
                                 unsigned g, double goal, bool strict, double* above) {
-    if (MODE == SH_SKEW || MODE == SH_BUG_UNSETTLED) {  // one key off: above for the draw, below for top-p
-        if (strict)
-            g = g < hi ? g + 1u : g - 1u;
-        else
-            g = g > lvl ? g - 1u : g + 1u;
-    }
-    if (MODE == SH_BUG_UNSETTLED) {
-        *above = g < hi ? level_sum(key, e, V, lvl, cut, g + 1u, true) : 0.0;
-        return g;
-    }
     double s, sn;
     level_sum2(key, e, V, lvl, cut, g, &s, &sn);
     bool reach = strict ? s > goal : s >= goal;
@@ -339,8 +318,10 @@ __device__ unsigned hist_settle(const unsigned* key, const float* e, i64 V, unsi
     return k;
 }
 
+}  // extern "C++"
+
 // ---------------------------------------------------------------------------
-// one block per row of logits [M,V]. Scratch, [M,V] each: e (the
+// sample_tokens_hist: one block per row of logits [M,V]. Scratch, [M,V] each: e (the
 // unnormalised probabilities), cand (the candidates of a filtered row, in id
 // order) and sorted (the same, by logit, ties by lower id).
 //
@@ -360,13 +341,12 @@ __device__ unsigned hist_settle(const unsigned* key, const float* e, i64 V, unsi
 // only where U falls within rounding (~1e-15 relative) of a boundary of the
 // cumulative distribution.
 //
-// MODE SH_OFF is the bisection (the emulator's sample_tokens_hist/bisect); the others find the cuts by radix select
-// (hist_step, hist_settle: 4 histogram passes per cut, and one exact pass
-// for a mass-based one, where the bisection takes up to 32) and give the
-// same cuts, so the same tokens and log-probs.
-template <int MODE>
-__device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits, const sample_params* params, float* e_all,
-                                   int* cand_all, int* sorted_all, i64 M, i64 V) {
+// The cuts are found by radix select (hist_step, hist_settle: 4 histogram
+// passes per cut, and one exact pass for a mass-based one, where the
+// bisection, dev/cuda's sample_tokens_hist/bisect, takes up to 32); both
+// give the same cuts, so the same tokens and log-probs.
+__global__ void sample_tokens_hist(int* tokens, float* logp, const float* logits, const sample_params* params,
+                                   float* e_all, int* cand_all, int* sorted_all, i64 M, i64 V) {
     __shared__ float sv[BLOCK];
     __shared__ int si[BLOCK];
     __shared__ double sd[BLOCK];
@@ -501,15 +481,11 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
         if (topK > 0 && topK < n) {  // the first K: the level holding the K-th, and its K-th member
             unsigned kk;
             double above;
-            if (MODE == SH_OFF) {
-                kk = level_find(key, e, V, lvl, cut, lvl, top, false, (double)topK, false);
-                above = kk < top ? level_sum(key, e, V, lvl, cut, kk + 1u, false) : 0.0;
-            } else {  // the counts are exact: the K-th member's key and the count above it
-                sh_sel st = {0u, (double)topK, 0.0};
-                hist_step<MODE>(key, e, V, lvl, cut, 24, false, false, -1.0, &st);
-                kk = hist_select<MODE>(key, e, V, lvl, cut, false, false, &st);
-                above = st.above;
-            }
+            // the counts are exact: the K-th member's key and the count above it
+            sh_sel st = {0u, (double)topK, 0.0};
+            hist_step(key, e, V, lvl, cut, 24, false, false, -1.0, &st);
+            kk = hist_select(key, e, V, lvl, cut, false, false, &st);
+            above = st.above;
             i64 c = level_walk(key, e, V, lvl, cut, kk, false, (double)topK, above, false, sd, &s_res);
             cut = c >= 0 ? c : (kk == lvl ? cut : V);
             lvl = kk;
@@ -519,47 +495,29 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
     if (!byLevel && n > SAMPLE_RANK_MAX) {  // top-p and the draw by levels too
         if (keepP < 1.0) {  // the shortest prefix holding keepP of the mass, if the set holds it
             double goal = keepP * se;
-            if (MODE == SH_OFF) {
-                if (level_sum(key, e, V, lvl, cut, lvl, true) >= goal) {
-                    unsigned kp = level_find(key, e, V, lvl, cut, lvl, top, true, goal, false);
-                    double above = kp < top ? level_sum(key, e, V, lvl, cut, kp + 1u, true) : 0.0;
-                    i64 c = level_walk(key, e, V, lvl, cut, kp, true, goal, above, false, sd, &s_res);
-                    cut = c >= 0 ? c : (kp == lvl ? cut : V);
-                    lvl = kp;
-                }
-            } else {  // the first pass gives the set's mass as level_sum does
-                sh_sel st = {0u, goal, 0.0};
-                if (hist_step<MODE>(key, e, V, lvl, cut, 24, true, false, -1.0, &st) >= goal) {
-                    unsigned g = hist_select<MODE>(key, e, V, lvl, cut, true, false, &st);
-                    double above;
-                    unsigned kp = hist_settle<MODE>(key, e, V, lvl, cut, top, g, goal, false, &above);
-                    i64 c = level_walk(key, e, V, lvl, cut, kp, true, goal, above, false, sd, &s_res);
-                    cut = c >= 0 ? c : (kp == lvl ? cut : V);
-                    lvl = kp;
-                }
+            // the first pass gives the set's mass as level_sum does
+            sh_sel st = {0u, goal, 0.0};
+            if (hist_step(key, e, V, lvl, cut, 24, true, false, -1.0, &st) >= goal) {
+                unsigned g = hist_select(key, e, V, lvl, cut, true, false, &st);
+                double above;
+                unsigned kp = hist_settle(key, e, V, lvl, cut, top, g, goal, false, &above);
+                i64 c = level_walk(key, e, V, lvl, cut, kp, true, goal, above, false, sd, &s_res);
+                cut = c >= 0 ? c : (kp == lvl ? cut : V);
+                lvl = kp;
             }
         }
         // the draw: the first member where U*(their mass) - (a running sum) < 0
         double total, goal;
         i64 pick = -1;
-        if (MODE == SH_OFF) {
-            total = level_sum(key, e, V, lvl, cut, lvl, true);
-            goal = p.u * total;
-            if (total > goal) {
-                unsigned kx = level_find(key, e, V, lvl, cut, lvl, top, true, goal, true);
-                double above = kx < top ? level_sum(key, e, V, lvl, cut, kx + 1u, true) : 0.0;
-                pick = level_walk(key, e, V, lvl, cut, kx, true, goal, above, true, sd, &s_res);
-            }
-        } else {  // the first pass gives the total, and so the goal, as level_sum does
-            sh_sel st = {0u, 0.0, 0.0};
-            total = hist_step<MODE>(key, e, V, lvl, cut, 24, true, true, p.u, &st);
-            goal = p.u * total;  // as hist_step set it before its scan
-            if (total > goal) {
-                unsigned g = hist_select<MODE>(key, e, V, lvl, cut, true, true, &st);
-                double above;
-                unsigned kx = hist_settle<MODE>(key, e, V, lvl, cut, top, g, goal, true, &above);
-                pick = level_walk(key, e, V, lvl, cut, kx, true, goal, above, true, sd, &s_res);
-            }
+        // the first pass gives the total, and so the goal, as level_sum does
+        sh_sel st = {0u, 0.0, 0.0};
+        total = hist_step(key, e, V, lvl, cut, 24, true, true, p.u, &st);
+        goal = p.u * total;  // as hist_step set it before its scan
+        if (total > goal) {
+            unsigned g = hist_select(key, e, V, lvl, cut, true, true, &st);
+            double above;
+            unsigned kx = hist_settle(key, e, V, lvl, cut, top, g, goal, true, &above);
+            pick = level_walk(key, e, V, lvl, cut, kx, true, goal, above, true, sd, &s_res);
         }
         if (pick < 0) pick = level_last(key, V, lvl, cut, (unsigned*)si, sd, &s_res);  // rounding: the last member
         if (t == 0) {
@@ -630,15 +588,6 @@ __device__ void sample_tokens_impl(int* tokens, float* logp, const float* logits
     }
 }
 
-}  // extern "C++"
-
-// sample_tokens_hist: the cuts of rows beyond SAMPLE_RANK_MAX candidates
-// found by radix select (see hist_step).
-__global__ void sample_tokens_hist(int* tokens, float* logp, const float* logits, const sample_params* params,
-                                   float* e_all, int* cand_all, int* sorted_all, i64 M, i64 V) {
-    sample_tokens_impl<SH_ON>(tokens, logp, logits, params, e_all, cand_all, sorted_all, M, V);
-}
-
 // ---------------------------------------------------------------------------
 // Split sampling (the sample_split variant, Variants.SampleSplit; sample.go
 // launches it when every row of a call is greedy, unfiltered, or top-k with
@@ -676,12 +625,6 @@ __global__ void sample_tokens_hist(int* tokens, float* logp, const float* logits
 #define SS_CAND_MAX 4096   // the most candidates of a row (slices x K); sample.go
 #define SS_K_MAX 128       // the largest top-k the split path takes; sample.go
 #define SS_UNROLL 4        // the loads in flight a thread in the passes over a slice
-
-// Planted defects, for the emulator's tests only (emu.cc registers the
-// kernels built with them); the kernels are built with SS_OK.
-#define SS_OK 0
-#define SS_BUG_TIE 1        // ties at the K-th key taken from the highest ids down
-#define SS_BUG_SLICE_MAX 2  // e of a slice taken against the slice's own max, not the row's
 
 extern "C++" {
 
@@ -725,7 +668,6 @@ __device__ int ss_scan(int v, int* total) {
 // (min(K, n)); every thread, synchronises. The K-th key by radix select
 // (four 256-bin histograms of counts, exact), then the members above it
 // and the first of its ties in index order.
-template <int BUG>
 __device__ int ss_first_k(const unsigned* key, const int* ids, int base, int n, int K, unsigned* okey, int* oid) {
     __shared__ unsigned hist[256];
     __shared__ unsigned s_prefix;
@@ -769,8 +711,8 @@ __device__ int ss_first_k(const unsigned* key, const int* ids, int base, int n, 
     for (int i = lo; i < hi; i++) ties += key[i] == kk;
     int all;
     int tb = ss_scan(ties, &all);  // the ties before this thread's chunk
-    // a tie's rank: its place among the ties in index order (SS_BUG_TIE: from the last)
-#define SS_TAKE(k, r) ((k) > kk || ((k) == kk && (BUG == SS_BUG_TIE ? all - 1 - (r) : (r)) < need))
+    // a tie's rank: its place among the ties in index order
+#define SS_TAKE(k, r) ((k) > kk || ((k) == kk && (r) < need))
     int cnt = 0, r = tb;
     for (int i = lo; i < hi; i++) {
         unsigned k = key[i];
@@ -853,15 +795,11 @@ __global__ void sample_split_max(float* pmax, int* pidx, const float* logits, i6
     }
 }
 
-extern "C++" {
-
-// sample_split_sum_impl: block b = row*S + s: pse[b] = the sum of e over
+// sample_split_sum: block b = row*S + s: pse[b] = the sum of e over
 // the slice; for a top-k row, its first K ids (ss_first_k) in ckey/cid
 // [M*S, KC] at b*KC, their count in cn[b].
-template <int BUG>
-__device__ void sample_split_sum_impl(double* pse, unsigned* ckey, int* cid, int* cn, const float* logits,
-                                      const float* pmax, const int* pidx, const sample_params* params, i64 S, i64 SL,
-                                      i64 V, i64 KC) {
+__global__ void sample_split_sum(double* pse, unsigned* ckey, int* cid, int* cn, const float* logits, const float* pmax,
+                                 const int* pidx, const sample_params* params, i64 S, i64 SL, i64 V, i64 KC) {
     __shared__ unsigned sk[SS_SLICE_MAX];
     __shared__ float s_m;
     i64 row = blockIdx.x / S, s = blockIdx.x % S;
@@ -872,7 +810,7 @@ __device__ void sample_split_sum_impl(double* pse, unsigned* ckey, int* cid, int
         int best;
         float m;
         ss_row_max(pmax, pidx, row, S, &m, &best);
-        s_m = BUG == SS_BUG_SLICE_MAX ? pmax[blockIdx.x] : m;
+        s_m = m;
     }
     __syncthreads();
     float m = s_m;
@@ -897,17 +835,16 @@ __device__ void sample_split_sum_impl(double* pse, unsigned* ckey, int* cid, int
     se = block_sumd(se);  // synchronises: sk is complete
     if (t == 0) pse[blockIdx.x] = se;
     if (K > 0) {
-        int n = ss_first_k<BUG>(sk, nullptr, (int)lo, (int)(hi - lo), K, ckey + blockIdx.x * KC, cid + blockIdx.x * KC);
+        int n = ss_first_k(sk, nullptr, (int)lo, (int)(hi - lo), K, ckey + blockIdx.x * KC, cid + blockIdx.x * KC);
         if (t == 0) cn[blockIdx.x] = n;
     }
 }
 
-// sample_split_pick_impl: block `row`: the token and its log-probability
+// sample_split_pick: block `row`: the token and its log-probability
 // (see above).
-template <int BUG>
-__device__ void sample_split_pick_impl(int* tokens, float* logp, const float* logits, const float* pmax, const int* pidx,
-                                       const double* pse, const unsigned* ckey, const int* cid, const int* cn,
-                                       const sample_params* params, i64 S, i64 SL, i64 V, i64 KC) {
+__global__ void sample_split_pick(int* tokens, float* logp, const float* logits, const float* pmax, const int* pidx,
+                                  const double* pse, const unsigned* ckey, const int* cid, const int* cn,
+                                  const sample_params* params, i64 S, i64 SL, i64 V, i64 KC) {
     __shared__ unsigned gk[SS_CAND_MAX];
     __shared__ int gi[SS_CAND_MAX];
     __shared__ unsigned fk[SS_K_MAX];
@@ -1026,7 +963,7 @@ __device__ void sample_split_pick_impl(int* tokens, float* logp, const float* lo
         }
     }
     __syncthreads();
-    int nk = ss_first_k<BUG>(gk, gi, 0, n, K, fk, fi);
+    int nk = ss_first_k(gk, gi, 0, n, K, fk, fi);
     // rank them by logit, ties by lower id (their keys order as their logits)
     for (int i = t; i < nk; i += BLOCK) {
         unsigned ka = fk[i];
@@ -1066,17 +1003,4 @@ __device__ void sample_split_pick_impl(int* tokens, float* logp, const float* lo
         tokens[row] = pick;
         if (logp) logp[row] = (float)((double)((z[pick] - m) / temp) - lse);
     }
-}
-
-}  // extern "C++"
-
-__global__ void sample_split_sum(double* pse, unsigned* ckey, int* cid, int* cn, const float* logits, const float* pmax,
-                                 const int* pidx, const sample_params* params, i64 S, i64 SL, i64 V, i64 KC) {
-    sample_split_sum_impl<SS_OK>(pse, ckey, cid, cn, logits, pmax, pidx, params, S, SL, V, KC);
-}
-
-__global__ void sample_split_pick(int* tokens, float* logp, const float* logits, const float* pmax, const int* pidx,
-                                  const double* pse, const unsigned* ckey, const int* cid, const int* cn,
-                                  const sample_params* params, i64 S, i64 SL, i64 V, i64 KC) {
-    sample_split_pick_impl<SS_OK>(tokens, logp, logits, pmax, pidx, pse, ckey, cid, cn, params, S, SL, V, KC);
 }

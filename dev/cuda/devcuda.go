@@ -1,0 +1,258 @@
+// Package devcuda holds the CUDA kernels that are not the product's: the
+// variants waiting for a GPU to time them against the default kernels, and
+// the planted defects that prove the checks catch a broken kernel. As
+// llm.c's dev/cuda beside its llmc/, none of it is compiled into the PTX
+// that gpu/cuda embeds.
+//
+// A variant that adds kernels is a file of its own (dev/cuda/*.cuh, its
+// kernels registered under their names). A defect, or a variant that
+// changes a default kernel, is a build of a kernel family (a file of
+// gpu/cuda/kernels or of dev/cuda) with edits (dev/cuda/*.edits),
+// registered as "kernel/name": the tests launch it in the kernel's place.
+//
+// The kernel emulator (gpu/cuda/internal/emu, build tag cudaemu) runs them:
+// Generate writes its dev_gen.h, which holds each *.cuh as it is and each
+// edited build as a copy of its family, edited, in a namespace of its own.
+// `make cuda-dev-gen` rewrites it; TestGeneratedCurrent fails while it is
+// stale.
+package devcuda
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Build is one edited build: the kernel Name (as "kernel/name", the kernel
+// a __global__ function of File) built from File with Edits applied.
+type Build struct {
+	Name  string // kernel/name
+	File  string // what it edits: a file of gpu/cuda/kernels or of dev/cuda, or a build before it
+	About string // what it is
+	Edits []Edit
+	at    string // file:line of its header, for errors
+}
+
+// Kernel is the kernel it is a build of.
+func (p Build) Kernel() string { k, _, _ := strings.Cut(p.Name, "/"); return k }
+
+// Edit replaces the first occurrence of From after the first occurrence of
+// After (from the start of the text when After is empty) with To. From must
+// occur there: an edit that no longer matches the kernel it edits is an
+// error naming it, so a build follows its kernel or fails loudly.
+type Edit struct {
+	After, From, To string
+	at              string
+}
+
+// ParseEdits reads a .edits file. Each build starts with a header line
+//
+//	== kernel/name file.cuh: what it is
+//
+// (or "== kernel/name kernel/other: ...", a build of an earlier build),
+// followed by edits: an optional "@ text" line (the edit applies after the
+// first occurrence of text), lines "-" + a line of the family (what is
+// replaced) and lines "+" + a line of the build (what replaces it).
+// Lines starting with "#" and blank lines between edits are comments.
+func ParseEdits(name string, src []byte) ([]Build, error) {
+	var out []Build
+	var cur *Edit
+	flush := func() {
+		if cur != nil {
+			p := &out[len(out)-1]
+			p.Edits = append(p.Edits, *cur)
+			cur = nil
+		}
+	}
+	for i, line := range strings.Split(string(src), "\n") {
+		at := fmt.Sprintf("%s:%d", name, i+1)
+		switch {
+		case strings.HasPrefix(line, "== "):
+			flush()
+			head, about, ok := strings.Cut(line[3:], ": ")
+			f := strings.Fields(head)
+			if !ok || len(f) != 2 || !strings.Contains(f[0], "/") {
+				return nil, fmt.Errorf("%s: want \"== kernel/name file.cuh: what it is\", got %q", at, line)
+			}
+			out = append(out, Build{Name: f[0], File: f[1], About: about, at: at})
+		case len(out) == 0 && (line == "" || strings.HasPrefix(line, "#")):
+		case len(out) == 0:
+			return nil, fmt.Errorf("%s: a line before the first \"== \" header: %q", at, line)
+		case strings.HasPrefix(line, "@ "):
+			flush()
+			cur = &Edit{After: line[2:], at: at}
+		case strings.HasPrefix(line, "-"), strings.HasPrefix(line, "+"):
+			if cur == nil || (line[0] == '-' && cur.To != "") {
+				flush()
+				cur = &Edit{at: at}
+			}
+			if line[0] == '-' {
+				cur.From += line[1:] + "\n"
+			} else {
+				cur.To += line[1:] + "\n"
+			}
+		case line == "" || strings.HasPrefix(line, "#"):
+			flush()
+		default:
+			return nil, fmt.Errorf("%s: want \"@ \", \"-\", \"+\", \"#\" or \"== \", got %q", at, line)
+		}
+	}
+	flush()
+	for _, p := range out {
+		if len(p.Edits) == 0 {
+			return nil, fmt.Errorf("%s: build %s has no edits", p.at, p.Name)
+		}
+		for _, e := range p.Edits {
+			if e.From == "" {
+				return nil, fmt.Errorf("%s: an edit of %s replaces nothing (no \"-\" line)", e.at, p.Name)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Apply returns src with p's edits made, in order.
+func (p Build) Apply(src string) (string, error) {
+	for _, e := range p.Edits {
+		start := 0
+		if e.After != "" {
+			i := strings.Index(src, e.After)
+			if i < 0 {
+				return "", fmt.Errorf("%s: %s: %q is not in %s", e.at, p.Name, e.After, p.File)
+			}
+			start = i + len(e.After)
+		}
+		i := strings.Index(src[start:], e.From)
+		if i < 0 {
+			return "", fmt.Errorf("%s: %s: the lines to replace are not in %s%s:\n%s", e.at, p.Name, p.File, afterText(e.After), e.From)
+		}
+		i += start
+		src = src[:i] + e.To + src[i+len(e.From):]
+	}
+	return src, nil
+}
+
+func afterText(a string) string {
+	if a == "" {
+		return ""
+	}
+	return fmt.Sprintf(" after %q", a)
+}
+
+// GenHeader is the first line of the generated file.
+const GenHeader = "// Code generated by `make cuda-dev-gen` (dev/cuda) from dev/cuda and gpu/cuda/kernels. DO NOT EDIT."
+
+var (
+	ident  = regexp.MustCompile(`[^A-Za-z0-9]+`)
+	global = regexp.MustCompile(`(?m)^__global__ void (\w+)\(`)
+)
+
+// Generate returns the emulator's dev_gen.h: dev's variant files (*.cuh),
+// then each build of dev's *.edits. kernels is gpu/cuda/kernels, the
+// product's families.
+func Generate(dev, kernels fs.FS) ([]byte, error) {
+	var b bytes.Buffer
+	fmt.Fprintln(&b, GenHeader)
+	fmt.Fprintln(&b, "// The emulator's builds of dev/cuda (gpu/cuda/internal/emu/emu.cc includes it after")
+	fmt.Fprintln(&b, "// gpu/cuda/kernels/kernels.cu): the variant files, then each edited build, a copy of")
+	fmt.Fprintln(&b, "// its family with the build's edits, in a namespace of its own (internal linkage: only")
+	fmt.Fprintln(&b, "// the registered kernel is compiled).")
+	fmt.Fprintln(&b, "#pragma once")
+	variants, err := fs.Glob(dev, "*.cuh")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(variants)
+	text := map[string]string{}
+	var reg []string
+	for _, v := range variants {
+		src, err := fs.ReadFile(dev, v)
+		if err != nil {
+			return nil, err
+		}
+		text[v] = string(src)
+		for _, m := range global.FindAllStringSubmatch(string(src), -1) {
+			reg = append(reg, fmt.Sprintf("rl_make(%q, %s)", m[1], m[1]))
+		}
+		fmt.Fprintf(&b, "\n// ---- dev/cuda/%s\n%s", v, strip(string(src)))
+	}
+	files, err := fs.Glob(dev, "*.edits")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	seen := map[string]string{}
+	outputs := map[string]string{} // the builds made so far, by name
+	for _, f := range files {
+		src, err := fs.ReadFile(dev, f)
+		if err != nil {
+			return nil, err
+		}
+		builds, err := ParseEdits("dev/cuda/"+f, src)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range builds {
+			if prev := seen[p.Name]; prev != "" {
+				return nil, fmt.Errorf("%s: build %s is also at %s", p.at, p.Name, prev)
+			}
+			seen[p.Name] = p.at
+			fam, ok := text[p.File]
+			if base, built := outputs[p.File]; built {
+				fam, ok = base, true
+			}
+			if !ok {
+				s, err := fs.ReadFile(kernels, p.File)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %s: no kernel family %s in gpu/cuda/kernels or dev/cuda, nor a build of that name before it", p.at, p.Name, p.File)
+				}
+				fam = string(s)
+			}
+			out, err := p.Apply(fam)
+			if err != nil {
+				return nil, err
+			}
+			if !strings.Contains(out, p.Kernel()+"(") {
+				return nil, fmt.Errorf("%s: %s: %s has no kernel %s", p.at, p.Name, p.File, p.Kernel())
+			}
+			outputs[p.Name] = out
+			ns := "rl_build_" + strings.Trim(ident.ReplaceAllString(p.Name, "_"), "_")
+			fmt.Fprintf(&b, "\n// ---- %s: %s (%s)\nnamespace {\nnamespace %s {\n%s}  // namespace %s\n}  // namespace\n",
+				p.Name, p.About, p.File, ns, strip(out), ns)
+			reg = append(reg, fmt.Sprintf("rl_make(%q, %s::%s)", p.Name, ns, p.Kernel()))
+		}
+	}
+	fmt.Fprintln(&b, "\n// RL_DEV_KERNELS: the variant files' kernels and the edited builds, as entries of emu.cc's kernel table.")
+	fmt.Fprint(&b, "#define RL_DEV_KERNELS")
+	for _, r := range reg {
+		fmt.Fprintf(&b, " \\\n    %s,", r)
+	}
+	fmt.Fprintln(&b)
+	return b.Bytes(), nil
+}
+
+// strip drops the lines a copied family must not repeat inside a
+// namespace: #pragma once and its #include of another family (every
+// family is included once, at file scope, before).
+func strip(src string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(src, "\n") {
+		t := strings.TrimSpace(line)
+		if t == "#pragma once" || strings.HasPrefix(t, "#include ") {
+			continue
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+// The paths the generator reads and writes, from the repository's root.
+var (
+	Root       = path.Join("dev", "cuda")
+	KernelsDir = path.Join("gpu", "cuda", "kernels")
+	GenPath    = path.Join("gpu", "cuda", "internal", "emu", "dev_gen.h")
+)
