@@ -41,28 +41,6 @@ func PrefersFusedAttention(be Backend) bool {
 	return ok && f.FusedAttentionOnly()
 }
 
-// SwiGLURecompute is implemented by a backend that can ask gpu/model's
-// training step for its former MLP backward: SwiGLUForward to recompute h,
-// the down product's input and weight gradients (and its LoRA adapter's)
-// in one MatmulBackward, then SwiGLUBackward. Otherwise (and where
-// SwiGLURecompute reports false) the step takes the down product's input
-// gradient first, which does not read h, then SwiGLUBackwardH, which
-// writes dgate, dup and h in one pass over gate and up, then the weight
-// gradients that read h: the same formulas, one pass over gate and up a
-// layer fewer. The CUDA backend implements it (the swiglu_recompute
-// kernel variant, so that a GPU can time the two sequences); gpu/cpu does
-// not.
-type SwiGLURecompute interface {
-	SwiGLURecompute() bool
-}
-
-// RecomputesSwiGLU reports whether gpu/model's training step should run
-// the former MLP backward on be (see SwiGLURecompute).
-func RecomputesSwiGLU(be Backend) bool {
-	r, ok := be.(SwiGLURecompute)
-	return ok && r.SwiGLURecompute()
-}
-
 // ClippedAdamW is implemented by a backend that clips the gradients'
 // global norm inside AdamW's pass over them: ClipAdamW leaves params, m
 // and v (and anything the backend keeps of them) as ClipGradNorm(grads,

@@ -62,6 +62,10 @@ cuda-check: setup-cuda setup-blas tokenizers-lib ## CUDA backend: PTX for sm_80/
 		ptxas -arch=sm_$$a -o $$tmp/kernels_sm$$a.cubin $(CUDA_PTX_OUT)/kernels_sm$$a.ptx; \
 		echo "cuda-check: PTX sm_$$a builds and assembles"; \
 	done; \
+	for b in dev/cuda/*.cu; do \
+		$(NVCC) -ccbin /usr/bin/gcc -allow-unsupported-compiler -std=c++17 -O3 -arch=sm_80 -o $$tmp/dev-bench $$b; \
+		echo "cuda-check: $$b builds (the proof runs it on a GPU)"; \
+	done; \
 	$(CUDA_GOENV) $(GO) vet -tags cuda ./gpu/cuda/... ./cmd/rlhost/; \
 	$(CUDA_GOENV) $(GO) build -tags cuda -o $$tmp/rlhost-cuda ./cmd/rlhost; \
 	$(CUDA_GOENV) $(GO) test -tags cuda -c -o $$tmp/cuda.test ./gpu/cuda/; \
@@ -124,6 +128,9 @@ gpu-proof-bundle: setup-cuda setup-blas tokenizers-lib model ## build $(GPU_PROO
 		$(GO) run ./gendata -out $(abspath $(GPU_PROOF_DIR))/arith-raw -train 64 -test 16); \
 	$(GO) run ./scripts/gpu/tokfiles $(MODEL_GGUF) $(GPU_PROOF_DIR)/tokenizer; \
 	cp scripts/gpu/proof.sh scripts/gpu/proof_torch.py examples/configs/arith.yaml $(GPU_PROOF_DIR)/; \
+	mkdir -p $(GPU_PROOF_DIR)/dev-cuda/dev/cuda $(GPU_PROOF_DIR)/dev-cuda/gpu/cuda/kernels; \
+	cp dev/cuda/*.cu dev/cuda/*.cuh dev/cuda/*.h $(GPU_PROOF_DIR)/dev-cuda/dev/cuda/; \
+	cp gpu/cuda/kernels/*.cu gpu/cuda/kernels/*.cuh $(GPU_PROOF_DIR)/dev-cuda/gpu/cuda/kernels/; \
 	{ git rev-parse HEAD | tr -d '\n'; git diff --quiet HEAD -- . 2>/dev/null || printf -- '-dirty'; echo; } > $(GPU_PROOF_DIR)/COMMIT; \
 	echo "gpu-proof-bundle: $(GPU_PROOF_DIR)/rlhost needs: $$(ldd $(GPU_PROOF_DIR)/rlhost | awk '{print $$1}' | tr '\n' ' ')"; \
 	gzip -9 $(GPU_PROOF_DIR)/rlhost $(GPU_PROOF_DIR)/plugins/rlhost-task-arith; \

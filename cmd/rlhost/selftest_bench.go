@@ -54,7 +54,6 @@ type benchResult struct {
 	// temperature 1, top-k 50, top-p 0.95, prefix sharing on)
 	Kind         string  `json:"kind"`
 	Device       string  `json:"device"`
-	Variants     string  `json:"variants,omitempty"` // CUDA kernel variants (RLHOST_CUDA_VARIANTS), "default" for none
 	Params       int     `json:"params"`
 	B            int     `json:"batch"`
 	T            int     `json:"seq"`              // tokens per sequence (decode: prompt + new tokens)
@@ -119,16 +118,15 @@ func benchArgs(c *cli.Context) (bc benchConfig, err error) {
 
 // bencher holds the model and backend of one --bench run.
 type bencher struct {
-	w        io.Writer
-	be       gpu.Backend
-	cb       *cuda.Backend // nil on the CPU
-	m        *model.Model
-	r        *rand.Rand
-	label    string
-	variants string // CUDA kernel variants in use (cuda.Variants.String)
-	prec     cuda.Precision
-	free0    int64
-	params   int
+	w      io.Writer
+	be     gpu.Backend
+	cb     *cuda.Backend // nil on the CPU
+	m      *model.Model
+	r      *rand.Rand
+	label  string
+	prec   cuda.Precision
+	free0  int64
+	params int
 	// profile: one more step of each phase is profiled; the lines are
 	// printed after the timed ones
 	profile  bool
@@ -141,10 +139,8 @@ type profileLine struct {
 	Kind   string `json:"kind"`  // "profile"
 	Phase  string `json:"phase"` // "train", "decode" or "decode-grpo"
 	Device string `json:"device"`
-	// CUDA kernel variants (RLHOST_CUDA_VARIANTS), "default" for none
-	Variants string `json:"variants,omitempty"`
-	B        int    `json:"batch"`
-	T        int    `json:"seq"`
+	B      int    `json:"batch"`
+	T      int    `json:"seq"`
 	// the profiled step's wall time (two event records per op included)
 	// and the device time of its ops together
 	WallMS   float64     `json:"wall_ms"`
@@ -172,7 +168,7 @@ func (b *bencher) profileStep(phase string, B, T int, f func() error) {
 	if !b.profile || b.cb == nil {
 		return
 	}
-	line := profileLine{Kind: "profile", Phase: phase, Device: b.label, Variants: b.variants, B: B, T: T, Entries: []profileOp{}}
+	line := profileLine{Kind: "profile", Phase: phase, Device: b.label, B: B, T: T, Entries: []profileOp{}}
 	if err := b.profileRun(&line, f); err != nil {
 		line.Error = err.Error()
 	}
@@ -231,7 +227,6 @@ func selftestBench(w io.Writer, device string, bc benchConfig) error {
 	if b.cb != nil {
 		b.cb.SetPrecision(prec)
 		b.label, b.prec = b.be.Name()+"/"+prec.String(), prec
-		b.variants = b.cb.Variants().String()
 		b.free0, _, _ = b.cb.MemInfo()
 	}
 	ck, err := weights.Load(bc.Dir)
@@ -302,7 +297,7 @@ func (b *bencher) perStep(res *benchResult, c0, c1 cuda.Counters, n int64, wall 
 }
 
 func (b *bencher) result(kind string, B, T int) benchResult {
-	res := benchResult{Kind: kind, Device: b.label, Variants: b.variants, Params: b.params, B: B, T: T, Dtype: b.prec.String(), Vocab: b.m.Config.V}
+	res := benchResult{Kind: kind, Device: b.label, Params: b.params, B: B, T: T, Dtype: b.prec.String(), Vocab: b.m.Config.V}
 	if b.cb != nil {
 		res.Products = b.prec.Path()
 	}

@@ -18,7 +18,7 @@ func selftestCUDA(w io.Writer) error {
 	if err != nil {
 		return cli.Exit("selftest: "+err.Error(), 1)
 	}
-	fmt.Fprintf(w, "device %s, cuBLAS %s, kernel variants %s\n", be.Name(), be.CublasLibrary(), be.Variants())
+	fmt.Fprintf(w, "device %s, cuBLAS %s\n", be.Name(), be.CublasLibrary())
 	for _, p := range []cuda.Precision{cuda.BF16, cuda.TF32, cuda.FP32} {
 		fmt.Fprintf(w, "products %s\n", p.Path())
 	}

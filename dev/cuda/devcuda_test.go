@@ -28,6 +28,29 @@ func TestGeneratedCurrent(t *testing.T) {
 	}
 }
 
+// TestVariantFile: a variant's own file, registered as it is under the
+// name of the kernel it stands in for.
+func TestVariantFile(t *testing.T) {
+	kernels := fstest.MapFS{"k.cuh": {Data: []byte("__global__ void k(float* x) {\n    x[0] = 1;\n}\n")}}
+	dev := fstest.MapFS{
+		"v.cuh":   {Data: []byte("#pragma once\n__global__ void k_fast(float* x) {\n    x[0] = 1;\n}\n")},
+		"v.edits": {Data: []byte("== k/fast v.cuh k_fast: k, faster\n\n== k/fast_bug k/fast k_fast: k/fast, broken\n-    x[0] = 1;\n+    x[0] = 2;\n")},
+	}
+	out, err := Generate(dev, kernels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	for _, w := range []string{`rl_make("k/fast", rl_build_k_fast::k_fast),`, `rl_make("k/fast_bug", rl_build_k_fast_bug::k_fast),`, "x[0] = 2;"} {
+		if !strings.Contains(s, w) {
+			t.Errorf("generated file lacks %q:\n%s", w, s)
+		}
+	}
+	if strings.Contains(s, "#pragma once\n__global__") {
+		t.Errorf("a copied file keeps its #pragma once:\n%s", s)
+	}
+}
+
 func TestEditsApply(t *testing.T) {
 	kernels := fstest.MapFS{"k.cuh": {Data: []byte("__global__ void k(float* x) {\n    x[0] = 1;\n    x[1] = 1;\n}\n__global__ void j(float* x) {\n    x[1] = 1;\n}\n")}}
 	dev := fstest.MapFS{"k.edits": {Data: []byte("# a comment\n== j/two k.cuh: j writes 2\n@ void j(\n-    x[1] = 1;\n+    x[1] = 2;\n")}}
@@ -56,6 +79,7 @@ func TestEditsErrors(t *testing.T) {
 		{"== k/a k.cuh: a\n", "a.edits:1: build k/a has no edits"},
 		{"== k/a k.cuh: a\n+    x[0] = 1;\n", "a.edits:2: an edit of k/a replaces nothing"},
 		{"== k/a k.cuh\n", "a.edits:1: want"},
+		{"== k/a k.cuh k j x: a\n", "a.edits:1: want"},
 		{"== k/a k.cuh: a\n-    x[0] = 1;\n== k/a k.cuh: b\n-    x[0] = 1;\n", "a.edits:3: build k/a is also at dev/cuda/a.edits:1"},
 		{"== k/a k.cuh: a\n x\n", `a.edits:2: want "@ "`},
 	} {

@@ -144,11 +144,6 @@ func decodeChunks(rows, maxT, sms int) (L, chunks int) {
 	return L, (maxT + L - 1) / L
 }
 
-// decodeVec says whether attention_cached_split_vec (the decode_vec
-// variant) takes heads of HD dimensions: its V rows are loaded as 16-byte
-// vectors of 4 floats, HD/4 of them a row, at most a block's threads.
-func decodeVec(HD int) bool { return HD%4 == 0 && HD <= 4*blockSize }
-
 // attentionSMs is the multiprocessor count of the device, decodeSMs
 // where its driver does not say.
 func (d *device) attentionSMs() int {
@@ -187,15 +182,9 @@ func (b *Backend) attentionCachedSplit(a *arena, out, q, kcache, vcache []float3
 	if chunks > 1 {
 		part, ml = a.alloc(int64(qrows*chunks*HD)*4), a.alloc(int64(qrows*chunks*2)*4)
 	}
-	if b.d.vars.DecodeVec && decodeVec(HD) {
-		b.d.launch("attention_cached_split_vec", blocks*chunks, ptr(po), ptr(part), ptr(ml), ptr(pq), ptr(pk), ptr(pv),
-			ptr(pslot), ptr(ppos), i64(N), i64(NH), i64(NKV), i64(HD), i64(rows), i64(span), i64(L), i64(chunks), i64(GB),
-			f32(scale))
-	} else {
-		b.d.launch("attention_cached_split", blocks*chunks, ptr(po), ptr(part), ptr(ml), ptr(pq), ptr(pk), ptr(pv),
-			ptr(pslot), ptr(ppos), i64(N), i64(NH), i64(NKV), i64(HD), i64(rows), i64(span), i64(L), i64(chunks), i64(GB),
-			f32(scale))
-	}
+	b.d.launch("attention_cached_split", blocks*chunks, ptr(po), ptr(part), ptr(ml), ptr(pq), ptr(pk), ptr(pv),
+		ptr(pslot), ptr(ppos), i64(N), i64(NH), i64(NKV), i64(HD), i64(rows), i64(span), i64(L), i64(chunks), i64(GB),
+		f32(scale))
 	if chunks > 1 {
 		b.d.launch("attention_cached_combine", qrows, ptr(po), ptr(part), ptr(ml), ptr(ppos), i64(NH), i64(HD), i64(L), i64(chunks),
 			i64(span))

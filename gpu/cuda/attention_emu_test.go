@@ -103,20 +103,21 @@ func TestDecodeSplitLaunches(t *testing.T) {
 	}
 }
 
-// TestDecodeVecPlantedBug: with attention_cached_split_vec/vec_group planted
-// in attention_cached_split_vec (the output pass's first group of
-// positions left out of the sum), the checks of the decode_vec variant fail
+// TestDecodeVecPlantedBug: with attention_cached_split/vec_group in place
+// of the decode_vec variant (its output pass's first group of positions
+// left out of the sum), the checks of the variant fail
 // (AttentionCachedVec naming the output, GenerateDecodeVec); the default's
-// AttentionCached, which never launches that kernel, still passes.
+// AttentionCached, which never launches it, still passes.
 func TestDecodeVecPlantedBug(t *testing.T) {
 	be := openEmulator(t)
-	vec := cudacheck.Check{Name: "AttentionCachedVec", Run: cudacheck.CheckAttentionCachedVec}
-	if err := vec.Do(be); err != nil {
+	vecCheck := func(v cudacheck.Variant) cudacheck.Check {
+		return cudacheck.Check{Name: "AttentionCachedVec", Run: func(d cudacheck.Device) error { return cudacheck.CheckAttentionCachedVec(d, v) }}
+	}
+	if err := vecCheck(cuda.DecodeVec).Do(be); err != nil {
 		t.Fatalf("the check fails without a defect: %v", err)
 	}
-	cuda.EmuPlanted["attention_cached_split_vec"] = "vec_group"
-	defer delete(cuda.EmuPlanted, "attention_cached_split_vec")
-	err := vec.Do(be)
+	planted := cuda.BuildVariant("attention_cached_split", "vec_group")
+	err := vecCheck(planted).Do(be)
 	if err == nil {
 		t.Fatal("AttentionCachedVec passed with the output's first group left out")
 	}
@@ -124,7 +125,7 @@ func TestDecodeVecPlantedBug(t *testing.T) {
 		t.Errorf("error %q does not name the output", err)
 	}
 	t.Log(err)
-	if err := (cudacheck.Check{Name: "GenerateDecodeVec", Run: cudacheck.CheckGenerateDecodeVec}).Do(be); err == nil {
+	if err := cudacheck.CheckGenerateDecodeVec(be, planted); err == nil {
 		t.Error("GenerateDecodeVec passed with the output's first group left out")
 	} else {
 		t.Logf("GenerateDecodeVec: %v", err)
@@ -132,7 +133,7 @@ func TestDecodeVecPlantedBug(t *testing.T) {
 	if err := (cudacheck.Check{Name: "AttentionCached", Run: cudacheck.CheckAttentionCached}).Do(be); err != nil {
 		t.Errorf("AttentionCached, of the default kernel, fails with the variant's defect planted: %v", err)
 	}
-	if v := be.Variants(); v != (cuda.Variants{}) {
-		t.Errorf("the checks left the variants at %v", v)
+	if len(cuda.EmuPlanted) != 0 {
+		t.Errorf("the checks left builds in their kernels' place: %v", cuda.EmuPlanted)
 	}
 }

@@ -18,21 +18,6 @@ func (b *Backend) Name() string {
 	return fmt.Sprintf("cuda/%s/sm_%d%d", b.d.name, b.d.cc[0], b.d.cc[1])
 }
 
-// Variants reports the kernel variants in use (RLHOST_CUDA_VARIANTS when
-// the device opened, or SetVariants).
-func (b *Backend) Variants() Variants {
-	b.d.mu.Lock()
-	defer b.d.mu.Unlock()
-	return b.d.vars
-}
-
-// SetVariants selects kernel variants for the ops queued from now on.
-func (b *Backend) SetVariants(v Variants) {
-	b.d.mu.Lock()
-	defer b.d.mu.Unlock()
-	b.d.vars = v
-}
-
 // FusedAttentionOnly is true: gpu/model runs padded training batches through
 // the fused attention kernels (flashattn.cuh) too, so no [NH,T,T] tensor is
 // materialised (gpu.FusedAttentionOnly).

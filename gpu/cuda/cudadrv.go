@@ -194,8 +194,7 @@ func New() (gpu.Backend, error) { return Open(0) }
 
 // Open is New for the GPU of the given ordinal.
 func Open(ordinal int) (*Backend, error) {
-	vars, err := variantsFromEnv()
-	if err != nil {
+	if err := variantsUnset(); err != nil {
 		return nil, err
 	}
 	graphsOff, err := graphsOffFromEnv()
@@ -218,6 +217,6 @@ func Open(ordinal int) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.vars, d.graphs.off, d.pin.off, d.queue.depth, d.dl.off = vars, graphsOff, pinnedOff, depth, overlapOff
+	d.graphs.off, d.pin.off, d.queue.depth, d.dl.off = graphsOff, pinnedOff, depth, overlapOff
 	return &Backend{d: d}, nil
 }

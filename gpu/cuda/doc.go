@@ -5,7 +5,9 @@
 // problem ("rebuild with -tags cuda"); nothing untagged imports
 // gorgonia.org/cu, whose init exits the process on a machine without a GPU.
 // With the tag cudaemu instead, OpenEmulator runs the kernels' CUDA C on the
-// CPU (each GPU thread a fiber), for tests on machines without a GPU.
+// CPU (each GPU thread a fiber, internal/emu), for tests on machines without
+// a GPU; it also runs dev/cuda's builds (the kernel variants waiting for a
+// GPU proof and the planted defects) in a kernel's place (UseBuild).
 //
 // With the tag:
 //
@@ -31,10 +33,10 @@
 //     ops do not return errors; out of memory panics with a
 //     *gpu.MemoryError naming the tensor.
 //
-// Checks lists a comparison of every kernel, the cuBLAS wrappers, a training
-// step and KV-cache generation against the CPU reference gpu/cpu, on any
-// Device; the package tests and `rlhost selftest --device cuda` run them on
-// the GPU, and the untagged tests run them on gpu/cpu itself, with and
-// without planted errors, so that the checks are tested where there is no GPU.
+// Package cudacheck compares every kernel, the cuBLAS wrappers, training
+// steps and KV-cache generation with the CPU reference gpu/cpu, on any
+// Device: `rlhost selftest --device cuda` runs the checks on a GPU, this
+// package's tests on the emulator, and cudacheck's own tests on gpu/cpu
+// itself, with and without planted errors.
 // docs/gpu.md tells how to build and verify an installation.
 package cuda

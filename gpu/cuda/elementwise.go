@@ -44,12 +44,6 @@ func (b *Backend) SwiGLUBackwardH(dgate, dup, h []float32, dout, gate, up []floa
 	})
 }
 
-// SwiGLURecompute reports whether the swiglu_recompute variant is on:
-// gpu/model's training step then recomputes h with SwiGLUForward before
-// the down product's backward and runs SwiGLUBackward (the sequence before
-// SwiGLUBackwardH; gpu.SwiGLURecompute).
-func (b *Backend) SwiGLURecompute() bool { return b.Variants().SwiGLURecompute }
-
 // GeGLUForward: out = gelu_tanh(gate) * up (Gemma's MLP; out may alias
 // gate or up); in BF16 the kernel writes out's bfloat16 copy too (the
 // down product's input), as SwiGLUForward does.

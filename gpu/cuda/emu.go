@@ -382,11 +382,43 @@ func (e emuDriver) dtohAsync(dst unsafe.Pointer, src dptr, bytes int64) error {
 	return nil
 }
 
-// emuPlanted names, per kernel, a planted defect (or a former kernel kept
-// to compare with, e.g. sample_tokens_hist/bisect) to run in its place (the
-// emulator's build of it registered as "kernel/defect": dev/cuda): the
-// tests set it to prove that a check fails on a broken kernel.
+// emuPlanted names, per kernel, a build of dev/cuda to run in its place
+// (registered as "kernel/name"): a planted defect, a variant waiting for a
+// GPU proof, or a former kernel kept to compare with (e.g.
+// sample_tokens_hist/bisect). The tests set it (UseBuild).
 var emuPlanted = map[string]string{}
+
+// UseBuild launches dev/cuda's build "kernel/name" in kernel's place on
+// every emulated device (name "": kernel itself) until restore is called,
+// which puts back what was there: the tests' way to prove that a check
+// fails on a planted defect, and to run a variant's checks.
+func UseBuild(kernel, name string) (restore func()) {
+	was, had := emuPlanted[kernel]
+	if name == "" {
+		delete(emuPlanted, kernel)
+	} else {
+		emuPlanted[kernel] = name
+	}
+	return func() {
+		if had {
+			emuPlanted[kernel] = was
+		} else {
+			delete(emuPlanted, kernel)
+		}
+	}
+}
+
+// BuildVariant is UseBuild as a switch (cudacheck.Variant): on, kernel's
+// build name runs in its place; off, kernel itself.
+func BuildVariant(kernel, name string) func(on bool) {
+	return func(on bool) {
+		if on {
+			emuPlanted[kernel] = name
+		} else {
+			delete(emuPlanted, kernel)
+		}
+	}
+}
 
 func (e emuDriver) launch(kernel string, grid int, args []uint64) error {
 	if e.m.capturing && kernel == e.m.refuse {

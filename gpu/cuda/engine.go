@@ -143,7 +143,6 @@ type device struct {
 	mem   tensors
 	count Counters
 	prec  Precision  // of MatmulForward and MatmulBackward (SetPrecision)
-	vars  Variants   // kernel variants in use (RLHOST_CUDA_VARIANTS, SetVariants)
 	bf16  []bf16Copy // resident bfloat16 copies of weight tensors (BF16)
 	act   actCopy    // the shared bfloat16 copy of the last activation operand converted or produced (BF16)
 	grad  [2]actCopy // the bfloat16 copies of output gradients their producers wrote (BF16)
@@ -168,11 +167,12 @@ type device struct {
 	// name starts with it (e.g. "LoRA": adapters kept on the host, as they
 	// were before); a planted bug for the transfer tests, never set otherwise.
 	stageNamed string
-	// sampleOnHost, when set, samples instead of the kernels (the transfer
-	// tests' planted bug that downloads the logits and samples on the host;
-	// never set otherwise).
-	sampleOnHost func(a *arena, tokens []int32, logp, logits []float32, params []gpu.SampleParams, M, V int)
-	closed       bool // Close ran: every op fails
+	// sampleHook, when set, may sample instead of the kernels and says
+	// whether it did: for the tests alone (the transfer tests' planted bug
+	// that downloads the logits and samples on the host; the sample_split
+	// variant of dev/cuda on the emulator); never set otherwise.
+	sampleHook func(a *arena, tokens []int32, logp, logits []float32, params []gpu.SampleParams, M, V int) bool
+	closed     bool // Close ran: every op fails
 	// prof times every launch, cuBLAS call and copy while profiling is on
 	// (EnableProfile: drv and blas.api are then wrapped); nil when off.
 	// profAgg is the times resolved so far (Profile).

@@ -134,8 +134,8 @@ func TestFlashMMAPlantedBugs(t *testing.T) {
 			t.Log(err)
 		})
 	}
-	if v := be.Variants(); v != (cuda.Variants{}) {
-		t.Errorf("the check left the variants at %v", v)
+	if len(cuda.EmuPlanted) != 0 {
+		t.Errorf("builds left in their kernels' place: %v", cuda.EmuPlanted)
 	}
 }
 
@@ -170,8 +170,8 @@ func TestFlashDKVHeadsPlantedBugs(t *testing.T) {
 			t.Log(err)
 		})
 	}
-	if v := be.Variants(); v != (cuda.Variants{}) {
-		t.Errorf("the check left the variants at %v", v)
+	if len(cuda.EmuPlanted) != 0 {
+		t.Errorf("builds left in their kernels' place: %v", cuda.EmuPlanted)
 	}
 }
 
@@ -258,15 +258,16 @@ func TestFlashDQLdsmEmulator(t *testing.T) {
 			t.Log(err)
 		})
 	}
-	if v := be.Variants(); v != (cuda.Variants{}) {
-		t.Errorf("the check left the variants at %v", v)
+	if len(cuda.EmuPlanted) != 0 {
+		t.Errorf("builds left in their kernels' place: %v", cuda.EmuPlanted)
 	}
 }
 
 // TestFlashFwdLdsmLaunches: on resident tensors AttentionVarlenForward in
-// bf16 launches one kernel, forward_mma64 by default and forward_ldsm_mma64
-// with flash_fwd_ldsm, and nothing moves between host and device, nothing
-// synchronises and nothing is allocated either way.
+// bf16 launches one kernel, forward_mma64 (in whose place the emulator
+// runs dev/cuda's forward_ldsm_mma64 with flash_fwd_ldsm on), and nothing
+// moves between host and device, nothing synchronises and nothing is
+// allocated either way.
 func TestFlashFwdLdsmLaunches(t *testing.T) {
 	be := openEmulator(t)
 	if err := be.EnableProfile(); err != nil {
@@ -282,7 +283,7 @@ func TestFlashFwdLdsmLaunches(t *testing.T) {
 	alloc := func(name string, n int) []float32 { return be.Alloc(name, n) }
 	q, out, k, v, lse := alloc("q", N*NH*HD), alloc("out", N*NH*HD), alloc("k", N*NKV*HD), alloc("v", N*NKV*HD), alloc("lse", N*NH)
 	for _, ldsm := range []bool{false, true} {
-		be.SetVariants(cuda.Variants{FlashFwdLdsm: ldsm})
+		cuda.FlashFwdLdsm(ldsm)
 		be.AttentionVarlenForward(out, lse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0) // the arena grows here
 		be.ResetCounters()
 		be.ResetProfile()
@@ -296,9 +297,6 @@ func TestFlashFwdLdsmLaunches(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := "flash_attention_forward_mma64"
-		if ldsm {
-			want = "flash_attention_forward_ldsm_mma64"
-		}
 		var kernels []string
 		for _, e := range p.Entries {
 			if e.Kind == "kernel" {
@@ -309,7 +307,7 @@ func TestFlashFwdLdsmLaunches(t *testing.T) {
 			t.Errorf("flash_fwd_ldsm=%v: kernels %v, want %s", ldsm, kernels, want)
 		}
 	}
-	be.SetVariants(cuda.Variants{})
+	cuda.FlashFwdLdsm(false)
 }
 
 // relErr is the largest |got - want| over the largest |want| (at least 1),
@@ -325,16 +323,16 @@ func relErr(got, want []float32) float64 {
 
 // TestFlashFwdLdsmEmulator runs the flash_fwd_ldsm variant's check on the
 // emulator (the forward with ldmatrix and double-buffered key tiles,
-// flash_attention_forward_ldsm_mma64, and the default backward on its out
-// and lse) and compares the kernel with the default forward
+// dev/cuda's flash_attention_forward_ldsm_mma64, and the default backward
+// on its out and lse) and compares the kernel with the default forward
 // (flash_attention_forward_mma64) over flashCases: built with expf (the
-// emulator's "expf" build) its out and lse must equal the default's bit for
+// build ldsm_expf) its out and lse must equal the default's bit for
 // bit (the same products in the same order, the same softmax), so that
 // the staging, the fragments and the double buffering are proven exact;
 // the kernel itself (a base-2 softmax, fa_ex2) must stay within
 // fwdLdsmTol of the default (the differences and both kernels' errors
 // against the CPU reference are logged, -v, and quoted in docs/bench/history/gpu-experiments.md).
-// Then it plants defects in the kernel (dev/cuda/flashattn.edits: a missing __syncthreads
+// Then it plants defects in the kernel (dev/cuda/flash_fwd_ldsm.edits: a missing __syncthreads
 // between the key tiles' buffers, the diagonal tiles left out, a
 // log-sum-exp without the row maximum, P's A fragment, V's B fragment
 // (ldmatrix.trans) or K's B fragment (ldmatrix) with two registers
@@ -343,11 +341,13 @@ func relErr(got, want []float32) float64 {
 // does not launch the kernel, passes.
 func TestFlashFwdLdsmEmulator(t *testing.T) {
 	be := openEmulator(t)
-	ldsm := cudacheck.Check{Name: "AttentionVarlenFwdLdsm", Run: cudacheck.CheckAttentionVarlenFwdLdsm}
-	if err := ldsm.Do(be); err != nil {
+	ldsmCheck := func(v cudacheck.Variant) cudacheck.Check {
+		return cudacheck.Check{Name: "AttentionVarlenFwdLdsm", Run: func(d cudacheck.Device) error { return cudacheck.CheckAttentionVarlenFwdLdsm(d, v) }}
+	}
+	if err := ldsmCheck(cuda.FlashFwdLdsm).Do(be); err != nil {
 		t.Fatal(err)
 	}
-	const kernel = "flash_attention_forward_ldsm_mma64"
+	const kernel = "flash_attention_forward_mma64"
 	const fwdLdsmTol = 5e-4
 	prec := be.Precision()
 	be.SetPrecision(cuda.BF16)
@@ -359,14 +359,11 @@ func TestFlashFwdLdsmEmulator(t *testing.T) {
 		checkutil.Ref.AttentionVarlenForward(refOut, refLse, q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
 		// the default, the kernel built with expf, the kernel
 		var out, lse [3][]float32
-		for j, build := range []string{"", "expf", ""} {
-			be.SetVariants(cuda.Variants{FlashFwdLdsm: j > 0})
-			if build != "" {
-				cuda.EmuPlanted[kernel] = build
-			}
+		for j, build := range []string{"", "ldsm_expf", "ldsm"} {
+			restore := cuda.UseBuild(kernel, build)
 			out[j], lse[j] = checkutil.Randn(r, len(q), 100), checkutil.Randn(r, N*NH, 100)
 			be.AttentionVarlenForward(out[j], lse[j], q, k, v, cu, S, N, maxT, NH, NKV, HD, 0)
-			delete(cuda.EmuPlanted, kernel)
+			restore()
 		}
 		if HD > 64 { // the same kernel (_mma128) either way
 			continue
@@ -386,29 +383,26 @@ func TestFlashFwdLdsmEmulator(t *testing.T) {
 			t.Errorf("case %d: flash_fwd_ldsm beyond %g of the default", i, fwdLdsmTol)
 		}
 	}
-	be.SetVariants(cuda.Variants{})
 	be.SetPrecision(prec)
 	for _, tc := range []struct{ defect, tensor string }{
 		{"nosync", "out"}, {"tile", "out"}, {"lse", "lse"}, {"frag", "out"}, {"vfrag", "out"}, {"kfrag", "out"},
 	} {
 		t.Run(tc.defect, func(t *testing.T) {
-			cuda.EmuPlanted[kernel] = tc.defect
-			defer delete(cuda.EmuPlanted, kernel)
-			err := ldsm.Do(be)
+			err := ldsmCheck(cuda.BuildVariant(kernel, "ldsm_"+tc.defect)).Do(be)
 			if err == nil {
-				t.Fatalf("the check passed with %s planted in %s", tc.defect, kernel)
+				t.Fatalf("the check passed with %s planted in flash_fwd_ldsm", tc.defect)
 			}
 			if !strings.Contains(err.Error(), tc.tensor) {
 				t.Errorf("error %q does not name %s", err, tc.tensor)
 			}
 			t.Log(err)
 			if err := (cudacheck.Check{Name: "AttentionVarlenMMA", Run: cudacheck.CheckAttentionVarlenMMA}).Do(be); err != nil {
-				t.Errorf("the default's check failed with %s planted in %s: %v", tc.defect, kernel, err)
+				t.Errorf("the default's check failed with %s planted in flash_fwd_ldsm: %v", tc.defect, err)
 			}
 		})
 	}
-	if v := be.Variants(); v != (cuda.Variants{}) {
-		t.Errorf("the check left the variants at %v", v)
+	if len(cuda.EmuPlanted) != 0 {
+		t.Errorf("builds left in their kernels' place: %v", cuda.EmuPlanted)
 	}
 }
 
@@ -421,8 +415,7 @@ func TestFlashFwdLdsmEmulator(t *testing.T) {
 func TestFlashFwdLdsmUnalignedViews(t *testing.T) {
 	be := openEmulator(t)
 	be.SetPrecision(cuda.BF16)
-	be.SetVariants(cuda.Variants{FlashFwdLdsm: true})
-	defer be.SetVariants(cuda.Variants{})
+	defer cuda.UseBuild("flash_attention_forward_mma64", "ldsm")()
 	c := cudacheck.FlashCases[4] // 4 sequences, GQA 4/2, HD 64
 	r := rand.New(rand.NewPCG(24, 4))
 	NH, NKV, HD := c.NH, c.NKV, c.HD

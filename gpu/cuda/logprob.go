@@ -4,16 +4,9 @@ package cuda
 // CPU reference: gpu/cpu; the checks are in logprob_check.go.
 
 // LogprobForward: logp, entropy, lse [N] from logits [N,V]. The kernel is
-// logprob_forward, which reads each row once (a running max per thread);
-// with the logprob_twopass variant (Variants.LogprobTwoPass) it is
-// logprob_forward_twopass, which reads it twice (the max, then the sums).
+// logprob_forward, which reads each row once (a running max per thread).
 func (b *Backend) LogprobForward(logp, entropy, lse []float32, logits []float32, targets []int32, N, V int) {
 	b.d.run("LogprobForward", func(a *arena) {
-		if b.d.vars.LogprobTwoPass {
-			b.d.launch("logprob_forward_twopass", N, ptr(a.out(logp, N)), ptr(a.out(entropy, N)), ptr(a.out(lse, N)),
-				ptr(a.in(logits, N*V)), ptr(a.ints(targets, N)), i64(N), i64(V))
-			return
-		}
 		b.d.launch("logprob_forward", N, ptr(a.out(logp, N)), ptr(a.out(entropy, N)), ptr(a.out(lse, N)),
 			ptr(a.in(logits, N*V)), ptr(a.ints(targets, N)), i64(N), i64(V))
 	})

@@ -5,14 +5,11 @@ package cuda_test
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu/cuda"
 	"github.com/rlhost/rlhost/gpu/cuda/cudacheck"
-	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
 // TestLogprobTwoPassDiffs runs the rows of checkLogprobTwoPass on the
@@ -22,7 +19,7 @@ import (
 // absolute and relative to max(1, |value|), with the row that gave each;
 // they must lie inside the check's tolerances.
 func TestLogprobTwoPassDiffs(t *testing.T) {
-	outs, err := cudacheck.LogprobOuts(openEmulator(t))
+	outs, err := cudacheck.LogprobOuts(openEmulator(t), cuda.LogprobTwoPass)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +66,15 @@ func TestLogprobPlanted(t *testing.T) {
 		t.Run(defect, func(t *testing.T) {
 			cuda.EmuPlanted["logprob_forward"] = defect
 			defer delete(cuda.EmuPlanted, "logprob_forward")
-			err := (cudacheck.Check{Name: "LogprobTwoPass", Run: cudacheck.CheckLogprobTwoPass}).Do(be)
+			// the two-pass kernel, read against, is dev/cuda's logprob_forward_twopass
+			twoPass := func(on bool) {
+				if on {
+					cuda.EmuPlanted["logprob_forward"] = "twopass"
+				} else {
+					cuda.EmuPlanted["logprob_forward"] = defect
+				}
+			}
+			err := cudacheck.CheckLogprobTwoPass(be, twoPass)
 			if err == nil {
 				t.Fatalf("LogprobTwoPass passed with %s planted in logprob_forward", defect)
 			}
@@ -81,63 +86,5 @@ func TestLogprobPlanted(t *testing.T) {
 			// not show the rescale's defect; logged, not required
 			t.Logf("Logprob: %v", (cudacheck.Check{Name: "Logprob", Run: cudacheck.CheckLogprob}).Do(be))
 		})
-	}
-}
-
-// TestLogprobKernels: LogprobForward launches logprob_forward by default
-// and logprob_forward_twopass with the logprob_twopass variant (alone and
-// among all), nothing else; and moves the same either way: the same bytes
-// and copies, one launch, one synchronisation, no allocation once the
-// arena has grown.
-func TestLogprobKernels(t *testing.T) {
-	be := openEmulator(t)
-	if err := be.EnableProfile(); err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(4, 4))
-	const N, V = 3, 5000
-	z := be.Alloc("logits", N*V)
-	defer be.Free(z)
-	be.Upload(z, checkutil.Randn(r, N*V, 2))
-	targets := []int32{7, -1, 4999}
-	var c []cuda.Counters
-	for _, tc := range []struct {
-		variants, kernel string
-	}{
-		{"", "logprob_forward"},
-		{"logprob_twopass", "logprob_forward_twopass"},
-		{"all", "logprob_forward_twopass"},
-		{"decode_vec,sample_split,swiglu_recompute", "logprob_forward"},
-	} {
-		v, err := cuda.ParseVariants(tc.variants)
-		if err != nil {
-			t.Fatal(err)
-		}
-		be.SetVariants(v)
-		logp, ent, lse := make([]float32, N), make([]float32, N), make([]float32, N)
-		be.LogprobForward(logp, ent, lse, z, targets, N, V) // the arena grows here
-		be.ResetProfile()
-		be.ResetCounters()
-		be.LogprobForward(logp, ent, lse, z, targets, N, V)
-		n := be.Counters()
-		c = append(c, n.Counts()) // the times apart
-		p, err := be.Profile()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, e := range p.Entries {
-			if e.Kind == "kernel" {
-				got = append(got, e.Op)
-			}
-		}
-		if !slices.Equal(got, []string{tc.kernel}) {
-			t.Errorf("variants %q: kernels %v, want [%s]", v, got, tc.kernel)
-		}
-	}
-	for i := range c {
-		if c[i] != c[0] || c[i].Launches != 1 || c[i].Syncs != 1 || c[i].Allocs != 0 {
-			t.Errorf("selection %d: %+v; the default %+v (want the same, one launch, one sync, no allocation)", i, c[i], c[0])
-		}
 	}
 }

@@ -75,11 +75,11 @@ func (d *device) adamw(a *arena, params []float32, pg dptr, m, v []float32, pb, 
 // gradients between a synchronisation for the norm and the update. The
 // parameters, moments and bfloat16 copies are ClipGradNorm's and AdamW's
 // bit for bit; grads are left unscaled. The norm before clipping comes
-// down after the update is queued (the op's one synchronisation). With the
-// clip_scale variant (or maxNorm <= 0) it runs ClipGradNorm and AdamW.
+// down after the update is queued (the op's one synchronisation). With
+// maxNorm <= 0 it runs ClipGradNorm and AdamW.
 func (b *Backend) ClipAdamW(params, grads, m, v []float32, step int, lr, beta1, beta2, eps, weightDecay, maxNorm float32) float64 {
 	n := len(params)
-	if b.d.vars.ClipScale || maxNorm <= 0 || n == 0 {
+	if maxNorm <= 0 || n == 0 {
 		norm := gpu.ClipGradNorm(b, grads, maxNorm)
 		b.AdamW(params, grads, m, v, step, lr, beta1, beta2, eps, weightDecay)
 		return norm

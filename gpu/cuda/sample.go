@@ -4,9 +4,7 @@ package cuda
 // temperature, top-k, top-p, with each row's uniform draw from the host.
 // The kernel is sample_tokens_hist, which finds the cuts of rows of many
 // candidates by radix select (an H100 proof at b593c0c measured it faster
-// than the bisection it replaced, sample_tokens, since deleted). With the
-// sample_split variant (Variants.SampleSplit) a call whose rows it takes
-// runs sample_split_max, _sum and _pick instead (splitPlan).
+// than the bisection it replaced, sample_tokens, since deleted).
 // CPU reference: gpu/cpu/sample.go; the checks are in sample_check.go.
 
 import (
@@ -27,84 +25,16 @@ func (b *Backend) SampleTokens(tokens []int32, logp []float32, logits []float32,
 		panic(&Error{"SampleTokens", fmt.Errorf("%d tokens, %d log-probs, %d params for %d rows", len(tokens), len(logp), len(params), M)})
 	}
 	b.d.run("SampleTokens", func(a *arena) {
-		if h := b.d.sampleOnHost; h != nil {
-			h(a, tokens, logp, logits, params, M, V)
+		if h := b.d.sampleHook; h != nil && h(a, tokens, logp, logits, params, M, V) {
 			return
 		}
 		pz := a.in(logits, M*V)
 		pp := a.stage(unsafe.Pointer(&params[0]), int64(M)*int64(unsafe.Sizeof(params[0])), true, false)
-		if b.d.vars.SampleSplit {
-			if S, SL, KC, ok := splitPlan(params[:M], V); ok {
-				pt := a.stage(unsafe.Pointer(&tokens[0]), int64(M)*4, false, true)
-				b.d.sampleSplit(a, pt, a.out(logp, M), pz, pp, M, V, S, SL, KC)
-				return
-			}
-		}
 		e, cand, sorted := a.alloc(int64(M*V)*4), a.alloc(int64(M*V)*4), a.alloc(int64(M*V)*4)
 		pt := a.stage(unsafe.Pointer(&tokens[0]), int64(M)*4, false, true)
 		b.d.launch("sample_tokens_hist", M, ptr(pt), ptr(a.out(logp, M)), ptr(pz), ptr(pp), ptr(e), ptr(cand), ptr(sorted),
 			i64(M), i64(V))
 	})
-}
-
-// The split path's limits (kernels/sample.cuh SS_*) and the ids of a slice
-// where the candidates allow it: a flat row of 151936 ids is read by 38
-// blocks (top-k up to 107), or by 32 (top-k 128).
-const (
-	ssSliceMax = 8192
-	ssCandMax  = 4096
-	ssKMax     = 128
-	ssSlice    = 4096
-)
-
-// SampleSplits reports whether sampling params over a vocabulary of V
-// runs split (sample_split_max, _sum and _pick; splitPlan) on a Backend.
-func SampleSplits(params []gpu.SampleParams, V int) bool {
-	_, _, _, ok := splitPlan(params, V)
-	return ok
-}
-
-// splitPlan: how sample_split cuts the rows of a call, S slices of SL ids
-// and room for KC candidates a slice (the largest top-k of its rows), or
-// ok false when a row is one it does not take (top-p alone, top-k above
-// ssKMax, or a row too long for ssSliceMax): then the call runs the
-// default kernel.
-func splitPlan(params []gpu.SampleParams, V int) (S, SL, KC int, ok bool) {
-	for _, p := range params {
-		topK := p.TopK > 0 && int(p.TopK) < V
-		switch {
-		case p.Temperature <= 0: // greedy
-		case topK && p.TopK <= ssKMax:
-			KC = max(KC, int(p.TopK))
-		case !topK && (p.TopP <= 0 || p.TopP >= 1): // unfiltered
-		default:
-			return 0, 0, 0, false
-		}
-	}
-	S = (V + ssSlice - 1) / ssSlice
-	if KC > 0 {
-		S = min(S, ssCandMax/KC)
-	}
-	SL = (V + S - 1) / S
-	if SL > ssSliceMax {
-		return 0, 0, 0, false
-	}
-	return (V + SL - 1) / SL, SL, KC, true
-}
-
-// sampleSplit launches the split path (kernels/sample.cuh, "Split
-// sampling"): the slices' maxima, their sums and candidates, then a block
-// a row picks the token; its scratch is O(M*S*KC), not [M,V].
-func (d *device) sampleSplit(a *arena, pt, pl, pz, pp dptr, M, V, S, SL, KC int) {
-	n := int64(M * S)
-	kc := max(KC, 1)
-	pmax, pidx, pse := a.alloc(n*4), a.alloc(n*4), a.alloc(n*8)
-	ckey, cid, cn := a.alloc(n*int64(kc)*4), a.alloc(n*int64(kc)*4), a.alloc(n*4)
-	d.launch("sample_split_max", M*S, ptr(pmax), ptr(pidx), ptr(pz), i64(S), i64(SL), i64(V))
-	d.launch("sample_split_sum", M*S, ptr(pse), ptr(ckey), ptr(cid), ptr(cn), ptr(pz), ptr(pmax), ptr(pidx), ptr(pp),
-		i64(S), i64(SL), i64(V), i64(kc))
-	d.launch("sample_split_pick", M, ptr(pt), ptr(pl), ptr(pz), ptr(pmax), ptr(pidx), ptr(pse), ptr(ckey), ptr(cid),
-		ptr(cn), ptr(pp), i64(S), i64(SL), i64(V), i64(kc))
 }
 
 // putBack writes n bytes of host memory src to dst: up to the device where

@@ -138,11 +138,18 @@ func TestTransferSampleHist(t *testing.T) {
 	}
 }
 
+// sampleSplit is the sample_split variant of dev/cuda on be, for the
+// checks.
+func sampleSplit(be *cuda.Backend) cudacheck.SampleSplit {
+	return cudacheck.SampleSplit{On: cuda.SampleSplitOn(be), Takes: cuda.SampleSplitTakes}
+}
+
 // TestSampleSplitEmulator runs the check of the split path (the
 // sample_split variant) on the emulator: its tokens are the CPU
 // reference's and the default kernel's.
 func TestSampleSplitEmulator(t *testing.T) {
-	if err := (cudacheck.Check{Name: "SampleSplit", Run: cudacheck.CheckSampleSplit}).Do(openEmulator(t)); err != nil {
+	be := openEmulator(t)
+	if err := cudacheck.CheckSampleSplit(be, sampleSplit(be)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -154,20 +161,17 @@ func TestSampleSplitEmulator(t *testing.T) {
 func TestSampleSplitPlantedBugs(t *testing.T) {
 	be := openEmulator(t)
 	for _, c := range []struct {
-		defect  string
-		kernels []string
+		defect         string
+		max, sum, pick string
 	}{
-		{"tie", []string{"sample_split_sum", "sample_split_pick"}},
-		{"slice_max", []string{"sample_split_sum"}},
+		{"tie", "max", "sum_tie", "pick_tie"},
+		{"slice_max", "max", "sum_slice_max", "pick"},
 	} {
 		t.Run(c.defect, func(t *testing.T) {
-			for _, k := range c.kernels {
-				cuda.EmuPlanted[k] = c.defect
-				defer delete(cuda.EmuPlanted, k)
-			}
-			err := (cudacheck.Check{Name: "SampleSplit", Run: cudacheck.CheckSampleSplit}).Do(be)
+			defer cuda.SplitKernels(c.max, c.sum, c.pick)()
+			err := cudacheck.CheckSampleSplit(be, sampleSplit(be))
 			if err == nil {
-				t.Fatalf("the check passed with %s planted in %v", c.defect, c.kernels)
+				t.Fatalf("the check passed with %s planted in the split kernels", c.defect)
 			}
 			t.Log(err)
 		})
@@ -193,8 +197,10 @@ func TestTransferSampleSplit(t *testing.T) {
 	}
 	params[1] = gpu.SampleParams{Temperature: 0.8, U: r.Float64()}
 	params[2] = gpu.SampleParams{}
-	run := func(v cuda.Variants, params []gpu.SampleParams) (cuda.Counters, []int32) {
-		be.SetVariants(v)
+	split := cuda.SampleSplitOn(be)
+	run := func(on bool, params []gpu.SampleParams) (cuda.Counters, []int32) {
+		split(on)
+		defer split(false)
 		tok, lp := make([]int32, M), make([]float32, M)
 		be.SampleTokens(tok, lp, z, params, M, V) // the arena grows here
 		be.ResetCounters()
@@ -202,12 +208,12 @@ func TestTransferSampleSplit(t *testing.T) {
 		c := be.Counters()
 		return c.Counts(), tok
 	}
-	def, dt := run(cuda.Variants{}, params)
-	split, st := run(cuda.Variants{SampleSplit: true}, params)
+	def, dt := run(false, params)
+	got, st := run(true, params)
 	want := def
 	want.Launches = 3
-	if split != want || split.Syncs != 1 || split.Allocs != 0 {
-		t.Errorf("sample_split: %+v; the default kernel %+v (want three launches, one sync, no allocation, the same copies)", split, def)
+	if got != want || got.Syncs != 1 || got.Allocs != 0 {
+		t.Errorf("sample_split: %+v; the default kernel %+v (want three launches, one sync, no allocation, the same copies)", got, def)
 	}
 	for i := range dt {
 		if st[i] != dt[i] {
@@ -215,7 +221,7 @@ func TestTransferSampleSplit(t *testing.T) {
 		}
 	}
 	params[3] = gpu.SampleParams{Temperature: 1, TopP: 0.9, U: 0.5}
-	fall, _ := run(cuda.Variants{SampleSplit: true}, params)
+	fall, _ := run(true, params)
 	if fall.Launches != 1 {
 		t.Errorf("sample_split with a top-p row: %d launches, want 1 (the default kernel)", fall.Launches)
 	}
@@ -229,7 +235,7 @@ func TestGenerateSampleSplitKernels(t *testing.T) {
 	if err := be.EnableProfile(); err != nil {
 		t.Fatal(err)
 	}
-	if err := (cudacheck.Check{Name: "GenerateSampleSplit", Run: cudacheck.CheckGenerateSampleSplit}).Do(be); err != nil {
+	if err := cudacheck.CheckGenerateSampleSplit(be, sampleSplit(be)); err != nil {
 		t.Fatal(err)
 	}
 	p, err := be.Profile()
@@ -240,8 +246,8 @@ func TestGenerateSampleSplitKernels(t *testing.T) {
 	for _, e := range p.Entries {
 		calls[e.Op] += e.Calls
 	}
-	if calls["sample_split_max"] == 0 || calls["sample_split_sum"] != calls["sample_split_max"] ||
-		calls["sample_split_pick"] != calls["sample_split_max"] || calls["sample_tokens_hist"] != 0 {
+	if calls["sample_split/max"] == 0 || calls["sample_split/sum"] != calls["sample_split/max"] ||
+		calls["sample_split/pick"] != calls["sample_split/max"] || calls["sample_tokens_hist"] != 0 {
 		t.Errorf("kernel calls %v: want the three split kernels alike, no sample_tokens_hist", calls)
 	}
 }

@@ -397,7 +397,7 @@ func TestTransferDecodeStep(t *testing.T) {
 func TestTransferDecodePlanted(t *testing.T) {
 	V := transferConfig(2).V
 	be := openEmulator(t)
-	got, steps, io := decodeRun(t, be, false, func() { be.d.sampleOnHost = be.d.sampleHost })
+	got, steps, io := decodeRun(t, be, false, func() { be.d.sampleHook = be.d.sampleHost })
 	t.Logf("planted host sampling: %v", got)
 	if got.DeviceToHost+got.HostToDevice <= io || got.Largest < int64(3*V)*4 {
 		t.Errorf("with host sampling planted, %d forwards moved %d bytes (largest copy %d): the decode bounds cannot fail", steps, got.DeviceToHost+got.HostToDevice, got.Largest)
@@ -614,10 +614,10 @@ func TestTransferGenerateGroupsPlanted(t *testing.T) {
 }
 
 // sampleHost is the planted bug of TestTransferDecodePlanted (set as
-// device.sampleOnHost): the
+// device.sampleHook): the
 // logits [M,V] come down and the host samples them, as generation did
 // before sampling ran on the device.
-func (d *device) sampleHost(a *arena, tokens []int32, logp []float32, logits []float32, params []gpu.SampleParams, M, V int) {
+func (d *device) sampleHost(a *arena, tokens []int32, logp []float32, logits []float32, params []gpu.SampleParams, M, V int) bool {
 	h := make([]float32, M*V)
 	if err := d.dtoh(unsafe.Pointer(&h[0]), a.in(logits, M*V), int64(M*V)*4); err != nil {
 		panic(&Error{"", err})
@@ -630,4 +630,5 @@ func (d *device) sampleHost(a *arena, tokens []int32, logp []float32, logits []f
 	if logp != nil {
 		d.putBack(unsafe.Pointer(&logp[0]), unsafe.Pointer(&lp[0]), int64(M)*4)
 	}
+	return true
 }

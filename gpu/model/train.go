@@ -550,9 +550,6 @@ func (m *Model) backwardBody(a *Acts, g *Params, frozen bool) {
 	N := B * T
 	QD, KD := c.NH*c.HD, c.NKV*c.HD
 	nw := m.normW()
-	// the MLP's backward: the former sequence where the backend asks for it
-	// (gpu.SwiGLURecompute; SwiGLU only), else one pass fewer over gate and up a layer
-	recompute := gpu.RecomputesSwiGLU(be) && c.Act == SiLU
 	be.RMSNormBackward(a.dres, g.NormF, a.dln, a.xf, nw.final, a.rstdf, N, c.C)
 	// a.dres is now the gradient of the residual stream after the last layer.
 	for l := c.L - 1; l >= 0; l-- {
@@ -565,27 +562,21 @@ func (m *Model) backwardBody(a *Acts, g *Params, frozen bool) {
 			be.RMSNormBackward(a.dln, lg.PostFFN, a.dres, la.mo, nw.post[l], la.rstdM, N, c.C)
 			dmlp = a.dln
 		}
-		if recompute {
-			be.SwiGLUForward(a.h, la.gate, la.up, N*c.F) // recompute h
-			be.MatmulBackward(a.dh, lg.WDown, nil, dmlp, a.h, lp.WDown, N, c.F, c.C, false)
-			m.loraBackward(&a.lora, a.dh, dmlp, a.h, a.loraU[l][modDown], m.adapter(l, modDown), N)
-			be.SwiGLUBackward(a.dgate, a.dup, a.dh, la.gate, la.up, N*c.F)
+		// the MLP's backward: dh, which does not read h, then h recomputed
+		// in the pass that takes dgate and dup (one pass over gate and up),
+		// then the gradients that read h
+		ad := m.adapter(l, modDown)
+		be.MatmulBackward(a.dh, nil, nil, dmlp, nil, lp.WDown, N, c.F, c.C, false)
+		du := m.loraBackwardInput(&a.lora, a.dh, dmlp, a.loraU[l][modDown], ad, N)
+		if c.Act == GELUTanh {
+			be.GeGLUBackwardH(a.dgate, a.dup, a.h, a.dh, la.gate, la.up, N*c.F)
 		} else {
-			// dh, which does not read h, then h recomputed in the pass
-			// that takes dgate and dup, then the gradients that read h
-			ad := m.adapter(l, modDown)
-			be.MatmulBackward(a.dh, nil, nil, dmlp, nil, lp.WDown, N, c.F, c.C, false)
-			du := m.loraBackwardInput(&a.lora, a.dh, dmlp, a.loraU[l][modDown], ad, N)
-			if c.Act == GELUTanh {
-				be.GeGLUBackwardH(a.dgate, a.dup, a.h, a.dh, la.gate, la.up, N*c.F)
-			} else {
-				be.SwiGLUBackwardH(a.dgate, a.dup, a.h, a.dh, la.gate, la.up, N*c.F)
-			}
-			if lg.WDown != nil {
-				be.MatmulBackward(nil, lg.WDown, nil, dmlp, a.h, lp.WDown, N, c.F, c.C, false)
-			}
-			m.loraBackwardA(du, a.h, ad, N)
+			be.SwiGLUBackwardH(a.dgate, a.dup, a.h, a.dh, la.gate, la.up, N*c.F)
 		}
+		if lg.WDown != nil {
+			be.MatmulBackward(nil, lg.WDown, nil, dmlp, a.h, lp.WDown, N, c.F, c.C, false)
+		}
+		m.loraBackwardA(du, a.h, ad, N)
 		// the MLP's input norm of r2: ln2, or Sandwich's pre-feedforward norm
 		mlpNorm, dMLPNorm := nw.ln2[l], lg.LN2
 		if c.Sandwich {

@@ -25,11 +25,10 @@
 # checkpoints pad theirs; bfloat16 products, packed micro-batches); the paths every step took; one table of
 # tokens/s, latency, MFU, peak device memory, host<->device bytes and syncs per step, the host's
 # share of the wall time, the ratio to PyTorch, and the goals of issue 20, met or not (on the default
-# kernels); PROOF_VARIANTS (default "all") also checks and times kernel variants
-# (RLHOST_CUDA_VARIANTS: the former defaults swiglu_recompute, logprob_twopass and clip_scale,
-# and the opt-in decode_vec, sample_split and flash_fwd_ldsm) against the default
-# kernels in the same run, in a table of their own.
-# PROOF_TORCH=0 skips the PyTorch peers (rlhost against its own kernel variants only).
+# kernels); PROOF_DEV (default 1; 0 skips it) builds dev/cuda's benchmarks with the machine's
+# nvcc and runs each: a kernel variant waiting for a proof against its default kernel, the same
+# inputs, outputs compared, both timed with CUDA events (dev-cuda.txt; docs/gpu.md).
+# PROOF_TORCH=0 skips the PyTorch peers.
 # PROOF_GRPO_AB=1 (the default; 0 skips it) runs the GRPO run three times more: with
 # RLHOST_CUDA_PINNED=0 (uploads from pageable memory, as before the page-locked buffer), with
 # RLHOST_CUDA_QUEUE_DEPTH=0 (no bound on the ops queued ahead of the stream, as before it) and with
@@ -77,15 +76,10 @@ DTYPES=${PROOF_DTYPES:-bfloat16}
 # seconds each heavy step may run (0: no limit); a step that runs over is stopped, reported as
 # failed (exit 124), and the later steps still run, so one hung step costs one step's time
 STEP_LIMIT=${PROOF_STEP_TIMEOUT:-0}
-# kernel variants (RLHOST_CUDA_VARIANTS, docs/gpu.md) to check and time beside the default kernels:
-# each space-separated entry is one value of RLHOST_CUDA_VARIANTS ("all": every variant together,
-# or names joined by commas; "decode_vec sample_split flash_fwd_ldsm" times each of those
-# kernels alone, "swiglu_recompute,logprob_twopass" the two former defaults together); the
-# selftest and the bfloat16 bench run once more per entry; empty: none
-VARIANTS=${PROOF_VARIANTS-all}
-# PROOF_TORCH=0 skips the PyTorch peers (eager, torch.compile, HF generate): a short A/B of
-# rlhost's own kernels (PROOF_VARIANTS) where the device time is scarce; the goals that compare
-# with PyTorch then read "not measured"
+# dev/cuda's benchmarks (the bundle's dev-cuda/, built with nvcc): 1 runs them, 0 skips them
+DEV=${PROOF_DEV:-1}
+# PROOF_TORCH=0 skips the PyTorch peers (eager, torch.compile, HF generate) where the device
+# time is scarce; the goals that compare with PyTorch then read "not measured"
 TORCH=${PROOF_TORCH:-1}
 # --profile: per-op device time of one more (untimed) step of each phase
 profile=()
@@ -105,17 +99,33 @@ echo "$sw"
 	echo "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)"
 	echo "commit $(cat "$here/COMMIT" 2>/dev/null || echo unknown)"
 	echo "software $sw"
-	echo "shapes $SHAPES: train B=$B T=$T; decode batch $DB and 1, prompt $P, $NEW new tokens; products $DTYPES; GRPO run $GRPO_SHAPE ($GRPO_PROMPTS prompts x $GRPO_N samples, up to $GRPO_TOKENS new tokens); kernel variants ${VARIANTS:-none}$([ "$TORCH" = 1 ] || echo "; PyTorch peers skipped (PROOF_TORCH=0)")"
+	echo "shapes $SHAPES: train B=$B T=$T; decode batch $DB and 1, prompt $P, $NEW new tokens; products $DTYPES; GRPO run $GRPO_SHAPE ($GRPO_PROMPTS prompts x $GRPO_N samples, up to $GRPO_TOKENS new tokens); dev/cuda benchmarks $([ "$DEV" = 1 ] && echo on || echo off)$([ "$TORCH" = 1 ] || echo "; PyTorch peers skipped (PROOF_TORCH=0)")"
 } >"$out/machine.txt"
 
 step "rlhost selftest --device cuda (every kernel, cuBLAS, a training step and generation vs the CPU backend)"
 lim "$rlhost" selftest --device cuda 2>&1 | tee "$out/selftest.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
-for v in $VARIANTS; do
-	step "rlhost selftest --device cuda with RLHOST_CUDA_VARIANTS=$v"
-	RLHOST_CUDA_VARIANTS=$v lim "$rlhost" selftest --device cuda 2>&1 | tee "$out/selftest-$v.txt"
-	[ "${PIPESTATUS[0]}" = 0 ] || fail=1
-done
+if [ "$DEV" = 1 ]; then
+	step "dev/cuda: each kernel variant waiting for a proof against its default (nvcc, CUDA events)"
+	if ! command -v nvcc >/dev/null; then
+		echo "no nvcc on PATH: dev/cuda's benchmarks not built"
+		fail=1
+	else
+		arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d .)
+		: >"$out/dev-cuda.txt"
+		for src in "$here"/dev-cuda/dev/cuda/*.cu; do
+			[ -e "$src" ] || continue
+			name=$(basename "$src" .cu)
+			if lim nvcc -O3 -std=c++17 -arch="sm_$arch" -o "$out/dev-$name" "$src"; then
+				lim "$out/dev-$name" 2>&1 | tee -a "$out/dev-cuda.txt"
+				[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+			else
+				echo "dev/cuda/$name.cu: nvcc failed" | tee -a "$out/dev-cuda.txt"
+				fail=1
+			fi
+		done
+	fi
+fi
 
 results=()
 for shape in $SHAPES; do
@@ -126,11 +136,6 @@ for shape in $SHAPES; do
 	: >"$res"
 	for dt in $DTYPES; do
 		lim "$rlhost" selftest --device cuda --bench "$ck" --dtype "$dt" --batch "$B" --seq "$T" \
-			--decode-batch "$DB" --prompt "$P" --new-tokens "$NEW" "${profile[@]}" | tee -a "$res"
-		[ "${PIPESTATUS[0]}" = 0 ] || fail=1
-	done
-	for v in $VARIANTS; do
-		RLHOST_CUDA_VARIANTS=$v lim "$rlhost" selftest --device cuda --bench "$ck" --dtype bfloat16 --batch "$B" --seq "$T" \
 			--decode-batch "$DB" --prompt "$P" --new-tokens "$NEW" "${profile[@]}" | tee -a "$res"
 		[ "${PIPESTATUS[0]}" = 0 ] || fail=1
 	done

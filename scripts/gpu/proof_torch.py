@@ -238,22 +238,6 @@ def is_rlhost(r):
     return r["device"].startswith("cuda/")
 
 
-def variants(r):
-    """The CUDA kernel variants a row of rlhost ran with (RLHOST_CUDA_VARIANTS), "default" for none."""
-    return r.get("variants") or "default"
-
-
-def is_default(r):
-    """Rows of the default kernels (every PyTorch row, and rlhost's without variants): the goals
-    are measured on these only; variant rows are compared with them (variant_lines)."""
-    return variants(r) == "default"
-
-
-def runner(r):
-    """The runner column: the device label, with its kernel variants when any."""
-    return r["device"] + ("" if is_default(r) else f" +{variants(r)}")
-
-
 def read_rows(files, kind=None):
     """The measurements of files (kind None: every line but the profiles; "profile": only those)."""
     rows = []
@@ -277,7 +261,7 @@ def profile_lines(r, top=PROFILE_TOP):
     """The lines of one profile (rlhost selftest --bench --profile): the phase's device time, its
     split between kernels, cuBLAS and copies, and its top ops."""
     dtype = r["device"].rsplit("/", 1)[-1]
-    who = f"{r['shape']} profile {r['phase']} {dtype}{'' if is_default(r) else ' +' + variants(r)} batch {r['batch']}"
+    who = f"{r['shape']} profile {r['phase']} {dtype} batch {r['batch']}"
     if r.get("error"):
         return [f"{who}: FAILED: {r['error']}"]
     by_kind = {}
@@ -313,8 +297,7 @@ def status(ok):
 
 
 def goals(rows, grpo, grpo_shape=None):
-    """The rows of the goals table: (goal, measured, status), on the default kernels' rows."""
-    rows = [r for r in rows if is_default(r)]
+    """The rows of the goals table: (goal, measured, status)."""
 
     def one(pred):
         m = [r for r in rows if r["shape"] == GOAL_SHAPE and pred(r)]
@@ -394,7 +377,7 @@ def paths(files, grpo_metrics=None):
     for r in read_rows(files):
         if not is_rlhost(r):
             continue
-        who = f"{r['shape']} {r['kind']} {r.get('dtype', '?')}{'' if is_default(r) else ' +' + variants(r)} batch {r['batch']}"
+        who = f"{r['shape']} {r['kind']} {r.get('dtype', '?')} batch {r['batch']}"
         if r.get("products"):
             lines.append(f"{who} products: {r['products']}")
         if r.get("attention"):
@@ -424,40 +407,10 @@ def paths(files, grpo_metrics=None):
     return lines
 
 
-def variant_lines(rows):
-    """The variant rows against the default kernels' row of the same shape, step, precision, batch
-    and length, measured in the same run: a markdown table (none when no variant ran)."""
-    base = {}
-    for r in rows:
-        if is_rlhost(r) and is_default(r):
-            base.setdefault((r["shape"], r["kind"], r.get("dtype"), r["batch"], r["seq"]), r)
-    out = []
-    for r in rows:
-        if not is_rlhost(r) or is_default(r):
-            continue
-        b = base.get((r["shape"], r["kind"], r.get("dtype"), r["batch"], r["seq"]))
-        default_tps = ratio = lat = "-"
-        if b:
-            default_tps = f"{b['tokens_per_s']:.0f}"
-            ratio = f"{r['tokens_per_s'] / b['tokens_per_s']:.2f}x"
-            if r.get("per_token_latency_s") and b.get("per_token_latency_s"):
-                lat = f"{b['per_token_latency_s'] * 1e3:.2f} -> {r['per_token_latency_s'] * 1e3:.2f}"
-        out.append(f"| {r['shape']} | {r['kind']} | {r.get('dtype', '?')} | {r['batch']} x {r['seq']} | {variants(r)} | "
-                   f"{default_tps} | {r['tokens_per_s']:.0f} | {ratio} | {lat} |")
-    if not out:
-        return []
-    return ["", "Kernel variants (RLHOST_CUDA_VARIANTS, docs/gpu.md) against the default kernels, same run "
-            "(the goals above are the default kernels'):", "",
-            "| shape | step | dtype | B x T | variants | default tokens/s | variant tokens/s | variant / default | ms/token default -> variant |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"] + out
-
-
 def table(out, files, grpo_metrics=None, grpo_shape=None):
     rows = read_rows(files)
     ref = {}
     for r in rows:
-        if not is_default(r):
-            continue
         if r["device"].startswith("torch-eager-bf16") or r["device"].startswith("torch-hf-generate"):
             ref.setdefault((r["shape"], r["kind"], r["batch"]), r["tokens_per_s"])
 
@@ -477,7 +430,7 @@ def table(out, files, grpo_metrics=None, grpo_shape=None):
         bt = f"{r['batch']} x {r['seq']}" + (f" ({r['prompt']})" if r.get("prompt") else "")
         lat = r.get("per_token_latency_s")
         lines.append("| {} | {} | {} | {} | {:.0f} | {} | {:.2%} | {:.2%} | {} | {} | {} | {} | {} | {} |".format(
-            r["shape"], r["kind"], runner(r), bt, r["tokens_per_s"], cell(lat and lat * 1e3, "{:.2f}"),
+            r["shape"], r["kind"], r["device"], bt, r["tokens_per_s"], cell(lat and lat * 1e3, "{:.2f}"),
             fl / PEAK_BF16, fl / PEAK_FP32, cell(r.get("peak_device_bytes") and r["peak_device_bytes"] / 2**20, "{:.0f}"),
             r.get("host_to_device_bytes_per_step", "-"), r.get("device_to_host_bytes_per_step", "-"),
             syncs(r), cell(r.get("host_frac"), "{:.1%}"), cell(x, "{:.2f}")))
@@ -497,7 +450,6 @@ def table(out, files, grpo_metrics=None, grpo_shape=None):
     g = grpo_host_frac(grpo_metrics) if grpo_metrics else None
     for what, val, ok in goals(rows, g, grpo_shape):
         lines.append(f"| {what} | {val} | {status(ok)} |")
-    lines += variant_lines(rows)
     text = "\n".join(lines)
     print(text)
     with open(out, "w") as f:

@@ -1,7 +1,8 @@
 """Write docs/bench/cuda.md from a proof run's output folder (scripts/gpu/proof.sh OUT):
 OUT/table.md (the measurements and the goals), OUT/machine.txt (date, GPU, driver, commit,
 software; proof.sh writes it) and, when present, OUT/paths.txt (the paths and the device-time
-profile, into the history entry). DOC gets the machine and the goals table (docs/benchmarks.md
+profile) and OUT/dev-cuda.txt (dev/cuda's variants against their defaults), into the history
+entry. DOC gets the machine and the goals table (docs/benchmarks.md
 holds every area's latest figures in 150 lines); HISTORY gets the whole table, above the
 earlier runs. `make bench-cuda` runs it after the proof on a GPU machine;
 `make bench-cuda-record FROM=OUT` runs it on a folder brought back from one.
@@ -68,6 +69,12 @@ def record(out, doc, history):
         paths = ""
     if paths:
         parts += ["Paths and device time by op (`proof_torch.py paths`):", "", "```", paths, "```", ""]
+    try:  # dev/cuda's benchmarks: each variant waiting for a proof against its default
+        dev = open(f"{out}/dev-cuda.txt").read().strip()
+    except OSError:
+        dev = ""
+    if dev:
+        parts += ["dev/cuda's variants against their defaults (docs/gpu.md, \"Kernel variants\"):", "", "```", dev, "```", ""]
     entry = "\n".join(parts)
     with open(history, "w") as f:
         f.write(head + "\n" + entry + rest)

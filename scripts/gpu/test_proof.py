@@ -209,50 +209,6 @@ def test_paths(tmp_path):
     assert proof_torch.profile_lines(failed) == ["x profile decode bfloat16 batch 8: FAILED: profile: record an event: CUDA_ERROR_X"]
 
 
-def test_variants(tmp_path):
-    # rows of kernel variants (RLHOST_CUDA_VARIANTS: the kernels the defaults replaced) are compared with the default kernels' rows of the
-    # same run and never count toward the goals, even when faster
-    dev = "cuda/NVIDIA H100 80GB HBM3/sm_90/bfloat16"
-    extra = [
-        row("train", dev, 90000.0, 8, 1024, dtype="bfloat16", variants="decode_vec,flash_fwd_ldsm,sample_split"),
-        row("decode", dev, 1 / 0.002, 1, 640, prompt=128, tokens=512, per_token_latency_s=0.002, dtype="bfloat16",
-            variants="decode_vec,flash_fwd_ldsm,sample_split"),
-        row("decode-grpo", dev, 7000.0, 64, 640, prompt=128, tokens=64 * 512, dtype="bfloat16", variants="sample_split"),
-        dict(PROFILE_TRAIN, variants="flash_fwd_ldsm"),
-    ]
-    out = tmp_path / "table.md"
-    proof_torch.table(str(out), [str(fixture(tmp_path, rows_extra=extra))])
-    text = out.read_text()
-    g = goal_table(text)
-    assert g["training step tokens/s"][0].startswith("1.50x (60000 vs 40000")  # the default kernels' row
-    assert g["batch-1 latency"][0] == "4.00 vs 20.00 ms"
-    lines = text.splitlines()
-    assert "| qwen2.5-0.5b | train | cuda/NVIDIA H100 80GB HBM3/sm_90/bfloat16 +decode_vec,flash_fwd_ldsm,sample_split | 8 x 1024 | 90000 |" \
-        in "\n".join(lines)
-    i = next(i for i, l in enumerate(lines) if l.startswith("Kernel variants (RLHOST_CUDA_VARIANTS"))
-    assert i > next(i for i, l in enumerate(lines) if l.startswith("Goals ("))
-    rows = [cells(l) for l in lines[i:] if l.startswith("| qwen2.5-0.5b |")]
-    assert rows[0][1:] == ["train", "bfloat16", "8 x 1024", "decode_vec,flash_fwd_ldsm,sample_split", "60000", "90000", "1.50x", "-"]
-    assert rows[1][1:] == ["decode", "bfloat16", "1 x 640", "decode_vec,flash_fwd_ldsm,sample_split", "250", "500", "2.00x", "4.00 -> 2.00"]
-    assert rows[2][1:] == ["decode-grpo", "bfloat16", "64 x 640", "sample_split", "-", "7000", "-", "-"]  # no default grpo row
-    assert len(rows) == 3
-    # without variant rows there is no such section
-    plain = tmp_path / "p"
-    plain.mkdir()
-    proof_torch.table(str(plain / "t.md"), [str(fixture(plain))])
-    assert "Kernel variants" not in (plain / "t.md").read_text()
-    # the profile and path lines name the variants
-    lines = proof_torch.paths([str(tmp_path / "qwen2.5-0.5b.jsonl")])
-    assert "qwen2.5-0.5b profile train bfloat16 +flash_fwd_ldsm batch 8: 600.0 ms on the device in a 650.0 ms step" in "\n".join(lines)
-    # the record keeps the goals (not the variants) in the doc, and everything in the history
-    d = proof_out(tmp_path, table=text)
-    doc, hist = tmp_path / "cuda.md", tmp_path / "h.md"
-    record_bench.record(str(d), str(doc), str(hist))
-    assert "Kernel variants" not in doc.read_text() and "| goal | measured | status |" in doc.read_text()
-    assert "1.50x (60000 vs 40000" in doc.read_text()
-    assert "| decode_vec,flash_fwd_ldsm,sample_split | 60000 | 90000 | 1.50x |" in hist.read_text()
-
-
 def test_table_ignores_profiles(tmp_path):
     # the profile lines of --profile are not measurements: the table and goals are as without them
     plain = tmp_path / "a"
@@ -318,6 +274,18 @@ def test_record_paths(tmp_path):
     assert "Paths and device time by op" in h and "27.1%  flash_attention_backward_dkv" in h
     assert h.index("| g1 | 1.50x | met |") < h.index("Paths and device time")
     assert "flash_attention" not in doc.read_text()
+
+
+def test_record_dev_cuda(tmp_path):
+    """dev-cuda.txt (proof.sh's dev/cuda benchmarks) goes into the history entry, not the doc."""
+    out = proof_out(tmp_path)
+    line = "decode_vec qwen2.5-0.5b batch 64 over 640 positions (3 chunks of 216): default 60.2 us, variant 41.0 us, variant/default 0.681, max diff 3.1e-07"
+    (out / "dev-cuda.txt").write_text(line + "\n")
+    doc, hist = tmp_path / "cuda.md", tmp_path / "h.md"
+    record_bench.record(str(out), str(doc), str(hist))
+    h = hist.read_text()
+    assert "dev/cuda's variants against their defaults" in h and line in h
+    assert "decode_vec" not in doc.read_text()
 
 
 @pytest.mark.parametrize("missing,want", [("table.md", "table.md"), ("machine.txt", "machine.txt")])
@@ -398,7 +366,7 @@ if [ "$2" = make ]; then mkdir -p "$3" && echo x >"$3/model.safetensors" && {{ [
 exit 0
 """
 STUB_RLHOST = """#!/usr/bin/env bash
-echo "rlhost $*${{RLHOST_CUDA_VARIANTS:+ [variants=$RLHOST_CUDA_VARIANTS]}}${{RLHOST_CUDA_PINNED:+ [pinned=$RLHOST_CUDA_PINNED]}}${{RLHOST_CUDA_QUEUE_DEPTH:+ [queue=$RLHOST_CUDA_QUEUE_DEPTH]}}${{RLHOST_CUDA_OVERLAP:+ [overlap=$RLHOST_CUDA_OVERLAP]}}" >>{log}
+echo "rlhost $*${{RLHOST_CUDA_PINNED:+ [pinned=$RLHOST_CUDA_PINNED]}}${{RLHOST_CUDA_QUEUE_DEPTH:+ [queue=$RLHOST_CUDA_QUEUE_DEPTH]}}${{RLHOST_CUDA_OVERLAP:+ [overlap=$RLHOST_CUDA_OVERLAP]}}" >>{log}
 if [ "$1" = train ]; then
     d=runs/proof-arith
     for a in "$@"; do case $a in trainer.run_dir=*) d=${{a#trainer.run_dir=}};; esac; done
@@ -419,23 +387,31 @@ def stub_bundle(tmp_path):
     (bundle / "plugins").mkdir()
     (bundle / "arith-raw").mkdir()
     shutil.copy(HERE / "proof.sh", bundle)
+    (bundle / "dev-cuda" / "dev" / "cuda").mkdir(parents=True)
+    for name in ("logprob_forward", "sample"):
+        (bundle / "dev-cuda" / "dev" / "cuda" / f"{name}.cu").write_text("// a benchmark\n")
     (bundle / "tokenizer" / "tokenizer.json").write_text("{}")
     with gzip.open(bundle / "plugins" / "rlhost-task-arith.gz", "wb") as f:
         f.write(b"#!/bin/sh\n")
     bindir = tmp_path / "bin"
     bindir.mkdir()
+    nvcc = f"""#!/bin/sh
+echo "nvcc $*" >>{log}
+while [ $# -gt 0 ]; do [ "$1" = -o ] && {{ printf '#!/bin/sh\\necho "%s ran"\\n' "$(basename "$2")" >"$2"; chmod +x "$2"; }}; shift; done
+"""
     for name, text in [("python", STUB_PY.format(py=sys.executable, log=log)), ("rlhost", STUB_RLHOST.format(log=log)),
-                       ("nvidia-smi", "#!/bin/sh\necho 'NVIDIA H100 80GB HBM3'\n")]:
+                       ("nvidia-smi", "#!/bin/sh\ncase \"$*\" in *--query-gpu=compute_cap\\ *) echo 9.0;; *) echo 'NVIDIA H100 80GB HBM3';; esac\n"),
+                       ("nvcc", nvcc)]:
         (bindir / name).write_text(text)
         (bindir / name).chmod(0o755)
     env = dict(os.environ, PYTHON=str(bindir / "python"), RLHOST=str(bindir / "rlhost"), PATH=f"{bindir}:{os.environ['PATH']}")
     return bundle, out, log, env
 
 
-@pytest.mark.parametrize("knob,shape,profile,variants,torch,ab", [(None, "qwen2.5-0.5b", None, None, None, None),
-                                                                  ("smollm2-135m", "smollm2-135m", "0", "", "1", "0"),
-                                                                  (None, "qwen2.5-0.5b", None, "flash_fwd_ldsm decode_vec,sample_split", "0", "1")])
-def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch, ab):
+@pytest.mark.parametrize("knob,shape,profile,dev,torch,ab", [(None, "qwen2.5-0.5b", None, None, None, None),
+                                                             ("smollm2-135m", "smollm2-135m", "0", "0", "1", "0"),
+                                                             (None, "qwen2.5-0.5b", None, "1", "0", "1")])
+def test_proof_grpo_shape(tmp_path, knob, shape, profile, dev, torch, ab):
     # proof.sh with stand-ins for python, rlhost and nvidia-smi: the GRPO run's checkpoint is
     # PROOF_GRPO_SHAPE's (default the goal's), made with the bundle's tokenizer files, and the
     # goals table is told that shape
@@ -448,9 +424,9 @@ def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch, ab):
     env.pop("PROOF_PROFILE", None)
     if profile:
         env["PROOF_PROFILE"] = profile
-    env.pop("PROOF_VARIANTS", None)
-    if variants is not None:
-        env["PROOF_VARIANTS"] = variants
+    env.pop("PROOF_DEV", None)
+    if dev is not None:
+        env["PROOF_DEV"] = dev
     env.pop("PROOF_TORCH", None)
     if torch is not None:
         env["PROOF_TORCH"] = torch
@@ -471,14 +447,19 @@ def test_proof_grpo_shape(tmp_path, knob, shape, profile, variants, torch, ab):
     # the bench runs with --profile unless PROOF_PROFILE=0
     bench = [c for c in calls if c.startswith("rlhost selftest --device cuda --bench ")]
     assert bench[0].endswith(" --profile") == (profile != "0"), bench
-    # then once more per entry of PROOF_VARIANTS (default "all"), bfloat16, and the selftest too
-    want = ["all"] if variants is None else variants.split()
-    assert [c.rsplit(" [variants=", 1)[1].rstrip("]") for c in bench[1:]] == want, bench
-    assert all(" --dtype bfloat16 " in c and c.split(" [variants=")[0].endswith(" --profile") == (profile != "0")
-               for c in bench[1:]), bench
+    assert len(bench) == 1, bench
     selftest = [c for c in calls if c.startswith("rlhost selftest --device cuda") and " --bench " not in c]
-    assert selftest == ["rlhost selftest --device cuda"] + [f"rlhost selftest --device cuda [variants={v}]" for v in want], selftest
-    assert f"kernel variants {' '.join(want) or 'none'}" in (out / "machine.txt").read_text()
+    assert selftest == ["rlhost selftest --device cuda"], selftest
+    # dev/cuda's benchmarks (PROOF_DEV, default 1): each built for the GPU's architecture and run
+    built = [c for c in calls if c.startswith("nvcc ")]
+    on = dev != "0"
+    assert f"dev/cuda benchmarks {'on' if on else 'off'}" in (out / "machine.txt").read_text()
+    if on:
+        assert [c.rsplit("/", 1)[1] for c in built] == ["logprob_forward.cu", "sample.cu"], built
+        assert all(" -arch=sm_90 " in c and f" -o {out}/dev-" in c for c in built), built
+        assert (out / "dev-cuda.txt").read_text().split() == ["dev-logprob_forward", "ran", "dev-sample", "ran"]
+    else:
+        assert built == [], built
     train = [c for c in calls if c.startswith("rlhost train ")]
     assert all(f"actor_rollout_ref.model.path={ck} " in c for c in train), train
     # the default run, then (PROOF_GRPO_AB, default 1) with uploads from pageable memory, with no

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/rlhost/rlhost/gpu/cuda"
 	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
@@ -68,32 +67,26 @@ func attentionCachedCompare(b Device, cases []checkutil.AttentionCachedCase) err
 }
 
 // CheckAttentionCachedVec is checkAttentionCached's cases (attentionCachedCases
-// and decodeSplitCases) with the decode_vec variant on for its
-// duration, at the same tolerance: attention_cached_split_vec, the
-// output pass by 16-byte V loads, where the heads' dimensions are a
-// multiple of 4 (all of them but the odd ones of attentionCachedCases,
-// which run the default kernel).
-func CheckAttentionCachedVec(b Device) error {
-	return withDecodeVec(b, func() error {
+// and decodeSplitCases) with the decode_vec variant (vec) on for its
+// duration, at the same tolerance: the split kernel's output pass by
+// 16-byte V loads, where the heads' dimensions are a multiple of 4 (all of
+// them but the odd ones of attentionCachedCases, which take the default's
+// pass).
+func CheckAttentionCachedVec(b Device, vec Variant) error {
+	return WithVariant(vec, func() error {
 		return attentionCachedCompare(b, append(slices.Clone(checkutil.AttentionCachedCases), checkutil.DecodeSplitCases...))
 	})
 }
 
 // CheckGenerateDecodeVec is the generation checks Generate, GenerateSampled
-// and GenerateGroups with the decode_vec variant on: every decode step's
-// attention through attention_cached_split_vec.
-func CheckGenerateDecodeVec(b Device) error {
-	return withDecodeVec(b, func() error { return generationChecks(b) })
-}
-
-// withDecodeVec runs f with the decode_vec variant on, and restores the
-// device's variants after it.
-func withDecodeVec(b Device, f func() error) error {
-	return WithVariant(b, func(v *cuda.Variants) { v.DecodeVec = true }, f)
+// and GenerateGroups with the decode_vec variant (vec) on: every decode
+// step's attention through its output pass.
+func CheckGenerateDecodeVec(b Device, vec Variant) error {
+	return WithVariant(vec, func() error { return generationChecks(b) })
 }
 
 // generationChecks runs the generation checks Generate (greedy),
-// GenerateSampled and GenerateGroups on b, with the variants it has.
+// GenerateSampled and GenerateGroups on b.
 func generationChecks(b Device) error {
 	for _, c := range []struct {
 		name string

@@ -97,7 +97,6 @@ var Checks = []Check{
 	{"AttentionVarlen", CheckAttentionVarlen},
 	{"MMAFragments", CheckMMAFragments},
 	{"AttentionVarlenMMA", CheckAttentionVarlenMMA},
-	{"AttentionVarlenFwdLdsm", CheckAttentionVarlenFwdLdsm},
 	{"AttentionWindow", checkAttentionWindow},
 	{"AttentionVarlenWindow", checkAttentionVarlenWindow},
 	{"AttentionVarlenWindowMMA", checkAttentionVarlenWindowMMA},
@@ -108,25 +107,19 @@ var Checks = []Check{
 	{"Softcap", checkSoftcap},
 	{"Residual", checkResidual},
 	{"Logprob", CheckLogprob},
-	{"LogprobTwoPass", CheckLogprobTwoPass},
 	{"SumSquaresScale", checkSumSquaresScale},
 	{"AdamW", CheckAdamW},
 	{"ClipAdamW", CheckClipAdamW},
 	{"Sample", checkSample},
 	{"SampleShapes", CheckSampleShapes},
-	{"SampleSplit", CheckSampleSplit},
-	{"GenerateSampleSplit", CheckGenerateSampleSplit},
 	{"ResidentTensors", checkResident},
 	{"TrainStep", CheckTrainStep},
 	{"TrainStepPacked", checkTrainStepPacked},
 	{"TrainStepBF16", CheckTrainStepBF16},
 	{"TrainStepTF32", CheckTrainStepTF32},
-	{"TrainStepSwiGLURecompute", checkTrainStepSwiGLURecompute},
 	{"Generate", CheckGenerate},
 	{"GenerateSampled", CheckGenerateSampled},
 	{"GenerateGroups", CheckGenerateGroups},
-	{"AttentionCachedVec", CheckAttentionCachedVec},
-	{"GenerateDecodeVec", CheckGenerateDecodeVec},
 	{"GenerateQwen", checkGenerateQwen},
 	{"DecodeGraph", CheckDecodeGraph},
 	{"TrainStepWindow", checkTrainStepWindow},
@@ -192,19 +185,6 @@ func CheckTrainStep(b Device) error { return trainStepCheck(b, nil) }
 // checkTrainStepPacked is checkTrainStep on a packed batch (model.Batch
 // Lengths: the attention over packed sequences inside the model).
 func checkTrainStepPacked(b Device) error { return trainStepCheck(b, []int{7, 12, 5}) }
-
-// checkTrainStepSwiGLURecompute: checkTrainStep and checkTrainStepBF16
-// with the swiglu_recompute variant on (the MLP backward that recomputes h
-// with swiglu_forward and runs swiglu_backward, gpu.SwiGLURecompute); the
-// variants are restored after it.
-func checkTrainStepSwiGLURecompute(b Device) error {
-	return WithVariant(b, func(v *cuda.Variants) { v.SwiGLURecompute = true }, func() error {
-		if err := trainStepCheck(b, nil); err != nil {
-			return err
-		}
-		return mixedStepCheck(b, cuda.BF16)
-	})
-}
 
 // trainStepCheck runs the step on a 2 x 12 batch, or packed sequences of
 // the given lengths.

@@ -20,19 +20,10 @@ type cpuDevice struct {
 	cpu.Backend
 	perturb string
 	prec    cuda.Precision
-	vars    cuda.Variants
 }
 
 func (d *cpuDevice) SetPrecision(p cuda.Precision) { d.prec = p }
 func (d *cpuDevice) Precision() cuda.Precision     { return d.prec }
-
-// Variants and SetVariants hold the variants a check selects; of them
-// gpu/cpu runs only swiglu_recompute's sequence (gpu.SwiGLURecompute: the
-// training step recomputing h with SwiGLUForward, as on the device), the
-// other variants' kernels are the CPU's ops either way.
-func (d *cpuDevice) Variants() cuda.Variants     { return d.vars }
-func (d *cpuDevice) SetVariants(v cuda.Variants) { d.vars = v }
-func (d *cpuDevice) SwiGLURecompute() bool       { return d.vars.SwiGLURecompute }
 
 // bf16 is round.BF16, or the planted truncation.
 func (d *cpuDevice) bf16(v float32) uint16 {

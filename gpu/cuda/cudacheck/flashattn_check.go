@@ -76,22 +76,17 @@ func checkAttentionVarlenTol(b Device, seed uint64, lengths []int, NH, NKV, HD i
 	return checkutil.CompareAll(bwdTol, "dq", dq2, dq1, "dk", dk2, dk1, "dv", dv2, dv1)
 }
 
-// variantDevice is a device whose kernel variants can be switched
-// (*Backend).
-type variantDevice interface {
-	Variants() cuda.Variants
-	SetVariants(cuda.Variants)
-}
+// Variant turns one of dev/cuda's kernel variants on (true) or off on the
+// device a check runs on. The product has none to select: the emulator's
+// tests pass one (launching the variant's build of dev/cuda in its
+// default's place), and a check given nil runs the default kernels.
+type Variant func(on bool)
 
-// WithVariant runs f with the variants set selects in b (a device without
-// Variants, the CPU reference, runs f as it is), then restores b's.
-func WithVariant(b Device, set func(*cuda.Variants), f func() error) error {
-	if vd, ok := b.(variantDevice); ok {
-		old := vd.Variants()
-		v := old
-		set(&v)
-		vd.SetVariants(v)
-		defer vd.SetVariants(old)
+// WithVariant runs f with v on (nil: as it is), then turns it off.
+func WithVariant(v Variant, f func() error) error {
+	if v != nil {
+		v(true)
+		defer v(false)
 	}
 	return f()
 }
@@ -109,17 +104,17 @@ const FlashMMAFwdTol, FlashMMABwdTol = 1e-2, 2e-2
 // each group, and dQ with ldmatrix), at the tolerances of bf16 operands.
 // CheckAttentionVarlen, in fp32, checks the SIMT kernels.
 func CheckAttentionVarlenMMA(b Device) error {
-	return attentionVarlenMMACompare(b, "flash_mma", func(v *cuda.Variants) {})
+	return attentionVarlenMMACompare(b, "flash_mma", nil)
 }
 
 // attentionVarlenMMACompare compares the fused attention in bf16 with the
 // CPU reference over flashCases at the tensor-core tolerances, with the
-// Variants set as set says for its duration; an error starts with name.
-func attentionVarlenMMACompare(b Device, name string, set func(*cuda.Variants)) error {
+// variant v on for its duration; an error starts with name.
+func attentionVarlenMMACompare(b Device, name string, v Variant) error {
 	prev := b.Precision()
 	b.SetPrecision(cuda.BF16)
 	defer b.SetPrecision(prev)
-	return WithVariant(b, set, func() error {
+	return WithVariant(v, func() error {
 		for i, c := range FlashCases {
 			if err := checkAttentionVarlenTol(b, uint64(i), c.Lengths, c.NH, c.NKV, c.HD, FlashMMAFwdTol, FlashMMABwdTol); err != nil {
 				return fmt.Errorf("%s: lengths %v NH %d NKV %d HD %d: %w", name, c.Lengths, c.NH, c.NKV, c.HD, err)
@@ -129,11 +124,11 @@ func attentionVarlenMMACompare(b Device, name string, set func(*cuda.Variants)) 
 	})
 }
 
-// CheckAttentionVarlenFwdLdsm is checkAttentionVarlenMMA with
-// Variants.FlashFwdLdsm on: the forward with ldmatrix and double-buffered
-// key tiles (flash_attention_forward_ldsm_mma64, an opt-in variant), and
-// the backward run on its out and lse, at the tensor-core tolerances, over
+// CheckAttentionVarlenFwdLdsm is checkAttentionVarlenMMA with the
+// flash_fwd_ldsm variant (ldsm) on: the forward with ldmatrix and
+// double-buffered key tiles (dev/cuda/flash_fwd_ldsm.cuh), and the
+// backward run on its out and lse, at the tensor-core tolerances, over
 // FlashCases (head dimensions above 64 run the same kernels either way).
-func CheckAttentionVarlenFwdLdsm(b Device) error {
-	return attentionVarlenMMACompare(b, "flash_fwd_ldsm", func(v *cuda.Variants) { v.FlashFwdLdsm = true })
+func CheckAttentionVarlenFwdLdsm(b Device, ldsm Variant) error {
+	return attentionVarlenMMACompare(b, "flash_fwd_ldsm", ldsm)
 }

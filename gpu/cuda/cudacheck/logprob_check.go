@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/rlhost/rlhost/gpu/cuda"
 	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
@@ -100,7 +99,8 @@ func logprobRows(r *rand.Rand) map[int][]logprobRow {
 }
 
 // LogprobOut is one row's log-prob, entropy and lse from the CPU
-// reference, the default kernel (one pass) and the logprob_twopass variant.
+// reference, the default kernel (one pass) and the logprob_twopass variant
+// (the default's again where none is given).
 type LogprobOut struct {
 	V        int
 	Row      logprobRow
@@ -111,11 +111,11 @@ type LogprobOut struct {
 var LogprobOutNames = [3]string{"logp", "entropy", "lse"}
 
 // LogprobOuts runs logprobRows through the CPU reference, LogprobForward
-// and (on a device with variants) LogprobForward with logprob_twopass on;
+// and LogprobForward with the logprob_twopass variant (twoPass) on;
 // the rows of each V in one call, and the first V's rows once more from a
 // device tensor one float past its start (every row 4 bytes off a 16-byte
 // boundary).
-func LogprobOuts(b Device) ([]LogprobOut, error) {
+func LogprobOuts(b Device, twoPass Variant) ([]LogprobOut, error) {
 	r := rand.New(rand.NewPCG(31, 31))
 	rows := logprobRows(r)
 	var widths []int
@@ -148,7 +148,11 @@ func LogprobOuts(b Device) ([]LogprobOut, error) {
 			for q := range dev[k] {
 				dev[k][q] = make([]float32, N)
 			}
-			if err := WithVariant(b, func(v *cuda.Variants) { v.LogprobTwoPass = two }, func() error {
+			v := twoPass
+			if !two {
+				v = nil
+			}
+			if err := WithVariant(v, func() error {
 				b.LogprobForward(dev[k][0], dev[k][1], dev[k][2], in, targets, N, V)
 				return nil
 			}); err != nil {
@@ -187,11 +191,10 @@ func LogprobOuts(b Device) ([]LogprobOut, error) {
 const LogprobTol, LogprobKernelTol = 1e-5, 2e-6
 
 // CheckLogprobTwoPass: the one-pass kernel (the default) and the two-pass
-// one (the logprob_twopass variant) on the rows of logprobRows, each
-// against the CPU reference and against each other, row by row. The
-// variants are restored after.
-func CheckLogprobTwoPass(b Device) error {
-	outs, err := LogprobOuts(b)
+// one (the logprob_twopass variant, twoPass) on the rows of logprobRows,
+// each against the CPU reference and against each other, row by row.
+func CheckLogprobTwoPass(b Device, twoPass Variant) error {
+	outs, err := LogprobOuts(b, twoPass)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 
 	"github.com/rlhost/rlhost/gpu"
-	"github.com/rlhost/rlhost/gpu/cuda"
 	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
@@ -53,40 +52,38 @@ func CheckAdamW(b Device) error {
 // parameters and moments of its own gpu.ClipGradNorm then AdamW bit for bit,
 // with the same norm, over three steps of gradients that are clipped (max
 // norm 1), that are not (1e6) and with no clipping (0); and they agree with
-// the CPU reference's as checkAdamW's do. The clip_scale variant is off for
-// its duration. A device without it (the CPU reference) passes.
+// the CPU reference's as checkAdamW's do. A device without it (the CPU
+// reference) passes.
 func CheckClipAdamW(b Device) error {
 	ca, ok := b.(gpu.ClippedAdamW)
 	if !ok {
 		return nil
 	}
-	return WithVariant(b, func(v *cuda.Variants) { v.ClipScale = false }, func() error {
-		for _, maxNorm := range []float32{1, 1e6, 0} {
-			r := rand.New(rand.NewPCG(15, 15))
-			const n = 4099
-			p0, m0, v0 := adamwState(r, n)
-			pf, pr, pc := checkutil.Clone(p0), checkutil.Clone(p0), checkutil.Clone(p0)
-			mf, mr, mc, vf, vr, vc := checkutil.Clone(m0), checkutil.Clone(m0), checkutil.Clone(m0), checkutil.Clone(v0), checkutil.Clone(v0), checkutil.Clone(v0)
-			for step := 1; step <= 3; step++ {
-				g := checkutil.Randn(r, n, 1)
-				gf, gr, gc := checkutil.Clone(g), checkutil.Clone(g), checkutil.Clone(g)
-				nf := ca.ClipAdamW(pf, gf, mf, vf, step, 1e-3, 0.9, 0.999, 1e-8, 0.01, maxNorm)
-				nr := gpu.ClipGradNorm(b, gr, maxNorm)
-				b.AdamW(pr, gr, mr, vr, step, 1e-3, 0.9, 0.999, 1e-8, 0.01)
-				nc := gpu.ClipGradNorm(checkutil.Ref, gc, maxNorm)
-				checkutil.Ref.AdamW(pc, gc, mc, vc, step, 1e-3, 0.9, 0.999, 1e-8, 0.01)
-				if nf != nr || math.Abs(nf-nc) > 1e-6*nc {
-					return fmt.Errorf("max norm %g step %d: ClipAdamW's norm %.17g, ClipGradNorm's %.17g, on cpu %.17g", maxNorm, step, nf, nr, nc)
-				}
-			}
-			what := fmt.Sprintf("ClipAdamW (max norm %g) against ClipGradNorm then AdamW", maxNorm)
-			if err := checkutil.CompareAll(0, what+": params", pf, pr, what+": m", mf, mr, what+": v", vf, vr); err != nil {
-				return err
-			}
-			if err := checkutil.CompareAll(1e-6, "ClipAdamW params", pf, pc, "m", mf, mc, "v", vf, vc); err != nil {
-				return fmt.Errorf("max norm %g, against cpu: %w", maxNorm, err)
+	for _, maxNorm := range []float32{1, 1e6, 0} {
+		r := rand.New(rand.NewPCG(15, 15))
+		const n = 4099
+		p0, m0, v0 := adamwState(r, n)
+		pf, pr, pc := checkutil.Clone(p0), checkutil.Clone(p0), checkutil.Clone(p0)
+		mf, mr, mc, vf, vr, vc := checkutil.Clone(m0), checkutil.Clone(m0), checkutil.Clone(m0), checkutil.Clone(v0), checkutil.Clone(v0), checkutil.Clone(v0)
+		for step := 1; step <= 3; step++ {
+			g := checkutil.Randn(r, n, 1)
+			gf, gr, gc := checkutil.Clone(g), checkutil.Clone(g), checkutil.Clone(g)
+			nf := ca.ClipAdamW(pf, gf, mf, vf, step, 1e-3, 0.9, 0.999, 1e-8, 0.01, maxNorm)
+			nr := gpu.ClipGradNorm(b, gr, maxNorm)
+			b.AdamW(pr, gr, mr, vr, step, 1e-3, 0.9, 0.999, 1e-8, 0.01)
+			nc := gpu.ClipGradNorm(checkutil.Ref, gc, maxNorm)
+			checkutil.Ref.AdamW(pc, gc, mc, vc, step, 1e-3, 0.9, 0.999, 1e-8, 0.01)
+			if nf != nr || math.Abs(nf-nc) > 1e-6*nc {
+				return fmt.Errorf("max norm %g step %d: ClipAdamW's norm %.17g, ClipGradNorm's %.17g, on cpu %.17g", maxNorm, step, nf, nr, nc)
 			}
 		}
-		return nil
-	})
+		what := fmt.Sprintf("ClipAdamW (max norm %g) against ClipGradNorm then AdamW", maxNorm)
+		if err := checkutil.CompareAll(0, what+": params", pf, pr, what+": m", mf, mr, what+": v", vf, vr); err != nil {
+			return err
+		}
+		if err := checkutil.CompareAll(1e-6, "ClipAdamW params", pf, pc, "m", mf, mc, "v", vf, vc); err != nil {
+			return fmt.Errorf("max norm %g, against cpu: %w", maxNorm, err)
+		}
+	}
+	return nil
 }

@@ -1,9 +1,9 @@
 package cudacheck
 
 // The check of the split sampling path (the sample_split variant,
-// kernels/sample.cuh "Split sampling"): on the rows it takes (greedy,
-// unfiltered, top-k up to 128 with or without top-p) its tokens must be the
-// CPU reference's and the default kernel's, its log-probabilities within
+// dev/cuda/sample_split.cuh): on the rows it takes (greedy, unfiltered,
+// top-k up to 128 with or without top-p) its tokens must be the CPU
+// reference's and the default kernel's, its log-probabilities within
 // rounding of the CPU's.
 
 import (
@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 
 	"github.com/rlhost/rlhost/gpu"
-	"github.com/rlhost/rlhost/gpu/cuda"
 	"github.com/rlhost/rlhost/gpu/model"
 )
 
@@ -33,6 +32,13 @@ var sampleSplitKinds = []gpu.SampleParams{
 	{Temperature: 0.01, TopK: 50},
 }
 
+// SampleSplit is the sample_split variant as a check turns it on and off,
+// and the calls it takes (the others run the default kernel).
+type SampleSplit struct {
+	On    Variant
+	Takes func(params []gpu.SampleParams, V int) bool
+}
+
 // CheckSampleSplit runs rows of every kind through SampleTokens with the
 // sample_split variant on: V 97 (one slice) and 3000 (one slice, rows with
 // ties among the largest and nearly flat ones, as checkSample), V 20000
@@ -42,57 +48,52 @@ var sampleSplitKinds = []gpu.SampleParams{
 // 151936, 38 slices: top-k 50 and top-p 0.95, and temperature alone). On a
 // device without variants (the CPU reference's own checks) it samples the
 // same rows as SampleTokens does there.
-func CheckSampleSplit(b Device) error {
+func CheckSampleSplit(b Device, split SampleSplit) error {
 	r := rand.New(rand.NewPCG(29, 29))
 	for _, V := range []int{97, 3000} {
 		var kinds []gpu.SampleParams // top-k 128 with top-p is top-p alone at V 97: left out there
 		for _, p := range sampleSplitKinds {
-			if cuda.SampleSplits([]gpu.SampleParams{p}, V) {
+			if split.Takes([]gpu.SampleParams{p}, V) {
 				kinds = append(kinds, p)
 			}
 		}
 		params, logits := sampleMixedRows(r, kinds, V, 4)
-		if err := sampleSplitAgrees(b, V, params, logits); err != nil {
+		if err := sampleSplitAgrees(b, split, V, params, logits); err != nil {
 			return err
 		}
 	}
 	const V = 20000
 	params, logits := sampleShapedRows(r, sampleSplitKinds, V)
-	if err := sampleSplitAgrees(b, V, params, logits); err != nil {
+	if err := sampleSplitAgrees(b, split, V, params, logits); err != nil {
 		return err
 	}
 	const big = 151936
 	params, logits = sampleFlatRows(r, []gpu.SampleParams{
 		{Temperature: 1, TopK: 50, TopP: 0.95}, {Temperature: 1, TopK: 50, TopP: 0.95}, {Temperature: 1}, {Temperature: 1}}, big)
-	return sampleSplitAgrees(b, big, params, logits)
+	return sampleSplitAgrees(b, split, big, params, logits)
 }
 
 // sampleSplitAgrees samples the rows [M,V], which the split path must take
-// (splitPlan), with the sample_split variant on: the tokens must be the CPU
-// reference's (sampleAgrees, log-probs within rounding) and the default
-// kernel's. The variants are restored after.
-func sampleSplitAgrees(b Device, V int, params []gpu.SampleParams, logits []float32) error {
-	if !cuda.SampleSplits(params, V) {
+// (split.Takes), with the sample_split variant on: the tokens must be the
+// CPU reference's (sampleAgrees, log-probs within rounding) and the default
+// kernel's. The variant is off after.
+func sampleSplitAgrees(b Device, split SampleSplit, V int, params []gpu.SampleParams, logits []float32) error {
+	if !split.Takes(params, V) {
 		return fmt.Errorf("V=%d: the split path does not take these rows", V)
 	}
-	vd, ok := b.(variantDevice)
-	if !ok {
-		return sampleAgrees(b, V, params, logits)
-	}
-	was := vd.Variants()
-	defer vd.SetVariants(was)
-	def, split := was, was
-	def.SampleSplit, split.SampleSplit = false, true
 	M := len(params)
 	z := b.Alloc("check logits", M*V)
 	defer b.Free(z)
 	b.Upload(z, logits)
 	want := make([]int32, M)
-	vd.SetVariants(def)
 	b.SampleTokens(want, nil, z, params, M, V)
-	vd.SetVariants(split)
 	got, lp := make([]int32, M), make([]float32, M)
-	b.SampleTokens(got, lp, z, params, M, V)
+	if err := WithVariant(split.On, func() error {
+		b.SampleTokens(got, lp, z, params, M, V)
+		return nil
+	}); err != nil {
+		return err
+	}
 	for i := range got {
 		if got[i] != want[i] {
 			return fmt.Errorf("V=%d row %d (%+v): sample_split token %d (log-prob %g), the default kernel's %d; cpu %d",
@@ -104,12 +105,11 @@ func sampleSplitAgrees(b Device, V int, params []gpu.SampleParams, logits []floa
 
 // CheckGenerateSampleSplit: generation whose every row the split path
 // takes (temperature alone, top-k, top-k with top-p, greedy), sampled with
-// the sample_split variant on for the check's duration on a device with
-// variants: the tokens must be the CPU reference's, the log-probs close, as
-// in checkGenerateSampled (whose top-p row sends its calls to the default
-// kernel).
-func CheckGenerateSampleSplit(b Device) error {
-	return WithVariant(b, func(v *cuda.Variants) { v.SampleSplit = true }, func() error {
+// the sample_split variant on for the check's duration: the tokens must be
+// the CPU reference's, the log-probs close, as in checkGenerateSampled
+// (whose top-p row sends its calls to the default kernel).
+func CheckGenerateSampleSplit(b Device, split SampleSplit) error {
+	return WithVariant(split.On, func() error {
 		return generateSampled(b, 19, 200, []model.SampleConfig{
 			{Temperature: 1},
 			{Temperature: 0.8, TopK: 10},

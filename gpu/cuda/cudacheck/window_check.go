@@ -112,28 +112,26 @@ var FlashWindowCases = []struct {
 // _backward_dq and their _hd256 builds) at checkAttentionVarlen's
 // tolerances.
 func checkAttentionVarlenWindow(b Device) error {
-	return flashWindowCompare(b, cuda.FP32, "fp32", func(*cuda.Variants) {}, 1e-5, 2e-5, WindowPlant{})
+	return flashWindowCompare(b, cuda.FP32, "fp32", 1e-5, 2e-5, WindowPlant{})
 }
 
 // checkAttentionVarlenWindowMMA is checkAttentionVarlenWindow with bf16
 // products and the default kernels (the tensor-core kernels up to 128
 // dimensions, the _hd256 kernels above), at the tensor-core tolerances.
 func checkAttentionVarlenWindowMMA(b Device) error {
-	return flashWindowCompare(b, cuda.BF16, "flash_mma", func(*cuda.Variants) {}, FlashMMAFwdTol, FlashMMABwdTol, WindowPlant{})
+	return flashWindowCompare(b, cuda.BF16, "flash_mma", FlashMMAFwdTol, FlashMMABwdTol, WindowPlant{})
 }
 
-func flashWindowCompare(b Device, p cuda.Precision, name string, set func(*cuda.Variants), fwdTol, bwdTol float64, plant WindowPlant) error {
+func flashWindowCompare(b Device, p cuda.Precision, name string, fwdTol, bwdTol float64, plant WindowPlant) error {
 	prev := b.Precision()
 	b.SetPrecision(p)
 	defer b.SetPrecision(prev)
-	return WithVariant(b, set, func() error {
-		for i, c := range FlashWindowCases {
-			if err := FlashWindowCase(b, uint64(i), c.Lengths, c.NH, c.NKV, c.HD, c.Window, fwdTol, bwdTol, plant); err != nil {
-				return fmt.Errorf("%s: lengths %v NH %d NKV %d HD %d window %d: %w", name, c.Lengths, c.NH, c.NKV, c.HD, c.Window, err)
-			}
+	for i, c := range FlashWindowCases {
+		if err := FlashWindowCase(b, uint64(i), c.Lengths, c.NH, c.NKV, c.HD, c.Window, fwdTol, bwdTol, plant); err != nil {
+			return fmt.Errorf("%s: lengths %v NH %d NKV %d HD %d window %d: %w", name, c.Lengths, c.NH, c.NKV, c.HD, c.Window, err)
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // FlashWindowCase is checkAttentionVarlenTol with a window: out and lse
@@ -194,24 +192,10 @@ func manyTokensWindow(NH, NKV, HD, S, rows, N int) checkutil.AttentionCachedCase
 }
 
 // checkAttentionCachedWindow compares AttentionCachedForward over rolling
-// caches and windows with gpu/cpu: flash-decoding (the default:
-// attention_cached_split and its combine), then attention_cached_split_vec
-// (the decode_vec variant).
-func checkAttentionCachedWindow(b Device) error { return cachedWindowCompareAll(b, WindowPlant{}) }
-
-func cachedWindowCompareAll(b Device, plant WindowPlant) error {
-	for _, path := range []struct {
-		name string
-		set  func(*cuda.Variants)
-	}{
-		{"flash-decoding", func(v *cuda.Variants) { v.DecodeVec = false }},
-		{"decode_vec", func(v *cuda.Variants) { v.DecodeVec = true }},
-	} {
-		if err := WithVariant(b, path.set, func() error { return CachedWindowCompare(b, CachedWindowCases, plant) }); err != nil {
-			return fmt.Errorf("%s: %w", path.name, err)
-		}
-	}
-	return nil
+// caches and windows with gpu/cpu (flash-decoding: attention_cached_split
+// and its combine).
+func checkAttentionCachedWindow(b Device) error {
+	return CachedWindowCompare(b, CachedWindowCases, WindowPlant{})
 }
 
 // CachedWindowCompare is attentionCachedCompare with windows and rows.

@@ -110,13 +110,13 @@ func TestDecodeWindowReadsItsRows(t *testing.T) {
 			}
 		}
 	}
-	for _, v := range []cuda.Variants{{}, {DecodeVec: true}} {
-		be.SetVariants(v)
+	for _, build := range []string{"", "vec"} { // the default, the decode_vec variant
+		restore := cuda.UseBuild("attention_cached_split", build)
 		got := make([]float32, len(q))
 		be.AttentionCachedForward(got, q, kp, vp, slot, pos, len(pos), NH, NKV, HD, rows, W)
+		restore()
 		if err := checkutil.Compare("out", got, want, 1e-5); err != nil {
-			t.Errorf("%+v: %v", v, err)
+			t.Errorf("attention_cached_split/%s: %v", build, err)
 		}
 	}
-	be.SetVariants(cuda.Variants{})
 }

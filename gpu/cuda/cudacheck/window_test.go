@@ -67,30 +67,24 @@ func windowPlantsFail(t *testing.T, d cudacheck.Device) {
 				if !changes(c.Window, slices.Max(c.Lengths), p) {
 					continue
 				}
-				err := cudacheck.WithVariant(d, func(*cuda.Variants) {}, func() error {
-					prev := d.Precision()
-					d.SetPrecision(prec)
-					defer d.SetPrecision(prev)
-					return cudacheck.FlashWindowCase(d, uint64(i), c.Lengths, c.NH, c.NKV, c.HD, c.Window, fwd, bwd, p)
-				})
+				prev := d.Precision()
+				d.SetPrecision(prec)
+				err := cudacheck.FlashWindowCase(d, uint64(i), c.Lengths, c.NH, c.NKV, c.HD, c.Window, fwd, bwd, p)
+				d.SetPrecision(prev)
 				expect(name+" AttentionVarlenWindow case "+strconv.Itoa(i), p, err)
 			}
 		}
 	}
-	for _, path := range []cuda.Variants{{}, {DecodeVec: true}} {
-		for i, c := range cudacheck.CachedWindowCases {
-			for _, p := range windowPlants {
-				longest := int(slices.Max(c.Pos)) + 1
-				if p.Rows == 0 && !changes(min(c.Window, c.MaxT), longest, p) || p.Rows == 0 && c.Window+p.Window > c.MaxT {
-					continue
-				}
-				err := refused(func() error {
-					return cudacheck.WithVariant(d, func(v *cuda.Variants) { *v = path }, func() error {
-						return cudacheck.CachedWindowCompare(d, []cudacheck.CachedWindowCase{c}, p)
-					})
-				})
-				expect("AttentionCachedWindow "+path.String()+" case "+strconv.Itoa(i), p, err)
+	for i, c := range cudacheck.CachedWindowCases {
+		for _, p := range windowPlants {
+			longest := int(slices.Max(c.Pos)) + 1
+			if p.Rows == 0 && !changes(min(c.Window, c.MaxT), longest, p) || p.Rows == 0 && c.Window+p.Window > c.MaxT {
+				continue
 			}
+			err := refused(func() error {
+				return cudacheck.CachedWindowCompare(d, []cudacheck.CachedWindowCase{c}, p)
+			})
+			expect("AttentionCachedWindow case "+strconv.Itoa(i), p, err)
 		}
 	}
 	expect("GeGLU", cudacheck.WindowPlant{}, cudacheck.GeGLUCompare(d, true))

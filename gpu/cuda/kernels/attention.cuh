@@ -158,66 +158,7 @@ __device__ i64 ds_positions(const int* pos, i64 n, i64 span) {
 #define DS_BLOCKS
 #endif
 
-extern "C++" {
-
-// attention_cached_out_vec: the output pass of attention_cached_split_vec
-// (the decode_vec variant). Thread e takes the four dimensions 4*(e % C)..
-// of the C = HD/4 columns of a V row over every R-th position (R =
-// BLOCK/C groups: HD 64 gives 16 columns, 16 groups), two rows at a time,
-// each a 16-byte load, so that a thread has 32 bytes of V in flight where
-// the scalar pass (one 4-byte load a position, R = BLOCK/HD) has 4: the
-// pass is bound by the loads' latency, not by the bandwidth. The groups'
-// sums meet in s (the scores, read by then) and are added in group order.
-__device__ void attention_cached_out_vec(float* dst, i64 hs, float* s, const float* ls, const float* vc, i64 KD, int hd,
-                                         int ln, int gb, i64 chunks, i64 wrap, i64 rows) {
-    int C = hd / 4, R = BLOCK / C;  // attention.go takes this pass for HD <= 4*BLOCK: R >= 1
-    int e = threadIdx.x, c = e % C, grp = e / C;
-    float o[DS_HEADS][4];
-#pragma unroll
-    for (int g = 0; g < DS_HEADS; g++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) o[g][i] = 0.0f;
-    if (grp < R) {
-        const float* v0 = vc + 4 * c;
-        for (int j = grp; j < ln; j += 2 * R) {
-            fa4 v[2];  // rows j and j + R, both loads issued before either is used
-#pragma unroll
-            for (int u = 0; u < 2; u++)
-                v[u] = j + u * R < ln ? fa_ld4(v0 + ds_row(j + u * R, wrap, rows) * KD) : fa4{0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                if (j + u * R >= ln) continue;
-#pragma unroll
-                for (int g = 0; g < DS_HEADS; g++) {
-                    if (g < gb) {
-                        float p = s[g * DS_CHUNK_MAX + j + u * R];
-                        o[g][0] += p * v[u].x;
-                        o[g][1] += p * v[u].y;
-                        o[g][2] += p * v[u].z;
-                        o[g][3] += p * v[u].w;
-                    }
-                }
-            }
-        }
-    }
-    __syncthreads();  // every thread has read its scores: s takes the groups' sums
-    if (grp < R) {
-#pragma unroll
-        for (int g = 0; g < DS_HEADS; g++)
-            if (g < gb)
-#pragma unroll
-                for (int i = 0; i < 4; i++) s[(g * R + grp) * hd + 4 * c + i] = o[g][i];  // gb*R*HD <= 8*4*BLOCK
-    }
-    __syncthreads();
-    for (int x = threadIdx.x; x < gb * hd; x += BLOCK) {
-        int g = x / hd, d = x % hd;
-        float acc = 0.0f;
-        for (int k = 0; k < R; k++) acc += s[(g * R + k) * hd + d];
-        dst[g * hs + d] = chunks == 1 ? acc * (1.0f / ls[g]) : acc;
-    }
-}
-
-// attention_cached_split_impl: a KV head's group of G = NH/NKV query heads
+// attention_cached_split: a KV head's group of G = NH/NKV query heads
 // is cut into groups of GB heads (attention.go's decodeGroupHeads: GB <=
 // DS_HEADS, GB*HD <= DS_QMAX); block b = ((n*NKV + kh)*nsub + sb)*chunks + c,
 // nsub = ceil(G/GB), takes heads kh*G + sb*GB .. (at most GB of them, inside
@@ -237,11 +178,9 @@ __device__ void attention_cached_out_vec(float* dst, i64 hs, float* s, const flo
 // dimension e % HD over every R-th position (R = the BLOCK/HD groups of
 // positions), each V element loaded once for the GB heads; the groups are
 // summed in shared memory (the queries' space, free by then).
-template <bool VEC>
-__device__ void attention_cached_split_impl(float* out, float* part, float* ml, const float* q, const float* kcache,
-                                            const float* vcache, const int* slot, const int* pos, i64 N, i64 NH,
-                                            i64 NKV, i64 HD, i64 rows, i64 span, i64 L, i64 chunks, i64 GB,
-                                            float scale) {
+__global__ void DS_BLOCKS attention_cached_split(float* out, float* part, float* ml, const float* q, const float* kcache,
+                                       const float* vcache, const int* slot, const int* pos, i64 N, i64 NH, i64 NKV,
+                                       i64 HD, i64 rows, i64 span, i64 L, i64 chunks, i64 GB, float scale) {
     __shared__ float s[DS_HEADS * DS_CHUNK_MAX];  // head g's scores, then exp(s - m), at g*DS_CHUNK_MAX
     __shared__ float qs[DS_QMAX];                 // the queries [gb, HD]; then the output groups' sums
     __shared__ float ms[DS_HEADS], ls[DS_HEADS];
@@ -317,9 +256,6 @@ __device__ void attention_cached_split_impl(float* out, float* part, float* ml, 
         }
     }
     __syncthreads();
-    if (VEC) {  // attention_cached_split_vec: HD % 4 == 0 (attention.go)
-        attention_cached_out_vec(dst, hs, s, ls, vc, KD, hd, ln, gb, chunks, wrap, rows);
-    } else {
     int R = hd < BLOCK ? BLOCK / hd : 1;
     for (int e = threadIdx.x; e < R * hd; e += BLOCK) {
         int d = e % hd, grp = e / hd;
@@ -350,15 +286,12 @@ __device__ void attention_cached_split_impl(float* out, float* part, float* ml, 
             dst[g * hs + d] = chunks == 1 ? o * (1.0f / ls[g]) : o;
         }
     }
-    }
     if (chunks > 1 && threadIdx.x < gb) {  // head g's (m_c, l_c) at ml[(r*chunks + c)*2], r = n*NH + h0 + g
         float* mg = ml + ((n * NH + h0 + threadIdx.x) * chunks + c) * 2;
         mg[0] = ms[threadIdx.x];
         mg[1] = ls[threadIdx.x];
     }
 }
-
-}  // extern "C++"
 
 // attention_cached_combine: one block per (n, h) = r: the chunks
 // 0..(P-1)/L of part and ml (attention_cached_split; P = ds_positions)
@@ -379,21 +312,4 @@ __global__ void attention_cached_combine(float* out, const float* part, const fl
         for (i64 c = 0; c < nc; c++) o += expf(mr[2 * c] - M) * pr[c * HD + d];
         out[r * HD + d] = o * inv;
     }
-}
-
-__global__ void DS_BLOCKS attention_cached_split(float* out, float* part, float* ml, const float* q, const float* kcache,
-                                       const float* vcache, const int* slot, const int* pos, i64 N, i64 NH, i64 NKV,
-                                       i64 HD, i64 rows, i64 span, i64 L, i64 chunks, i64 GB, float scale) {
-    attention_cached_split_impl<false>(out, part, ml, q, kcache, vcache, slot, pos, N, NH, NKV, HD, rows, span, L,
-                                       chunks, GB, scale);
-}
-
-// attention_cached_split_vec: attention_cached_split with the output pass
-// of attention_cached_out_vec (the decode_vec variant; HD % 4 == 0).
-__global__ void DS_BLOCKS attention_cached_split_vec(float* out, float* part, float* ml, const float* q,
-                                                     const float* kcache, const float* vcache, const int* slot,
-                                                     const int* pos, i64 N, i64 NH, i64 NKV, i64 HD, i64 rows,
-                                                     i64 span, i64 L, i64 chunks, i64 GB, float scale) {
-    attention_cached_split_impl<true>(out, part, ml, q, kcache, vcache, slot, pos, N, NH, NKV, HD, rows, span, L,
-                                      chunks, GB, scale);
 }

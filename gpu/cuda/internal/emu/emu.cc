@@ -237,9 +237,9 @@ static const rl_kernel rl_kernels[] = {
     K(embedding_forward), K(embedding_backward), K(rmsnorm_forward), K(rmsnorm_backward_dinp),
     K(rmsnorm_backward_dweight), K(residual_rmsnorm_forward), K(add_bias), K(bias_backward), K(colsum_finish), K(rope),
     K(rope_qk), K(attention_probs), K(attention_out), K(attention_dscores), K(attention_dq), K(attention_dkv),
-    K(attention_cached_split), K(attention_cached_split_vec), K(attention_cached_combine), K(swiglu_forward),
+    K(attention_cached_split), K(attention_cached_combine), K(swiglu_forward),
     K(swiglu_backward), K(swiglu_backward_h), K(geglu_forward), K(geglu_backward_h), K(softcap_forward),
-    K(softcap_backward), K(residual_forward), K(residual_backward), K(logprob_forward), K(logprob_forward_twopass),
+    K(softcap_backward), K(residual_forward), K(residual_backward), K(logprob_forward),
     K(logprob_backward), K(sum_squares), K(sum_f64), K(scale), K(clip_coef), K(adamw), K(gather_rows), K(scatter_rows),
     K(f32_to_bf16), K(mma_bf16_probe), K(flash_attention_forward), K(flash_attention_backward_dot),
     K(flash_attention_backward_dkv), K(flash_attention_backward_dq), K(flash_attention_forward_hd256),
@@ -247,8 +247,7 @@ static const rl_kernel rl_kernels[] = {
     K(flash_attention_forward_mma128), K(flash_attention_backward_dq_mma128), K(flash_attention_backward_dk_mma128),
     K(flash_attention_backward_dv_mma128), K(flash_attention_backward_dkv_heads_mma64),
     K(flash_attention_backward_dkv_reduce), K(flash_attention_backward_dq_ldsm_mma64),
-    K(flash_attention_forward_ldsm_mma64), K(sample_tokens_hist), K(sample_split_max), K(sample_split_sum),
-    K(sample_split_pick), K(decode_qkv), K(swiglu_rows),
+    K(sample_tokens_hist), K(decode_qkv), K(swiglu_rows),
     RL_DEV_KERNELS
 };
 
