@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/emu"
 	"github.com/rlhost/rlhost/gpu/cuda/internal/round"
 	"github.com/rlhost/rlhost/gpu/model"
 )
@@ -304,8 +305,8 @@ func runShared(t *testing.T, shared, verify bool, plant string, scoredOnly, lora
 		}
 	}()
 	if k, defect, ok := strings.Cut(plant, "/"); ok {
-		emuPlanted[k] = defect
-		defer delete(emuPlanted, k)
+		emu.Planted[k] = defect
+		defer delete(emu.Planted, k)
 		plant = ""
 	}
 	be := openEmulator(t)

@@ -20,7 +20,7 @@ type dptr uintptr
 // driver is what the ops need from a device: memory, copies, kernel
 // launches by name, and a way to make the device current for one op. The
 // CUDA driver implements it with -tags cuda (cudadrv.go); the emulator that
-// runs kernels.cu on the CPU implements it with -tags cudaemu (emu.go).
+// runs kernels.cu on the CPU implements it with -tags cudaemu (emu.go over internal/emu).
 type driver interface {
 	lock() (unlock func(), err error) // make the device current on this goroutine's thread
 	malloc(bytes int64) (dptr, error)
@@ -113,7 +113,7 @@ type guard interface {
 
 // colMajorBlas is cuBLAS as it is: column-major operands, errors returned.
 // The CUDA build implements it with the real library (cublas.go), the
-// emulator with the textbook definition of the products (emu.go), so that
+// emulator with the textbook definition of the products (internal/emu), so that
 // the row-major mapping of blas.go is tested without a GPU.
 type colMajorBlas interface {
 	sgemm(transA, transB bool, m, n, k int, alpha float32, A dptr, lda int,

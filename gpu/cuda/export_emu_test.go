@@ -2,9 +2,11 @@
 
 package cuda
 
-// EmuPlanted is emu.go's emuPlanted: per kernel, the planted defect the
-// emulator runs in its place.
-var EmuPlanted = emuPlanted
+import "github.com/rlhost/rlhost/gpu/cuda/internal/emu"
+
+// EmuPlanted is internal/emu's Planted: per kernel, the build of dev/cuda
+// the emulator runs in its place.
+var EmuPlanted = emu.Planted
 
 // The variants of dev/cuda waiting for a GPU proof, as cudacheck.Variant
 // switches on the emulator (sample_split: SampleSplitOn).

@@ -282,7 +282,7 @@ func TestDecodeGraphRefusedEmulator(t *testing.T) {
 	s := graphScenario{c: decodeQwenConfig(2), p: BF16, sampled: true}
 	eager, _, _ := s.run(t, false, "")
 	be := openEmulator(t)
-	be.d.drv.(emuDriver).m.refuse = "attention_cached_split"
+	be.d.drv.(emuDriver).m.Refuse = "attention_cached_split"
 	r := rand.New(rand.NewPCG(29, 3))
 	be.SetPrecision(s.p)
 	m := model.NewZero(be, s.c)
