@@ -27,11 +27,7 @@ int main() {
     int sms = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     bool ok = true;
-    struct {
-        const char* model;
-        int NH, NKV, HD;
-    } heads[] = {{"qwen2.5-0.5b", 14, 2, 64}, {"llama3.2-1b", 32, 8, 64}};
-    for (auto h : heads) {
+    for (auto h : attention_heads) {
         for (int N : {64, 1}) {
             const int T = 640, rows = T, KD = h.NKV * h.HD;
             int G = h.NH / h.NKV, GB = group_heads(G, h.HD);

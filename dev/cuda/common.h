@@ -96,6 +96,14 @@ double time_us(F f, int reps = 50) {
     return 1000.0 * ms / reps;
 }
 
+// attention_heads are the attention shapes the benchmarks time: Qwen2.5-0.5B's
+// heads (14 query, 2 KV, 64 dimensions) and Llama-3.2-1B's (32, 8, 64).
+struct head_shape {
+    const char* model;
+    int NH, NKV, HD;
+};
+static const head_shape attention_heads[] = {{"qwen2.5-0.5b", 14, 2, 64}, {"llama3.2-1b", 32, 8, 64}};
+
 // report prints a shape's line; a difference above tol makes the run fail.
 inline bool report(const char* name, const char* shape, double def_us, double var_us, double diff, double tol) {
     printf("%s %s: default %.1f us, variant %.1f us, variant/default %.3f, max diff %.2e%s\n", name, shape, def_us, var_us,

@@ -10,11 +10,7 @@
 
 int main() {
     bool ok = true;
-    struct {
-        const char* model;
-        int NH, NKV, HD;
-    } heads[] = {{"qwen2.5-0.5b", 14, 2, 64}, {"llama3.2-1b", 32, 8, 64}};
-    for (auto h : heads) {
+    for (auto h : attention_heads) {
         for (auto st : {std::pair{8, 1024}, std::pair{64, 128}}) {
             int S = st.first, T = st.second, N = S * T;
             std::vector<int> cu(S + 1);
