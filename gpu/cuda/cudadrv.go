@@ -4,13 +4,13 @@ package cuda
 
 import (
 	"embed"
+	"errors"
 	"fmt"
-	"runtime"
 	"time"
 	"unsafe"
 
 	"github.com/rlhost/rlhost/gpu"
-	_ "github.com/rlhost/rlhost/gpu/cuda/internal/probe" // before gorgonia.org/cu's init: a clear message without a GPU
+	"github.com/rlhost/rlhost/gpu/cuda/internal/cudrv"
 	"gorgonia.org/cu"
 )
 
@@ -20,40 +20,21 @@ const Built = true
 //go:embed ptx/kernels_sm80.ptx ptx/kernels_sm90.ptx
 var ptxFS embed.FS
 
-// cuDriver is the driver of a real GPU through gorgonia.org/cu: the
-// device's primary context (the one the CUDA runtime, and so cuBLAS, uses),
-// one stream and the module of embedded PTX.
-type cuDriver struct {
-	dev    cu.Device
-	ctx    cu.CUContext
-	stream cu.Stream
-	mod    cu.Module
-	fn     *kernelTable[cu.Function]
-	params slotPointers // of the launch being queued
-	// graphs: cuBLAS has a workspace of the backend's, so that its
-	// products can be captured (cudagraph.go); noGraphs says why not
-	graphs   bool
-	noGraphs string
-}
+// cuDriver is the backend's driver of a real GPU: internal/cudrv's (its
+// primary context, one stream, the module of the embedded PTX), its device
+// pointers dptrs here.
+type cuDriver struct{ c *cudrv.Driver }
 
 func newDevice(ordinal int) (*device, error) {
-	n, err := cu.NumDevices()
-	if err != nil {
-		return nil, &Error{"init", err}
-	}
-	if n == 0 {
+	c, err := cudrv.Open(ordinal)
+	if errors.Is(err, cudrv.ErrNoDevice) {
 		return nil, ErrNoDevice
 	}
-	if ordinal < 0 || ordinal >= n {
-		return nil, fmt.Errorf("cuda: device %d does not exist (%d device(s) visible)", ordinal, n)
+	if err != nil {
+		return nil, &Error{"open", err}
 	}
-	c := &cuDriver{fn: newKernelTable[cu.Function]()}
-	d := &device{drv: c}
-	if c.dev, err = cu.GetDevice(ordinal); err != nil {
-		return nil, &Error{"get device", err}
-	}
-	d.name, _ = c.dev.Name()
-	if d.cc[0], d.cc[1], err = c.dev.ComputeCapability(); err != nil {
+	d := &device{drv: cuDriver{c}, name: c.Name()}
+	if d.cc[0], d.cc[1], err = c.ComputeCapability(); err != nil {
 		return nil, &Error{"compute capability", err}
 	}
 	ptx := "ptx/kernels_sm80.ptx"
@@ -64,128 +45,91 @@ func newDevice(ordinal int) (*device, error) {
 		return nil, fmt.Errorf("cuda: %s has compute capability %d.%d; the kernels are built for 8.0 and later (Ampere, Ada, Hopper)",
 			d.name, d.cc[0], d.cc[1])
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if c.ctx, err = c.dev.RetainPrimaryCtx(); err != nil {
-		return nil, &Error{"retain primary context", err}
-	}
-	if err = cu.SetCurrentContext(c.ctx); err != nil {
-		return nil, &Error{"set context", err}
-	}
-	if c.stream, err = cu.MakeStream(cu.DefaultStream); err != nil {
-		return nil, &Error{"create stream", err}
-	}
 	src, err := ptxFS.ReadFile(ptx)
 	if err != nil {
 		return nil, &Error{"read " + ptx, err}
 	}
-	if c.mod, err = cu.LoadData(string(src)); err != nil {
-		return nil, &Error{"load " + ptx + " (the driver may be older than CUDA 11.8)", err}
+	if err := c.Start(string(src), kernelNames); err != nil {
+		return nil, &Error{ptx, err}
 	}
-	for _, k := range kernelNames {
-		f, err := c.mod.Function(k)
-		if err != nil {
-			return nil, &Error{"kernel " + k, err}
-		}
-		c.fn.add(k, f)
-	}
-	cb, err := openCublas(c.stream)
+	cb, err := openCublas(c.Stream())
 	if err != nil {
 		return nil, err
 	}
 	d.blas = rowMajor{api: cb, d: d}
-	if ws, err := c.malloc(cublasWorkspace); err != nil {
-		c.noGraphs = fmt.Sprintf("no memory for the cuBLAS workspace: %v", err)
-	} else if err := cb.setWorkspace(ws, cublasWorkspace); err != nil {
-		c.noGraphs = err.Error()
-		c.free(ws)
+	if ws, err := c.Malloc(cublasWorkspace); err != nil {
+		c.NoGraphs = fmt.Sprintf("no memory for the cuBLAS workspace: %v", err)
+	} else if err := cb.setWorkspace(dptr(ws), cublasWorkspace); err != nil {
+		c.NoGraphs = err.Error()
+		c.Free(ws)
 	} else {
-		c.graphs = true
+		c.Graphs = true
 	}
 	return d, nil
 }
 
-// lock pins the goroutine to its OS thread and makes the context current
-// there (driver contexts are per thread).
-func (c *cuDriver) lock() (func(), error) {
-	runtime.LockOSThread()
-	if err := cu.SetCurrentContext(c.ctx); err != nil {
-		runtime.UnlockOSThread()
-		return nil, err
-	}
-	return runtime.UnlockOSThread, nil
-}
+func (d cuDriver) lock() (func(), error)          { return d.c.Lock() }
+func (d cuDriver) free(p dptr) error              { return d.c.Free(uintptr(p)) }
+func (d cuDriver) memInfo() (int64, int64, error) { return d.c.MemInfo() }
+func (d cuDriver) sync() error                    { return d.c.Sync() }
+func (d cuDriver) attentionSMs() int              { return d.c.SMs() }
 
-func (c *cuDriver) malloc(bytes int64) (dptr, error) {
-	p, err := cu.MemAlloc(bytes)
+func (d cuDriver) malloc(bytes int64) (dptr, error) {
+	p, err := d.c.Malloc(bytes)
 	return dptr(p), err
 }
 
-func (c *cuDriver) free(p dptr) error { return cu.MemFree(cu.DevicePtr(p)) }
-
-// htod queues the copy on the backend's stream; from pageable memory the
-// driver stages the bytes before it returns, so src may be reused at once.
-func (c *cuDriver) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
-	return cu.MemcpyHtoDAsync(cu.DevicePtr(dst), src, bytes, c.stream)
+func (d cuDriver) htod(dst dptr, src unsafe.Pointer, bytes int64) error {
+	return d.c.HtoD(uintptr(dst), src, bytes)
 }
 
-// dtoh is a synchronous copy on the legacy default stream, which waits for
-// the backend's (blocking) stream; the caller synchronised it already.
-func (c *cuDriver) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
-	return cu.MemcpyDtoH(dst, cu.DevicePtr(src), bytes)
+func (d cuDriver) dtoh(dst unsafe.Pointer, src dptr, bytes int64) error {
+	return d.c.DtoH(dst, uintptr(src), bytes)
 }
 
-// dtohAsync queues a copy to the host on the backend's stream; dst is
-// page-locked memory (overlap.go), so the copy runs when the stream gets
-// there and the call returns at once.
-func (c *cuDriver) dtohAsync(dst unsafe.Pointer, src dptr, bytes int64) error {
-	return cu.MemcpyDtoHAsync(dst, cu.DevicePtr(src), bytes, c.stream)
+func (d cuDriver) dtohAsync(dst unsafe.Pointer, src dptr, bytes int64) error {
+	return d.c.DtoHAsync(dst, uintptr(src), bytes)
 }
 
-func (c *cuDriver) dtod(dst, src dptr, bytes int64) error {
-	return cu.MemcpyDtoDAsync(cu.DevicePtr(dst), cu.DevicePtr(src), bytes, c.stream)
+func (d cuDriver) dtod(dst, src dptr, bytes int64) error {
+	return d.c.DtoD(uintptr(dst), uintptr(src), bytes)
+}
+func (d cuDriver) zero(p dptr, bytes int64) error { return d.c.Zero(uintptr(p), bytes) }
+
+func (d cuDriver) launch(kernel string, grid int, args []uint64) error {
+	return d.c.Launch(kernel, grid, args)
 }
 
-func (c *cuDriver) zero(p dptr, bytes int64) error {
-	return cu.MemsetD32Async(cu.DevicePtr(p), 0, bytes/4, c.stream)
+// Events: cu.Events, as event.
+func (d cuDriver) newEvent() (event, error)     { return d.c.NewEvent() }
+func (d cuDriver) record(e event) error         { return d.c.Record(e.(cu.Event)) }
+func (d cuDriver) newSyncEvent() (event, error) { return d.c.NewSyncEvent() }
+func (d cuDriver) waitEvent(e event) error      { return d.c.WaitEvent(e.(cu.Event)) }
+func (d cuDriver) destroyEvent(e event) error   { return d.c.DestroyEvent(e.(cu.Event)) }
+
+func (d cuDriver) elapsed(start, end event) (time.Duration, error) {
+	return d.c.Elapsed(start.(cu.Event), end.(cu.Event))
 }
 
-func (c *cuDriver) memInfo() (free, total int64, err error) { return cu.MemInfo() }
+// Decode graphs (grapher) and page-locked memory (pinner).
+func (d cuDriver) beginCapture() error                           { return d.c.BeginCapture() }
+func (d cuDriver) launchGraph(g graphExec) error                 { return d.c.LaunchGraph(g.(cudrv.Graph)) }
+func (d cuDriver) destroyGraph(g graphExec) error                { return d.c.DestroyGraph(g.(cudrv.Graph)) }
+func (d cuDriver) hostAlloc(bytes int64) (unsafe.Pointer, error) { return d.c.HostAlloc(bytes) }
+func (d cuDriver) hostFree(p unsafe.Pointer) error               { return d.c.HostFree(p) }
 
-// launch passes each 8-byte slot by address: gorgonia.org/cu's Launch copies
-// 8 bytes per argument. The handle and the pointers come without an
-// allocation or a hash of the name (kernelTable, slotPointers).
-func (c *cuDriver) launch(kernel string, grid int, args []uint64) error {
-	f, ok := c.fn.get(kernel)
-	if !ok {
-		return fmt.Errorf("no kernel %s in the module", kernel)
+func (d cuDriver) endCapture() (graphExec, error) {
+	g, err := d.c.EndCapture()
+	if err != nil {
+		return nil, err
 	}
-	return f.Launch(grid, 1, 1, blockSize, 1, 1, 0, c.stream, c.params.of(args))
+	return g, nil
 }
 
-func (c *cuDriver) sync() error { return c.stream.Synchronize() }
-
-// Timing events (EnableProfile): cuEventCreate, cuEventRecord on the
-// backend's stream, cuEventElapsedTime (about 0.5 µs resolution).
-func (c *cuDriver) newEvent() (event, error) { return cu.MakeEvent(cu.DefaultEvent) }
-
-func (c *cuDriver) record(e event) error { return e.(cu.Event).Record(c.stream) }
-
-func (c *cuDriver) elapsed(start, end event) (time.Duration, error) {
-	ms, err := start.(cu.Event).Elapsed(end.(cu.Event))
-	return time.Duration(ms * 1e6), err
-}
-
-// The queue's events (queue.go): without timing, waited for with
-// cuEventSynchronize.
-func (c *cuDriver) newSyncEvent() (event, error) { return cu.MakeEvent(cu.DisableTiming) }
-
-func (c *cuDriver) waitEvent(e event) error { return e.(cu.Event).Synchronize() }
-
-func (c *cuDriver) destroyEvent(e event) error {
-	ev := e.(cu.Event)
-	return cu.DestroyEvent(&ev)
-}
+var (
+	_ grapher = cuDriver{}
+	_ pinner  = cuDriver{}
+)
 
 // New opens GPU 0 (the first of CUDA_VISIBLE_DEVICES): its primary context,
 // a stream, the embedded kernels and cuBLAS. The error says what is missing

@@ -19,7 +19,7 @@ type dptr uintptr
 
 // driver is what the ops need from a device: memory, copies, kernel
 // launches by name, and a way to make the device current for one op. The
-// CUDA driver implements it with -tags cuda (cudadrv.go); the emulator that
+// CUDA driver implements it with -tags cuda (internal/cudrv, cudadrv.go); the emulator that
 // runs kernels.cu on the CPU implements it with -tags cudaemu (emu.go over internal/emu).
 type driver interface {
 	lock() (unlock func(), err error) // make the device current on this goroutine's thread
@@ -35,73 +35,6 @@ type driver interface {
 	zero(p dptr, bytes int64) error                      // queued on the stream; bytes % 4 == 0
 	launch(kernel string, grid int, args []uint64) error // blockSize threads per block
 	sync() error                                         // wait for every launch and copy
-}
-
-// kernelTable is a driver's kernels by name, resolved once when the module
-// loads (byName). The ops name their kernel by a string constant at every
-// launch; hot remembers the kernels seen, open-addressed by the address of
-// their name's bytes (up to kernelProbes slots from the first), so that a
-// constant's launches find their handle by comparing strings whose equal
-// pointers make the comparison O(1), without hashing the name. A name
-// built at run time has another address: it is found by name in byName
-// (and remembered if one of its slots is free; the slot keeps the string,
-// so the bytes at a remembered address never change).
-type kernelTable[F any] struct {
-	byName map[string]F
-	hot    [kernelHot]kernelEntry[F]
-}
-
-type kernelEntry[F any] struct {
-	name string
-	f    F
-}
-
-// kernelHot is the slots of a kernelTable's hot table (a power of 2), and
-// kernelProbes the slots a name may take from its first: 8, so that the
-// ~50 constants, whose slots follow from where the linker puts their
-// bytes, find one unless nine of them land within eight slots (with 4,
-// five names in four adjacent slots left one unremembered in a build;
-// TestKernelTable).
-const kernelHot, kernelProbes = 256, 8
-
-func newKernelTable[F any]() *kernelTable[F] { return &kernelTable[F]{byName: map[string]F{}} }
-
-func (t *kernelTable[F]) add(name string, f F) { t.byName[name] = f }
-
-// get returns the kernel called name.
-func (t *kernelTable[F]) get(name string) (F, bool) {
-	h := (uint64(uintptr(unsafe.Pointer(unsafe.StringData(name)))) * 0x9E3779B97F4A7C15) >> 56 // of kernelHot = 1<<8
-	free := -1
-	for i := range uint64(kernelProbes) {
-		e := &t.hot[(h+i)%kernelHot]
-		if e.name == "" {
-			free = int((h + i) % kernelHot)
-			break
-		}
-		if e.name == name {
-			return e.f, true
-		}
-	}
-	f, ok := t.byName[name]
-	if ok && free >= 0 && name != "" {
-		t.hot[free] = kernelEntry[F]{name, f}
-	}
-	return f, ok
-}
-
-// slotPointers is the pointer to each argument slot that a launch through
-// gorgonia.org/cu passes (its Launch copies 8 bytes from each), in a
-// buffer kept between launches.
-type slotPointers []unsafe.Pointer
-
-// of returns a pointer to each of args' slots, valid until the next call.
-func (s *slotPointers) of(args []uint64) []unsafe.Pointer {
-	p := (*s)[:0]
-	for i := range args {
-		p = append(p, unsafe.Pointer(&args[i]))
-	}
-	*s = p
-	return p
 }
 
 // guard is implemented by a driver whose memory the host may touch only

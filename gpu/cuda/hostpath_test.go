@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/rlhost/rlhost/gpu/cuda/internal/launch"
 )
 
 // TestKernelTable: every kernel is found by its name, whether the name is
@@ -13,20 +15,20 @@ import (
 // (another address, maybe another's hot slot); unknown and empty names are
 // not found.
 func TestKernelTable(t *testing.T) {
-	kt := newKernelTable[int]()
+	kt := launch.NewKernelTable[int]()
 	for i, k := range kernelNames {
-		kt.add(k, i)
+		kt.Add(k, i)
 	}
 	for round := range 2 { // the first round fills the hot slots, the second hits them
 		for i, k := range kernelNames {
-			if f, ok := kt.get(k); !ok || f != i {
+			if f, ok := kt.Get(k); !ok || f != i {
 				t.Fatalf("round %d: get(%q) = %d, %v; want %d", round, k, f, ok, i)
 			}
 		}
 	}
 	// every constant is remembered: its launches hash nothing
 	for _, k := range kernelNames {
-		if !slices.ContainsFunc(kt.hot[:], func(e kernelEntry[int]) bool { return unsafe.StringData(e.name) == unsafe.StringData(k) }) {
+		if !kt.Remembered(k) {
 			t.Errorf("%s is not in the hot table", k)
 		}
 	}
@@ -36,16 +38,16 @@ func TestKernelTable(t *testing.T) {
 			if unsafe.StringData(built) == unsafe.StringData(k) {
 				t.Fatal("strings.Clone kept the address")
 			}
-			if f, ok := kt.get(built); !ok || f != i {
+			if f, ok := kt.Get(built); !ok || f != i {
 				t.Fatalf("round %d: get(copy of %q) = %d, %v; want %d", round, k, f, ok, i)
 			}
-			if f, ok := kt.get(k); !ok || f != i {
+			if f, ok := kt.Get(k); !ok || f != i {
 				t.Fatalf("round %d: get(%q) after a copy = %d, %v; want %d", round, k, f, ok, i)
 			}
 		}
 	}
 	for _, k := range []string{"", "no_such_kernel", "rmsnorm_forward "} {
-		if f, ok := kt.get(k); ok {
+		if f, ok := kt.Get(k); ok {
 			t.Errorf("get(%q) = %d, found", k, f)
 		}
 	}
@@ -54,13 +56,13 @@ func TestKernelTable(t *testing.T) {
 // TestSlotPointers: each pointer addresses its slot, for argument lists of
 // every length in turn through one buffer.
 func TestSlotPointers(t *testing.T) {
-	var s slotPointers
+	var s launch.SlotPointers
 	for _, n := range []int{3, 0, 20, 1, 7} {
 		args := make([]uint64, n)
 		for i := range args {
 			args[i] = uint64(1000*n + i)
 		}
-		p := s.of(args)
+		p := s.Of(args)
 		if len(p) != n {
 			t.Fatalf("%d pointers for %d slots", len(p), n)
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/rlhost/rlhost/gpu/cuda/internal/launch"
 )
 
 // The null device: a driver and a cuBLAS on which nothing runs, so that
@@ -23,12 +25,12 @@ import (
 
 // nullDriver is the null device's driver.
 type nullDriver struct {
-	region []byte            // reserved, PROT_NONE
-	top    int               // [0, top) handed out
-	live   map[dptr]int64    // blocks handed out: size by address
-	freed  map[int64][]dptr  // freed blocks by size, reused first
-	fn     *kernelTable[int] // the kernels, resolved as cuDriver resolves them
-	params slotPointers      // as cuDriver's
+	region []byte                   // reserved, PROT_NONE
+	top    int                      // [0, top) handed out
+	live   map[dptr]int64           // blocks handed out: size by address
+	freed  map[int64][]dptr         // freed blocks by size, reused first
+	fn     *launch.KernelTable[int] // the kernels, resolved as the CUDA driver resolves them
+	params launch.SlotPointers      // as the CUDA driver's
 	ops    nullOps
 	pinned [][]byte // page-locked memory handed out (ordinary memory here)
 }
@@ -69,9 +71,9 @@ func newNullDriver() (*nullDriver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reserve the null device's address space: %w", err)
 	}
-	n := &nullDriver{region: r, live: map[dptr]int64{}, freed: map[int64][]dptr{}, fn: newKernelTable[int]()}
+	n := &nullDriver{region: r, live: map[dptr]int64{}, freed: map[int64][]dptr{}, fn: launch.NewKernelTable[int]()}
 	for i, k := range kernelNames {
-		n.fn.add(k, i)
+		n.fn.Add(k, i)
 	}
 	return n, nil
 }
@@ -162,14 +164,14 @@ func (n *nullDriver) zero(p dptr, bytes int64) error {
 	return nil
 }
 
-// launch does what cuDriver.launch does on the host before it calls the
+// launch does what the CUDA driver's launch does on the host before it calls the
 // CUDA driver: the kernel's handle by name, a pointer to each argument slot.
 func (n *nullDriver) launch(kernel string, grid int, args []uint64) error {
-	f, ok := n.fn.get(kernel)
+	f, ok := n.fn.Get(kernel)
 	if !ok {
 		return fmt.Errorf("no kernel %s in the module", kernel)
 	}
-	params := n.params.of(args)
+	params := n.params.Of(args)
 	n.ops.launches++
 	n.ops.queue()
 	nullSink = f + len(params)

@@ -1,8 +1,8 @@
 //go:build cuda
 
-package cuda
+package cudrv
 
-// Decode graphs on the CUDA driver (grapher, graph.go): stream capture in
+// Decode graphs on the CUDA driver (gpu/cuda's graph.go): stream capture in
 // relaxed mode (the region's ops run on whichever thread holds the
 // context; the arena may allocate during a capture), instantiated with
 // cuGraphInstantiateWithFlags (in the driver API since CUDA 11.4, the
@@ -43,8 +43,8 @@ import (
 	"unsafe"
 )
 
-// cuGraph is an instantiated graph (a CUgraphExec).
-type cuGraph C.uintptr_t
+// Graph is an instantiated graph (a CUgraphExec).
+type Graph C.uintptr_t
 
 func cuErr(what string, r C.CUresult) error {
 	if r == C.CUDA_SUCCESS {
@@ -53,34 +53,36 @@ func cuErr(what string, r C.CUresult) error {
 	return fmt.Errorf("%s: %s (%d)", what, C.GoString(C.rl_error_name(r)), int(r))
 }
 
-func (c *cuDriver) streamHandle() C.uintptr_t {
+func (c *Driver) streamHandle() C.uintptr_t {
 	return C.uintptr_t(uintptr(unsafe.Pointer(c.stream.C())))
 }
 
-func (c *cuDriver) beginCapture() error {
-	if !c.graphs {
-		return fmt.Errorf("decode graphs unavailable: %s", c.noGraphs)
+// BeginCapture is cuStreamBeginCapture, relaxed.
+func (c *Driver) BeginCapture() error {
+	if !c.Graphs {
+		return fmt.Errorf("decode graphs unavailable: %s", c.NoGraphs)
 	}
 	return cuErr("cuStreamBeginCapture", C.rl_begin_capture(c.streamHandle()))
 }
 
-func (c *cuDriver) endCapture() (graphExec, error) {
+// EndCapture ends the capture and instantiates its graph.
+func (c *Driver) EndCapture() (Graph, error) {
 	var e C.uintptr_t
 	if err := cuErr("cuStreamEndCapture/cuGraphInstantiateWithFlags", C.rl_end_capture(c.streamHandle(), &e)); err != nil {
 		if e != 0 {
 			C.rl_graph_destroy(e)
 		}
-		return nil, err
+		return 0, err
 	}
-	return cuGraph(e), nil
+	return Graph(e), nil
 }
 
-func (c *cuDriver) launchGraph(g graphExec) error {
-	return cuErr("cuGraphLaunch", C.rl_graph_launch(C.uintptr_t(g.(cuGraph)), c.streamHandle()))
+// LaunchGraph is cuGraphLaunch on the stream.
+func (c *Driver) LaunchGraph(g Graph) error {
+	return cuErr("cuGraphLaunch", C.rl_graph_launch(C.uintptr_t(g), c.streamHandle()))
 }
 
-func (c *cuDriver) destroyGraph(g graphExec) error {
-	return cuErr("cuGraphExecDestroy", C.rl_graph_destroy(C.uintptr_t(g.(cuGraph))))
+// DestroyGraph is cuGraphExecDestroy.
+func (c *Driver) DestroyGraph(g Graph) error {
+	return cuErr("cuGraphExecDestroy", C.rl_graph_destroy(C.uintptr_t(g)))
 }
-
-var _ grapher = (*cuDriver)(nil)

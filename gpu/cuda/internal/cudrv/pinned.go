@@ -1,8 +1,8 @@
 //go:build cuda
 
-package cuda
+package cudrv
 
-// Page-locked host memory on the CUDA driver (pinner, pinned.go):
+// Page-locked host memory on the CUDA driver (gpu/cuda's pinned.go):
 // cuMemAllocHost in the device's primary context, current when an op runs.
 
 // #cgo LDFLAGS: -lcuda
@@ -14,7 +14,8 @@ import "C"
 
 import "unsafe"
 
-func (c *cuDriver) hostAlloc(bytes int64) (unsafe.Pointer, error) {
+// HostAlloc is cuMemAllocHost.
+func (c *Driver) HostAlloc(bytes int64) (unsafe.Pointer, error) {
 	var p unsafe.Pointer
 	if err := cuErr("cuMemAllocHost", C.rl_host_alloc(C.size_t(bytes), &p)); err != nil {
 		return nil, err
@@ -22,8 +23,7 @@ func (c *cuDriver) hostAlloc(bytes int64) (unsafe.Pointer, error) {
 	return p, nil
 }
 
-func (c *cuDriver) hostFree(p unsafe.Pointer) error {
+// HostFree is cuMemFreeHost.
+func (c *Driver) HostFree(p unsafe.Pointer) error {
 	return cuErr("cuMemFreeHost", C.rl_host_free(p))
 }
-
-var _ pinner = (*cuDriver)(nil)
