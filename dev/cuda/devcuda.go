@@ -172,26 +172,13 @@ func Generate(dev, kernels fs.FS) ([]byte, error) {
 	fmt.Fprintln(&b, "// edits, in a namespace of its own (internal linkage: only the registered kernel is")
 	fmt.Fprintln(&b, "// compiled).")
 	fmt.Fprintln(&b, "#pragma once")
-	variants, err := fs.Glob(dev, "*.cuh")
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(variants)
-	text := map[string]string{}
-	var reg []string
-	for _, v := range variants {
-		src, err := fs.ReadFile(dev, v)
-		if err != nil {
-			return nil, err
-		}
-		text[v] = string(src)
-	}
 	files, err := fs.Glob(dev, "*.edits")
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(files)
-	seen := map[string]string{}
+	var reg []string
+	seen := map[string]string{}    // the builds' header lines, by name
 	outputs := map[string]string{} // the builds made so far, by name
 	for _, f := range files {
 		src, err := fs.ReadFile(dev, f)
@@ -207,16 +194,12 @@ func Generate(dev, kernels fs.FS) ([]byte, error) {
 				return nil, fmt.Errorf("%s: build %s is also at %s", p.at, p.Name, prev)
 			}
 			seen[p.Name] = p.at
-			fam, ok := text[p.File]
-			if base, built := outputs[p.File]; built {
-				fam, ok = base, true
-			}
+			fam, ok := outputs[p.File]
 			if !ok {
-				s, err := fs.ReadFile(kernels, p.File)
+				fam, err = family(p, dev, kernels)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %s: no kernel family %s in gpu/cuda/kernels or dev/cuda, nor a build of that name before it", p.at, p.Name, p.File)
+					return nil, err
 				}
-				fam = string(s)
 			}
 			out, err := p.Apply(fam)
 			if err != nil {
@@ -239,6 +222,16 @@ func Generate(dev, kernels fs.FS) ([]byte, error) {
 	}
 	fmt.Fprintln(&b)
 	return b.Bytes(), nil
+}
+
+// family is the text p edits: a file of dev (a variant's own) or of kernels.
+func family(p Build, dev, kernels fs.FS) (string, error) {
+	for _, dir := range []fs.FS{dev, kernels} {
+		if src, err := fs.ReadFile(dir, p.File); err == nil {
+			return string(src), nil
+		}
+	}
+	return "", fmt.Errorf("%s: %s: no kernel family %s in gpu/cuda/kernels or dev/cuda, nor a build of that name before it", p.at, p.Name, p.File)
 }
 
 // strip drops the lines a copied family must not repeat inside a
