@@ -21,10 +21,24 @@ type wire struct {
 	mu      sync.Mutex
 	ids     [][]byte // the unique ids the trainer minted
 	opened  chan []byte
-	sent    chan PushTensor
+	sent    chan PushTensor // the broadcasts of the group joined last (each group its own)
 	warmed  bool
 	aborted int
 	failAt  string // a tensor whose broadcast fails
+}
+
+// join makes a new group's channel of broadcasts, as the engine joins it.
+func (w *wire) join() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sent = make(chan PushTensor)
+}
+
+// group is the channel of the group joined last.
+func (w *wire) group() chan PushTensor {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sent
 }
 
 type fakeTransport struct {
@@ -57,10 +71,15 @@ func (f *fakeTransport) Open(ctx context.Context, id []byte, world int) (WeightG
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return &fakeGroup{w: f.w}, nil
+	return &fakeGroup{w: f.w, sent: f.w.group()}, nil
 }
 
-type fakeGroup struct{ w *wire }
+// fakeGroup is a group's side of the wire: a broadcast lands on the group's channel, which
+// only the engine's calls of that group read (an aborted group's broadcasts land nowhere).
+type fakeGroup struct {
+	w    *wire
+	sent chan PushTensor
+}
 
 func (g *fakeGroup) Warm(context.Context) error {
 	g.w.mu.Lock()
@@ -74,7 +93,7 @@ func (g *fakeGroup) Broadcast(ctx context.Context, t PushTensor) error {
 		return errors.New("NCCL error 6: unhandled system error")
 	}
 	select {
-	case g.w.sent <- t:
+	case g.sent <- t:
 		return nil
 	case <-time.After(5 * time.Second):
 		return errors.New("no rank received the broadcast")
@@ -160,6 +179,7 @@ func (s *testVLLM) handler(w http.ResponseWriter, r *http.Request) {
 			s.mu.Lock()
 			s.group = id
 			s.mu.Unlock()
+			s.w.join()
 			s.w.opened <- id // the workers join the group; the trainer's Open returns
 			fmt.Fprint(w, `{"message": "Weight transfer initialized"}`)
 		}
@@ -189,9 +209,10 @@ func (s *testVLLM) handler(w http.ResponseWriter, r *http.Request) {
 			fail("update_info %s", raw)
 			return
 		}
+		sent := s.w.group()
 		for i, name := range up.Info.Names {
 			select {
-			case t := <-s.w.sent:
+			case t := <-sent:
 				if t.Name != name || t.DType != up.Info.DTypes[i] || !slices.Equal(t.Shape, up.Info.Shapes[i]) {
 					fail("broadcast %d is %s %s %v; the listing says %s %s %v", i, t.Name, t.DType, t.Shape, name, up.Info.DTypes[i], up.Info.Shapes[i])
 					return
@@ -228,7 +249,7 @@ func (s *testVLLM) handler(w http.ResponseWriter, r *http.Request) {
 
 func startTestVLLM(t *testing.T, workers int) (*testVLLM, *EnginePolicy) {
 	t.Helper()
-	s := &testVLLM{t: t, w: &wire{opened: make(chan []byte, 1), sent: make(chan PushTensor)}, workers: workers}
+	s := &testVLLM{t: t, w: &wire{opened: make(chan []byte, 1)}, workers: workers}
 	srv := httptest.NewServer(http.HandlerFunc(s.handler))
 	t.Cleanup(srv.Close)
 	s.url = srv.URL
@@ -314,10 +335,8 @@ func TestVLLMPushFailures(t *testing.T) {
 				t.Errorf("paused %v, %d groups aborted, calls %v", s.paused, s.w.aborted, s.calls)
 			}
 			s.failOn, s.w.failAt = "", ""
-			// the broadcasts the engine did not take are gone with the aborted group
-			for len(s.w.sent) > 0 {
-				<-s.w.sent
-			}
+			// the broadcasts the engine did not take are gone with the aborted group: the
+			// failed push's /update_weights, if it still waits, reads that group's channel
 			if err := p.Push(ctx, e, 4, pushTensors(4)); err != nil {
 				t.Fatal(err)
 			}
