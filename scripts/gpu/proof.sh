@@ -113,13 +113,22 @@ if [ "$DEV" = 1 ]; then
 	else
 		arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d .)
 		: >"$out/dev-cuda.txt"
+		# built side by side (each takes about half a minute on one core), then run one at a time
 		for src in "$here"/dev-cuda/dev/cuda/*.cu; do
 			[ -e "$src" ] || continue
 			name=$(basename "$src" .cu)
-			if lim nvcc -O3 -std=c++17 -arch="sm_$arch" -o "$out/dev-$name" "$src"; then
+			{ lim nvcc -O3 -std=c++17 -arch="sm_$arch" -o "$out/dev-$name" "$src" >"$out/dev-$name.nvcc" 2>&1 ||
+				rm -f "$out/dev-$name"; } &
+		done
+		wait
+		for src in "$here"/dev-cuda/dev/cuda/*.cu; do
+			[ -e "$src" ] || continue
+			name=$(basename "$src" .cu)
+			if [ -x "$out/dev-$name" ]; then
 				lim "$out/dev-$name" 2>&1 | tee -a "$out/dev-cuda.txt"
 				[ "${PIPESTATUS[0]}" = 0 ] || fail=1
 			else
+				cat "$out/dev-$name.nvcc"
 				echo "dev/cuda/$name.cu: nvcc failed" | tee -a "$out/dev-cuda.txt"
 				fail=1
 			fi
