@@ -63,6 +63,7 @@ cuda-check: setup-cuda setup-blas tokenizers-lib ## CUDA backend: PTX for sm_80/
 		echo "cuda-check: PTX sm_$$a builds and assembles"; \
 	done; \
 	for b in dev/cuda/*.cu; do \
+		[ -e "$$b" ] || continue; \
 		$(NVCC) -ccbin /usr/bin/gcc -allow-unsupported-compiler -std=c++17 -O3 -arch=sm_80 -o $$tmp/dev-bench $$b; \
 		echo "cuda-check: $$b builds (the proof runs it on a GPU)"; \
 	done; \
@@ -129,7 +130,7 @@ gpu-proof-bundle: setup-cuda setup-blas tokenizers-lib model ## build $(GPU_PROO
 	$(GO) run ./scripts/gpu/tokfiles $(MODEL_GGUF) $(GPU_PROOF_DIR)/tokenizer; \
 	cp scripts/gpu/proof.sh scripts/gpu/proof_torch.py examples/configs/arith.yaml $(GPU_PROOF_DIR)/; \
 	mkdir -p $(GPU_PROOF_DIR)/dev-cuda/dev/cuda $(GPU_PROOF_DIR)/dev-cuda/gpu/cuda/kernels; \
-	cp dev/cuda/*.cu dev/cuda/*.cuh dev/cuda/*.h $(GPU_PROOF_DIR)/dev-cuda/dev/cuda/; \
+	for f in dev/cuda/*.cu dev/cuda/*.cuh dev/cuda/*.h; do if [ -e "$$f" ]; then cp "$$f" $(GPU_PROOF_DIR)/dev-cuda/dev/cuda/; fi; done; \
 	cp gpu/cuda/kernels/*.cu gpu/cuda/kernels/*.cuh $(GPU_PROOF_DIR)/dev-cuda/gpu/cuda/kernels/; \
 	{ git rev-parse HEAD | tr -d '\n'; git diff --quiet HEAD -- . 2>/dev/null || printf -- '-dirty'; echo; } > $(GPU_PROOF_DIR)/COMMIT; \
 	echo "gpu-proof-bundle: $(GPU_PROOF_DIR)/rlhost needs: $$(ldd $(GPU_PROOF_DIR)/rlhost | awk '{print $$1}' | tr '\n' ' ')"; \

@@ -105,9 +105,9 @@ func TestSelftestBenchCUDAProfile(t *testing.T) {
 		batch int
 		ops   []string
 	}{
-		{"train", 2, []string{"flash_attention_forward_mma64", "flash_attention_backward_dkv_heads_mma64", "adamw", "memcpy HtoD"}},
+		{"train", 2, []string{"flash_attention_forward_ldsm_mma64", "flash_attention_backward_dkv_heads_mma64", "adamw", "memcpy HtoD"}},
 		{"decode", 4, []string{"attention_cached_split", "memcpy DtoH"}},
-		{"decode-grpo", 4, []string{"attention_cached_split", "sample_tokens_hist"}},
+		{"decode-grpo", 4, []string{"attention_cached_split", "sample_split_sum"}},
 	} {
 		t.Logf("%s", lines[4+i])
 		var p profileLine

@@ -12,6 +12,18 @@ import (
 	"github.com/rlhost/rlhost/gpu/cuda/internal/checkutil"
 )
 
+// checkNamed is the check of cudacheck.Checks called name.
+func checkNamed(t *testing.T, name string) cudacheck.Check {
+	t.Helper()
+	for _, c := range cudacheck.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no check %s", name)
+	return cudacheck.Check{}
+}
+
 // TestKernelsOnEmulator runs every check with the kernels of kernels.cu
 // executed on the CPU by the emulator, through the same op code (backend.go)
 // and staging as on a GPU.

@@ -102,8 +102,9 @@ type device struct {
 	stageNamed string
 	// sampleHook, when set, may sample instead of the kernels and says
 	// whether it did: for the tests alone (the transfer tests' planted bug
-	// that downloads the logits and samples on the host; the sample_split
-	// variant of dev/cuda on the emulator); never set otherwise.
+	// that downloads the logits and samples on the host; on the emulator,
+	// sample_tokens_hist for calls the split path would take); never set
+	// otherwise.
 	sampleHook func(a *arena, tokens []int32, logp, logits []float32, params []gpu.SampleParams, M, V int) bool
 	closed     bool // Close ran: every op fails
 	// prof times every launch, cuBLAS call and copy while profiling is on

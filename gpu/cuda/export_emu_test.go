@@ -2,16 +2,27 @@
 
 package cuda
 
-import "github.com/rlhost/rlhost/gpu/cuda/internal/emu"
+import (
+	"github.com/rlhost/rlhost/gpu"
+	"github.com/rlhost/rlhost/gpu/cuda/internal/emu"
+)
 
 // EmuPlanted is internal/emu's Planted: per kernel, the build of dev/cuda
 // the emulator runs in its place.
 var EmuPlanted = emu.Planted
 
-// The variants of dev/cuda waiting for a GPU proof, as cudacheck.Variant
-// switches on the emulator (sample_split: SampleSplitOn).
-var (
-	DecodeVec      = BuildVariant("attention_cached_split", "vec")
-	FlashFwdLdsm   = BuildVariant("flash_attention_forward_mma64", "ldsm")
-	LogprobTwoPass = BuildVariant("logprob_forward", "twopass")
-)
+// SampleHist sends every call of SampleTokens on be to sample_tokens_hist
+// while on (the calls the split path takes too), to compare the two: a
+// cudacheck.Variant.
+func SampleHist(be *Backend) func(on bool) {
+	return func(on bool) {
+		if !on {
+			be.d.sampleHook = nil
+			return
+		}
+		be.d.sampleHook = func(a *arena, tokens []int32, logp, logits []float32, params []gpu.SampleParams, M, V int) bool {
+			be.d.sampleHist(a, tokens, logp, logits, params, M, V)
+			return true
+		}
+	}
+}

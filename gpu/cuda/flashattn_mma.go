@@ -16,14 +16,21 @@ const flashMMAQueries = 128
 
 // flashForwardMMA launches the tensor-core forward inside
 // AttentionVarlenForward's op: one block per (sequence, tile of 128
-// queries, head), the kernel built for head dimensions up to 64 when HD
-// fits (two blocks per SM), else the one up to 128.
+// queries, head), for head dimensions up to 64 (two blocks per SM) the
+// kernel with ldmatrix and double-buffered key tiles
+// (flash_attention_forward_ldsm_mma64) or, with a window, the one without
+// (flash_attention_forward_mma64); else the one up to 128.
 func (b *Backend) flashForwardMMA(a *arena, cu dptr, out, lse, q, k, v []float32, S, N, maxT, NH, NKV, HD int, scale float32,
 	window int) {
 	grid := S * ((maxT + flashMMAQueries - 1) / flashMMAQueries) * NH
 	po, pl := a.out(out, N*NH*HD), a.out(lse, N*NH)
 	pq, pk, pv := a.in(q, N*NH*HD), a.in(k, N*NKV*HD), a.in(v, N*NKV*HD)
 	if HD <= 64 {
+		if window == 0 { // the same grid and arguments, no window
+			b.d.launch("flash_attention_forward_ldsm_mma64", grid, ptr(po), ptr(pl), ptr(pq), ptr(pk), ptr(pv), ptr(cu),
+				i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale))
+			return
+		}
 		b.d.launch("flash_attention_forward_mma64", grid, ptr(po), ptr(pl), ptr(pq), ptr(pk), ptr(pv), ptr(cu),
 			i64(S), i64(maxT), i64(NH), i64(NKV), i64(HD), f32(scale), i64(window))
 		return

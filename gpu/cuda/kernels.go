@@ -19,10 +19,10 @@ var kernelNames = []string{
 	"swiglu_forward", "swiglu_backward", "swiglu_backward_h", "residual_forward", "residual_backward",
 	"geglu_forward", "geglu_backward_h", "softcap_forward", "softcap_backward",
 	"logprob_forward", "logprob_backward", "sum_squares", "sum_f64", "scale", "clip_coef", "adamw",
-	"gather_rows", "scatter_rows", "sample_tokens_hist",
+	"gather_rows", "scatter_rows", "sample_tokens_hist", "sample_split_max", "sample_split_sum", "sample_split_pick",
 	"mma_bf16_probe", "flash_attention_forward_mma64", "flash_attention_forward_mma128",
 	"flash_attention_backward_dq_mma128", "flash_attention_backward_dk_mma128", "flash_attention_backward_dv_mma128",
 	"flash_attention_backward_dkv_heads_mma64", "flash_attention_backward_dkv_reduce",
-	"flash_attention_backward_dq_ldsm_mma64",
+	"flash_attention_backward_dq_ldsm_mma64", "flash_attention_forward_ldsm_mma64",
 	"decode_qkv", "swiglu_rows",
 }

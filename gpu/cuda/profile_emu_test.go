@@ -67,7 +67,7 @@ func TestProfileEmulator(t *testing.T) {
 	c := be.Counters()
 	t.Logf("emulator, a training step and a decode:\n%v", p)
 
-	for _, op := range []string{"flash_attention_forward_mma64", "flash_attention_backward_dq_ldsm_mma64", "attention_cached_split", "adamw", "embedding_forward"} {
+	for _, op := range []string{"flash_attention_forward_ldsm_mma64", "flash_attention_backward_dq_ldsm_mma64", "attention_cached_split", "adamw", "embedding_forward"} {
 		if e, ok := profileEntry(p, op); !ok || e.Kind != "kernel" {
 			t.Errorf("no kernel entry %q in the profile", op)
 		}

@@ -15,14 +15,17 @@ import (
 )
 
 // sampleVersusBisect samples CheckSampleShapes' rows (every kind and shape
-// at V 20000, and the GRPO-like decode's at V 151936) with
-// sample_tokens_hist, with defect planted in it ("" for none), and with
+// at V 20000, and the GRPO-like decode's at V 151936, which SampleTokens
+// would send to the split path) with sample_tokens_hist, with defect planted in it ("" for none), and with
 // the bisection swapped in its place (sample_tokens_hist/bisect, the
 // kernel the radix select replaced): an error names the first row whose
 // token or log-prob differ in a bit.
 func sampleVersusBisect(be *cuda.Backend, defect string) error {
 	const kernel = "sample_tokens_hist"
 	defer delete(cuda.EmuPlanted, kernel)
+	hist := cuda.SampleHist(be) // the GRPO-like rows would take the split path
+	hist(true)
+	defer hist(false)
 	r := rand.New(rand.NewPCG(27, 27))
 	for _, V := range []int{20000, 151936} {
 		params, logits := cudacheck.SampleShapesRows(r, V)
@@ -117,6 +120,9 @@ func TestTransferSampleHist(t *testing.T) {
 	}
 	var c [2]cuda.Counters
 	var tok [2][]int32
+	hist := cuda.SampleHist(be) // these rows would take the split path
+	hist(true)
+	defer hist(false)
 	defer delete(cuda.EmuPlanted, "sample_tokens_hist")
 	for i, plant := range []string{"", "bisect"} {
 		cuda.EmuPlanted["sample_tokens_hist"] = plant
@@ -138,15 +144,14 @@ func TestTransferSampleHist(t *testing.T) {
 	}
 }
 
-// sampleSplit is the sample_split variant of dev/cuda on be, for the
-// checks.
+// sampleSplit is the split path on be as its check compares it with
+// sample_tokens_hist.
 func sampleSplit(be *cuda.Backend) cudacheck.SampleSplit {
-	return cudacheck.SampleSplit{On: cuda.SampleSplitOn(be), Takes: cuda.SampleSplitTakes}
+	return cudacheck.SampleSplit{Takes: cuda.SampleSplits, Hist: cuda.SampleHist(be)}
 }
 
-// TestSampleSplitEmulator runs the check of the split path (the
-// sample_split variant) on the emulator: its tokens are the CPU
-// reference's and the default kernel's.
+// TestSampleSplitEmulator runs the check of the split path on the
+// emulator: its tokens are the CPU reference's and sample_tokens_hist's.
 func TestSampleSplitEmulator(t *testing.T) {
 	be := openEmulator(t)
 	if err := cudacheck.CheckSampleSplit(be, sampleSplit(be)); err != nil {
@@ -155,20 +160,23 @@ func TestSampleSplitEmulator(t *testing.T) {
 }
 
 // TestSampleSplitPlantedBugs: the check fails with a defect planted in the
-// split path: the ties at the K-th key taken from the highest ids (in the
-// slices and in the merge), and a slice's e taken against the slice's own
-// max instead of the row's (a wrong se: wrong draws and log-probs).
+// split path (dev/cuda/sample.edits): the ties at the K-th key taken from
+// the highest ids (in the slices and in the merge), and a slice's e taken
+// against the slice's own max instead of the row's (a wrong se: wrong
+// draws and log-probs).
 func TestSampleSplitPlantedBugs(t *testing.T) {
 	be := openEmulator(t)
 	for _, c := range []struct {
-		defect         string
-		max, sum, pick string
+		defect string
+		builds map[string]string
 	}{
-		{"tie", "max", "sum_tie", "pick_tie"},
-		{"slice_max", "max", "sum_slice_max", "pick"},
+		{"tie", map[string]string{"sample_split_sum": "tie", "sample_split_pick": "tie"}},
+		{"slice_max", map[string]string{"sample_split_sum": "slice_max"}},
 	} {
 		t.Run(c.defect, func(t *testing.T) {
-			defer cuda.SplitKernels(c.max, c.sum, c.pick)()
+			for k, b := range c.builds {
+				defer cuda.UseBuild(k, b)()
+			}
 			err := cudacheck.CheckSampleSplit(be, sampleSplit(be))
 			if err == nil {
 				t.Fatalf("the check passed with %s planted in the split kernels", c.defect)
@@ -178,12 +186,11 @@ func TestSampleSplitPlantedBugs(t *testing.T) {
 	}
 }
 
-// TestTransferSampleSplit: with the sample_split variant on, a call whose
-// rows it takes runs its three launches and moves what the default kernel
-// moves (the params up, tokens and log-probs down, one synchronisation, no
-// allocation once the arena has grown), with the default kernel's tokens;
-// a call with a row it does not take (top-p alone) runs the default
-// kernel, one launch.
+// TestTransferSampleSplit: a call whose rows the split path takes runs its
+// three launches and moves what sample_tokens_hist moves (the params up,
+// tokens and log-probs down, one synchronisation, no allocation once the
+// arena has grown), with sample_tokens_hist's tokens; a call with a row it
+// does not take (top-p alone) runs sample_tokens_hist, one launch.
 func TestTransferSampleSplit(t *testing.T) {
 	be := openEmulator(t)
 	const M, V = 4, 9000
@@ -197,10 +204,10 @@ func TestTransferSampleSplit(t *testing.T) {
 	}
 	params[1] = gpu.SampleParams{Temperature: 0.8, U: r.Float64()}
 	params[2] = gpu.SampleParams{}
-	split := cuda.SampleSplitOn(be)
-	run := func(on bool, params []gpu.SampleParams) (cuda.Counters, []int32) {
-		split(on)
-		defer split(false)
+	hist := cuda.SampleHist(be)
+	run := func(histOnly bool, params []gpu.SampleParams) (cuda.Counters, []int32) {
+		hist(histOnly)
+		defer hist(false)
 		tok, lp := make([]int32, M), make([]float32, M)
 		be.SampleTokens(tok, lp, z, params, M, V) // the arena grows here
 		be.ResetCounters()
@@ -208,34 +215,34 @@ func TestTransferSampleSplit(t *testing.T) {
 		c := be.Counters()
 		return c.Counts(), tok
 	}
-	def, dt := run(false, params)
-	got, st := run(true, params)
+	def, dt := run(true, params)
+	got, st := run(false, params)
 	want := def
 	want.Launches = 3
 	if got != want || got.Syncs != 1 || got.Allocs != 0 {
-		t.Errorf("sample_split: %+v; the default kernel %+v (want three launches, one sync, no allocation, the same copies)", got, def)
+		t.Errorf("split path: %+v; sample_tokens_hist %+v (want three launches, one sync, no allocation, the same copies)", got, def)
 	}
 	for i := range dt {
 		if st[i] != dt[i] {
-			t.Errorf("row %d: token %d with sample_split, %d with the default", i, st[i], dt[i])
+			t.Errorf("row %d: token %d by the split path, %d by sample_tokens_hist", i, st[i], dt[i])
 		}
 	}
 	params[3] = gpu.SampleParams{Temperature: 1, TopP: 0.9, U: 0.5}
-	fall, _ := run(true, params)
+	fall, _ := run(false, params)
 	if fall.Launches != 1 {
-		t.Errorf("sample_split with a top-p row: %d launches, want 1 (the default kernel)", fall.Launches)
+		t.Errorf("a call with a top-p row: %d launches, want 1 (sample_tokens_hist)", fall.Launches)
 	}
 }
 
 // TestGenerateSampleSplitKernels: the generation check of the split path
-// samples with its three kernels, never with the default kernel (each of
+// samples with its three kernels, never with sample_tokens_hist (each of
 // its rows is one the split path takes).
 func TestGenerateSampleSplitKernels(t *testing.T) {
 	be := openEmulator(t)
 	if err := be.EnableProfile(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cudacheck.CheckGenerateSampleSplit(be, sampleSplit(be)); err != nil {
+	if err := cudacheck.CheckGenerateSampleSplit(be); err != nil {
 		t.Fatal(err)
 	}
 	p, err := be.Profile()
@@ -246,8 +253,8 @@ func TestGenerateSampleSplitKernels(t *testing.T) {
 	for _, e := range p.Entries {
 		calls[e.Op] += e.Calls
 	}
-	if calls["sample_split/max"] == 0 || calls["sample_split/sum"] != calls["sample_split/max"] ||
-		calls["sample_split/pick"] != calls["sample_split/max"] || calls["sample_tokens_hist"] != 0 {
+	if calls["sample_split_max"] == 0 || calls["sample_split_sum"] != calls["sample_split_max"] ||
+		calls["sample_split_pick"] != calls["sample_split_max"] || calls["sample_tokens_hist"] != 0 {
 		t.Errorf("kernel calls %v: want the three split kernels alike, no sample_tokens_hist", calls)
 	}
 }

@@ -151,7 +151,7 @@ func checkSteps(t *testing.T, what string, got Counters, io, paramBytes int64, m
 // Qwen2.5-0.5B step): 28 a layer (43 with LoRA). The MLP backward's
 // SwiGLUBackwardH (dgate, dup and h in one pass) takes one launch fewer a
 // layer than swiglu_forward recomputing h and swiglu_backward (the
-// swiglu_recompute variant): 27 (42). The policy's update clips inside
+// sequence before it): 27 (42). The policy's update clips inside
 // AdamW (ClipAdamW): clip_coef is one launch a step more where the norm is
 // below the bound, as here (where it clips, `scale` is one fewer); the
 // critic's update (value.go) keeps ClipGradNorm. Generation runs the
@@ -161,14 +161,16 @@ func checkSteps(t *testing.T, what string, got Counters, io, paramBytes int64, m
 // launches, attention_cached_split and its combine: every forward here
 // spans several chunks; on the Llama-shaped groups model, without biases,
 // 2 fewer a layer); with adapters on q, k and v, RoPE and the cache writes
-// are one launch where they were 3.
+// are one launch where they were 3. Each sampling call whose rows the split
+// path takes (all of these) launches its three kernels, where
+// sample_tokens_hist was one.
 var stepLaunches = map[string]int64{
 	"L=1,scoredOnly=false": 39, "L=2,scoredOnly=false": 66,
 	"L=1,scoredOnly=true": 41, "L=2,scoredOnly=true": 68,
 	"critic L=1": 42, "critic L=2": 69,
 	"LoRA L=1": 53, "LoRA L=2": 95,
-	"decode lora=false": 68, "decode lora=true": 204,
-	"groups + tool turn": 357,
+	"decode lora=false": 76, "decode lora=true": 212,
+	"groups + tool turn": 399,
 }
 
 // checkLaunches fails when a step's launches differ from stepLaunches.

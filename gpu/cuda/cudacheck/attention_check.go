@@ -31,10 +31,11 @@ func checkAttention(b Device) error {
 }
 
 // CheckAttentionCached compares AttentionCachedForward with gpu/cpu on
-// attentionCachedCases and decodeSplitCases, with the kernels selected
-// (by default flash-decoding: the chunks' partial softmaxes, their
-// combination, and the single-chunk path of the cases whose rows fill the
-// grid).
+// attentionCachedCases and decodeSplitCases: flash-decoding's chunks'
+// partial softmaxes, their combination, and the single-chunk path of the
+// cases whose rows fill the grid; the output pass by 16-byte V loads where
+// the heads' dimensions are a multiple of 4, the scalar one for the odd
+// ones of attentionCachedCases.
 func CheckAttentionCached(b Device) error {
 	return attentionCachedCompare(b, append(slices.Clone(checkutil.AttentionCachedCases), checkutil.DecodeSplitCases...))
 }
@@ -66,28 +67,9 @@ func attentionCachedCompare(b Device, cases []checkutil.AttentionCachedCase) err
 	return nil
 }
 
-// CheckAttentionCachedVec is checkAttentionCached's cases (attentionCachedCases
-// and decodeSplitCases) with the decode_vec variant (vec) on for its
-// duration, at the same tolerance: the split kernel's output pass by
-// 16-byte V loads, where the heads' dimensions are a multiple of 4 (all of
-// them but the odd ones of attentionCachedCases, which take the default's
-// pass).
-func CheckAttentionCachedVec(b Device, vec Variant) error {
-	return WithVariant(vec, func() error {
-		return attentionCachedCompare(b, append(slices.Clone(checkutil.AttentionCachedCases), checkutil.DecodeSplitCases...))
-	})
-}
-
-// CheckGenerateDecodeVec is the generation checks Generate, GenerateSampled
-// and GenerateGroups with the decode_vec variant (vec) on: every decode
-// step's attention through its output pass.
-func CheckGenerateDecodeVec(b Device, vec Variant) error {
-	return WithVariant(vec, func() error { return generationChecks(b) })
-}
-
-// generationChecks runs the generation checks Generate (greedy),
+// GenerationChecks runs the generation checks Generate (greedy),
 // GenerateSampled and GenerateGroups on b.
-func generationChecks(b Device) error {
+func GenerationChecks(b Device) error {
 	for _, c := range []struct {
 		name string
 		run  func(Device) error

@@ -258,7 +258,7 @@ func TestChecksDetectErrors(t *testing.T) {
 		// step's h comes from SwiGLUBackwardH (perturbed below), but the
 		// forward's error moves the loss, and so gradients by up to 1e-3 of
 		// their tensor's largest, which the steps' parameters show
-		{"swiglu", []string{"GenerateWindow", "SwiGLU", "SwiGLUBackwardH", "SwiGLURows", "ResidentTensors", "GenerateGroups", "TrainStep", "TrainStepPacked"}},
+		{"swiglu", []string{"GenerateWindow", "SwiGLU", "SwiGLUBackwardH", "SwiGLURows", "ResidentTensors", "GenerateGroups", "TrainStep", "TrainStepPacked", "GenerateSampleSplit"}},
 		{"swiglu-backward-h", []string{"SwiGLUBackwardH", "TrainStep", "TrainStepPacked"}},
 		{"attention-dk", []string{"AttentionWindow", "TrainStepWindow", "Attention", "TrainStep", "TrainStepTF32"}},
 		{"adamw-no-decay", []string{"TrainStepWindow", "AdamW", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
@@ -266,11 +266,11 @@ func TestChecksDetectErrors(t *testing.T) {
 		{"bf16-truncate", []string{"TrainStepWindowBF16", "ToBF16", "GemmBF16", "GemmStridedBatchedBF16", "MatmulBF16"}},
 		{"matmul-backward-fp32", []string{"MatmulBF16"}},
 		{"matmul-accumulate-overwrite", []string{"TrainStepWindow", "TrainStepWindowBF16", "Matmul", "MatmulBF16", "MatmulTF32", "TrainStep", "TrainStepPacked", "TrainStepTF32"}},
-		{"cached-attention", []string{"AttentionCachedWindow", "GenerateWindow", "AttentionCached", "Generate", "GenerateSampled", "GenerateGroups", "GenerateQwen"}},
+		{"cached-attention", []string{"AttentionCachedWindow", "GenerateWindow", "AttentionCached", "Generate", "GenerateSampled", "GenerateGroups", "GenerateQwen", "GenerateSampleSplit"}},
 		{"varlen-lse", []string{"AttentionVarlenWindow", "AttentionVarlen"}},
 		{"varlen-dv", []string{"AttentionVarlenWindow", "TrainStepWindow", "AttentionVarlen", "TrainStepPacked"}},
-		{"sample-no-top-p", []string{"Sample", "SampleShapes", "GenerateSampled", "GenerateGroups"}},
-		{"sample-no-top-k", []string{"Sample", "SampleShapes", "GenerateSampled", "GenerateGroups"}},
+		{"sample-no-top-p", []string{"Sample", "SampleShapes", "GenerateSampled", "GenerateGroups", "SampleSplit", "GenerateSampleSplit"}},
+		{"sample-no-top-k", []string{"Sample", "SampleShapes", "GenerateSampled", "GenerateGroups", "SampleSplit", "GenerateSampleSplit"}},
 		{"residual-rmsnorm-res", []string{"TrainStepWindow", "ResidualRMSNorm", "TrainStep", "TrainStepPacked"}},
 		{"residual-rmsnorm-overwrite", []string{"TrainStepWindow", "TrainStepWindowBF16", "ResidualRMSNorm", "TrainStep", "TrainStepPacked", "TrainStepBF16", "TrainStepTF32"}},
 		// the model sums the products' input gradients in the products
@@ -278,12 +278,12 @@ func TestChecksDetectErrors(t *testing.T) {
 		{"residual-rmsnorm-no-dout2", []string{"ResidualRMSNorm"}},
 		// generation's fused ops (decode_test.go): the keys and values in
 		// the wrong cache rows, gate and up swapped
-		{"decode-qkv-slot", []string{"GenerateWindow", "DecodeQKV", "Generate", "GenerateSampled", "GenerateGroups", "GenerateQwen"}},
+		{"decode-qkv-slot", []string{"GenerateWindow", "DecodeQKV", "Generate", "GenerateSampled", "GenerateGroups", "GenerateQwen", "GenerateSampleSplit"}},
 		// GeGLU's output and dgate off by 1e-3 at one element; the
 		// soft-cap's derivative with the cap 1% off
 		{"geglu", []string{"GeGLU", "TrainStepWindow"}},
 		{"softcap", []string{"Softcap", "TrainStepWindow"}},
-		{"swiglu-rows-swap", []string{"GenerateWindow", "SwiGLURows", "Generate", "GenerateSampled", "GenerateGroups", "GenerateQwen"}},
+		{"swiglu-rows-swap", []string{"GenerateWindow", "SwiGLURows", "Generate", "GenerateSampled", "GenerateGroups", "GenerateQwen", "GenerateSampleSplit"}},
 	} {
 		t.Run(tc.perturb, func(t *testing.T) {
 			for _, n := range tc.checks {

@@ -100,35 +100,18 @@ const FlashMMAFwdTol, FlashMMABwdTol = 1e-2, 2e-2
 
 // CheckAttentionVarlenMMA is checkAttentionVarlen with bf16 products: the
 // FlashMMA kernels (the attention's products on the bf16 tensor cores; for
-// HD <= 64 the backward's dK/dV per query head with its reduction over
-// each group, and dQ with ldmatrix), at the tolerances of bf16 operands.
+// HD <= 64 the forward with ldmatrix and double-buffered key tiles, the
+// backward's dK/dV per query head with its reduction over each group, and
+// dQ with ldmatrix), at the tolerances of bf16 operands.
 // CheckAttentionVarlen, in fp32, checks the SIMT kernels.
 func CheckAttentionVarlenMMA(b Device) error {
-	return attentionVarlenMMACompare(b, "flash_mma", nil)
-}
-
-// attentionVarlenMMACompare compares the fused attention in bf16 with the
-// CPU reference over flashCases at the tensor-core tolerances, with the
-// variant v on for its duration; an error starts with name.
-func attentionVarlenMMACompare(b Device, name string, v Variant) error {
 	prev := b.Precision()
 	b.SetPrecision(cuda.BF16)
 	defer b.SetPrecision(prev)
-	return WithVariant(v, func() error {
-		for i, c := range FlashCases {
-			if err := checkAttentionVarlenTol(b, uint64(i), c.Lengths, c.NH, c.NKV, c.HD, FlashMMAFwdTol, FlashMMABwdTol); err != nil {
-				return fmt.Errorf("%s: lengths %v NH %d NKV %d HD %d: %w", name, c.Lengths, c.NH, c.NKV, c.HD, err)
-			}
+	for i, c := range FlashCases {
+		if err := checkAttentionVarlenTol(b, uint64(i), c.Lengths, c.NH, c.NKV, c.HD, FlashMMAFwdTol, FlashMMABwdTol); err != nil {
+			return fmt.Errorf("flash_mma: lengths %v NH %d NKV %d HD %d: %w", c.Lengths, c.NH, c.NKV, c.HD, err)
 		}
-		return nil
-	})
-}
-
-// CheckAttentionVarlenFwdLdsm is checkAttentionVarlenMMA with the
-// flash_fwd_ldsm variant (ldsm) on: the forward with ldmatrix and
-// double-buffered key tiles (dev/cuda/flash_fwd_ldsm.cuh), and the
-// backward run on its out and lse, at the tensor-core tolerances, over
-// FlashCases (head dimensions above 64 run the same kernels either way).
-func CheckAttentionVarlenFwdLdsm(b Device, ldsm Variant) error {
-	return attentionVarlenMMACompare(b, "flash_fwd_ldsm", ldsm)
+	}
+	return nil
 }

@@ -34,7 +34,7 @@ func CheckLogprob(b Device) error {
 	return checkutil.Compare("dlogits", d2, d1, 1e-5)
 }
 
-// logprobRow is one row of checkLogprobTwoPass: its logits and target,
+// logprobRow is one row of checkLogprobRows: its logits and target,
 // and what it is.
 type logprobRow struct {
 	Kind   string
@@ -42,7 +42,7 @@ type logprobRow struct {
 	target int32
 }
 
-// logprobRows are the rows of checkLogprobTwoPass, by V: at Qwen2.5's V
+// logprobRows are the rows of checkLogprobRows, by V: at Qwen2.5's V
 // (151936) a language model's spread, a flat row, a very peaked one,
 // logits over +-1e4 and around 1e4, the max the last element (and the
 // target), the max the first, rows rising and falling throughout (a new
@@ -99,23 +99,20 @@ func logprobRows(r *rand.Rand) map[int][]logprobRow {
 }
 
 // LogprobOut is one row's log-prob, entropy and lse from the CPU
-// reference, the default kernel (one pass) and the logprob_twopass variant
-// (the default's again where none is given).
+// reference and from the device.
 type LogprobOut struct {
 	V        int
 	Row      logprobRow
-	Cpu, One [3]float32
-	Two      [3]float32
+	Cpu, Dev [3]float32
 }
 
 var LogprobOutNames = [3]string{"logp", "entropy", "lse"}
 
-// LogprobOuts runs logprobRows through the CPU reference, LogprobForward
-// and LogprobForward with the logprob_twopass variant (twoPass) on;
+// LogprobOuts runs logprobRows through the CPU reference and LogprobForward:
 // the rows of each V in one call, and the first V's rows once more from a
 // device tensor one float past its start (every row 4 bytes off a 16-byte
 // boundary).
-func LogprobOuts(b Device, twoPass Variant) ([]LogprobOut, error) {
+func LogprobOuts(b Device) []LogprobOut {
 	r := rand.New(rand.NewPCG(31, 31))
 	rows := logprobRows(r)
 	var widths []int
@@ -124,16 +121,16 @@ func LogprobOuts(b Device, twoPass Variant) ([]LogprobOut, error) {
 	}
 	slices.Sort(widths)
 	var outs []LogprobOut
-	run := func(V int, rs []logprobRow, offset bool) error {
+	run := func(V int, rs []logprobRow, offset bool) {
 		N := len(rs)
 		logits, targets := make([]float32, 0, N*V), make([]int32, N)
 		for i, row := range rs {
 			logits = append(logits, row.z...)
 			targets[i] = row.target
 		}
-		var cpuOut [3][]float32
+		var cpuOut, dev [3][]float32
 		for q := range cpuOut {
-			cpuOut[q] = make([]float32, N)
+			cpuOut[q], dev[q] = make([]float32, N), make([]float32, N)
 		}
 		checkutil.Ref.LogprobForward(cpuOut[0], cpuOut[1], cpuOut[2], logits, targets, N, V)
 		in := logits
@@ -143,77 +140,42 @@ func LogprobOuts(b Device, twoPass Variant) ([]LogprobOut, error) {
 			b.Upload(t[1:], logits)
 			in = t[1:]
 		}
-		var dev [2][3][]float32
-		for k, two := range []bool{false, true} {
-			for q := range dev[k] {
-				dev[k][q] = make([]float32, N)
-			}
-			v := twoPass
-			if !two {
-				v = nil
-			}
-			if err := WithVariant(v, func() error {
-				b.LogprobForward(dev[k][0], dev[k][1], dev[k][2], in, targets, N, V)
-				return nil
-			}); err != nil {
-				return err
-			}
-		}
+		b.LogprobForward(dev[0], dev[1], dev[2], in, targets, N, V)
 		for i, row := range rs {
 			o := LogprobOut{V: V, Row: row}
 			if offset {
 				o.Row.Kind += ", 4 bytes off"
 			}
 			for q := range 3 {
-				o.Cpu[q], o.One[q], o.Two[q] = cpuOut[q][i], dev[0][q][i], dev[1][q][i]
+				o.Cpu[q], o.Dev[q] = cpuOut[q][i], dev[q][i]
 			}
 			outs = append(outs, o)
 		}
-		return nil
 	}
 	for _, V := range widths {
-		if err := run(V, rows[V], false); err != nil {
-			return nil, err
-		}
+		run(V, rows[V], false)
 	}
 	big := widths[len(widths)-1]
-	if err := run(big, rows[big], true); err != nil {
-		return nil, err
-	}
-	return outs, nil
+	run(big, rows[big], true)
+	return outs
 }
 
-// Tolerances of checkLogprobTwoPass, relative to max(1, |value|): each
-// kernel against the CPU reference (checkLogprob's), and the one-pass
-// kernel against the two-pass one. Measured on the emulator
-// (TestLogprobTwoPassDiffs; docs/gpu.md, "The log-softmax forward in one
-// pass"): at most 1.2e-7 each, one float rounding of the results.
-const LogprobTol, LogprobKernelTol = 1e-5, 2e-6
+// LogprobTol bounds checkLogprobRows, relative to max(1, |value|) (checkLogprob's).
+// Measured on the emulator (TestLogprobRowsDiffs; docs/gpu.md, "The
+// log-softmax forward in one pass"): at most 1.2e-7, one float rounding of
+// the results.
+const LogprobTol = 1e-5
 
-// CheckLogprobTwoPass: the one-pass kernel (the default) and the two-pass
-// one (the logprob_twopass variant, twoPass) on the rows of logprobRows,
-// each against the CPU reference and against each other, row by row.
-func CheckLogprobTwoPass(b Device, twoPass Variant) error {
-	outs, err := LogprobOuts(b, twoPass)
-	if err != nil {
-		return err
-	}
-	for _, o := range outs {
+// checkLogprobRows: LogprobForward on the rows of logprobRows (Qwen2.5's and
+// Llama's vocabularies, peaked, flat and far-off rows) against the CPU
+// reference, row by row.
+func checkLogprobRows(b Device) error {
+	for _, o := range LogprobOuts(b) {
 		for q, name := range LogprobOutNames {
-			for _, c := range []struct {
-				what      string
-				got, want float32
-				tol       float64
-			}{
-				{"one-pass", o.One[q], o.Cpu[q], LogprobTol},
-				{"two-pass", o.Two[q], o.Cpu[q], LogprobTol},
-				{"one-pass against two-pass", o.One[q], o.Two[q], LogprobKernelTol},
-			} {
-				d := math.Abs(float64(c.got) - float64(c.want))
-				if lim := c.tol * max(1, math.Abs(float64(c.want))); !(d <= lim) {
-					return fmt.Errorf("V=%d row %q (target %d): %s %s %g, %g (|diff| %.3g > %.3g); cpu %g",
-						o.V, o.Row.Kind, o.Row.target, c.what, name, c.got, c.want, d, lim, o.Cpu[q])
-				}
+			d := math.Abs(float64(o.Dev[q]) - float64(o.Cpu[q]))
+			if lim := LogprobTol * max(1, math.Abs(float64(o.Cpu[q]))); !(d <= lim) {
+				return fmt.Errorf("V=%d row %q (target %d): %s %g on cuda, %g on cpu (|diff| %.3g > %.3g)",
+					o.V, o.Row.Kind, o.Row.target, name, o.Dev[q], o.Cpu[q], d, lim)
 			}
 		}
 	}

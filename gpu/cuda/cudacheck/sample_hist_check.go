@@ -1,10 +1,11 @@
 package cudacheck
 
-// The check of the sampling kernel (kernels/sample.cuh,
-// sample_tokens_hist: radix select) over rows of every kind and shape: it
-// must give the CPU reference's tokens. (On the emulator,
-// TestSampleBisectEmulator also runs the bisection in its place and
-// compares the two bit for bit.)
+// The check of sampling (kernels/sample.cuh) over rows of every kind and
+// shape: it must give the CPU reference's tokens. The rows of V 20000 run
+// sample_tokens_hist (radix select; their top-k 1500 rows send the calls
+// there), the GRPO-like rows of V 151936 the split path. (On the emulator,
+// TestSampleBisectEmulator runs every row through sample_tokens_hist and
+// through the bisection in its place and compares the two bit for bit.)
 
 import (
 	"math"
@@ -57,9 +58,9 @@ func sampleHistShape(r *rand.Rand, row []float32, shape int) {
 const sampleHistShapes = 5
 
 // CheckSampleShapes runs rows of every kind and shape (V 20000, 2 draws
-// each) and four rows of the GRPO-like decode's shape (V 151936, top-k 50,
-// top-p 0.95, nearly flat) through SampleTokens: the tokens must be the
-// CPU reference's.
+// each: sample_tokens_hist) and four rows of the GRPO-like decode's shape
+// (V 151936, top-k 50, top-p 0.95, nearly flat: the split path) through
+// SampleTokens: the tokens must be the CPU reference's.
 func CheckSampleShapes(b Device) error {
 	r := rand.New(rand.NewPCG(27, 27))
 	const V = 20000

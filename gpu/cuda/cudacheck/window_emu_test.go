@@ -110,7 +110,7 @@ func TestDecodeWindowReadsItsRows(t *testing.T) {
 			}
 		}
 	}
-	for _, build := range []string{"", "vec"} { // the default, the decode_vec variant
+	for _, build := range []string{"", "scalar"} { // the kernel, its former output pass
 		restore := cuda.UseBuild("attention_cached_split", build)
 		got := make([]float32, len(q))
 		be.AttentionCachedForward(got, q, kp, vp, slot, pos, len(pos), NH, NKV, HD, rows, W)

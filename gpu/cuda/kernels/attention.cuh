@@ -158,6 +158,63 @@ __device__ i64 ds_positions(const int* pos, i64 n, i64 span) {
 #define DS_BLOCKS
 #endif
 
+// attention_cached_out_vec: attention_cached_split's output pass for HD % 4 == 0 and
+// HD <= 4*BLOCK (on an H200, 0.54 to 0.73 of the scalar pass's kernel time at batch 64,
+// the same at batch 1: docs/bench/history/gpu-experiments.md). Thread e takes the four dimensions 4*(e % C)..
+// of the C = HD/4 columns of a V row over every R-th position (R =
+// BLOCK/C groups: HD 64 gives 16 columns, 16 groups), two rows at a time,
+// each a 16-byte load, so that a thread has 32 bytes of V in flight where
+// the scalar pass (one 4-byte load a position, R = BLOCK/HD) has 4: the
+// pass is bound by the loads' latency, not by the bandwidth. The groups'
+// sums meet in s (the scores, read by then) and are added in group order.
+__device__ void attention_cached_out_vec(float* dst, i64 hs, float* s, const float* ls, const float* vc, i64 KD, int hd,
+                                         int ln, int gb, i64 chunks, i64 wrap, i64 rows) {
+    int C = hd / 4, R = BLOCK / C;  // HD <= 4*BLOCK: R >= 1
+    int e = threadIdx.x, c = e % C, grp = e / C;
+    float o[DS_HEADS][4];
+#pragma unroll
+    for (int g = 0; g < DS_HEADS; g++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) o[g][i] = 0.0f;
+    if (grp < R) {
+        const float* v0 = vc + 4 * c;
+        for (int j = grp; j < ln; j += 2 * R) {
+            fa4 v[2];  // rows j and j + R, both loads issued before either is used
+#pragma unroll
+            for (int u = 0; u < 2; u++)
+                v[u] = j + u * R < ln ? fa_ld4(v0 + ds_row(j + u * R, wrap, rows) * KD) : fa4{0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                if (j + u * R >= ln) continue;
+#pragma unroll
+                for (int g = 0; g < DS_HEADS; g++) {
+                    if (g < gb) {
+                        float p = s[g * DS_CHUNK_MAX + j + u * R];
+                        o[g][0] += p * v[u].x;
+                        o[g][1] += p * v[u].y;
+                        o[g][2] += p * v[u].z;
+                        o[g][3] += p * v[u].w;
+                    }
+                }
+            }
+        }
+    }
+    __syncthreads();  // every thread has read its scores: s takes the groups' sums
+    if (grp < R) {
+#pragma unroll
+        for (int g = 0; g < DS_HEADS; g++)
+            if (g < gb)
+#pragma unroll
+                for (int i = 0; i < 4; i++) s[(g * R + grp) * hd + 4 * c + i] = o[g][i];  // gb*R*HD <= 8*4*BLOCK
+    }
+    __syncthreads();
+    for (int x = threadIdx.x; x < gb * hd; x += BLOCK) {
+        int g = x / hd, d = x % hd;
+        float acc = 0.0f;
+        for (int k = 0; k < R; k++) acc += s[(g * R + k) * hd + d];
+        dst[g * hs + d] = chunks == 1 ? acc * (1.0f / ls[g]) : acc;
+    }
+}
 // attention_cached_split: a KV head's group of G = NH/NKV query heads
 // is cut into groups of GB heads (attention.go's decodeGroupHeads: GB <=
 // DS_HEADS, GB*HD <= DS_QMAX); block b = ((n*NKV + kh)*nsub + sb)*chunks + c,
@@ -174,10 +231,12 @@ __device__ i64 ds_positions(const int* pos, i64 n, i64 span) {
 // key row, 32/LP rows a warp at a time: each lane loads its dimensions d =
 // t, t+LP, ... of the row once (the LP lanes read it coalesced) and adds
 // them into the GB heads' dot products, summed over the LP lanes by
-// shuffles. Softmax: warp g the chunk of head g. Output: thread e takes
-// dimension e % HD over every R-th position (R = the BLOCK/HD groups of
-// positions), each V element loaded once for the GB heads; the groups are
-// summed in shared memory (the queries' space, free by then).
+// shuffles. Softmax: warp g the chunk of head g. Output: for HD % 4 == 0
+// and HD <= 4*BLOCK, attention_cached_out_vec (16-byte loads of V, two rows
+// in flight a thread); else thread e takes dimension e % HD over every R-th
+// position (R = the BLOCK/HD groups of positions), each V element loaded once
+// for the GB heads; the groups are summed in shared memory (the queries'
+// space, free by then).
 __global__ void DS_BLOCKS attention_cached_split(float* out, float* part, float* ml, const float* q, const float* kcache,
                                        const float* vcache, const int* slot, const int* pos, i64 N, i64 NH, i64 NKV,
                                        i64 HD, i64 rows, i64 span, i64 L, i64 chunks, i64 GB, float scale) {
@@ -256,34 +315,38 @@ __global__ void DS_BLOCKS attention_cached_split(float* out, float* part, float*
         }
     }
     __syncthreads();
-    int R = hd < BLOCK ? BLOCK / hd : 1;
-    for (int e = threadIdx.x; e < R * hd; e += BLOCK) {
-        int d = e % hd, grp = e / hd;
-        const float* vd = vc + d;
-        float o[DS_HEADS];
+    if (hd % 4 == 0 && hd <= 4 * BLOCK) {  // the vector pass
+        attention_cached_out_vec(dst, hs, s, ls, vc, KD, hd, ln, gb, chunks, wrap, rows);
+    } else {
+        int R = hd < BLOCK ? BLOCK / hd : 1;
+        for (int e = threadIdx.x; e < R * hd; e += BLOCK) {
+            int d = e % hd, grp = e / hd;
+            const float* vd = vc + d;
+            float o[DS_HEADS];
 #pragma unroll
-        for (int g = 0; g < DS_HEADS; g++) o[g] = 0.0f;
-        for (int j = grp; j < ln; j += R) {
-            float v = vd[ds_row(j, wrap, rows) * KD];
+            for (int g = 0; g < DS_HEADS; g++) o[g] = 0.0f;
+            for (int j = grp; j < ln; j += R) {
+                float v = vd[ds_row(j, wrap, rows) * KD];
 #pragma unroll
-            for (int g = 0; g < DS_HEADS; g++)
-                if (g < gb) o[g] += s[g * DS_CHUNK_MAX + j] * v;
-        }
+                for (int g = 0; g < DS_HEADS; g++)
+                    if (g < gb) o[g] += s[g * DS_CHUNK_MAX + j] * v;
+            }
 #pragma unroll
-        for (int g = 0; g < DS_HEADS; g++) {
-            if (g < gb) {
-                if (R > 1) qs[g * BLOCK + e] = o[g];  // R*HD <= BLOCK, gb*BLOCK <= DS_QMAX
-                else dst[g * hs + d] = chunks == 1 ? o[g] * (1.0f / ls[g]) : o[g];
+            for (int g = 0; g < DS_HEADS; g++) {
+                if (g < gb) {
+                    if (R > 1) qs[g * BLOCK + e] = o[g];  // R*HD <= BLOCK, gb*BLOCK <= DS_QMAX
+                    else dst[g * hs + d] = chunks == 1 ? o[g] * (1.0f / ls[g]) : o[g];
+                }
             }
         }
-    }
-    if (R > 1) {  // the same R in every thread
-        __syncthreads();
-        for (int e = threadIdx.x; e < gb * hd; e += BLOCK) {
-            int g = e / hd, d = e % hd;
-            float o = 0.0f;
-            for (int k = 0; k < R; k++) o += qs[g * BLOCK + k * hd + d];
-            dst[g * hs + d] = chunks == 1 ? o * (1.0f / ls[g]) : o;
+        if (R > 1) {  // the same R in every thread
+            __syncthreads();
+            for (int e = threadIdx.x; e < gb * hd; e += BLOCK) {
+                int g = e / hd, d = e % hd;
+                float o = 0.0f;
+                for (int k = 0; k < R; k++) o += qs[g * BLOCK + k * hd + d];
+                dst[g * hs + d] = chunks == 1 ? o * (1.0f / ls[g]) : o;
+            }
         }
     }
     if (chunks > 1 && threadIdx.x < gb) {  // head g's (m_c, l_c) at ml[(r*chunks + c)*2], r = n*NH + h0 + g

@@ -72,6 +72,33 @@ __device__ void st_b32(unsigned short* p, unsigned v) {
 #endif
 }
 
+// ldsm_x4: ldmatrix.sync.aligned.m8n8.x4.shared.b16 (no .trans): four 8 x 8
+// matrices side by side, rows 0..7 and columns 8m..8m+7 (m = 0..3) of a
+// row-major tile at p, X[r][c] = p[r * ld + c] (rows 16-byte aligned: p and
+// ld a multiple of 8 bf16). Lane l gives the address of row l % 8 of
+// matrix l / 8; lane (g, t) receives in r[m] row g, columns 8m + 2t and
+// 8m + 2t + 1 (the lower column in the low half). With X = B^T [n][k] (e.g.
+// K [key][dim] for Q K^T) that is the B fragment above: r[0], r[1] are b[0],
+// b[1] of k 0..15, r[2], r[3] of k 16..31, for the 8 columns n of X's rows.
+// Every lane must call it together; on the emulator each lane reads its
+// elements itself.
+__device__ void ldsm_x4(unsigned (&r)[4], const unsigned short* p, int ld) {
+    int lane = threadIdx.x & 31;
+#ifdef __CUDACC__
+    unsigned a = (unsigned)__cvta_generic_to_shared(p + (lane & 7) * ld + 8 * (lane >> 3));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#else
+    if ((uintptr_t)(p + (lane & 7) * ld + 8 * (lane >> 3)) % 16 != 0) __builtin_trap();  // a GPU faults
+    int g = lane >> 2, t = lane & 3;
+    for (int m = 0; m < 4; m++) {
+        const unsigned short* e = p + g * ld + 8 * m + 2 * t;
+        r[m] = (unsigned)e[0] | ((unsigned)e[1] << 16);
+    }
+#endif
+}
+
 // ldsm_x4_t: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 (sm_75 and
 // later): the B fragments (above) of two 8-column tiles of B [16 x 16]
 // stored row-major at p, B[k][n] = p[k * ld + n] (rows 16-byte aligned: p

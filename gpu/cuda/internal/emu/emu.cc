@@ -246,8 +246,8 @@ static const rl_kernel rl_kernels[] = {
     K(flash_attention_backward_dkv_hd256), K(flash_attention_backward_dq_hd256), K(flash_attention_forward_mma64),
     K(flash_attention_forward_mma128), K(flash_attention_backward_dq_mma128), K(flash_attention_backward_dk_mma128),
     K(flash_attention_backward_dv_mma128), K(flash_attention_backward_dkv_heads_mma64),
-    K(flash_attention_backward_dkv_reduce), K(flash_attention_backward_dq_ldsm_mma64),
-    K(sample_tokens_hist), K(decode_qkv), K(swiglu_rows),
+    K(flash_attention_backward_dkv_reduce), K(flash_attention_backward_dq_ldsm_mma64), K(flash_attention_forward_ldsm_mma64),
+    K(sample_tokens_hist), K(sample_split_max), K(sample_split_sum), K(sample_split_pick), K(decode_qkv), K(swiglu_rows),
     RL_DEV_KERNELS
 };
 
