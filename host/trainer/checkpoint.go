@@ -48,7 +48,7 @@ type trainerState struct {
 // steps and after the last; nothing otherwise.
 func (t *Trainer) checkpointAt(step int) error {
 	tc := t.cfg.Trainer
-	if tc.SaveFreq <= 0 || (step%tc.SaveFreq != 0 && step != t.totalSteps) {
+	if !t.dp.lead() || tc.SaveFreq <= 0 || (step%tc.SaveFreq != 0 && step != t.totalSteps) {
 		return nil
 	}
 	return t.checkpoint()

@@ -115,3 +115,45 @@ func (d dataParallel) sums(ctx context.Context, sums, counts map[string]float64,
 	*real, *pad = int(buf[2*len(keys)]), int(buf[2*len(keys)+1])
 	return nil
 }
+
+// lead reports rank 0 (or one rank): the rank that writes the run directory.
+func (d dataParallel) lead() bool { return d.comm == nil || d.comm.Rank() == 0 }
+
+// shard is this rank's share [lo, hi) of a step's n prompts (dist.Shard; checkRanks has
+// made n a multiple of the ranks).
+func (d dataParallel) shard(n int) (lo, hi int) {
+	if d.comm == nil {
+		return 0, n
+	}
+	lo, hi, err := dist.Shard(n, d.comm.Size(), d.comm.Rank())
+	if err != nil {
+		panic(err) // checkRanks refused such a batch
+	}
+	return lo, hi
+}
+
+// sumAll adds each of xs over the ranks.
+func (d dataParallel) sumAll(ctx context.Context, xs ...float64) ([]float64, error) {
+	if d.comm == nil {
+		return xs, nil
+	}
+	buf := slices.Clone(xs)
+	if err := d.comm.AllReduce64(ctx, buf, dist.Sum); err != nil {
+		return nil, fmt.Errorf("trainer: %w", err)
+	}
+	return buf, nil
+}
+
+func boolf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// abort fails every rank's pending and later collectives with cause (this rank's error).
+func (d dataParallel) abort(cause error) {
+	if d.comm != nil && d.comm.Size() > 1 {
+		d.comm.Abort(fmt.Errorf("rank %d: %w", d.comm.Rank(), cause))
+	}
+}

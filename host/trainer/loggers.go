@@ -16,6 +16,10 @@ import (
 // openLoggers opens the metric loggers of trainer.logger: console, jsonl (RUN_DIR/metrics.jsonl,
 // appended to on resume) and mlflow.
 func (t *Trainer) openLoggers(ctx context.Context, _ *opening) error {
+	if !t.dp.lead() { // rank 0 logs the job's metrics
+		t.logger = metrics.Multi()
+		return nil
+	}
 	var ls []metrics.Logger
 	for _, name := range t.cfg.Trainer.Logger {
 		switch name {
@@ -73,6 +77,9 @@ func flatten(m map[string]any) map[string]string {
 // default). A default local backend that is not installed only warns; a backend the config
 // names must start.
 func (t *Trainer) openTracer(ctx context.Context, _ *opening) error {
+	if !t.dp.lead() { // rank 0 traces (its own trajectories: docs/distributed.md)
+		return nil
+	}
 	tc := t.cfg.ActorRolloutRef.Rollout.Trace
 	token2text := tracing.Token2TextDefault(tc.Backend)
 	if tc.Token2Text != nil {

@@ -209,3 +209,64 @@ var (
 // ValTaskRewardKey is a task's mean validation score in a mixed run (beside veRL's
 // val-core/<data_source>/reward/mean@1 of each of its data sources).
 func ValTaskRewardKey(taskName string) string { return fillName(valCoreTaskReward, taskName) }
+
+// reduceKind is how the ranks' values of a metric combine.
+type reduceKind int
+
+const (
+	reduceSame reduceKind = iota // every rank has the job's value: rank 0's
+	reduceSum
+	reduceMax
+	reduceMin
+	reduceMean // weighted by the weight rankReduce names
+)
+
+// rankReduce says how the ranks' values of the metric name combine, and for a mean what
+// weighs each rank's value: "traj" (its trajectories), "tok" (its valid response tokens),
+// "task:<t>" or "ds:<d>" (its trajectories of a task or data source), "rank" (one each). ok
+// is false for a name it does not know (TestRankReduceDeclared holds every declared metric
+// to a rule). Validation's metrics are rank 0's (it validates alone, after the merge), and
+// an external engine's are not merged (checkRanks refuses one).
+func rankReduce(name string) (kind reduceKind, weight string, ok bool) {
+	switch name {
+	case trainingGlobalStep, trainingEpoch, trainingSkippedStep, rolloutFailedFraction, rewardFailedFraction,
+		actorRewardKLPenaltyC, criticLR, criticVFLoss, criticVFClipfrac, criticVpredMean, criticGradNorm,
+		perfCriticUpdatePadding, actorLR, actorPGLoss, actorPPOKL, actorPGClipfrac, actorPGClipfracLower,
+		actorEntropy, actorKLLoss, actorKLCoef, actorGradNorm, actorMicroBatches, perfUpdatePaddingFrac:
+		return reduceSame, "", true // reduced as the update ran (dp.go), or the job's already
+	case actorRewardKLPenalty, criticAdvantagesMean, criticValuesMean, criticReturnsMean:
+		return reduceMean, "tok", true
+	case rolloutRetried, rolloutDropped, rolloutPrefillTokens, rolloutPrefixSharedToken, rewardErrors, rewardTimeouts,
+		perfThroughput:
+		return reduceSum, "", true
+	case criticVFExplainedVar, responseLengthClipRatio:
+		return reduceMean, "traj", true
+	}
+	switch {
+	case strings.HasPrefix(name, "tracing/"):
+		return reduceSame, "", true // rank 0 traces
+	case strings.HasPrefix(name, "timing_s/"):
+		return reduceMax, "", true // the slowest rank's
+	case strings.HasSuffix(name, "/max"):
+		return reduceMax, "", true
+	case strings.HasSuffix(name, "/min"):
+		return reduceMin, "", true
+	case strings.HasPrefix(name, "rollout/external/"), strings.HasSuffix(name, "/trajectories"),
+		strings.HasSuffix(name, "/retried"), strings.HasSuffix(name, "/dropped"):
+		return reduceSum, "", true
+	case strings.HasPrefix(name, "perf/") && strings.HasSuffix(name, "_frac"):
+		return reduceMean, "rank", true // each rank's device
+	case strings.HasPrefix(name, "perf/"):
+		return reduceSum, "", true // the job's syncs, bytes and seconds
+	case strings.HasPrefix(name, "task/") && strings.HasSuffix(name, "/mean"):
+		t, _, _ := strings.Cut(strings.TrimPrefix(name, "task/"), "/")
+		return reduceMean, "task:" + t, true
+	case strings.HasPrefix(name, "data_source/") && strings.HasSuffix(name, "/mean"):
+		d := strings.TrimPrefix(name, "data_source/")
+		d = d[:strings.LastIndex(strings.TrimSuffix(d, "/mean"), "/")]
+		return reduceMean, "ds:" + d, true
+	case strings.HasSuffix(name, "/mean"):
+		return reduceMean, "traj", true
+	}
+	return reduceMean, "rank", false
+}

@@ -57,6 +57,9 @@ func checkConfig(cfg *config.Config) error {
 // openRunDir makes the run directory and writes the run's config.yaml there; a fresh run
 // (trainer.resume_mode=disable) refuses a directory that already holds a run.
 func (t *Trainer) openRunDir(context.Context, *opening) error {
+	if !t.dp.lead() { // rank 0's directory: it writes, the others read its checkpoints
+		return nil
+	}
 	if t.cfg.Trainer.ResumeMode == "disable" {
 		if err := t.checkFreshRunDir(); err != nil {
 			return err
@@ -194,6 +197,9 @@ func (t *Trainer) loadCritic(_ context.Context, o *opening) error {
 	var err error
 	if t.cfg.CriticEnabled() {
 		t.critic, err = openCritic(o.be, t.cfg.Critic, t.cfg.ActorRolloutRef.Model.Path, o.ck, t.actor, t.tk)
+		if t.critic != nil {
+			t.critic.dp = t.dp
+		}
 	}
 	o.ck = nil
 	return err

@@ -35,7 +35,12 @@ func (t *Trainer) reward(ctx context.Context, s *stepState) (map[string]float64,
 	}
 	vals[rewardErrors] = float64(st.Errors)
 	vals[rewardTimeouts] = float64(st.Timeouts)
-	failed := float64(st.Errors+st.Timeouts) / float64(len(s.outs))
+	// the job's failed fraction, so that every rank skips the step or none does
+	g, err := t.dp.sumAll(ctx, float64(st.Errors+st.Timeouts), float64(len(s.outs)))
+	if err != nil {
+		return vals, err
+	}
+	failed := g[0] / g[1]
 	vals[rewardFailedFraction] = failed
 	if failed > t.cfg.Trainer.MaxFailedFraction {
 		first := "none recorded"

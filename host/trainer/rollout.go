@@ -54,9 +54,14 @@ func (t *Trainer) rollout(ctx context.Context, s *stepState) (map[string]float64
 		t.log.Warn("trajectory dropped after a retry", "error", e)
 	}
 	s.outs = res.Kept()
-	failed := float64(res.Dropped) / float64(len(s.samples))
+	// the job's failed fraction, so that every rank skips the step or none does
+	g, err := t.dp.sumAll(ctx, float64(res.Dropped), float64(len(s.samples)), boolf(len(s.outs) == 0))
+	if err != nil {
+		return vals, err
+	}
+	failed := g[0] / g[1]
 	vals[rolloutFailedFraction] = failed
-	if len(s.outs) == 0 || failed > t.cfg.Trainer.MaxFailedFraction {
+	if g[2] > 0 || failed > t.cfg.Trainer.MaxFailedFraction {
 		for _, o := range s.outs {
 			o.Trace.End(0, map[string]any{"error": "the step was not trained on"})
 		}
@@ -70,11 +75,12 @@ func (t *Trainer) rollout(ctx context.Context, s *stepState) (map[string]float64
 	return vals, nil
 }
 
-// samplesFor makes the n rollouts of each example.
-func (t *Trainer) samplesFor(exs []*example, uidPrefix string, n, step int, validate bool) []*rollout.Sample {
+// samplesFor makes the n rollouts of each example; the first is the batch's example first
+// (its uids count from there).
+func (t *Trainer) samplesFor(exs []*example, uidPrefix string, first, n, step int, validate bool) []*rollout.Sample {
 	var out []*rollout.Sample
 	for i, e := range exs {
-		uid := fmt.Sprintf("%s-%d", uidPrefix, i)
+		uid := fmt.Sprintf("%s-%d", uidPrefix, first+i)
 		for r := 0; r < n; r++ {
 			out = append(out, &rollout.Sample{Row: e.Row, Prompt: e.Prompt, UID: uid, SampleIndex: e.SampleIndex,
 				RolloutN: r, Step: step, Validate: validate, PromptIDs: e.PromptIDs})

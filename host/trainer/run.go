@@ -23,7 +23,10 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 		}
 	}()
 	tc := t.cfg.Trainer
-	if tc.ValOnly || (tc.ValBeforeTrain && t.step == 0) {
+	if tc.ValOnly && !t.dp.lead() {
+		return nil
+	}
+	if t.dp.lead() && (tc.ValOnly || (tc.ValBeforeTrain && t.step == 0)) {
 		vals, err := t.validate(ctx, t.step)
 		if err != nil {
 			return err
@@ -62,6 +65,12 @@ func (t *Trainer) trainStep(ctx context.Context, step int) error {
 	err := s.run(ctx, t.rollout, t.reward, t.oldLogProbs, t.refLogProbs, t.values, t.advantages,
 		t.updateCritic, t.updateActor, t.batchStatistics)
 	t.endStepTraces(s)
+	if err == nil || errors.As(err, new(*skippedStep)) {
+		// every rank's figures, merged as one rank would have measured them (ranks.go)
+		if merr := t.mergeRankMetrics(ctx, s); merr != nil {
+			return fmt.Errorf("step %d: %w", step, merr)
+		}
+	}
 	t.budget.ran++
 	var skip *skippedStep
 	var stop error // the failure budget is spent
@@ -70,7 +79,9 @@ func (t *Trainer) trainStep(ctx context.Context, step int) error {
 		s.vals[trainingSkippedStep] = 1
 		stop = t.skip(step, skip)
 	case err != nil:
-		return fmt.Errorf("step %d: %w", step, err)
+		err = fmt.Errorf("step %d: %w", step, err)
+		t.dp.abort(err) // the other ranks stop at their next collective instead of waiting it out
+		return err
 	default:
 		t.budget.skipped, t.budget.streakErr = 0, ""
 		t.budget.trained++
@@ -117,15 +128,19 @@ type stepState struct {
 // metrics.
 type stepPhase func(ctx context.Context, s *stepState) (map[string]float64, error)
 
-// startStep draws the step's batch: rollout.n samples of each of data.train_batch_size rows.
+// startStep draws the step's batch: rollout.n samples of each of data.train_batch_size rows
+// (of the rank's share of them in a data-parallel job).
 func (t *Trainer) startStep(step int) *stepState {
 	s := &stepState{step: step, start: time.Now(), dev: startDeviceMeter(t.actor.Backend()), vals: map[string]float64{}}
 	idx := t.sampler.Next()
-	exs := make([]*example, len(idx))
-	for i, j := range idx {
-		exs[i] = &t.train[j]
+	// a rank's share of the prompts, each with its whole group, named by its place in the
+	// whole batch so that its samples (and their random streams) are one rank's
+	lo, hi := t.dp.shard(len(idx))
+	exs := make([]*example, 0, hi-lo)
+	for _, j := range idx[lo:hi] {
+		exs = append(exs, &t.train[j])
 	}
-	s.samples = t.samplesFor(exs, fmt.Sprintf("s%d", step), t.cfg.ActorRolloutRef.Rollout.N, step, false)
+	s.samples = t.samplesFor(exs, fmt.Sprintf("s%d", step), lo, t.cfg.ActorRolloutRef.Rollout.N, step, false)
 	s.vals[trainingGlobalStep] = float64(step)
 	s.vals[trainingEpoch] = float64(t.sampler.Epoch)
 	return s

@@ -11,6 +11,7 @@ import (
 	"github.com/rlhost/rlhost/host/algo"
 	"github.com/rlhost/rlhost/host/chatserver"
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/dist"
 	"github.com/rlhost/rlhost/host/metrics"
 	"github.com/rlhost/rlhost/host/plugin"
 	"github.com/rlhost/rlhost/host/reward"
@@ -23,6 +24,10 @@ type Options struct {
 	Log      hclog.Logger
 	Progress io.Writer // progress bars and the step summary (stderr)
 	Plugin   plugin.Options
+	// Comm is this process's rank in a data-parallel job (docs/distributed.md); nil: one
+	// rank. Each rank trains on its share of every step's prompts; rank 0 alone writes the
+	// run directory's config, metrics, traces, validation and checkpoints.
+	Comm dist.Comm
 }
 
 // Trainer runs one training run.
@@ -77,7 +82,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Trainer, error
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	t := &Trainer{cfg: cfg, opts: opts, log: opts.Log, runDir: cfg.RunDir()}
+	t := &Trainer{cfg: cfg, opts: opts, log: opts.Log, runDir: cfg.RunDir(), dp: dataParallel{comm: opts.Comm}}
+	if err := t.checkRanks(); err != nil {
+		return nil, err
+	}
 	for _, w := range cfg.Warnings() {
 		t.log.Warn(w)
 	}

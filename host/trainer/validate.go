@@ -14,7 +14,7 @@ import (
 // after the last; nothing otherwise.
 func (t *Trainer) validateAt(ctx context.Context, step int) (map[string]float64, error) {
 	tc := t.cfg.Trainer
-	if tc.TestFreq <= 0 || (step%tc.TestFreq != 0 && step != t.totalSteps) {
+	if !t.dp.lead() || tc.TestFreq <= 0 || (step%tc.TestFreq != 0 && step != t.totalSteps) {
 		return nil, nil
 	}
 	return t.validate(ctx, step)
@@ -32,7 +32,7 @@ func (t *Trainer) validate(ctx context.Context, step int) (map[string]float64, e
 		exs[i] = &t.val[i]
 	}
 	n := max(t.cfg.ActorRolloutRef.Rollout.ValKwargs.N, 1)
-	samples := t.samplesFor(exs, fmt.Sprintf("val%d", step), n, step, true)
+	samples := t.samplesFor(exs, fmt.Sprintf("val%d", step), 0, n, step, true)
 	bar := progress.New(t.opts.Progress, fmt.Sprintf("validate (step %d)", step), int64(len(samples)), "trajectories")
 	bar.Waiting(t.tasks.waitingOn)
 	res, dropped, err := t.runRollouts(ctx, true, samples, bar)

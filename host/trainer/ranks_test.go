@@ -1,0 +1,160 @@
+package trainer
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rlhost/rlhost/host/dist"
+	"github.com/rlhost/rlhost/host/metrics"
+)
+
+// TestRankReduceDeclared: every metric the trainer declares has a rule for merging the
+// ranks' values, but validation's (rank 0 validates alone) and an external engine's (one
+// rank only); a <placeholder> is filled with a name that has a slash in it, as data
+// sources do.
+func TestRankReduceDeclared(t *testing.T) {
+	for _, m := range metricTable {
+		if m.section == inValidation || m.section == inEngine {
+			continue
+		}
+		name := m.name
+		for range 3 {
+			name = fillName(name, "openai/gsm8k")
+		}
+		if _, _, ok := rankReduce(name); !ok {
+			t.Errorf("%s (%s): no rule for merging the ranks' values", name, m.section)
+		}
+	}
+	for name, want := range map[string]string{
+		"data_source/openai/gsm8k/score/mean": "ds:openai/gsm8k",
+		"task/gsm8k/response_length/mean":     "task:gsm8k",
+		"critic/advantages/mean":              "tok",
+		metrics.ScoreMean:                     "traj",
+	} {
+		if k, w, _ := rankReduce(name); k != reduceMean || w != want {
+			t.Errorf("%s: kind %d weight %q, want a mean by %q", name, k, w, want)
+		}
+	}
+}
+
+// TestMergeFigures: two ranks' figures merge as one rank's over both shares: means weighted
+// by each rank's count (a data source only one rank has keeps that rank's value), sums,
+// extremes, the slowest rank's seconds, and the values every rank shares taken once.
+func TestMergeFigures(t *testing.T) {
+	ranks := []rankFigures{
+		{Vals: map[string]float64{metrics.ScoreMean: 1, "critic/score/max": 1, "critic/score/min": 0.5, "rollout/dropped": 1,
+			"timing_s/gen": 3, "critic/advantages/mean": 0.2, actorGradNorm: 7, "data_source/a/score/mean": 0.25},
+			Weights: map[string]float64{"traj": 4, "tok": 10, "ds:a": 4, "rank": 1}},
+		{Vals: map[string]float64{metrics.ScoreMean: 0, "critic/score/max": 0.75, "critic/score/min": 0, "rollout/dropped": 2,
+			"timing_s/gen": 5, "critic/advantages/mean": -0.3, actorGradNorm: 7},
+			Weights: map[string]float64{"traj": 2, "tok": 30, "rank": 1}},
+	}
+	got := mergeFigures(ranks)
+	want := map[string]float64{metrics.ScoreMean: 4.0 / 6, "critic/score/max": 1, "critic/score/min": 0, "rollout/dropped": 3,
+		"timing_s/gen": 5, "critic/advantages/mean": (0.2*10 - 0.3*30) / 40, actorGradNorm: 7, "data_source/a/score/mean": 0.25}
+	if len(got) != len(want) {
+		t.Errorf("merged %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if math.Abs(got[k]-w) > 1e-12 {
+			t.Errorf("%s: %v, want %v", k, got[k], w)
+		}
+	}
+}
+
+// TestTrainRanksMatchOneRank: a GRPO step of the default model on 2 ranks (goroutines over
+// dist.NewLocal, each with its own task plugin process and model) trains as one rank does on
+// the whole batch: each rank takes one prompt and its group, the update's loss and gradient
+// norm are one rank's, the weights after the step one rank's (and the two ranks' the same
+// bits), the merged metrics one rank's; rank 0 alone writes metrics.jsonl. An entropy
+// bonus gives every weight a gradient whatever the advantages (a group of equal scores has
+// none).
+func TestTrainRanksMatchOneRank(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the default model three times")
+	}
+	run := func(dir string) []string {
+		return append(grpoRun(t, dir), "actor_rollout_ref.actor.entropy_coeff=0.01")
+	}
+	dir1 := filepath.Join(t.TempDir(), "one")
+	tr := startTrainer(t, run(dir1), Options{})
+	init := append([]float32(nil), tr.actor.Params.Data...)
+	if err := tr.Run(context.Background()); err != nil {
+		tr.Close()
+		t.Fatal(err)
+	}
+	one := append([]float32(nil), tr.actor.Params.Data...)
+	tr.Close()
+	want := loggedSteps(t, dir1, 1)[0].Values
+
+	dir2 := filepath.Join(t.TempDir(), "two")
+	comms := dist.NewLocal(2, 5*time.Minute)
+	var params [2][]float32
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr, err := New(context.Background(), loadConfig(t, run(dir2)), Options{Comm: c})
+			if err != nil {
+				c.Abort(err)
+				errs[r] = err
+				return
+			}
+			defer tr.Close()
+			if errs[r] = tr.Run(context.Background()); errs[r] == nil {
+				params[r] = append([]float32(nil), tr.actor.Params.Data...)
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	got := loggedSteps(t, dir2, 1)[0].Values
+	moved := 0
+	for i := range one {
+		if one[i] != init[i] {
+			moved++
+		}
+	}
+	if moved < len(one)/2 {
+		t.Fatalf("the step moved %d of %d weights", moved, len(one))
+	}
+	for i := range params[0] {
+		if params[0][i] != params[1][i] {
+			t.Fatalf("parameter %d: %g on rank 0, %g on rank 1", i, params[0][i], params[1][i])
+		}
+	}
+	// AdamW's first step moves a weight by about lr*sign(g): where g is within rounding of 0
+	// the sums' other order may flip it; elsewhere the step is one rank's
+	lr := loadConfig(t, run(dir1)).ActorRolloutRef.Actor.Optim.LR
+	var off int
+	for i := range one {
+		if math.Abs(float64(params[0][i]-one[i])) > lr/2 {
+			off++
+		}
+	}
+	t.Logf("%d of %d weights more than lr/2 from one rank's; grad norm %v on 2 ranks, %v on one", off, len(one), got[metrics.GradNorm], want[metrics.GradNorm])
+	if want[metrics.GradNorm] == 0 {
+		t.Fatal("the step had no gradient")
+	}
+	if off > len(one)/10000 {
+		t.Errorf("%d of %d weights more than lr/2 (%g) from one rank's", off, len(one), lr/2)
+	}
+	for _, k := range []string{metrics.ScoreMean, "critic/score/max", "critic/score/min", metrics.ResponseLengthMean,
+		metrics.PromptLengthMean, "critic/advantages/mean", metrics.PGLoss, metrics.GradNorm, metrics.Entropy,
+		metrics.NumTurnsMean, "response_model_tokens/max", trainingGlobalStep} {
+		w, g := want[k], got[k]
+		if math.IsNaN(g) || math.Abs(g-w) > 1e-4*math.Max(1, math.Abs(w)) {
+			t.Errorf("%s: %v on 2 ranks, %v on one", k, g, w)
+		}
+	}
+}
