@@ -157,3 +157,20 @@ func (d dataParallel) abort(cause error) {
 		d.comm.Abort(fmt.Errorf("rank %d: %w", d.comm.Rank(), cause))
 	}
 }
+
+// ofJob qualifies the counts of a message as the job's on several ranks.
+func (d dataParallel) ofJob() string {
+	if d.size() <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" on %d ranks", d.size())
+}
+
+// elsewhere is first, this rank's first error, or says the errors were on the other ranks
+// when this rank had none.
+func (d dataParallel) elsewhere(first string, none bool) string {
+	if none && d.size() > 1 {
+		return fmt.Sprintf("none on rank %d (the failures were on other ranks)", d.comm.Rank())
+	}
+	return first
+}

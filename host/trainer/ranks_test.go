@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -156,5 +157,71 @@ func TestTrainRanksMatchOneRank(t *testing.T) {
 		if math.IsNaN(g) || math.Abs(g-w) > 1e-4*math.Max(1, math.Abs(w)) {
 			t.Errorf("%s: %v on 2 ranks, %v on one", k, g, w)
 		}
+	}
+}
+
+// TestTrainRankFailures: a rank whose task plugin is gone fails its trajectories or rewards,
+// and the job's failure budget (trainer.max_failed_fraction 0.25 of the job's 4, one step in a
+// row) stops every rank alike, each naming the job's counts. A rank that never reaches a
+// collective (a process killed) makes rank 0's next collective fail after the
+// communicator's timeout, naming it, instead of waiting for it.
+func TestTrainRankFailures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the default model on two ranks, twice")
+	}
+	for _, c := range []struct {
+		name    string
+		timeout time.Duration
+		rank1   func(tr *Trainer) error // what rank 1 does once started
+		want    []string                // in rank 0's error (and rank 1's, when it runs)
+	}{
+		{"plugin gone", time.Minute, func(tr *Trainer) error {
+			tr.tasks.Close()
+			return tr.Run(context.Background())
+		}, []string{"of 4", "failed on 2 ranks", "not trained on"}},
+		{"rank lost", 5 * time.Second, nil, []string{"never reached", "rank(s) 1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run")
+			comms := dist.NewLocal(2, c.timeout)
+			trs := make([]*Trainer, 2)
+			for r := range trs {
+				tr, err := New(context.Background(), loadConfig(t, append(grpoRun(t, dir),
+					"trainer.max_failed_fraction=0.25", "trainer.max_consecutive_failed_steps=1")), Options{Comm: comms[r]})
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+				defer tr.Close()
+				trs[r] = tr
+			}
+			done := make(chan error, 1)
+			start := time.Now()
+			go func() {
+				if c.rank1 == nil {
+					done <- nil
+					return
+				}
+				done <- c.rank1(trs[1])
+			}()
+			err := trs[0].Run(context.Background())
+			took := time.Since(start)
+			err1 := <-done
+			if err == nil {
+				t.Fatal("rank 0 finished the run")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("rank 0: %v; want %q in it", err, w)
+				}
+				if c.rank1 != nil && (err1 == nil || !strings.Contains(err1.Error(), w)) {
+					t.Errorf("rank 1: %v; want %q in it", err1, w)
+				}
+			}
+			t.Logf("rank 0 stopped after %v: %v", took.Round(time.Millisecond), err)
+			t.Logf("rank 1: %v", err1)
+			if took > c.timeout+30*time.Second {
+				t.Errorf("rank 0 took %v to stop (collectives' timeout %v)", took, c.timeout)
+			}
+		})
 	}
 }

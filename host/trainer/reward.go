@@ -50,7 +50,8 @@ func (t *Trainer) reward(ctx context.Context, s *stepState) (map[string]float64,
 				break
 			}
 		}
-		return vals, &skippedStep{first: first, why: fmt.Sprintf("%d of %d rewards failed", st.Errors+st.Timeouts, len(s.outs))}
+		return vals, &skippedStep{first: t.dp.elsewhere(first, st.Errors+st.Timeouts == 0),
+			why: fmt.Sprintf("%d of %d rewards failed%s", int(g[0]), int(g[1]), t.dp.ofJob())}
 	}
 	compSum, compCnt := map[string]float64{}, map[string]float64{}
 	for _, r := range results {

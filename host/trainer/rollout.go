@@ -65,8 +65,8 @@ func (t *Trainer) rollout(ctx context.Context, s *stepState) (map[string]float64
 		for _, o := range s.outs {
 			o.Trace.End(0, map[string]any{"error": "the step was not trained on"})
 		}
-		return vals, &skippedStep{first: firstErr(res.Errors).Error(),
-			why: fmt.Sprintf("%d of %d trajectories failed", res.Dropped, len(s.samples))}
+		return vals, &skippedStep{first: t.dp.elsewhere(firstErr(res.Errors).Error(), len(res.Errors) == 0),
+			why: fmt.Sprintf("%d of %d trajectories failed%s", int(g[0]), int(g[1]), t.dp.ofJob())}
 	}
 	for k, v := range rollout.Metrics(s.outs) {
 		vals[k] = v
