@@ -2,7 +2,9 @@ package trainer
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -93,32 +95,7 @@ func TestTrainRanksMatchOneRank(t *testing.T) {
 	want := loggedSteps(t, dir1, 1)[0].Values
 
 	dir2 := filepath.Join(t.TempDir(), "two")
-	comms := dist.NewLocal(2, 5*time.Minute)
-	var params [2][]float32
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r, c := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tr, err := New(context.Background(), loadConfig(t, run(dir2)), Options{Comm: c})
-			if err != nil {
-				c.Abort(err)
-				errs[r] = err
-				return
-			}
-			defer tr.Close()
-			if errs[r] = tr.Run(context.Background()); errs[r] == nil {
-				params[r] = append([]float32(nil), tr.actor.Params.Data...)
-			}
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
+	params := runRanks(t, 2, run(dir2))
 	got := loggedSteps(t, dir2, 1)[0].Values
 	moved := 0
 	for i := range one {
@@ -223,5 +200,86 @@ func TestTrainRankFailures(t *testing.T) {
 				t.Errorf("rank 0 took %v to stop (collectives' timeout %v)", took, c.timeout)
 			}
 		})
+	}
+}
+
+// runRanks runs a trainer of overrides on each of n in-process ranks to its end and returns
+// each rank's weights; a rank that fails fails the test.
+func runRanks(t *testing.T, n int, overrides []string) [][]float32 {
+	t.Helper()
+	comms := dist.NewLocal(n, 5*time.Minute)
+	params := make([][]float32, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr, err := New(context.Background(), loadConfig(t, overrides), Options{Comm: c})
+			if err != nil {
+				c.Abort(err)
+				errs[r] = err
+				return
+			}
+			defer tr.Close()
+			if errs[r] = tr.Run(context.Background()); errs[r] == nil {
+				params[r] = append([]float32(nil), tr.actor.Params.Data...)
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("%d ranks: rank %d: %v", n, r, err)
+		}
+	}
+	return params
+}
+
+// TestTrainResumeAtAnotherWorldSize: rank 0's checkpoint of a 2-rank run holds the whole
+// state (weights, AdamW's moments and step, the sampler's place), so the run resumes from it
+// on 2 ranks and on 1 alike: their next step has the same gradient norm to 8 digits, their
+// weights after it are within lr/2 of each other (AdamW's sign-like first moves, see
+// TestTrainRanksMatchOneRank), and the step drew the same batch.
+func TestTrainResumeAtAnotherWorldSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the default model on 2 ranks, then resumes it on 2 and 1")
+	}
+	base := filepath.Join(t.TempDir(), "run")
+	over := func(dir string, steps int) []string {
+		return append(grpoRun(t, dir), "actor_rollout_ref.actor.entropy_coeff=0.01", "trainer.save_freq=1",
+			fmt.Sprintf("trainer.total_training_steps=%d", steps))
+	}
+	runRanks(t, 2, over(base, 1))
+	var params [2][]float32
+	var steps [2]map[string]float64
+	for i, n := range []int{2, 1} {
+		dir := filepath.Join(t.TempDir(), fmt.Sprintf("resumed-%d", n))
+		if err := os.CopyFS(dir, os.DirFS(base)); err != nil {
+			t.Fatal(err)
+		}
+		params[i] = runRanks(t, n, over(dir, 2))[0]
+		logged := loggedSteps(t, dir, 2)
+		steps[i] = logged[1].Values
+	}
+	g2, g1 := steps[0][metrics.GradNorm], steps[1][metrics.GradNorm]
+	if g1 == 0 || math.Abs(g2-g1) > 1e-7*g1 {
+		t.Errorf("step 2's gradient norm: %v resumed on 2 ranks, %v on 1", g2, g1)
+	}
+	for _, k := range []string{trainingEpoch, metrics.PromptLengthMean, metrics.ResponseLengthMean, metrics.ScoreMean} {
+		if math.Abs(steps[0][k]-steps[1][k]) > 1e-6*math.Max(1, math.Abs(steps[1][k])) {
+			t.Errorf("step 2's %s: %v resumed on 2 ranks, %v on 1", k, steps[0][k], steps[1][k])
+		}
+	}
+	lr := loadConfig(t, over(base, 2)).ActorRolloutRef.Actor.Optim.LR
+	off := 0
+	for i := range params[0] {
+		if math.Abs(float64(params[0][i]-params[1][i])) > lr/2 {
+			off++
+		}
+	}
+	t.Logf("step 2: gradient norm %v on 2 ranks, %v on 1; %d weights more than lr/2 apart", g2, g1, off)
+	if off > len(params[0])/10000 {
+		t.Errorf("%d of %d weights more than lr/2 apart after resuming on 2 and 1 ranks", off, len(params[0]))
 	}
 }
