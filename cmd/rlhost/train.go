@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
 	"github.com/rlhost/rlhost/host/config"
@@ -36,12 +38,15 @@ func trainCommand() *cli.Command {
 			&cli.BoolFlag{Name: "print-config", Usage: "print the resolved config (secrets redacted) and exit"},
 		},
 		Action: func(c *cli.Context) error {
-			// Launched by torchrun or srun as one of several ranks: each would train alone into
-			// the same run directory. Say so before anything is written.
-			if w, err := dist.FromEnv(os.Getenv); err != nil {
+			// Launched by torchrun or srun as one of several ranks (docs/distributed.md).
+			w, err := dist.FromEnv(os.Getenv)
+			if err != nil {
 				return cli.Exit("train: "+err.Error(), 2)
-			} else if !w.Single() {
-				return cli.Exit(fmt.Sprintf("train: started as %s: rlhost trains on one device per run, and data parallelism over several ranks is not supported yet (docs/distributed.md); start one process (torchrun --nproc-per-node 1)", w), 2)
+			}
+			if !w.Single() && !commAvailable {
+				// no communicator between processes: say so before anything is written
+				_, _, err := openComm(c.Context, w, 0)
+				return cli.Exit("train: "+err.Error(), 2)
 			}
 			overrides := c.Args().Slice()
 			if names := c.StringSlice("task"); len(names) > 0 {
@@ -75,7 +80,20 @@ func trainCommand() *cli.Command {
 				return fmt.Errorf("the BLAS library computes wrong results on this CPU (%v); set OPENBLAS_CORETYPE to a kernel it supports", err)
 			}
 			log := logger(c)
-			tr, err := trainer.New(c.Context, cfg, trainer.Options{Log: log, Progress: c.App.ErrWriter, Plugin: hostplugin.Options{Logger: log}})
+			opts := trainer.Options{Log: log, Progress: c.App.ErrWriter, Plugin: hostplugin.Options{Logger: log}}
+			if !w.Single() {
+				timeout := time.Duration(cfg.ActorRolloutRef.NCCLTimeout) * time.Second
+				ctx, cancel := context.WithTimeout(c.Context, timeout)
+				comm, closeComm, err := openComm(ctx, w, timeout)
+				cancel()
+				if err != nil {
+					return fmt.Errorf("train: %s: %w", w, err)
+				}
+				defer closeComm()
+				opts.Comm = comm
+				fmt.Fprintf(c.App.ErrWriter, "train: %s\n", w)
+			}
+			tr, err := trainer.New(c.Context, cfg, opts)
 			if err != nil {
 				return err
 			}

@@ -28,7 +28,6 @@ var compatKeys = map[string]string{
 	"data.datagen":                         "",
 
 	"actor_rollout_ref.hybrid_engine":                   "",
-	"actor_rollout_ref.nccl_timeout":                    "",
 	"actor_rollout_ref.model.external_lib":              "",
 	"actor_rollout_ref.model.override_config":           "",
 	"actor_rollout_ref.model.trust_remote_code":         "",

@@ -76,6 +76,8 @@ type ActorRolloutRef struct {
 	Actor   Actor   `yaml:"actor"`
 	Ref     Ref     `yaml:"ref"`
 	Rollout Rollout `yaml:"rollout"`
+	// NCCLTimeout bounds a collective of a data-parallel job (docs/distributed.md).
+	NCCLTimeout int `yaml:"nccl_timeout" doc:"seconds a collective of a job of several ranks waits for every rank; past it every rank stops, naming the ranks that did not come (docs/distributed.md)"`
 }
 
 // Model is actor_rollout_ref.model.
@@ -332,6 +334,7 @@ func Default() *Config {
 			SamplingWeights:       map[string]any{},
 		},
 		ActorRolloutRef: ActorRolloutRef{
+			NCCLTimeout: 600,
 			Model: Model{
 				Path:          DefaultModelPath,
 				LoraAlpha:     16,

@@ -243,6 +243,7 @@ func (c *Config) Validate() error {
 	v.atLeast("trainer.log_val_generations", t.LogValGenerations, 0)
 	v.unit("trainer.max_failed_fraction", t.MaxFailedFraction)
 	v.atLeast("trainer.max_consecutive_failed_steps", t.MaxConsecutiveFailedSteps, 1)
+	v.atLeast("actor_rollout_ref.nccl_timeout", c.ActorRolloutRef.NCCLTimeout, 1)
 
 	for _, f := range unsupportedSwitches {
 		if on, _ := lookupPath(c.compat, strings.Split(f.key, ".")); on == true {
