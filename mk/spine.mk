@@ -8,8 +8,9 @@ PLUGIN_BINS := $(PLUGINS)/rlhost-task-gsm8k $(PLUGINS)/rlhost-task-arith $(PLUGI
 # host/dist under real torchrun and gpu/cuda/nccl on pip's NCCL (torch and its NVIDIA wheels from
 # setup-trl, which make test does not install: CI runs the other tests of both, and these skip there).
 .PHONY: test-dist
-test-dist: setup-trl ## ranks from torchrun's variables and rank 0's value through torchrun's own rendezvous store (real torchrun --no-python, 3 ranks); pip's NCCL loaded, its version and unique ids
+test-dist: setup-trl ## ranks from torchrun's variables and rank 0's value through torchrun's own rendezvous store (real torchrun --no-python, 3 ranks); pip's NCCL loaded, its version and unique ids; rlhost train as 2 ranks under real torchrun
 	RLHOST_TORCH_PYTHON=$(TRL_PY) $(GO) test -count=1 -v ./host/dist/ ./gpu/cuda/nccl/
+	RLHOST_TORCH_PYTHON=$(TRL_PY) $(GO) test -count=1 -v -run TestTrainTwoProcesses ./cmd/rlhost/
 
 .PHONY: build plugins proto proto-check proto-tools test-spine test-conformance bench-spine demo demo-setup demo-compile demo-build bench-docs bench-docs-check metrics-docs
 

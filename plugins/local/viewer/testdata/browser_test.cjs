@@ -33,7 +33,9 @@ async function main() {
     await page.selectOption("#f-validate", "false");
     await page.fill("#f-reward", "0.5-");
     await page.click("#apply");
-    await page.waitForFunction(() => location.hash.includes("step=2") && document.querySelector("#count"));
+    // the hash changes at once; the list is the filtered one once the query has answered
+    await page.waitForFunction(() => location.hash.includes("step=2") && document.querySelector("#count") &&
+      !document.querySelector("#count").textContent.startsWith("12 of"));
     await page.waitForSelector("#list");
     seen.filtered = await page.$$eval("#list tbody tr", trs => trs.map(tr => ({
       step: Number(tr.children[1].textContent), reward: Number(tr.children[5].textContent) })));
