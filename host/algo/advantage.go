@@ -99,6 +99,12 @@ func GRPOAdvantages(tokenRewards, mask []float32, B, T int, groups []string, nor
 //
 //	tokenRewards, values, mask [B*T]
 func GAEAdvantages(tokenRewards, values, mask []float32, B, T int, gamma, lam float64) (adv, returns []float32) {
+	adv, returns, _ = gaeAdvantages(tokenRewards, values, mask, B, T, gamma, lam, nil)
+	return adv, returns
+}
+
+// gaeAdvantages is GAEAdvantages whitening with the batch's sums added by sum (Sum).
+func gaeAdvantages(tokenRewards, values, mask []float32, B, T int, gamma, lam float64, sum Sum) (adv, returns []float32, err error) {
 	checkLen("tokenRewards", tokenRewards, B, T)
 	checkLen("values", values, B, T)
 	checkLen("mask", mask, B, T)
@@ -118,8 +124,8 @@ func GAEAdvantages(tokenRewards, values, mask []float32, B, T int, gamma, lam fl
 			returns[i] = float32(last + v)
 		}
 	}
-	adv = toFloat32(maskedWhiten(raw, mask))
-	return adv, returns
+	w, err := maskedWhiten(raw, mask, sum)
+	return toFloat32(w), returns, err
 }
 
 // REINFORCEPlusPlusAdvantages is REINFORCE++ (veRL's
@@ -129,6 +135,13 @@ func GAEAdvantages(tokenRewards, values, mask []float32, B, T int, gamma, lam fl
 //
 //	tokenRewards, mask [B*T]
 func REINFORCEPlusPlusAdvantages(tokenRewards, mask []float32, B, T int, gamma float64) (adv, returns []float32) {
+	adv, returns, _ = reinforcePlusPlusAdvantages(tokenRewards, mask, B, T, gamma, nil)
+	return adv, returns
+}
+
+// reinforcePlusPlusAdvantages is REINFORCEPlusPlusAdvantages whitening with the batch's sums
+// added by sum (Sum).
+func reinforcePlusPlusAdvantages(tokenRewards, mask []float32, B, T int, gamma float64, sum Sum) (adv, returns []float32, err error) {
 	checkLen("tokenRewards", tokenRewards, B, T)
 	checkLen("mask", mask, B, T)
 	ret := make([]float64, B*T)
@@ -141,12 +154,12 @@ func REINFORCEPlusPlusAdvantages(tokenRewards, mask []float32, B, T int, gamma f
 			run *= float64(mask[i])
 		}
 	}
-	w := maskedWhiten(ret, mask)
+	w, err := maskedWhiten(ret, mask, sum)
 	adv = make([]float32, B*T)
 	for i := range w {
 		adv[i] = float32(w[i] * float64(mask[i]))
 	}
-	return adv, toFloat32(ret)
+	return adv, toFloat32(ret), err
 }
 
 // MaskedWhiten returns (x - mean)/sqrt(var + 1e-8) with the mean and the variance taken over
@@ -157,20 +170,33 @@ func MaskedWhiten(x, mask []float32) []float32 {
 	if len(x) != len(mask) {
 		panic(fmt.Sprintf("algo: MaskedWhiten: x has %d elements, mask %d", len(x), len(mask)))
 	}
-	return toFloat32(maskedWhiten(toFloat64(x), mask))
+	w, _ := maskedWhiten(toFloat64(x), mask, nil)
+	return toFloat32(w)
 }
 
-func maskedWhiten(x []float64, mask []float32) []float64 {
+// Sum adds xs, sums over a batch, over the other parts of the batch, in place: the ranks of
+// a data-parallel job each hold a part, and a batch-wide statistic (the mean and variance of
+// whitening) is the whole batch's. nil: the batch is whole here.
+type Sum func(xs []float64) error
+
+func maskedWhiten(x []float64, mask []float32, sum Sum) ([]float64, error) {
 	n, s := 0.0, 0.0
 	for i, v := range x {
 		m := float64(mask[i])
 		n += m
 		s += v * m
 	}
+	if sum != nil {
+		ns := []float64{n, s}
+		if err := sum(ns); err != nil {
+			return nil, err
+		}
+		n, s = ns[0], ns[1]
+	}
 	out := make([]float64, len(x))
 	if n == 0 {
 		copy(out, x)
-		return out
+		return out, nil
 	}
 	mean := s / (n + meanEpsilon)
 	if n == 1 {
@@ -181,6 +207,13 @@ func maskedWhiten(x []float64, mask []float32) []float64 {
 		d := v - mean
 		ss += d * d * float64(mask[i])
 	}
+	if sum != nil {
+		t := []float64{ss}
+		if err := sum(t); err != nil {
+			return nil, err
+		}
+		ss = t[0]
+	}
 	variance := ss / (n + meanEpsilon)
 	if n > 1 {
 		variance *= n / (n - 1)
@@ -189,7 +222,7 @@ func maskedWhiten(x []float64, mask []float32) []float64 {
 	for i, v := range x {
 		out[i] = (v - mean) * inv
 	}
-	return out
+	return out, nil
 }
 
 // MaskedMean is sum(x*mask)/(sum(mask) + 1e-8), veRL's masked_mean; 0 when the mask is empty.

@@ -44,6 +44,10 @@ type AdvantageInput struct {
 	Groups             []string // [B] prompt uids; the group-based estimators
 	Gamma, Lam         float64  // gae (both), reinforce_plus_plus (Gamma)
 	NormByStd          bool     // grpo, grpo_passk (algorithm.norm_adv_by_std_in_grpo)
+	// Sum adds the batch-wide statistics' sums over the ranks of a data-parallel job (the
+	// whitening of gae, reinforce_plus_plus and reinforce_plus_plus_baseline, gpg's counts);
+	// nil: the batch is whole here. The other estimators' statistics are their groups'.
+	Sum Sum
 }
 
 // Advantages runs the estimator named by name. The error is for an unknown name, a missing
@@ -65,13 +69,13 @@ func Advantages(name string, in AdvantageInput) (adv, returns []float32, err err
 		if len(in.Values) != in.B*in.T {
 			return nil, nil, fmt.Errorf("algo: gae: values has %d elements, want B*T = %d (gae needs a critic)", len(in.Values), in.B*in.T)
 		}
-		adv, returns = GAEAdvantages(in.TokenRewards, in.Values, in.Mask, in.B, in.T, in.Gamma, in.Lam)
+		adv, returns, err = gaeAdvantages(in.TokenRewards, in.Values, in.Mask, in.B, in.T, in.Gamma, in.Lam, in.Sum)
 	case EstimatorGRPO:
 		adv, returns = GRPOAdvantages(in.TokenRewards, in.Mask, in.B, in.T, in.Groups, in.NormByStd)
 	case EstimatorREINFORCEPlusPlus:
-		adv, returns = REINFORCEPlusPlusAdvantages(in.TokenRewards, in.Mask, in.B, in.T, in.Gamma)
+		adv, returns, err = reinforcePlusPlusAdvantages(in.TokenRewards, in.Mask, in.B, in.T, in.Gamma, in.Sum)
 	case EstimatorREINFORCEPlusPlusBaseline:
-		adv, returns = REINFORCEPlusPlusBaselineAdvantages(in.TokenRewards, in.Mask, in.B, in.T, in.Groups)
+		adv, returns, err = reinforcePlusPlusBaselineAdvantages(in.TokenRewards, in.Mask, in.B, in.T, in.Groups, in.Sum)
 	case EstimatorRLOO:
 		adv, returns = RLOOAdvantages(in.TokenRewards, in.Mask, in.B, in.T, in.Groups)
 	case EstimatorOPO:
@@ -79,9 +83,9 @@ func Advantages(name string, in AdvantageInput) (adv, returns []float32, err err
 	case EstimatorGRPOPassK:
 		return GRPOPassKAdvantages(in.TokenRewards, in.Mask, in.B, in.T, in.Groups, in.NormByStd)
 	case EstimatorGPG:
-		adv, returns = GPGAdvantages(in.TokenRewards, in.Mask, in.B, in.T, in.Groups)
+		adv, returns, err = gpgAdvantages(in.TokenRewards, in.Mask, in.B, in.T, in.Groups, in.Sum)
 	}
-	return adv, returns, nil
+	return adv, returns, err
 }
 
 // sequenceScores sums each row of tokenRewards over all T positions, as veRL does.
@@ -147,6 +151,13 @@ func checkGroups(groups []string, B int) {
 // of one), broadcast over the tokens, then whitened over the mask of the whole batch and
 // multiplied by the mask. returns equal the advantages.
 func REINFORCEPlusPlusBaselineAdvantages(tokenRewards, mask []float32, B, T int, groups []string) (adv, returns []float32) {
+	adv, returns, _ = reinforcePlusPlusBaselineAdvantages(tokenRewards, mask, B, T, groups, nil)
+	return adv, returns
+}
+
+// reinforcePlusPlusBaselineAdvantages is REINFORCEPlusPlusBaselineAdvantages whitening with
+// the batch's sums added by sum (Sum).
+func reinforcePlusPlusBaselineAdvantages(tokenRewards, mask []float32, B, T int, groups []string, sum Sum) (adv, returns []float32, err error) {
 	checkLen("tokenRewards", tokenRewards, B, T)
 	checkLen("mask", mask, B, T)
 	checkGroups(groups, B)
@@ -162,14 +173,14 @@ func REINFORCEPlusPlusBaselineAdvantages(tokenRewards, mask []float32, B, T int,
 	for i := range tiled {
 		tiled[i] = c[i/max(T, 1)] * float64(mask[i])
 	}
-	w := maskedWhiten(tiled, mask)
+	w, err := maskedWhiten(tiled, mask, sum)
 	adv = make([]float32, B*T)
 	for i := range w {
 		if mask[i] != 0 {
 			adv[i] = float32(w[i] * float64(mask[i]))
 		}
 	}
-	return adv, append([]float32(nil), adv...)
+	return adv, append([]float32(nil), adv...), err
 }
 
 // RLOOAdvantages is the leave-one-out baseline (veRL's compute_rloo_outcome_advantage): in a
@@ -272,17 +283,29 @@ func GRPOPassKAdvantages(tokenRewards, mask []float32, B, T int, groups []string
 // A = alpha*(s - mean(group)), alpha = B / max(number of non-zero scores, 1), the mean 0 for
 // a group of one; broadcast over the tokens times the mask.
 func GPGAdvantages(tokenRewards, mask []float32, B, T int, groups []string) (adv, returns []float32) {
+	adv, returns, _ = gpgAdvantages(tokenRewards, mask, B, T, groups, nil)
+	return adv, returns
+}
+
+// gpgAdvantages is GPGAdvantages with B and the non-zero scores counted over the ranks by
+// sum (Sum).
+func gpgAdvantages(tokenRewards, mask []float32, B, T int, groups []string, sum Sum) (adv, returns []float32, err error) {
 	checkLen("tokenRewards", tokenRewards, B, T)
 	checkLen("mask", mask, B, T)
 	checkGroups(groups, B)
 	s := sequenceScores(tokenRewards, B, T)
-	nonzero := 0
+	counts := []float64{float64(B), 0}
 	for _, v := range s {
 		if v != 0 {
-			nonzero++
+			counts[1]++
 		}
 	}
-	alpha := float64(B) / float64(max(nonzero, 1))
+	if sum != nil {
+		if err := sum(counts); err != nil {
+			return nil, nil, err
+		}
+	}
+	alpha := counts[0] / max(counts[1], 1)
 	a := make([]float64, B)
 	for _, members := range groupMembers(groups) {
 		mean := groupMean(s, members)
@@ -290,5 +313,6 @@ func GPGAdvantages(tokenRewards, mask []float32, B, T int, groups []string) (adv
 			a[b] = alpha * (s[b] - mean)
 		}
 	}
-	return broadcast(a, mask, B, T)
+	adv, returns = broadcast(a, mask, B, T)
+	return adv, returns, nil
 }

@@ -15,7 +15,7 @@ import (
 // coefficient fixed or adaptive, algorithm.kl_ctrl); then the estimator of
 // algorithm.adv_estimator over the groups of rollout.n samples of a row (GRPO, RLOO, ...) or
 // over the critic's values (GAE).
-func (t *Trainer) advantages(_ context.Context, s *stepState) (map[string]float64, error) {
+func (t *Trainer) advantages(ctx context.Context, s *stepState) (map[string]float64, error) {
 	if err := t.checkGroupsOneTask(s.outs); err != nil {
 		return nil, err
 	}
@@ -25,17 +25,37 @@ func (t *Trainer) advantages(_ context.Context, s *stepState) (map[string]float6
 	if cfg.Algorithm.UseKLInReward {
 		var kl float64
 		s.tokenRewards, kl = algo.ApplyKLPenalty(s.tokenRewards, s.oldLogp, s.refLogp, b.mask, b.B, b.Tr, cfg.Algorithm.KLPenalty, t.klCtl.Beta())
+		batch := b.B
+		if t.dp.size() > 1 { // the whole batch's mean KL and size, so every rank's controller moves alike
+			var tok float64
+			for _, m := range b.mask {
+				tok += float64(m)
+			}
+			g, err := t.dp.sumAll(ctx, kl*tok, tok, float64(b.B))
+			if err != nil {
+				return nil, err
+			}
+			kl, batch = g[0]/max(g[1], 1), int(g[2])
+		}
 		vals[actorRewardKLPenalty] = kl
 		vals[actorRewardKLPenaltyC] = t.klCtl.Beta()
-		t.klCtl.Update(kl, b.B)
+		t.klCtl.Update(kl, batch)
 	}
 	groups := make([]string, b.B)
 	for i, o := range s.outs {
 		groups[i] = o.Sample.UID
 	}
 	var err error
-	s.adv, s.returns, err = t.estimate(s.outs, algo.AdvantageInput{TokenRewards: s.tokenRewards, Mask: b.mask,
-		B: b.B, T: b.Tr, Groups: groups, Values: s.values, Gamma: cfg.Algorithm.Gamma, Lam: cfg.Algorithm.Lam, NormByStd: cfg.Algorithm.NormAdvByStdInGRPO})
+	in := algo.AdvantageInput{TokenRewards: s.tokenRewards, Mask: b.mask,
+		B: b.B, T: b.Tr, Groups: groups, Values: s.values, Gamma: cfg.Algorithm.Gamma, Lam: cfg.Algorithm.Lam, NormByStd: cfg.Algorithm.NormAdvByStdInGRPO}
+	if t.dp.size() > 1 { // batch-wide statistics (whitening) over the whole batch
+		in.Sum = func(xs []float64) error {
+			g, err := t.dp.sumAll(ctx, xs...)
+			copy(xs, g)
+			return err
+		}
+	}
+	s.adv, s.returns, err = t.estimate(s.outs, in)
 	if err != nil {
 		return nil, err
 	}

@@ -285,7 +285,10 @@ func maskCounts(mask []float32, Tr int) (tokens, seqs int) {
 // criticDataMetrics are veRL's batch statistics of a step with a critic: the values and
 // returns over the valid response tokens (mean, max, min) and the explained variance
 // 1 - var(returns - values) / (var(returns) + 1e-5), variances with Bessel's correction.
-func criticDataMetrics(values, returns, adv, mask []float32) map[string]float64 {
+// sum, when not nil, adds the sums the variances are made of over the job's ranks, so that
+// the explained variance is the whole batch's (the other figures merge exactly with the
+// step's metrics, ranks.go).
+func criticDataMetrics(values, returns, adv, mask []float32, sum func(xs ...float64) ([]float64, error)) (map[string]float64, error) {
 	out := map[string]float64{}
 	var n float64
 	var sv, sr, sd, sr2, sd2 float64
@@ -305,18 +308,24 @@ func criticDataMetrics(values, returns, adv, mask []float32) map[string]float64 
 		rmax, rmin = math.Max(rmax, r), math.Min(rmin, r)
 		amax, amin = math.Max(amax, a), math.Min(amin, a)
 	}
-	if n == 0 {
-		return out
+	if n > 0 {
+		out[criticValuesMean], out[criticValuesMax], out[criticValuesMin] = sv/n, vmax, vmin
+		out[criticReturnsMean], out[criticReturnsMax], out[criticReturnsMin] = sr/n, rmax, rmin
+		out[criticAdvantagesMax], out[criticAdvantagesMin] = amax, amin
 	}
-	out[criticValuesMean], out[criticValuesMax], out[criticValuesMin] = sv/n, vmax, vmin
-	out[criticReturnsMean], out[criticReturnsMax], out[criticReturnsMin] = sr/n, rmax, rmin
-	out[criticAdvantagesMax], out[criticAdvantagesMin] = amax, amin
+	if sum != nil {
+		g, err := sum(n, sr, sr2, sd, sd2)
+		if err != nil {
+			return nil, fmt.Errorf("trainer: the critic's explained variance: %w", err)
+		}
+		n, sr, sr2, sd, sd2 = g[0], g[1], g[2], g[3], g[4]
+	}
 	if n > 1 {
 		varR := (sr2 - sr*sr/n) / (n - 1)
 		varD := (sd2 - sd*sd/n) / (n - 1)
 		out[criticVFExplainedVar] = 1 - varD/(varR+1e-5)
 	}
-	return out
+	return out, nil
 }
 
 // save writes the critic (decoder + head) and its optimizer moments into a checkpoint
@@ -383,7 +392,15 @@ func (t *Trainer) updateCritic(ctx context.Context, s *stepState) (map[string]fl
 	if err != nil {
 		return nil, err
 	}
-	maps.Copy(vals, criticDataMetrics(s.values, s.returns, s.adv, s.b.mask))
+	var sum func(...float64) ([]float64, error)
+	if t.dp.size() > 1 {
+		sum = func(xs ...float64) ([]float64, error) { return t.dp.sumAll(ctx, xs...) }
+	}
+	data, err := criticDataMetrics(s.values, s.returns, s.adv, s.b.mask, sum)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(vals, data)
 	vals[timingUpdateCritic] = time.Since(start).Seconds()
 	return vals, nil
 }

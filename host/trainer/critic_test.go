@@ -204,7 +204,7 @@ func TestCriticDataMetrics(t *testing.T) {
 	returns := []float32{2, 2, -7, 5}
 	adv := []float32{0.5, -1, 4, 2}
 	mask := []float32{1, 1, 0, 1}
-	m := criticDataMetrics(values, returns, adv, mask)
+	m, _ := criticDataMetrics(values, returns, adv, mask, nil)
 	// valid: values 1 2 3, returns 2 2 5, returns - values 1 0 2 (variance 1), returns variance 3
 	want := map[string]float64{"critic/values/mean": 2, "critic/values/max": 3, "critic/values/min": 1,
 		"critic/returns/mean": 3, "critic/returns/max": 5, "critic/returns/min": 2,
@@ -214,7 +214,7 @@ func TestCriticDataMetrics(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, m[k], w)
 		}
 	}
-	if len(criticDataMetrics(values, returns, adv, make([]float32, 4))) != 0 {
+	if m, _ := criticDataMetrics(values, returns, adv, make([]float32, 4), nil); len(m) != 0 {
 		t.Error("metrics of an empty mask")
 	}
 }

@@ -229,7 +229,7 @@ const (
 // an external engine's are not merged (checkRanks refuses one).
 func rankReduce(name string) (kind reduceKind, weight string, ok bool) {
 	switch name {
-	case trainingGlobalStep, trainingEpoch, trainingSkippedStep, rolloutFailedFraction, rewardFailedFraction,
+	case trainingGlobalStep, trainingEpoch, trainingSkippedStep, rolloutFailedFraction, rewardFailedFraction, criticVFExplainedVar,
 		actorRewardKLPenaltyC, criticLR, criticVFLoss, criticVFClipfrac, criticVpredMean, criticGradNorm,
 		perfCriticUpdatePadding, actorLR, actorPGLoss, actorPPOKL, actorPGClipfrac, actorPGClipfracLower,
 		actorEntropy, actorKLLoss, actorKLCoef, actorGradNorm, actorMicroBatches, perfUpdatePaddingFrac:
@@ -239,7 +239,7 @@ func rankReduce(name string) (kind reduceKind, weight string, ok bool) {
 	case rolloutRetried, rolloutDropped, rolloutPrefillTokens, rolloutPrefixSharedToken, rewardErrors, rewardTimeouts,
 		perfThroughput:
 		return reduceSum, "", true
-	case criticVFExplainedVar, responseLengthClipRatio:
+	case responseLengthClipRatio:
 		return reduceMean, "traj", true
 	}
 	switch {

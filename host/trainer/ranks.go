@@ -37,6 +37,9 @@ func (t *Trainer) checkRanks() error {
 			return fmt.Errorf("trainer: %s=%d prompts do not split over %d ranks (each rank takes whole groups): make it a multiple of the world size", c.key, c.v, n)
 		}
 	}
+	if t.cfg.Task.AdvNormScope == "task" && len(t.cfg.TaskNames()) > 1 {
+		return fmt.Errorf("trainer: task.adv_norm_scope=task with %d ranks: each task's whitening over the ranks is not yet supported; use global", n)
+	}
 	if t.cfg.ActorRolloutRef.Rollout.Name == "openai" {
 		return fmt.Errorf("trainer: actor_rollout_ref.rollout.name=openai with %d ranks: an external engine's rollouts run on one rank for now (docs/distributed.md)", n)
 	}

@@ -80,9 +80,29 @@ func TestTrainRanksMatchOneRank(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the default model three times")
 	}
-	run := func(dir string) []string {
+	ranksMatchOneRank(t, func(dir string) []string {
 		return append(grpoRun(t, dir), "actor_rollout_ref.actor.entropy_coeff=0.01")
+	}, nil)
+}
+
+// TestTrainRanksMatchOneRankPPO is TestTrainRanksMatchOneRank for PPO with a critic (GAE,
+// KL in the reward, the critic and the actor updated in the step): the critic's update and
+// the batch's values, returns and explained variance (from sums over the ranks) are one
+// rank's too.
+func TestTrainRanksMatchOneRankPPO(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the default model with a critic three times")
 	}
+	ranksMatchOneRank(t, func(dir string) []string {
+		return append(gaeRun(t, dir), "trainer.total_training_steps=1", "trainer.critic_warmup=0", "trainer.save_freq=-1",
+			"actor_rollout_ref.actor.entropy_coeff=0.01")
+	}, []string{"critic/vf_loss", "critic/grad_norm", "critic/vf_explained_var", "critic/values/mean", "critic/returns/mean",
+		"critic/returns/max", "actor/reward_kl_penalty", metrics.RewardMean})
+}
+
+// ranksMatchOneRank runs the overrides' one step on one rank and on 2, and compares them.
+func ranksMatchOneRank(t *testing.T, run func(dir string) []string, extra []string) {
+	t.Helper()
 	dir1 := filepath.Join(t.TempDir(), "one")
 	tr := startTrainer(t, run(dir1), Options{})
 	init := append([]float32(nil), tr.actor.Params.Data...)
@@ -127,11 +147,11 @@ func TestTrainRanksMatchOneRank(t *testing.T) {
 	if off > len(one)/10000 {
 		t.Errorf("%d of %d weights more than lr/2 (%g) from one rank's", off, len(one), lr/2)
 	}
-	for _, k := range []string{metrics.ScoreMean, "critic/score/max", "critic/score/min", metrics.ResponseLengthMean,
+	for _, k := range append([]string{metrics.ScoreMean, "critic/score/max", "critic/score/min", metrics.ResponseLengthMean,
 		metrics.PromptLengthMean, "critic/advantages/mean", metrics.PGLoss, metrics.GradNorm, metrics.Entropy,
-		metrics.NumTurnsMean, "response_model_tokens/max", trainingGlobalStep} {
+		metrics.NumTurnsMean, "response_model_tokens/max", trainingGlobalStep}, extra...) {
 		w, g := want[k], got[k]
-		if math.IsNaN(g) || math.Abs(g-w) > 1e-4*math.Max(1, math.Abs(w)) {
+		if _, ok := want[k]; !ok || math.IsNaN(g) || math.Abs(g-w) > 1e-4*math.Max(1, math.Abs(w)) {
 			t.Errorf("%s: %v on 2 ranks, %v on one", k, g, w)
 		}
 	}
