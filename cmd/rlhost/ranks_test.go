@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rlhost/rlhost/host/dist/socktest"
 	"github.com/rlhost/rlhost/host/metrics"
 )
 
@@ -44,7 +44,10 @@ func TestTrainTwoProcesses(t *testing.T) {
 	for _, launcher := range []string{"torchrun", "slurm", "torchrun itself"} {
 		t.Run(launcher, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "two")
-			port := freePort(t)
+			port, err := socktest.FreePort()
+			if err != nil {
+				t.Fatal(err)
+			}
 			outs := make([]string, 2)
 			errs := make([]error, 2)
 			if launcher == "torchrun itself" {
@@ -125,15 +128,4 @@ func readSteps(t *testing.T, runDir string) map[string]float64 {
 		t.Fatalf("%s: %d steps, %v", runDir, len(steps), err)
 	}
 	return steps[0].Values
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, p, _ := net.SplitHostPort(l.Addr().String())
-	return p
 }

@@ -235,3 +235,14 @@ func (p *proxy) ReduceScatter(_ context.Context, send, recv []float32, op dist.O
 func (p *proxy) Abort(cause error) {
 	p.call(request{Kind: "Abort", Cause: cause.Error()}) //nolint:errcheck // the group is aborted either way
 }
+
+// FreePort is a port of 127.0.0.1 free a moment ago: a MASTER_PORT for a test's job.
+func FreePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	_, p, err := net.SplitHostPort(l.Addr().String())
+	return p, err
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -13,21 +12,14 @@ import (
 	"github.com/rlhost/rlhost/host/dist"
 )
 
-func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, p, _ := net.SplitHostPort(l.Addr().String())
-	return p
-}
-
 // openAll opens n ranks' communicators over sockets, each as its own process would (its
 // World, rank 0 serving the rendezvous store), and returns them with their closers.
 func openAll(t *testing.T, n int, timeout time.Duration) ([]dist.Comm, []func()) {
 	t.Helper()
-	port := freePort(t)
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	comms, closers, errs := make([]dist.Comm, n), make([]func(), n), make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
