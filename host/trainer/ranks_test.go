@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlhost/rlhost/host/data"
 	"github.com/rlhost/rlhost/host/dist"
 	"github.com/rlhost/rlhost/host/metrics"
 )
@@ -80,8 +81,32 @@ func TestTrainRanksMatchOneRank(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the default model three times")
 	}
-	ranksMatchOneRank(t, func(dir string) []string {
+	ranksMatchOneRank(t, 2, func(dir string) []string {
 		return append(grpoRun(t, dir), "actor_rollout_ref.actor.entropy_coeff=0.01")
+	}, nil)
+}
+
+// TestTrainFourRanksMatchOneRank is TestTrainRanksMatchOneRank on 4 ranks, a prompt each, over
+// four GSM8K-like rows.
+func TestTrainFourRanksMatchOneRank(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the default model on one rank and on four")
+	}
+	var rows []data.Row
+	for i, q := range [][2]string{{"What is 2+3?", "5"}, {"Tom has 4 apples and eats 1. How many are left?", "3"},
+		{"What is 6 times 7?", "42"}, {"A box holds 12 eggs. How many eggs are in 3 boxes?", "36"}} {
+		rows = append(rows, data.Row{DataSource: "openai/gsm8k", Ability: "math", AgentName: "single_turn_agent",
+			Prompt:      []data.Message{{Role: "user", Content: q[0] + " Give the answer as a number."}},
+			RewardModel: data.RewardModel{Style: "rule", GroundTruth: q[1]},
+			ExtraInfo:   map[string]any{"index": int64(i), "split": "train"}})
+	}
+	pq := filepath.Join(t.TempDir(), "train4.parquet")
+	if err := data.WriteParquet(pq, rows); err != nil {
+		t.Fatal(err)
+	}
+	ranksMatchOneRank(t, 4, func(dir string) []string {
+		return append(grpoRun(t, dir), "actor_rollout_ref.actor.entropy_coeff=0.01", "data.train_files="+pq,
+			"data.train_batch_size=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.rollout.max_num_seqs=8")
 	}, nil)
 }
 
@@ -93,15 +118,15 @@ func TestTrainRanksMatchOneRankPPO(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the default model with a critic three times")
 	}
-	ranksMatchOneRank(t, func(dir string) []string {
+	ranksMatchOneRank(t, 2, func(dir string) []string {
 		return append(gaeRun(t, dir), "trainer.total_training_steps=1", "trainer.critic_warmup=0", "trainer.save_freq=-1",
 			"actor_rollout_ref.actor.entropy_coeff=0.01")
 	}, []string{"critic/vf_loss", "critic/grad_norm", "critic/vf_explained_var", "critic/values/mean", "critic/returns/mean",
 		"critic/returns/max", "actor/reward_kl_penalty", metrics.RewardMean})
 }
 
-// ranksMatchOneRank runs the overrides' one step on one rank and on 2, and compares them.
-func ranksMatchOneRank(t *testing.T, run func(dir string) []string, extra []string) {
+// ranksMatchOneRank runs the overrides' one step on one rank and on n, and compares them.
+func ranksMatchOneRank(t *testing.T, n int, run func(dir string) []string, extra []string) {
 	t.Helper()
 	dir1 := filepath.Join(t.TempDir(), "one")
 	tr := startTrainer(t, run(dir1), Options{})
@@ -115,7 +140,7 @@ func ranksMatchOneRank(t *testing.T, run func(dir string) []string, extra []stri
 	want := loggedSteps(t, dir1, 1)[0].Values
 
 	dir2 := filepath.Join(t.TempDir(), "two")
-	params := runRanks(t, 2, run(dir2))
+	params := runRanks(t, n, run(dir2))
 	got := loggedSteps(t, dir2, 1)[0].Values
 	moved := 0
 	for i := range one {
@@ -126,9 +151,11 @@ func ranksMatchOneRank(t *testing.T, run func(dir string) []string, extra []stri
 	if moved < len(one)/2 {
 		t.Fatalf("the step moved %d of %d weights", moved, len(one))
 	}
-	for i := range params[0] {
-		if params[0][i] != params[1][i] {
-			t.Fatalf("parameter %d: %g on rank 0, %g on rank 1", i, params[0][i], params[1][i])
+	for r := 1; r < n; r++ {
+		for i := range params[0] {
+			if params[0][i] != params[r][i] {
+				t.Fatalf("parameter %d: %g on rank 0, %g on rank %d", i, params[0][i], params[r][i], r)
+			}
 		}
 	}
 	// AdamW's first step moves a weight by about lr*sign(g): where g is within rounding of 0
@@ -140,7 +167,7 @@ func ranksMatchOneRank(t *testing.T, run func(dir string) []string, extra []stri
 			off++
 		}
 	}
-	t.Logf("%d of %d weights more than lr/2 from one rank's; grad norm %v on 2 ranks, %v on one", off, len(one), got[metrics.GradNorm], want[metrics.GradNorm])
+	t.Logf("%d of %d weights more than lr/2 from one rank's; grad norm %v on %d ranks, %v on one", off, len(one), got[metrics.GradNorm], n, want[metrics.GradNorm])
 	if want[metrics.GradNorm] == 0 {
 		t.Fatal("the step had no gradient")
 	}
@@ -152,7 +179,7 @@ func ranksMatchOneRank(t *testing.T, run func(dir string) []string, extra []stri
 		metrics.NumTurnsMean, "response_model_tokens/max", trainingGlobalStep}, extra...) {
 		w, g := want[k], got[k]
 		if _, ok := want[k]; !ok || math.IsNaN(g) || math.Abs(g-w) > 1e-4*math.Max(1, math.Abs(w)) {
-			t.Errorf("%s: %v on 2 ranks, %v on one", k, g, w)
+			t.Errorf("%s: %v on %d ranks, %v on one", k, g, n, w)
 		}
 	}
 }
