@@ -49,9 +49,11 @@ type Comm interface {
 	// Broadcast copies root's buf to every rank's buf.
 	Broadcast(ctx context.Context, buf []float32, root int) error
 	// AllGather writes each rank's send, in rank order, into recv (Size()*len(send)).
+	// send may be this rank's chunk of recv (in place, as NCCL allows).
 	AllGather(ctx context.Context, send, recv []float32) error
 	// ReduceScatter reduces send (Size()*len(recv)) elementwise across the ranks and
-	// writes this rank's chunk of the result, chunk Rank(), into recv.
+	// writes this rank's chunk of the result, chunk Rank(), into recv, which may be that
+	// chunk of send (in place, as NCCL allows).
 	ReduceScatter(ctx context.Context, send, recv []float32, op Op) error
 	// Abort fails every pending and later collective of every rank with cause.
 	Abort(cause error)
@@ -294,13 +296,20 @@ func (c *localComm) ReduceScatter(ctx context.Context, send, recv []float32, op 
 	}
 	return c.call(ctx, "ReduceScatter", localArgs{f32: send, out: recv, op: op, shape: fmt.Sprintf("%d floats a rank, %v", len(recv), op)},
 		func(args []localArgs) error {
+			// every result first, then the writes: a rank's recv may be its chunk of its
+			// send (NCCL's in-place reduce-scatter), which the other ranks' results read
 			k := len(args[0].out)
-			for r, a := range args {
+			res := make([][]float32, len(args))
+			for r := range args {
 				srcs := make([][]float32, len(args))
 				for q, b := range args {
 					srcs[q] = b.f32[r*k : (r+1)*k]
 				}
-				reduce32(a.out, srcs, op)
+				res[r] = make([]float32, k)
+				reduce32(res[r], srcs, op)
+			}
+			for r, a := range args {
+				copy(a.out, res[r])
 			}
 			return nil
 		})

@@ -47,7 +47,7 @@ func randVec(r *rand.Rand, n int) []float32 {
 
 // TestLocalCollectives: each collective of the in-process communicator gives every rank
 // what NCCL's definition says, reductions added in rank order in float32 (the same bits
-// on every rank), over groups of 1 to 4 ranks.
+// on every rank), over groups of 1 to 4 ranks; reduce-scatter and all-gather in place too.
 func TestLocalCollectives(t *testing.T) {
 	ctx := context.Background()
 	for _, n := range []int{1, 2, 3, 4} {
@@ -92,6 +92,12 @@ func TestLocalCollectives(t *testing.T) {
 						return err
 					}
 					g["reducescatter "+op.String()] = rs
+					// in place: recv is this rank's chunk of send (ZeRO-1's exchange)
+					ip := slices.Clone(in[me])
+					if err := c.ReduceScatter(ctx, ip, ip[me*k:(me+1)*k], op); err != nil {
+						return err
+					}
+					g["reducescatter in place "+op.String()] = ip[me*k : (me+1)*k]
 				}
 				b := slices.Clone(in[me])
 				if err := c.Broadcast(ctx, b, n-1); err != nil {
@@ -103,6 +109,12 @@ func TestLocalCollectives(t *testing.T) {
 					return err
 				}
 				g["allgather"] = all
+				ip := make([]float32, n*k) // in place: send is this rank's chunk of recv
+				copy(ip[me*k:], in[me][:k])
+				if err := c.AllGather(ctx, ip[me*k:(me+1)*k], ip); err != nil {
+					return err
+				}
+				g["allgather in place"] = ip
 				d := []float64{float64(me), 1, -float64(me)}
 				if err := c.AllReduce64(ctx, d, Sum); err != nil {
 					return err
@@ -124,9 +136,11 @@ func TestLocalCollectives(t *testing.T) {
 				for _, op := range []Op{Sum, Max, Min} {
 					check("allreduce "+op.String(), got[me]["allreduce "+op.String()], want[op])
 					check("reducescatter "+op.String(), got[me]["reducescatter "+op.String()], want[op][me*k:(me+1)*k])
+					check("reducescatter in place "+op.String(), got[me]["reducescatter in place "+op.String()], want[op][me*k:(me+1)*k])
 				}
 				check("broadcast", got[me]["broadcast"], in[n-1])
 				check("allgather", got[me]["allgather"], gathered)
+				check("allgather in place", got[me]["allgather in place"], gathered)
 				s := float32(n * (n - 1) / 2)
 				check("allreduce64", got[me]["allreduce64"], []float32{s, float32(n), -s})
 			}

@@ -25,6 +25,18 @@ func Shard(n, size, rank int) (lo, hi int, err error) {
 	return rank * k, (rank + 1) * k, nil
 }
 
+// Split is rank's contiguous share [lo, hi) of n units that need not divide evenly (a
+// validation set): the first n%size ranks take one more than the others; a rank may take none.
+func Split(n, size, rank int) (lo, hi int) {
+	k, extra := n/size, n%size
+	lo = rank*k + min(rank, extra)
+	hi = lo + k
+	if rank < extra {
+		hi++
+	}
+	return lo, hi
+}
+
 // DefaultBucket is the floats of a gradient bucket: 25 MiB of float32, PyTorch DDP's
 // bucket_cap_mb.
 const DefaultBucket = 25 << 20 / 4
@@ -54,42 +66,51 @@ func AllReduceGradients(ctx context.Context, c Comm, grads []float32, bucket int
 // rank updates its shard, and the shards are all-gathered into every rank's parameters.
 // An optimizer's state then takes 1/size of a rank's memory, and the update gives the
 // same weights as AdamW over the all-reduced gradients.
+//
+// The exchanges run in place in the model's own gradient and parameter buffers (NCCL's
+// in-place reduce-scatter and all-gather: a rank's chunk of the buffer is its shard), so
+// sharding adds no buffer of the parameters' size. A shard is n/size parameters; the
+// last rank also keeps the n%size left over, whose gradients are all-reduced and whose
+// weights it broadcasts.
 type ZeRO1 struct {
 	Config model.AdamWConfig
 	Step   int
 
-	c      Comm
-	be     gpu.Backend
-	n      int // trainable parameters
-	shard  int // floats a rank: ceil(n/size)
-	m, v   []float32
-	pad    []float32 // size*shard: the gradients, padded, to reduce-scatter
-	gshard []float32 // this rank's reduced gradients
-	pshard []float32 // this rank's parameters, padded, to all-gather
-	all    []float32 // size*shard: the gathered parameters
+	c     Comm
+	be    gpu.Backend
+	n     int // trainable parameters
+	shard int // parameters of a rank's chunk: n/size
+	m, v  []float32
 }
 
 // NewZeRO1 returns the sharded optimizer of m's trainable parameters for rank c.
 func NewZeRO1(c Comm, m *model.Model, cfg model.AdamWConfig) *ZeRO1 {
 	params, _ := m.Trainable()
-	n, size := len(params), c.Size()
-	shard := (n + size - 1) / size
-	be := m.Backend()
-	return &ZeRO1{Config: cfg, c: c, be: be, n: n, shard: shard,
-		m: be.Alloc("AdamW first moments (shard)", shard), v: be.Alloc("AdamW second moments (shard)", shard),
-		pad: make([]float32, size*shard), gshard: make([]float32, shard), pshard: make([]float32, shard),
-		all: make([]float32, size*shard)}
+	z := &ZeRO1{Config: cfg, c: c, be: m.Backend(), n: len(params), shard: len(params) / c.Size()}
+	lo, hi := z.Range()
+	z.m = z.be.Alloc("AdamW first moments (shard)", hi-lo)
+	z.v = z.be.Alloc("AdamW second moments (shard)", hi-lo)
+	return z
 }
 
 // Range is the parameters [lo, hi) whose moments this rank keeps.
-func (z *ZeRO1) Range() (lo, hi int) {
-	lo = min(z.c.Rank()*z.shard, z.n)
-	return lo, min(lo+z.shard, z.n)
+func (z *ZeRO1) Range() (lo, hi int) { return shardRange(z.n, z.c.Size(), z.c.Rank()) }
+
+// shardRange is rank's shard of n parameters over size ranks: n/size each, the last
+// rank the remainder too.
+func shardRange(n, size, rank int) (lo, hi int) {
+	k := n / size
+	lo, hi = rank*k, (rank+1)*k
+	if rank == size-1 {
+		hi = n
+	}
+	return lo, hi
 }
 
 // Update reduces the ranks' gradients of m, clips them to the global norm and applies
 // one AdamW step, as model.AdamW.Update does over all-reduced gradients; it returns the
-// global norm before clipping. m's gradients are left as they were (the rank's own).
+// global norm before clipping. m's gradients outside this rank's shard are left as the
+// rank's own, those inside it are the reduced (and clipped) ones.
 func (z *ZeRO1) Update(ctx context.Context, m *model.Model) (float64, error) {
 	params, grads := m.Trainable()
 	if grads == nil {
@@ -98,33 +119,125 @@ func (z *ZeRO1) Update(ctx context.Context, m *model.Model) (float64, error) {
 	if len(params) != z.n {
 		return 0, fmt.Errorf("dist: ZeRO-1 state for %d parameters, the model has %d", z.n, len(params))
 	}
-	be, c := z.be, z.Config
-	copy(z.pad, grads) // the padding stays 0
-	if err := z.c.ReduceScatter(ctx, z.pad, z.gshard, Sum); err != nil {
-		return 0, fmt.Errorf("ZeRO-1 gradients: %w", err)
+	be, c, size, k := z.be, z.Config, z.c.Size(), z.shard
+	lo, hi := z.Range()
+	whole := size * k // the chunks exchanged in place; [whole, n) is the remainder
+	if k > 0 {
+		if err := z.c.ReduceScatter(ctx, grads[:whole], grads[lo:lo+k], Sum); err != nil {
+			return 0, fmt.Errorf("ZeRO-1 gradients: %w", err)
+		}
 	}
-	sq := []float64{be.SumSquares(z.gshard)}
+	if whole < z.n {
+		if err := z.c.AllReduce(ctx, grads[whole:z.n], Sum); err != nil {
+			return 0, fmt.Errorf("ZeRO-1 gradients: %w", err)
+		}
+	}
+	sq := []float64{be.SumSquares(grads[lo:hi])}
 	if err := z.c.AllReduce64(ctx, sq, Sum); err != nil {
 		return 0, fmt.Errorf("ZeRO-1 gradient norm: %w", err)
 	}
 	norm := math.Sqrt(sq[0])
 	if c.MaxGradNorm > 0 {
 		if f := float64(c.MaxGradNorm) / (norm + 1e-6); f < 1 { // gpu.ClipGradNorm's factor
-			be.Scale(z.gshard, float32(f))
+			be.Scale(grads[lo:hi], float32(f))
 		}
 	}
 	z.Step++
-	lo, hi := z.Range()
-	k := hi - lo
+	if hi > lo {
+		be.AdamW(params[lo:hi], grads[lo:hi], z.m, z.v, z.Step, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay)
+	}
 	if k > 0 {
-		be.AdamW(params[lo:hi], z.gshard[:k], z.m[:k], z.v[:k], z.Step, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay)
+		if err := z.c.AllGather(ctx, params[lo:lo+k], params[:whole]); err != nil {
+			return 0, fmt.Errorf("ZeRO-1 parameters: %w", err)
+		}
 	}
-	clear(z.pshard)
-	copy(z.pshard, params[lo:hi])
-	if err := z.c.AllGather(ctx, z.pshard, z.all); err != nil {
-		return 0, fmt.Errorf("ZeRO-1 parameters: %w", err)
+	if whole < z.n {
+		if err := z.c.Broadcast(ctx, params[whole:z.n], size-1); err != nil {
+			return 0, fmt.Errorf("ZeRO-1 parameters: %w", err)
+		}
 	}
-	be.Upload(params, z.all[:z.n])
 	m.Params.Changed()
 	return norm, nil
+}
+
+// Moments is this rank's shard of the moments (host copies) and the step count.
+func (z *ZeRO1) Moments() (m, v []float32) {
+	m, v = make([]float32, len(z.m)), make([]float32, len(z.v))
+	z.be.Download(m, z.m)
+	z.be.Download(v, z.v)
+	return m, v
+}
+
+// SetMoments restores the moments of this rank's shard and the step count.
+func (z *ZeRO1) SetMoments(m, v []float32, step int) error {
+	if len(m) != len(z.m) || len(v) != len(z.v) {
+		return fmt.Errorf("dist: ZeRO-1 shard of %d moments, given %d/%d", len(z.m), len(m), len(v))
+	}
+	z.be.Upload(z.m, m)
+	z.be.Upload(z.v, v)
+	z.Step = step
+	return nil
+}
+
+// GatherMoments passes the whole optimizer's moments, in pieces, to put on rank 0: put(off,
+// m, v) is the moments of parameters [off, off+len(m)), each parameter once, in no
+// particular order. It is a collective: every rank calls it (put is called on rank 0
+// only; the others may pass nil). The pieces are at most chunk parameters a rank (0:
+// 1<<20), so no rank holds more than size*chunk of them at once.
+func (z *ZeRO1) GatherMoments(ctx context.Context, chunk int, put func(off int, m, v []float32) error) error {
+	if chunk <= 0 {
+		chunk = 1 << 20
+	}
+	size, k, rank := z.c.Size(), z.shard, z.c.Rank()
+	lo, hi := z.Range()
+	var putErr error
+	emit := func(off int, m, v []float32) {
+		if putErr == nil {
+			putErr = put(off, m, v)
+		}
+	}
+	for j := 0; j < k; j += chunk {
+		kk := min(chunk, k-j)
+		send, recv := z.be.Alloc("ZeRO-1 moments (send)", kk), z.be.Alloc("ZeRO-1 moments (gathered)", size*kk)
+		var parts [2][]float32
+		for i, mom := range [][]float32{z.m, z.v} {
+			z.be.Copy(send, mom[j:j+kk])
+			if err := z.c.AllGather(ctx, send, recv); err != nil {
+				z.be.Free(send)
+				z.be.Free(recv)
+				return fmt.Errorf("ZeRO-1 moments: %w", err)
+			}
+			if rank == 0 {
+				parts[i] = make([]float32, size*kk)
+				z.be.Download(parts[i], recv)
+			}
+		}
+		z.be.Free(send)
+		z.be.Free(recv)
+		if rank == 0 {
+			for r := range size {
+				emit(r*k+j, parts[0][r*kk:(r+1)*kk], parts[1][r*kk:(r+1)*kk])
+			}
+		}
+	}
+	if tail := z.n - size*k; tail > 0 {
+		buf := z.be.Alloc("ZeRO-1 moments (remainder)", tail)
+		var parts [2][]float32
+		for i, mom := range [][]float32{z.m, z.v} {
+			if rank == size-1 {
+				z.be.Copy(buf, mom[hi-lo-tail:])
+			}
+			if err := z.c.Broadcast(ctx, buf, size-1); err != nil {
+				z.be.Free(buf)
+				return fmt.Errorf("ZeRO-1 moments: %w", err)
+			}
+			parts[i] = make([]float32, tail)
+			z.be.Download(parts[i], buf)
+		}
+		z.be.Free(buf)
+		if rank == 0 {
+			emit(size*k, parts[0], parts[1])
+		}
+	}
+	return putErr
 }

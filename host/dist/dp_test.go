@@ -92,6 +92,13 @@ const dpSteps = 3
 // weights, the all-reduced gradients of the first step and the norms, and an error when
 // the ranks' weights differ.
 func dpRun(t *testing.T, size, bucket int, zero bool, plant string) (params, grads0 []float32, norms []float64, err error) {
+	params, grads0, norms, _, err = dpRunMoments(t, size, bucket, zero, plant)
+	return params, grads0, norms, err
+}
+
+// dpRunMoments is dpRun that also returns the optimizer's moments after the last step (m
+// then v, each parameter's): with zero, ZeRO1.GatherMoments's pieces put together on rank 0.
+func dpRunMoments(t *testing.T, size, bucket int, zero bool, plant string) (params, grads0 []float32, norms []float64, moments []float32, err error) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(7, 7))
 	init := make([]float32, dpConfig.NumParams())
@@ -100,7 +107,7 @@ func dpRun(t *testing.T, size, bucket int, zero bool, plant string) (params, gra
 	}
 	var batches []dpBatch
 	for range dpSteps {
-		batches = append(batches, newDPBatch(r, 4, 12, dpConfig.V))
+		batches = append(batches, newDPBatch(r, 12, 12, dpConfig.V)) // 12 sequences: a share on 2, 3 or 4 ranks
 	}
 	comms := NewLocal(size, 30*time.Second)
 	out := make([][]float32, size)
@@ -152,14 +159,39 @@ func dpRun(t *testing.T, size, bucket int, zero bool, plant string) (params, gra
 			ns[c.Rank()] = append(ns[c.Rank()], norm)
 		}
 		out[c.Rank()] = slices.Clone(m.Params.Data)
-		return nil
+		if plant != "" { // a planted run's moments are not looked at
+			return nil
+		}
+		if !zero {
+			if c.Rank() == 0 {
+				mm, vv := opt.Moments()
+				moments = append(slices.Clone(mm), vv...)
+			}
+			return nil
+		}
+		var all []float32
+		if c.Rank() == 0 {
+			all = make([]float32, 2*z.n)
+			for i := range all {
+				all[i] = float32(math.NaN())
+			}
+		}
+		err := z.GatherMoments(ctx, 100, func(off int, m, v []float32) error { // 100: several pieces a rank
+			copy(all[off:], m)
+			copy(all[z.n+off:], v)
+			return nil
+		})
+		if c.Rank() == 0 {
+			moments = all
+		}
+		return err
 	}))
 	for r := 1; r < size; r++ {
 		if !slices.Equal(out[r], out[0]) {
 			err = fmt.Errorf("rank %d's weights differ from rank 0's", r)
 		}
 	}
-	return out[0], g0[0], ns[0], err
+	return out[0], g0[0], ns[0], moments, err
 }
 
 // swappedRank reports the mirror rank: ZeRO-1 over it updates another rank's shard.
@@ -188,7 +220,7 @@ func maxRelDiff(a, b []float32) float64 {
 // swapped.
 func TestDataParallelMatchesOneRank(t *testing.T) {
 	const bucket = 1000 // 6 buckets of the 5296 gradients
-	want, wantG, wantN, _ := dpRun(t, 1, bucket, false, "")
+	want, wantG, wantN, wantM, _ := dpRunMoments(t, 1, bucket, false, "")
 	agree := func(params, grads []float32, norms []float64, ranks error) error {
 		if ranks != nil {
 			return ranks
@@ -208,12 +240,17 @@ func TestDataParallelMatchesOneRank(t *testing.T) {
 		}
 		return nil
 	}
-	for _, size := range []int{2, 4} {
+	n := len(want)
+	for _, size := range []int{2, 3, 4} { // 3: ZeRO-1's remainder (5296 = 3*1765 + 1) on the last rank
 		for _, zero := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%d ranks zero1=%v", size, zero), func(t *testing.T) {
-				params, grads, norms, ranks := dpRun(t, size, bucket, zero, "")
+				params, grads, norms, moments, ranks := dpRunMoments(t, size, bucket, zero, "")
 				if err := agree(params, grads, norms, ranks); err != nil {
 					t.Error(err)
+				}
+				// the moments (gathered from the shards with zero) are one rank's
+				if dm, dv := maxRelDiff(moments[:n], wantM[:n]), maxRelDiff(moments[n:], wantM[n:]); dm > 1e-5 || dv > 1e-5 || slices.ContainsFunc(moments, func(x float32) bool { return x != x }) {
+					t.Errorf("the optimizer's moments differ from one rank's by %.3g (m) and %.3g (v), relative", dm, dv)
 				}
 				t.Logf("weights after %d steps within %.2g of one rank's (relative); norms %v, one rank %v",
 					dpSteps, maxRelDiff(params, want), norms, wantN)
