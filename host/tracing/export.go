@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -286,14 +287,7 @@ func (e *exporter) toSpool(batch []trace.Span) {
 	f, err := os.Create(tmp)
 	if err == nil {
 		w := bufio.NewWriter(f)
-		enc := json.NewEncoder(w)
-		for _, s := range batch {
-			if err = enc.Encode(spoolSpan{TraceID: s.TraceID, SpanID: s.SpanID, ParentID: s.ParentID, Name: s.Name,
-				Start: s.Start.UnixNano(), End: s.End.UnixNano(), Attributes: spoolAttrs(s.Attributes), Inputs: s.Inputs,
-				Outputs: s.Outputs, Error: s.Error}); err != nil {
-				break
-			}
-		}
+		err = EncodeSpans(w, batch)
 		if err == nil {
 			err = w.Flush()
 		}
@@ -331,6 +325,20 @@ func spoolAttrs(a map[string]any) map[string]any {
 	return out
 }
 
+// EncodeSpans writes spans as JSON lines, a span a line, keeping the attributes' types
+// (DecodeSpans reads them back): the spool's format, and how a rank's spans travel to rank 0.
+func EncodeSpans(w io.Writer, spans []trace.Span) error {
+	enc := json.NewEncoder(w)
+	for _, s := range spans {
+		if err := enc.Encode(spoolSpan{TraceID: s.TraceID, SpanID: s.SpanID, ParentID: s.ParentID, Name: s.Name,
+			Start: s.Start.UnixNano(), End: s.End.UnixNano(), Attributes: spoolAttrs(s.Attributes), Inputs: s.Inputs,
+			Outputs: s.Outputs, Error: s.Error}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // readSpool reads a spool file back; integers in attributes come back as int64.
 func readSpool(path string) ([]trace.Span, error) {
 	f, err := os.Open(path)
@@ -338,8 +346,14 @@ func readSpool(path string) ([]trace.Span, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return DecodeSpans(f, "spool "+path)
+}
+
+// DecodeSpans reads EncodeSpans' lines back; integers in attributes come back as int64. what
+// names the source in errors.
+func DecodeSpans(r io.Reader, what string) ([]trace.Span, error) {
 	var out []trace.Span
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<30)
 	line := 0
 	for sc.Scan() {
@@ -348,7 +362,7 @@ func readSpool(path string) ([]trace.Span, error) {
 		dec.UseNumber()
 		var s spoolSpan
 		if err := dec.Decode(&s); err != nil {
-			return nil, fmt.Errorf("tracing: spool %s line %d: %w", path, line, err)
+			return nil, fmt.Errorf("tracing: %s line %d: %w", what, line, err)
 		}
 		if s.Attributes == nil {
 			s.Attributes = map[string]any{}

@@ -44,6 +44,10 @@ type Config struct {
 	QueueSpans int
 	// Logger receives warnings (backend failures, drops). Default: none.
 	Logger hclog.Logger
+	// Relay opens no backend: the tracer makes trajectories as one that does (the same
+	// sampling, the same spans) and keeps their spans for TakeRelayed, for another tracer to
+	// ship (Relayed): a rank other than 0 of a job, whose spans rank 0 ships.
+	Relay bool
 }
 
 // DefaultQueueSpans is the default Config.QueueSpans.
@@ -62,6 +66,9 @@ type Tracer struct {
 	validate bool
 	chosen   map[int64]bool // nil: every sample
 	closed   bool
+	relay    bool         // Config.Relay
+	relayed  []trace.Span // Config.Relay: the spans TakeRelayed has not taken
+	dropped  int64        // Config.Relay: spans beyond QueueSpans, dropped
 }
 
 // ErrConfig is returned by New for a configuration that cannot work.
@@ -126,6 +133,10 @@ func New(ctx context.Context, cfg Config, open func(ctx context.Context, name st
 	if len(names) == 0 {
 		return t, nil
 	}
+	if cfg.Relay {
+		t.relay = true
+		return t, nil
+	}
 	spoolRoot := ""
 	if cfg.RunDir != "" {
 		spoolRoot = filepath.Join(cfg.RunDir, "traces", "spool")
@@ -161,7 +172,30 @@ func New(ctx context.Context, cfg Config, open func(ctx context.Context, name st
 }
 
 // Enabled reports whether anything is traced.
-func (t *Tracer) Enabled() bool { return t != nil && len(t.exporters) > 0 }
+func (t *Tracer) Enabled() bool { return t != nil && (len(t.exporters) > 0 || t.relay) }
+
+// TakeRelayed returns the spans a Config.Relay tracer has kept since the last call, and how
+// many it dropped beyond Config.QueueSpans.
+func (t *Tracer) TakeRelayed() (spans []trace.Span, dropped int64) {
+	if t == nil {
+		return nil, 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	spans, dropped = t.relayed, t.dropped
+	t.relayed, t.dropped = nil, 0
+	return spans, dropped
+}
+
+// Relayed ships spans another tracer kept (Config.Relay) as this one's own.
+func (t *Tracer) Relayed(spans []trace.Span) {
+	if !t.Enabled() {
+		return
+	}
+	for _, s := range spans {
+		t.emit(s)
+	}
+}
 
 // BeginStep starts a step: sampleIndexes are the sample indexes of the step's batch (repeats,
 // one per rollout, are fine). With MaxSamplesPerStep = N it picks N distinct ones, seeded by
@@ -266,6 +300,16 @@ func (t *Tracer) shutdown(ctx context.Context) {
 
 func (t *Tracer) emit(s trace.Span) {
 	scrubSpan(&s, t.secrets)
+	if t.relay {
+		t.mu.Lock()
+		if len(t.relayed) < t.cfg.QueueSpans {
+			t.relayed = append(t.relayed, s)
+		} else {
+			t.dropped++
+		}
+		t.mu.Unlock()
+		return
+	}
 	for _, e := range t.exporters {
 		e.enqueue(s)
 	}

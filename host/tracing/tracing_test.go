@@ -537,3 +537,69 @@ func TestStopThenEnd(t *testing.T) {
 		t.Errorf("root attributes %v", root.Attributes)
 	}
 }
+
+// TestRelay: a Config.Relay tracer (a rank other than 0) opens no backend, makes the
+// trajectories one that ships would (the same sampling: 3 samples of 8 a step, every
+// rollout of each) and keeps their spans; encoded, decoded and shipped by another tracer
+// (rank 0's) they reach its backend as they were made, the attributes' types kept.
+// Beyond QueueSpans spans are dropped and counted.
+func TestRelay(t *testing.T) {
+	noOpen := func(context.Context, string) (trace.Backend, error) {
+		t.Fatal("a relay tracer opened a backend")
+		return nil, nil
+	}
+	relay, err := tracing.New(context.Background(), tracing.Config{Relay: true, MaxSamplesPerStep: 3, Seed: 1,
+		Token2Text: true, Decode: tracingtest.Decode}, noOpen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !relay.Enabled() {
+		t.Fatal("a relay tracer traces nothing")
+	}
+	traced := tracingtest.Drive(relay, tracingtest.DriveOptions{Steps: 2, Batch: 8, N: 2})
+	if traced != 2*3*2 {
+		t.Fatalf("the relay traced %d trajectories; want %d", traced, 2*3*2)
+	}
+	spans, dropped := relay.TakeRelayed()
+	if len(spans) != traced*5 || dropped != 0 {
+		t.Fatalf("the relay kept %d spans (dropped %d); want %d", len(spans), dropped, traced*5)
+	}
+	if again, _ := relay.TakeRelayed(); len(again) != 0 {
+		t.Fatalf("TakeRelayed gave %d spans twice", len(again))
+	}
+	var buf strings.Builder
+	if err := tracing.EncodeSpans(&buf, spans); err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := tracing.DecodeSpans(strings.NewReader(buf.String()), "rank 1's spans")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := &tracingtest.Memory{}
+	lead := newTracer(t, tracing.Config{Experiment: "e"}, map[string]*tracingtest.Memory{"local": mem})
+	lead.Relayed(decoded)
+	closeTracer(t, lead)
+	got := mem.Snapshot()
+	if len(got) != len(spans) {
+		t.Fatalf("rank 0 shipped %d spans; want %d", len(got), len(spans))
+	}
+	for i, s := range spans {
+		g := got[i]
+		if g.SpanID != s.SpanID || g.TraceID != s.TraceID || g.ParentID != s.ParentID || g.Name != s.Name ||
+			!g.Start.Equal(s.Start) || !g.End.Equal(s.End) || g.Inputs != s.Inputs || g.Outputs != s.Outputs || g.Error != s.Error {
+			t.Fatalf("span %d shipped as %+v; made as %+v", i, g, s)
+		}
+		if fmt.Sprintf("%#v", g.Attributes) != fmt.Sprintf("%#v", s.Attributes) {
+			t.Fatalf("span %d's attributes shipped as %#v; made as %#v", i, g.Attributes, s.Attributes)
+		}
+	}
+
+	small, err := tracing.New(context.Background(), tracing.Config{Relay: true, QueueSpans: 7}, noOpen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracingtest.Drive(small, tracingtest.DriveOptions{Steps: 1, Batch: 2, N: 1})
+	if kept, dropped := small.TakeRelayed(); len(kept) != 7 || dropped != 3 {
+		t.Errorf("a relay bounded to 7 spans kept %d of 10 and dropped %d", len(kept), dropped)
+	}
+}
