@@ -17,8 +17,7 @@ type AdamWConfig struct {
 type AdamW struct {
 	Config AdamWConfig
 	Step   int
-	m, v   []float32
-	be     gpu.Backend // that holds m and v; nil: host memory
+	MomentPair
 }
 
 // NewAdamW returns a fresh optimizer for m's trainable parameters
@@ -26,7 +25,7 @@ type AdamW struct {
 func NewAdamW(m *Model, cfg AdamWConfig) *AdamW {
 	params, _ := m.Trainable()
 	n := len(params)
-	return &AdamW{Config: cfg, m: m.be.Alloc("AdamW first moments", n), v: m.be.Alloc("AdamW second moments", n), be: m.be}
+	return &AdamW{Config: cfg, MomentPair: NewMomentPair(m.be, n, "AdamW")}
 }
 
 // Update clips the gradients of m.Trainable to the configured global norm

@@ -117,15 +117,13 @@ func (v *ValueModel) ZeroGrads() {
 type ValueAdamW struct {
 	Config AdamWConfig
 	Step   int
-	m, v   []float32
-	be     gpu.Backend
+	MomentPair
 }
 
 // NewValueAdamW returns a fresh optimizer for the critic.
 func NewValueAdamW(vm *ValueModel, cfg AdamWConfig) *ValueAdamW {
 	n := len(vm.Body.Params.Data) + len(vm.Head)
-	be := vm.Body.be
-	return &ValueAdamW{Config: cfg, m: be.Alloc("critic AdamW first moments", n), v: be.Alloc("critic AdamW second moments", n), be: be}
+	return &ValueAdamW{Config: cfg, MomentPair: NewMomentPair(vm.Body.be, n, "critic AdamW")}
 }
 
 // Update clips the critic's gradients to the configured global norm and
@@ -155,21 +153,10 @@ func (o *ValueAdamW) Update(vm *ValueModel) (float64, error) {
 	return norm, nil
 }
 
-// Moments returns the first and second moments (host copies), for checkpoints.
-func (o *ValueAdamW) Moments() (m, v []float32) {
-	m, v = make([]float32, len(o.m)), make([]float32, len(o.v))
-	o.be.Download(m, o.m)
-	o.be.Download(v, o.v)
-	return m, v
-}
-
-// SetMoments restores the moments and the step count of a checkpoint.
 func (o *ValueAdamW) SetMoments(m, v []float32, step int) error {
-	if len(m) != len(o.m) || len(v) != len(o.v) {
-		return fmt.Errorf("model: value optimizer checkpoint has %d/%d moment values, the critic needs %d", len(m), len(v), len(o.m))
+	if err := o.LoadMoments(m, v); err != nil {
+		return fmt.Errorf("%w (the critic's)", err)
 	}
-	o.be.Upload(o.m, m)
-	o.be.Upload(o.v, v)
 	o.Step = step
 	return nil
 }

@@ -76,11 +76,12 @@ type ZeRO1 struct {
 	Config model.AdamWConfig
 	Step   int
 
+	model.MomentPair // this rank's shard's
+
 	c     Comm
 	be    gpu.Backend
 	n     int // trainable parameters
 	shard int // parameters of a rank's chunk: n/size
-	m, v  []float32
 }
 
 // NewZeRO1 returns the sharded optimizer of m's trainable parameters for rank c.
@@ -88,8 +89,7 @@ func NewZeRO1(c Comm, m *model.Model, cfg model.AdamWConfig) *ZeRO1 {
 	params, _ := m.Trainable()
 	z := &ZeRO1{Config: cfg, c: c, be: m.Backend(), n: len(params), shard: len(params) / c.Size()}
 	lo, hi := z.Range()
-	z.m = z.be.Alloc("AdamW first moments (shard)", hi-lo)
-	z.v = z.be.Alloc("AdamW second moments (shard)", hi-lo)
+	z.MomentPair = model.NewMomentPair(z.be, hi-lo, "AdamW (a ZeRO-1 shard)")
 	return z
 }
 
@@ -144,7 +144,8 @@ func (z *ZeRO1) Update(ctx context.Context, m *model.Model) (float64, error) {
 	}
 	z.Step++
 	if hi > lo {
-		be.AdamW(params[lo:hi], grads[lo:hi], z.m, z.v, z.Step, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay)
+		m, v := z.Tensors()
+		be.AdamW(params[lo:hi], grads[lo:hi], m, v, z.Step, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay)
 	}
 	if k > 0 {
 		if err := z.c.AllGather(ctx, params[lo:lo+k], params[:whole]); err != nil {
@@ -160,21 +161,11 @@ func (z *ZeRO1) Update(ctx context.Context, m *model.Model) (float64, error) {
 	return norm, nil
 }
 
-// Moments is this rank's shard of the moments (host copies) and the step count.
-func (z *ZeRO1) Moments() (m, v []float32) {
-	m, v = make([]float32, len(z.m)), make([]float32, len(z.v))
-	z.be.Download(m, z.m)
-	z.be.Download(v, z.v)
-	return m, v
-}
-
 // SetMoments restores the moments of this rank's shard and the step count.
 func (z *ZeRO1) SetMoments(m, v []float32, step int) error {
-	if len(m) != len(z.m) || len(v) != len(z.v) {
-		return fmt.Errorf("dist: ZeRO-1 shard of %d moments, given %d/%d", len(z.m), len(m), len(v))
+	if err := z.LoadMoments(m, v); err != nil {
+		return fmt.Errorf("dist: ZeRO-1 shard: %w", err)
 	}
-	z.be.Upload(z.m, m)
-	z.be.Upload(z.v, v)
 	z.Step = step
 	return nil
 }
@@ -190,6 +181,8 @@ func (z *ZeRO1) GatherMoments(ctx context.Context, chunk int, put func(off int, 
 	}
 	size, k, rank := z.c.Size(), z.shard, z.c.Rank()
 	lo, hi := z.Range()
+	zm, zv := z.Tensors()
+	moments := [][]float32{zm, zv}
 	var putErr error
 	emit := func(off int, m, v []float32) {
 		if putErr == nil {
@@ -200,7 +193,7 @@ func (z *ZeRO1) GatherMoments(ctx context.Context, chunk int, put func(off int, 
 		kk := min(chunk, k-j)
 		send, recv := z.be.Alloc("ZeRO-1 moments (send)", kk), z.be.Alloc("ZeRO-1 moments (gathered)", size*kk)
 		var parts [2][]float32
-		for i, mom := range [][]float32{z.m, z.v} {
+		for i, mom := range moments {
 			z.be.Copy(send, mom[j:j+kk])
 			if err := z.c.AllGather(ctx, send, recv); err != nil {
 				z.be.Free(send)
@@ -223,7 +216,7 @@ func (z *ZeRO1) GatherMoments(ctx context.Context, chunk int, put func(off int, 
 	if tail := z.n - size*k; tail > 0 {
 		buf := z.be.Alloc("ZeRO-1 moments (remainder)", tail)
 		var parts [2][]float32
-		for i, mom := range [][]float32{z.m, z.v} {
+		for i, mom := range moments {
 			if rank == size-1 {
 				z.be.Copy(buf, mom[hi-lo-tail:])
 			}
