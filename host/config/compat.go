@@ -37,7 +37,7 @@ var compatKeys = map[string]string{
 	"actor_rollout_ref.model.use_liger":                 "",
 
 	"actor_rollout_ref.actor.strategy":                       "FSDP is not used",
-	"actor_rollout_ref.actor.fsdp_config":                    "FSDP is not used",
+	"actor_rollout_ref.actor.fsdp_config":                    "FSDP is not used; of fsdp_config only fsdp_size takes effect",
 	"actor_rollout_ref.actor.ulysses_sequence_parallel_size": "",
 	"actor_rollout_ref.actor.checkpoint":                     "checkpoints always hold model, optimiser and RNG",
 	"actor_rollout_ref.actor.use_torch_compile":              "",

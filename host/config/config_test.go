@@ -499,6 +499,7 @@ func TestWarnings(t *testing.T) {
 	c, err := Load(nil, []string{
 		"actor_rollout_ref.actor.fsdp_config.param_offload=False",
 		"actor_rollout_ref.actor.fsdp_config.param_offload=True",
+		"actor_rollout_ref.actor.fsdp_config.fsdp_size=1",
 		"actor_rollout_ref.rollout.name=vllm",
 		"trainer.n_gpus_per_node=8",
 		"custom_reward_function.path=null",
@@ -509,7 +510,7 @@ func TestWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"actor_rollout_ref.actor.fsdp_config: accepted for veRL compatibility, no effect (FSDP is not used)",
+		"actor_rollout_ref.actor.fsdp_config: accepted for veRL compatibility, no effect (FSDP is not used; of fsdp_config only fsdp_size takes effect)",
 		"custom_reward_function: accepted for veRL compatibility, no effect (rewards come from the task plugin's Score)",
 		"actor_rollout_ref.rollout.name=vllm: rlhost generates with its built-in engine",
 		"algorithm.adv_estimator=grpo with actor_rollout_ref.rollout.n=1: every group holds one response, so there is no group baseline (as in veRL)",
@@ -517,6 +518,9 @@ func TestWarnings(t *testing.T) {
 	}
 	if got := c.Warnings(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Warnings() =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if fs := c.ActorRolloutRef.Actor.FSDPConfig.FSDPSize; fs != 1 { // beside the keys without effect
+		t.Errorf("actor_rollout_ref.actor.fsdp_config.fsdp_size = %d, want 1", fs)
 	}
 }
 
