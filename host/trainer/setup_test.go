@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 
 	"github.com/rlhost/rlhost/host/config"
@@ -24,6 +25,7 @@ func loadConfig(t *testing.T, overrides []string) *config.Config {
 // start fails the test. The caller closes it.
 func startTrainer(t *testing.T, overrides []string, opts Options) *Trainer {
 	t.Helper()
+	debug.FreeOSMemory() // the models of the tests before: returned to the system
 	tr, err := New(context.Background(), loadConfig(t, overrides), opts)
 	if err != nil {
 		t.Fatal(err)

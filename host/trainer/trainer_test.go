@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"os"
+	"runtime/debug"
 	"testing"
 
 	"github.com/rlhost/rlhost/gpu/cpu"
@@ -19,8 +20,19 @@ func TestMain(m *testing.M) {
 	if err := cpu.EnsureCoreType(); err != nil {
 		panic(err)
 	}
+	// The tests build the default model (540 MB of float32 weights) many times, up to ten
+	// copies at once (a multi-rank run with critics): without a limit the heap grows to twice
+	// its peak and returns freed memory slowly, about 20 GB, beside the other packages'
+	// tests that make test runs at the same time. The limit makes the collector keep the
+	// heap near what is live.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(testMemoryLimit)
+	}
 	os.Exit(m.Run())
 }
+
+// testMemoryLimit is the tests' soft memory limit (GOMEMLIMIT overrides it).
+const testMemoryLimit = 10 << 30
 
 // modelPath and smol: the default model (chatservertest.ModelPath: $RLHOST_MODEL, the
 // checkout's models/, the cache folder; skipped when missing, failed under CI).
