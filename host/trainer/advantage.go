@@ -64,13 +64,15 @@ func (t *Trainer) advantages(ctx context.Context, s *stepState) (map[string]floa
 
 // estimate runs the estimator over the whole batch (task.adv_norm_scope=global, veRL's
 // behaviour) or over each task's trajectories separately (task): batch-wide whitening then
-// uses each task's own mean and variance.
+// uses each task's own mean and variance. On several ranks (in.Sum set) every rank runs the
+// estimator for every task of the run, its share of the task's trajectories none or not, so
+// that each task's sums are added over the ranks in the same collectives.
 func (t *Trainer) estimate(outs []*rollout.Output, in algo.AdvantageInput) (adv, returns []float32, err error) {
 	name := t.cfg.Algorithm.AdvEstimator
 	if t.cfg.Task.AdvNormScope != "task" || !t.tasks.mixed() {
 		return algo.Advantages(name, in)
 	}
-	ts, groups := t.tasks.groupByTask(len(outs), func(i int) string { return outs[i].Sample.Row.DataSource })
+	ts, groups := t.tasks.groupByTask(len(outs), func(i int) string { return outs[i].Sample.Row.DataSource }, in.Sum != nil)
 	adv = make([]float32, in.B*in.T)
 	returns = make([]float32, in.B*in.T)
 	T := in.T

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -45,21 +46,32 @@ type trainerState struct {
 }
 
 // checkpointAt writes the checkpoint of step when trainer.save_freq says so: every save_freq
-// steps and after the last; nothing otherwise.
-func (t *Trainer) checkpointAt(step int) error {
+// steps and after the last; nothing otherwise. Rank 0 writes it; with the optimizer sharded
+// the other ranks send it their moments (dist.ZeRO1.GatherMoments).
+func (t *Trainer) checkpointAt(ctx context.Context, step int) error {
 	tc := t.cfg.Trainer
-	if !t.dp.lead() || tc.SaveFreq <= 0 || (step%tc.SaveFreq != 0 && step != t.totalSteps) {
+	if tc.SaveFreq <= 0 || (step%tc.SaveFreq != 0 && step != t.totalSteps) {
 		return nil
 	}
-	return t.checkpoint()
+	if !t.dp.lead() {
+		if t.dp.zero != nil {
+			return t.dp.zero.GatherMoments(ctx, 0, nil)
+		}
+		return nil
+	}
+	return t.checkpoint(ctx)
 }
 
 // checkpoint writes the checkpoint of the last finished step (t.step).
-func (t *Trainer) checkpoint() error {
+func (t *Trainer) checkpoint(ctx context.Context) error {
 	final := ckpt.StepDir(t.runDir, t.step)
 	tmp := final + ".tmp"
 	os.RemoveAll(tmp)
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return err
+	}
+	// the moments first: with the optimizer sharded the other ranks wait on them
+	if err := t.saveMoments(ctx, filepath.Join(tmp, "optimizer.bin")); err != nil {
 		return err
 	}
 	ck := t.actor.Params.Checkpoint(t.actor.HF)
@@ -72,10 +84,6 @@ func (t *Trainer) checkpoint() error {
 		ck = t.actor.MergedCheckpoint()
 	}
 	if err := weights.Save(filepath.Join(tmp, "actor"), ck); err != nil {
-		return err
-	}
-	m, v := t.opt.Moments()
-	if err := writeFloats(filepath.Join(tmp, "optimizer.bin"), m, v); err != nil {
 		return err
 	}
 	st := trainerState{Step: t.step, OptStep: t.opt.Step, Epoch: t.sampler.Epoch, Pos: t.sampler.Pos,
@@ -180,11 +188,7 @@ func (t *Trainer) resume() error {
 			return fmt.Errorf("trainer: resume from %s: %w", dir, err)
 		}
 	}
-	m, v := t.opt.Moments() // host copies: read into them, then upload
-	if err := readFloats(filepath.Join(dir, "optimizer.bin"), m, v); err != nil {
-		return fmt.Errorf("trainer: resume: %w", err)
-	}
-	if err := t.opt.SetMoments(m, v, st.OptStep); err != nil {
+	if err := t.loadMoments(filepath.Join(dir, "optimizer.bin"), st.OptStep); err != nil {
 		return fmt.Errorf("trainer: resume: %w", err)
 	}
 	if t.critic != nil {
@@ -253,8 +257,79 @@ func truncateMetrics(path string, step int) error {
 	return os.Rename(tmp, path)
 }
 
+// saveMoments writes the actor's AdamW moments to path (optimizer.bin: m then v, each in
+// the parameters' order), the same file whether the optimizer is whole or sharded over
+// the ranks, so a checkpoint resumes at any world size. Sharded, it is a collective: rank 0
+// writes the pieces the ranks gather, a bounded number at a time.
+func (t *Trainer) saveMoments(ctx context.Context, path string) error {
+	if t.dp.zero == nil {
+		m, v := t.opt.Moments()
+		return writeFloats(path, m, v)
+	}
+	params, _ := t.actor.Trainable()
+	n := int64(len(params))
+	return writeFileAtomic(path, func(f *os.File) error {
+		if err := f.Truncate(8 * n); err != nil {
+			return err
+		}
+		return t.dp.zero.GatherMoments(ctx, 0, func(off int, m, v []float32) error {
+			if _, err := f.WriteAt(floatBytes(m), 4*int64(off)); err != nil {
+				return err
+			}
+			_, err := f.WriteAt(floatBytes(v), 4*(n+int64(off)))
+			return err
+		})
+	})
+}
+
+// loadMoments restores the actor's AdamW moments and step from path (saveMoments' file);
+// with the optimizer sharded each rank reads its own shard's.
+func (t *Trainer) loadMoments(path string, step int) error {
+	if t.dp.zero == nil {
+		m, v := t.opt.Moments() // host copies: read into them, then upload
+		if err := readFloats(path, m, v); err != nil {
+			return err
+		}
+		return t.opt.SetMoments(m, v, step)
+	}
+	params, _ := t.actor.Trainable() // no gradients before the first update
+	n := len(params)
+	lo, hi := t.dp.zero.Range()
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return err
+	} else if st.Size() != 8*int64(n) {
+		return fmt.Errorf("%s: %d bytes, want %d (the moments of %d parameters)", path, st.Size(), 8*int64(n), n)
+	}
+	m, v := make([]float32, hi-lo), make([]float32, hi-lo)
+	for i, x := range [][]float32{m, v} {
+		b := make([]byte, 4*len(x))
+		if _, err := f.ReadAt(b, 4*(int64(i*n)+int64(lo))); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		for j := range x {
+			x[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+		}
+	}
+	t.opt.Step = step
+	return t.dp.zero.SetMoments(m, v, step)
+}
+
+// floatBytes is xs little-endian.
+func floatBytes(xs []float32) []byte {
+	b := make([]byte, 4*len(xs))
+	for i, x := range xs {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
 func writeFloats(path string, xs ...[]float32) error {
-	return writeFileAtomic(path, func(w io.Writer) error {
+	return writeFileAtomic(path, func(w *os.File) error {
 		bw := bufio.NewWriterSize(w, 1<<20)
 		var buf [4]byte
 		for _, x := range xs {
@@ -279,7 +354,9 @@ func readFloats(path string, xs ...[]float32) error {
 	for _, x := range xs {
 		want += 4 * len(x)
 	}
-	if st, err := f.Stat(); err != nil || st.Size() != int64(want) {
+	if st, err := f.Stat(); err != nil {
+		return err
+	} else if st.Size() != int64(want) {
 		return fmt.Errorf("%s: %d bytes, want %d", path, st.Size(), want)
 	}
 	br := bufio.NewReaderSize(f, 1<<20)
@@ -296,7 +373,7 @@ func readFloats(path string, xs ...[]float32) error {
 }
 
 // writeFileAtomic writes through a temporary file and a rename.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
+func writeFileAtomic(path string, write func(*os.File) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err

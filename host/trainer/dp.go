@@ -59,8 +59,10 @@ func (d dataParallel) step(ctx context.Context, m *model.Model, opt *model.AdamW
 		return opt.Update(m)
 	}
 	if d.zero != nil {
-		d.zero.Config = opt.Config // the step's learning rate
-		return d.zero.Update(ctx, m)
+		d.zero.Config, d.zero.Step = opt.Config, opt.Step // the step's learning rate
+		norm, err := d.zero.Update(ctx, m)
+		opt.Step = d.zero.Step
+		return norm, err
 	}
 	_, grads := m.Trainable()
 	if err := dist.AllReduceGradients(ctx, d.comm, grads, d.bucket); err != nil {
@@ -130,6 +132,14 @@ func (d dataParallel) shard(n int) (lo, hi int) {
 		panic(err) // checkRanks refused such a batch
 	}
 	return lo, hi
+}
+
+// split is this rank's share [lo, hi) of n units that need not divide evenly (dist.Split).
+func (d dataParallel) split(n int) (lo, hi int) {
+	if d.comm == nil {
+		return 0, n
+	}
+	return dist.Split(n, d.comm.Size(), d.comm.Rank())
 }
 
 // sumAll adds each of xs over the ranks.

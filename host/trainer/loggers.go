@@ -77,9 +77,6 @@ func flatten(m map[string]any) map[string]string {
 // default). A default local backend that is not installed only warns; a backend the config
 // names must start.
 func (t *Trainer) openTracer(ctx context.Context, _ *opening) error {
-	if !t.dp.lead() { // rank 0 traces (its own trajectories: docs/distributed.md)
-		return nil
-	}
 	tc := t.cfg.ActorRolloutRef.Rollout.Trace
 	token2text := tracing.Token2TextDefault(tc.Backend)
 	if tc.Token2Text != nil {
@@ -89,7 +86,8 @@ func (t *Trainer) openTracer(ctx context.Context, _ *opening) error {
 		Project: t.cfg.Trainer.ProjectName, Experiment: t.cfg.Experiment(), RunName: t.cfg.Experiment(),
 		RunID: filepath.Base(t.runDir), RunDir: t.runDir, Logger: t.log,
 		Decode:        func(ids []int) string { return t.tk.Decode(ids, false) },
-		BackendConfig: map[string]map[string]any{}}
+		BackendConfig: map[string]map[string]any{},
+		Relay:         !t.dp.lead()} // the other ranks' spans are shipped by rank 0's tracer (shipRankTraces)
 	if tc.MaxSamplesPerStep != nil {
 		cfg.MaxSamplesPerStep = *tc.MaxSamplesPerStep
 	}

@@ -225,8 +225,9 @@ const (
 // weighs each rank's value: "traj" (its trajectories), "tok" (its valid response tokens),
 // "task:<t>" or "ds:<d>" (its trajectories of a task or data source), "rank" (one each). ok
 // is false for a name it does not know (TestRankReduceDeclared holds every declared metric
-// to a rule). Validation's metrics are rank 0's (it validates alone, after the merge), and
-// an external engine's are not merged (checkRanks refuses one).
+// to a rule). Validation's metrics merge in a merge of their own, the weights counting the
+// validation's trajectories (validate); an external engine's are not merged (checkRanks
+// refuses one).
 func rankReduce(name string) (kind reduceKind, weight string, ok bool) {
 	switch name {
 	case trainingGlobalStep, trainingEpoch, trainingSkippedStep, rolloutFailedFraction, rewardFailedFraction, criticVFExplainedVar,
@@ -243,8 +244,16 @@ func rankReduce(name string) (kind reduceKind, weight string, ok bool) {
 		return reduceMean, "traj", true
 	}
 	switch {
+	case strings.HasPrefix(name, "val-core/task:") && strings.HasSuffix(name, "/reward/mean@1"):
+		return reduceMean, "task:" + strings.TrimSuffix(strings.TrimPrefix(name, "val-core/task:"), "/reward/mean@1"), true
+	case strings.HasPrefix(name, "val-core/") && strings.HasSuffix(name, "/reward/mean@1"):
+		return reduceMean, "ds:" + strings.TrimSuffix(strings.TrimPrefix(name, "val-core/"), "/reward/mean@1"), true
+	case strings.HasPrefix(name, "val-aux/"):
+		return reduceMean, "traj", true
+	case name == "val/dropped", strings.HasPrefix(name, "val/dropped/"):
+		return reduceSum, "", true
 	case strings.HasPrefix(name, "tracing/"):
-		return reduceSame, "", true // rank 0 traces
+		return reduceSame, "", true // rank 0 ships every rank's spans
 	case strings.HasPrefix(name, "timing_s/"):
 		return reduceMax, "", true // the slowest rank's
 	case strings.HasSuffix(name, "/max"):

@@ -17,6 +17,7 @@ import (
 	"github.com/rlhost/rlhost/host/chatserver"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/device"
+	"github.com/rlhost/rlhost/host/dist"
 	"github.com/rlhost/rlhost/host/reward"
 	"github.com/rlhost/rlhost/host/rollout"
 	"github.com/rlhost/rlhost/sdk/task"
@@ -68,7 +69,7 @@ func (t *Trainer) openRunDir(context.Context, *opening) error {
 	if err := os.MkdirAll(t.runDir, 0o755); err != nil {
 		return fmt.Errorf("trainer: run directory: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(t.runDir, "config.yaml"), func(w io.Writer) error { return t.cfg.WriteYAML(w) })
+	return writeFileAtomic(filepath.Join(t.runDir, "config.yaml"), func(w *os.File) error { return t.cfg.WriteYAML(w) })
 }
 
 // openDevice opens the backend of trainer.device, with the precision of
@@ -230,8 +231,15 @@ func (t *Trainer) openOptimizer(context.Context, *opening) error {
 	if eps == 0 {
 		eps = 1e-8
 	}
-	t.opt = model.NewAdamW(t.actor, model.AdamWConfig{LR: float32(o.LR), Beta1: float32(betas[0]), Beta2: float32(betas[1]),
-		Eps: float32(eps), WeightDecay: float32(o.WeightDecay), MaxGradNorm: float32(t.cfg.ActorRolloutRef.Actor.GradClip)})
+	cfg := model.AdamWConfig{LR: float32(o.LR), Beta1: float32(betas[0]), Beta2: float32(betas[1]),
+		Eps: float32(eps), WeightDecay: float32(o.WeightDecay), MaxGradNorm: float32(t.cfg.ActorRolloutRef.Actor.GradClip)}
+	if t.shardsOptimizer() {
+		// t.opt keeps the schedule's learning rate and the step; the moments are the shard's
+		t.opt = &model.AdamW{Config: cfg}
+		t.dp.zero = dist.NewZeRO1(t.dp.comm, t.actor, cfg)
+		return nil
+	}
+	t.opt = model.NewAdamW(t.actor, cfg)
 	return nil
 }
 

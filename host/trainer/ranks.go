@@ -9,6 +9,7 @@ package trainer
 // rules are declared with the metrics (metricnames.go, rankReduce).
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"slices"
 
 	"github.com/rlhost/rlhost/host/dist"
+	"github.com/rlhost/rlhost/host/tracing"
 )
 
 // checkRanks refuses what a data-parallel job cannot run: a batch or mini-batch of prompts
@@ -37,11 +39,52 @@ func (t *Trainer) checkRanks() error {
 			return fmt.Errorf("trainer: %s=%d prompts do not split over %d ranks (each rank takes whole groups): make it a multiple of the world size", c.key, c.v, n)
 		}
 	}
-	if t.cfg.Task.AdvNormScope == "task" && len(t.cfg.TaskNames()) > 1 {
-		return fmt.Errorf("trainer: task.adv_norm_scope=task with %d ranks: each task's whitening over the ranks is not yet supported; use global", n)
-	}
 	if t.cfg.ActorRolloutRef.Rollout.Name == "openai" {
 		return fmt.Errorf("trainer: actor_rollout_ref.rollout.name=openai with %d ranks: an external engine's rollouts run on one rank for now (docs/distributed.md)", n)
+	}
+	if fs := t.cfg.ActorRolloutRef.Actor.FSDPConfig.FSDPSize; fs > 1 && fs < n {
+		return fmt.Errorf("trainer: actor_rollout_ref.actor.fsdp_config.fsdp_size=%d with %d ranks: sharding groups smaller than the job (veRL's hybrid sharding) are not supported; "+
+			"use -1 to shard the optimizer over every rank or 1 to keep it whole on each", fs, n)
+	}
+	return nil
+}
+
+// shardsOptimizer reports whether the actor's AdamW moments are sharded over the ranks
+// (ZeRO-1: several ranks and actor.fsdp_config.fsdp_size -1 or at least the world size).
+func (t *Trainer) shardsOptimizer() bool {
+	fs := t.cfg.ActorRolloutRef.Actor.FSDPConfig.FSDPSize
+	return t.dp.size() > 1 && (fs < 0 || fs >= t.dp.size())
+}
+
+// shipRankTraces hands rank 0 the spans the other ranks' tracers kept (tracing.Config.Relay)
+// since the last call, which its tracer ships with its own: the job's traces are one run's,
+// sampled from the whole batch as one rank would. Every rank calls it at the same points (a
+// collective); one rank: nothing.
+func (t *Trainer) shipRankTraces(ctx context.Context) error {
+	if t.dp.size() <= 1 {
+		return nil
+	}
+	var buf bytes.Buffer
+	spans, dropped := t.tracer.TakeRelayed()
+	if dropped > 0 {
+		t.log.Warn("trace spans dropped before they reached rank 0", "spans", dropped)
+	}
+	if err := tracing.EncodeSpans(&buf, spans); err != nil {
+		return fmt.Errorf("trainer: traces: %w", err)
+	}
+	parts, err := dist.AllGatherBytes(ctx, t.dp.comm, buf.Bytes())
+	if err != nil {
+		return fmt.Errorf("trainer: the ranks' traces: %w", err)
+	}
+	if !t.dp.lead() {
+		return nil
+	}
+	for r, p := range parts[1:] {
+		spans, err := tracing.DecodeSpans(bytes.NewReader(p), fmt.Sprintf("rank %d's spans", r+1))
+		if err != nil {
+			return fmt.Errorf("trainer: %w", err)
+		}
+		t.tracer.Relayed(spans)
 	}
 	return nil
 }
@@ -69,35 +112,45 @@ func (t *Trainer) mergeRankMetrics(ctx context.Context, s *stepState) error {
 		w["task:"+t.taskOf(o).name]++
 		w["ds:"+o.Sample.Row.DataSource]++
 	}
+	merged, err := t.mergeOverRanks(ctx, s.vals, w)
+	if err != nil {
+		return err
+	}
+	s.vals = merged
+	return nil
+}
+
+// mergeOverRanks gathers every rank's figures and the weights of its means and returns the
+// job's (mergeFigures), the same on every rank.
+func (t *Trainer) mergeOverRanks(ctx context.Context, figures, weights map[string]float64) (map[string]float64, error) {
 	// NaN and infinities (a failed phase's figures) do not travel as JSON numbers
 	vals := map[string]float64{}
-	for k, v := range s.vals {
+	for k, v := range figures {
 		if !math.IsNaN(v) && !math.IsInf(v, 0) {
 			vals[k] = v
 		}
 	}
-	b, err := json.Marshal(rankFigures{Vals: vals, Weights: w})
+	b, err := json.Marshal(rankFigures{Vals: vals, Weights: weights})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	parts, err := dist.AllGatherBytes(ctx, t.dp.comm, b)
 	if err != nil {
-		return fmt.Errorf("trainer: the ranks' metrics: %w", err)
+		return nil, fmt.Errorf("trainer: the ranks' metrics: %w", err)
 	}
 	ranks := make([]rankFigures, len(parts))
 	for r, p := range parts {
 		if err := json.Unmarshal(p, &ranks[r]); err != nil {
-			return fmt.Errorf("trainer: rank %d's metrics: %w", r, err)
+			return nil, fmt.Errorf("trainer: rank %d's metrics: %w", r, err)
 		}
 	}
 	merged := mergeFigures(ranks)
-	for k, v := range s.vals { // what could not travel stays as this rank has it
+	for k, v := range figures { // what could not travel stays as this rank has it
 		if _, ok := merged[k]; !ok {
 			merged[k] = v
 		}
 	}
-	s.vals = merged
-	return nil
+	return merged, nil
 }
 
 // mergeFigures combines the ranks' figures, rank by rank in order (the same result on

@@ -2,10 +2,14 @@ package trainer
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,15 +18,15 @@ import (
 	"github.com/rlhost/rlhost/host/data"
 	"github.com/rlhost/rlhost/host/dist"
 	"github.com/rlhost/rlhost/host/metrics"
+	"github.com/rlhost/rlhost/plugins/local"
 )
 
 // TestRankReduceDeclared: every metric the trainer declares has a rule for merging the
-// ranks' values, but validation's (rank 0 validates alone) and an external engine's (one
-// rank only); a <placeholder> is filled with a name that has a slash in it, as data
-// sources do.
+// ranks' values, but an external engine's (one rank only); a <placeholder> is filled with
+// a name that has a slash in it, as data sources do.
 func TestRankReduceDeclared(t *testing.T) {
 	for _, m := range metricTable {
-		if m.section == inValidation || m.section == inEngine {
+		if m.section == inEngine {
 			continue
 		}
 		name := m.name
@@ -38,6 +42,9 @@ func TestRankReduceDeclared(t *testing.T) {
 		"task/gsm8k/response_length/mean":     "task:gsm8k",
 		"critic/advantages/mean":              "tok",
 		metrics.ScoreMean:                     "traj",
+		metrics.ValRewardKey("openai/gsm8k"):  "ds:openai/gsm8k",
+		ValTaskRewardKey("gsm8k"):             "task:gsm8k",
+		"val-aux/tool_call_fraction":          "traj",
 	} {
 		if k, w, _ := rankReduce(name); k != reduceMean || w != want {
 			t.Errorf("%s: kind %d weight %q, want a mean by %q", name, k, w, want)
@@ -77,21 +84,42 @@ func TestMergeFigures(t *testing.T) {
 // bits), the merged metrics one rank's; rank 0 alone writes metrics.jsonl. An entropy
 // bonus gives every weight a gradient whatever the advantages (a group of equal scores has
 // none).
+// The optimizer is whole on each rank here (fsdp_size=1); the other multi-rank runs shard it
+// (ZeRO-1, the default).
 func TestTrainRanksMatchOneRank(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the default model three times")
 	}
 	ranksMatchOneRank(t, 2, func(dir string) []string {
-		return append(grpoRun(t, dir), "actor_rollout_ref.actor.entropy_coeff=0.01")
+		return append(grpoRun(t, dir), "actor_rollout_ref.actor.entropy_coeff=0.01", "actor_rollout_ref.actor.fsdp_config.fsdp_size=1")
 	}, nil)
 }
 
 // TestTrainFourRanksMatchOneRank is TestTrainRanksMatchOneRank on 4 ranks, a prompt each, over
-// four GSM8K-like rows.
+// four GSM8K-like rows, with the optimizer sharded (ZeRO-1).
 func TestTrainFourRanksMatchOneRank(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the default model on one rank and on four")
 	}
+	ranksMatchOneRank(t, 4, func(dir string) []string {
+		return append(fourRowRun(t, dir), "actor_rollout_ref.actor.entropy_coeff=0.01")
+	}, nil)
+}
+
+// fourRowRun is grpoRun over four GSM8K-like rows (gsmRows), a step's batch: a prompt a rank
+// on 4 ranks.
+func fourRowRun(t *testing.T, dir string) []string {
+	t.Helper()
+	pq := filepath.Join(t.TempDir(), "train4.parquet")
+	if err := data.WriteParquet(pq, gsmRows()); err != nil {
+		t.Fatal(err)
+	}
+	return append(grpoRun(t, dir), "data.train_files="+pq, "data.train_batch_size=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+		"actor_rollout_ref.rollout.max_num_seqs=8")
+}
+
+// gsmRows are four GSM8K-like rows.
+func gsmRows() []data.Row {
 	var rows []data.Row
 	for i, q := range [][2]string{{"What is 2+3?", "5"}, {"Tom has 4 apples and eats 1. How many are left?", "3"},
 		{"What is 6 times 7?", "42"}, {"A box holds 12 eggs. How many eggs are in 3 boxes?", "36"}} {
@@ -100,14 +128,7 @@ func TestTrainFourRanksMatchOneRank(t *testing.T) {
 			RewardModel: data.RewardModel{Style: "rule", GroundTruth: q[1]},
 			ExtraInfo:   map[string]any{"index": int64(i), "split": "train"}})
 	}
-	pq := filepath.Join(t.TempDir(), "train4.parquet")
-	if err := data.WriteParquet(pq, rows); err != nil {
-		t.Fatal(err)
-	}
-	ranksMatchOneRank(t, 4, func(dir string) []string {
-		return append(grpoRun(t, dir), "actor_rollout_ref.actor.entropy_coeff=0.01", "data.train_files="+pq,
-			"data.train_batch_size=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4", "actor_rollout_ref.rollout.max_num_seqs=8")
-	}, nil)
+	return rows
 }
 
 // TestTrainRanksMatchOneRankPPO is TestTrainRanksMatchOneRank for PPO with a critic (GAE,
@@ -254,15 +275,24 @@ func TestTrainRankFailures(t *testing.T) {
 // each rank's weights; a rank that fails fails the test.
 func runRanks(t *testing.T, n int, overrides []string) [][]float32 {
 	t.Helper()
+	params, _ := runRanksOut(t, n, overrides)
+	return params
+}
+
+// runRanksOut is runRanks that also returns what each rank printed (Options.Progress).
+func runRanksOut(t *testing.T, n int, overrides []string) ([][]float32, []string) {
+	t.Helper()
+	debug.FreeOSMemory() // the models of the tests before: returned to the system
 	comms := dist.NewLocal(n, 5*time.Minute)
 	params := make([][]float32, n)
+	out := make([]strings.Builder, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r, c := range comms {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tr, err := New(context.Background(), loadConfig(t, overrides), Options{Comm: c})
+			tr, err := New(context.Background(), loadConfig(t, overrides), Options{Comm: c, Progress: &out[r]})
 			if err != nil {
 				c.Abort(err)
 				errs[r] = err
@@ -275,30 +305,100 @@ func runRanks(t *testing.T, n int, overrides []string) [][]float32 {
 		}()
 	}
 	wg.Wait()
+	printed := make([]string, n)
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("%d ranks: rank %d: %v", n, r, err)
 		}
+		printed[r] = out[r].String()
 	}
-	return params
+	return params, printed
 }
 
-// TestTrainResumeAtAnotherWorldSize: rank 0's checkpoint of a 2-rank run holds the whole
-// state (weights, AdamW's moments and step, the sampler's place), so the run resumes from it
-// on 2 ranks and on 1 alike: their next step has the same gradient norm to 8 digits, their
-// weights after it are within lr/2 of each other (AdamW's sign-like first moves, see
-// TestTrainRanksMatchOneRank), and the step drew the same batch.
+// TestTrainRanksValidate: validation (trainer.val_only, sampled with val_kwargs.n=2) on 2
+// ranks runs each rank's share of the set, 2 of its 3 prompts on rank 0 and 1 on rank 1
+// (its progress bar counts them), and merges the figures into the whole set's: the
+// val-core score, the val-aux means and val/dropped of one rank's run of the whole set.
+// Rank 0's trace store (the local backend) holds every rank's trajectories, the same
+// samples and rewards as one rank's run.
+func TestTrainRanksValidate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("validates the default model on one rank and on two")
+	}
+	pq := filepath.Join(t.TempDir(), "val3.parquet")
+	if err := data.WriteParquet(pq, gsmRows()[:3]); err != nil {
+		t.Fatal(err)
+	}
+	over := func(dir string) []string {
+		o := append(grpoRun(t, dir), "data.val_files="+pq, "data.val_max_samples=3", "trainer.val_only=true",
+			"actor_rollout_ref.rollout.val_kwargs.n=2", "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
+			"actor_rollout_ref.rollout.val_kwargs.temperature=1.0")
+		// the local trace backend beside the task plugin grpoRun built
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(os.Getenv("RLHOST_PLUGIN_PATH"), "rlhost-trace-local"),
+			"../../plugins/local/cmd/rlhost-trace-local").CombinedOutput(); err != nil {
+			t.Fatalf("building the local trace plugin: %v\n%s", err, out)
+		}
+		return o
+	}
+	dir1 := filepath.Join(t.TempDir(), "one")
+	_, one := runRanksOut(t, 1, over(dir1))
+	dir2 := filepath.Join(t.TempDir(), "two")
+	_, two := runRanksOut(t, 2, over(dir2))
+	for r, want := range []string{"6/6 trajectories", "4/4 trajectories", "2/2 trajectories"} {
+		got := append(one, two...)[r]
+		if !strings.Contains(got, want) {
+			t.Errorf("run %d's validation does not count %q:\n%s", r, want, got)
+		}
+	}
+	w, g := loggedSteps(t, dir1, 1)[0].Values, loggedSteps(t, dir2, 1)[0].Values
+	for _, k := range []string{metrics.ValRewardKey("openai/gsm8k"), "val-aux/response_length/mean", "val-aux/num_turns/mean",
+		"val-aux/tool_calls/mean", "val/dropped"} {
+		if _, ok := w[k]; !ok || math.Abs(g[k]-w[k]) > 1e-9*math.Max(1, math.Abs(w[k])) {
+			t.Errorf("%s: %v on 2 ranks, %v on one", k, g[k], w[k])
+		}
+	}
+	t.Logf("validation on 2 ranks: score %v, response length %v (one rank: %v, %v)", g[metrics.ValRewardKey("openai/gsm8k")],
+		g["val-aux/response_length/mean"], w[metrics.ValRewardKey("openai/gsm8k")], w["val-aux/response_length/mean"])
+	var traced [2][]string
+	for i, dir := range []string{dir1, dir2} {
+		st, err := local.OpenRun(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err := st.List(context.Background(), local.Filter{})
+		st.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range list {
+			traced[i] = append(traced[i], fmt.Sprintf("sample %d rollout %d validate %v reward %.4f tokens %d", tr.SampleIndex, tr.RolloutN,
+				tr.Validate, tr.Reward, tr.ResponseTokens))
+		}
+		slices.Sort(traced[i])
+	}
+	if len(traced[0]) != 6 || !slices.Equal(traced[0], traced[1]) {
+		t.Errorf("traced on one rank:\n%s\non 2 ranks:\n%s", strings.Join(traced[0], "\n"), strings.Join(traced[1], "\n"))
+	}
+}
+
+// TestTrainResumeAtAnotherWorldSize: rank 0's checkpoint of a 4-rank run with the optimizer
+// sharded (ZeRO-1) holds the whole state (weights, AdamW's moments gathered from the four
+// shards, its step, the sampler's place), so the run resumes from it on 2 ranks (each
+// reading its shard of the moments) and on 1 alike: their next step has the same gradient
+// norm to 8 digits, their weights after it are within lr/2 of each other (AdamW's
+// sign-like first moves, see TestTrainRanksMatchOneRank), their moments after it (the 2
+// ranks' gathered again) agree, and the step drew the same batch.
 func TestTrainResumeAtAnotherWorldSize(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains the default model on 2 ranks, then resumes it on 2 and 1")
+		t.Skip("trains the default model on 4 ranks, then resumes it on 2 and 1")
 	}
 	base := filepath.Join(t.TempDir(), "run")
 	over := func(dir string, steps int) []string {
-		return append(grpoRun(t, dir), "actor_rollout_ref.actor.entropy_coeff=0.01", "trainer.save_freq=1",
+		return append(fourRowRun(t, dir), "actor_rollout_ref.actor.entropy_coeff=0.01", "trainer.save_freq=1",
 			fmt.Sprintf("trainer.total_training_steps=%d", steps))
 	}
-	runRanks(t, 2, over(base, 1))
-	var params [2][]float32
+	runRanks(t, 4, over(base, 1))
+	var params, moments [2][]float32
 	var steps [2]map[string]float64
 	for i, n := range []int{2, 1} {
 		dir := filepath.Join(t.TempDir(), fmt.Sprintf("resumed-%d", n))
@@ -308,6 +408,17 @@ func TestTrainResumeAtAnotherWorldSize(t *testing.T) {
 		params[i] = runRanks(t, n, over(dir, 2))[0]
 		logged := loggedSteps(t, dir, 2)
 		steps[i] = logged[1].Values
+		b, err := os.ReadFile(filepath.Join(dir, "checkpoints", "global_step_2", "optimizer.bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) != 8*len(params[i]) {
+			t.Fatalf("optimizer.bin of %d bytes resumed on %d, want the moments of %d parameters", len(b), n, len(params[i]))
+		}
+		moments[i] = make([]float32, len(b)/4)
+		for j := range moments[i] {
+			moments[i][j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+		}
 	}
 	g2, g1 := steps[0][metrics.GradNorm], steps[1][metrics.GradNorm]
 	if g1 == 0 || math.Abs(g2-g1) > 1e-7*g1 {
@@ -328,5 +439,19 @@ func TestTrainResumeAtAnotherWorldSize(t *testing.T) {
 	t.Logf("step 2: gradient norm %v on 2 ranks, %v on 1; %d weights more than lr/2 apart", g2, g1, off)
 	if off > len(params[0])/10000 {
 		t.Errorf("%d of %d weights more than lr/2 apart after resuming on 2 and 1 ranks", off, len(params[0]))
+	}
+	// the moments: m and v each within 1e-4 of the largest (the sums' order differs)
+	n := len(params[0])
+	for i, name := range []string{"first", "second"} {
+		a, b := moments[0][i*n:(i+1)*n], moments[1][i*n:(i+1)*n]
+		var worst, scale float64
+		for j := range a {
+			worst = max(worst, math.Abs(float64(a[j]-b[j])))
+			scale = max(scale, math.Abs(float64(b[j])))
+		}
+		t.Logf("AdamW %s moments after step 2: largest %.3g, 2 ranks and 1 at most %.3g apart", name, scale, worst)
+		if scale == 0 || !(worst <= 1e-4*scale) {
+			t.Errorf("AdamW %s moments after step 2: resumed on 2 ranks and on 1 up to %.3g apart (largest %.3g)", name, worst, scale)
+		}
 	}
 }

@@ -126,7 +126,7 @@ func (t *Trainer) score(ctx context.Context, outs []*rollout.Output) ([]float64,
 		idx = append(idx, i)
 	}
 	// Each task scores its own rows (a mixed run: one Score batch per task).
-	ts, groups := t.tasks.groupByTask(len(items), func(j int) string { return items[j].DataSource })
+	ts, groups := t.tasks.groupByTask(len(items), func(j int) string { return items[j].DataSource }, false)
 	for k, rt := range ts {
 		sub := make([]reward.Item, len(groups[k]))
 		for n, j := range groups[k] {

@@ -25,7 +25,7 @@ func (t *Trainer) rollout(ctx context.Context, s *stepState) (map[string]float64
 	}
 	bar := progress.New(t.opts.Progress, fmt.Sprintf("step %d/%d rollout", s.step, t.totalSteps), int64(len(s.samples)), "trajectories")
 	bar.Waiting(t.tasks.waitingOn)
-	res, dropped, err := t.runRollouts(ctx, false, s.samples, bar)
+	res, dropped, err := t.runRollouts(ctx, false, s.samples, s.batchIdx, bar)
 	if err != nil {
 		return nil, err
 	}
@@ -90,17 +90,11 @@ func (t *Trainer) samplesFor(exs []*example, uidPrefix string, first, n, step in
 }
 
 // runRollouts runs samples through the agent loops, ticking a progress bar as they finish.
-func (t *Trainer) runRollouts(ctx context.Context, validate bool, samples []*rollout.Sample, bar *progress.Bar) (rollout.BatchResult, map[string][2]int, error) {
+// batch is the sample indexes of the whole batch (every rank's share), from which tracing
+// picks the samples it traces.
+func (t *Trainer) runRollouts(ctx context.Context, validate bool, samples []*rollout.Sample, batch []int64, bar *progress.Bar) (rollout.BatchResult, map[string][2]int, error) {
 	if len(samples) > 0 && t.tracer != nil {
-		seen := map[int64]bool{}
-		var idx []int64
-		for _, s := range samples {
-			if !seen[s.SampleIndex] {
-				seen[s.SampleIndex] = true
-				idx = append(idx, s.SampleIndex)
-			}
-		}
-		t.tracer.BeginStep(samples[0].Step, samples[0].Validate, idx)
+		t.tracer.BeginStep(samples[0].Step, samples[0].Validate, batch)
 	}
 	res, dropped, err := t.runRolloutsByTask(ctx, validate, samples, bar)
 	bar.Finish()
@@ -111,7 +105,7 @@ func (t *Trainer) runRollouts(ctx context.Context, validate bool, samples []*rol
 // (the policy batches their generate calls together), and merges the results in sample order.
 // A failure is attributed to its task.
 func (t *Trainer) runRolloutsByTask(ctx context.Context, validate bool, samples []*rollout.Sample, bar *progress.Bar) (rollout.BatchResult, map[string][2]int, error) {
-	ts, groups := t.tasks.groupByTask(len(samples), func(i int) string { return samples[i].Row.DataSource })
+	ts, groups := t.tasks.groupByTask(len(samples), func(i int) string { return samples[i].Row.DataSource }, false)
 	res := rollout.BatchResult{Outputs: make([]*rollout.Output, len(samples))}
 	dropped := map[string][2]int{} // task -> retried, dropped
 	results := make([]rollout.BatchResult, len(ts))

@@ -18,15 +18,15 @@ import (
 // trainer.val_before_train or trainer.val_only asks for one, and draws the curves at the end.
 func (t *Trainer) Run(ctx context.Context) (err error) {
 	defer func() {
+		if err != nil {
+			t.dp.abort(err) // the other ranks stop at their next collective instead of waiting it out
+		}
 		if err != nil && t.logger != nil {
 			metrics.Fail(t.logger, err)
 		}
 	}()
 	tc := t.cfg.Trainer
-	if tc.ValOnly && !t.dp.lead() {
-		return nil
-	}
-	if t.dp.lead() && (tc.ValOnly || (tc.ValBeforeTrain && t.step == 0)) {
+	if tc.ValOnly || (tc.ValBeforeTrain && t.step == 0) { // every rank validates its share
 		vals, err := t.validate(ctx, t.step)
 		if err != nil {
 			return err
@@ -70,6 +70,9 @@ func (t *Trainer) trainStep(ctx context.Context, step int) error {
 		if merr := t.mergeRankMetrics(ctx, s); merr != nil {
 			return fmt.Errorf("step %d: %w", step, merr)
 		}
+		if terr := t.shipRankTraces(ctx); terr != nil {
+			return fmt.Errorf("step %d: %w", step, terr)
+		}
 	}
 	t.budget.ran++
 	var skip *skippedStep
@@ -99,7 +102,7 @@ func (t *Trainer) trainStep(ctx context.Context, step int) error {
 	if stop != nil {
 		return stop
 	}
-	if err := t.checkpointAt(step); err != nil {
+	if err := t.checkpointAt(ctx, step); err != nil {
 		return fmt.Errorf("step %d: checkpoint: %w", step, err)
 	}
 	return nil
@@ -114,6 +117,7 @@ type stepState struct {
 	vals  map[string]float64 // the metrics of the phases so far
 
 	samples          []*rollout.Sample // the batch: rollout.n samples of each row (startStep)
+	batchIdx         []int64           // the sample indexes of the whole batch, every rank's (tracing's sampling)
 	outs             []*rollout.Output // the trajectories kept (rollout)
 	b                *batchOf          // outs laid out for the algorithms (rollout)
 	scores           []float64         // one per trajectory (reward)
@@ -136,6 +140,9 @@ func (t *Trainer) startStep(step int) *stepState {
 	// a rank's share of the prompts, each with its whole group, named by its place in the
 	// whole batch so that its samples (and their random streams) are one rank's
 	lo, hi := t.dp.shard(len(idx))
+	for _, j := range idx {
+		s.batchIdx = append(s.batchIdx, t.train[j].SampleIndex)
+	}
 	exs := make([]*example, 0, hi-lo)
 	for _, j := range idx[lo:hi] {
 		exs = append(exs, &t.train[j])

@@ -184,8 +184,9 @@ func (s *taskSet) has(f string) bool {
 	return false
 }
 
-// groupByTask splits sample indexes by the task of their row, in the order of s.list.
-func (s *taskSet) groupByTask(n int, dataSource func(i int) string) ([]*runTask, [][]int) {
+// groupByTask splits sample indexes by the task of their row, in the order of s.list; every
+// task of s.list, with indexes or without, when every is set.
+func (s *taskSet) groupByTask(n int, dataSource func(i int) string, every bool) ([]*runTask, [][]int) {
 	idx := map[*runTask][]int{}
 	for i := 0; i < n; i++ {
 		t, _ := s.route(dataSource(i))
@@ -194,7 +195,7 @@ func (s *taskSet) groupByTask(n int, dataSource func(i int) string) ([]*runTask,
 	var ts []*runTask
 	var out [][]int
 	for _, t := range s.list {
-		if len(idx[t]) > 0 {
+		if len(idx[t]) > 0 || every {
 			ts = append(ts, t)
 			out = append(out, idx[t])
 		}

@@ -4,13 +4,17 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/rlhost/rlhost/host/algo"
 	"github.com/rlhost/rlhost/host/config"
 	"github.com/rlhost/rlhost/host/data"
+	"github.com/rlhost/rlhost/host/dist"
 	"github.com/rlhost/rlhost/host/rollout"
 	"github.com/rlhost/rlhost/sdk/task"
 )
@@ -211,6 +215,72 @@ func TestAdvantageScopeAndWeights(t *testing.T) {
 		case "global":
 			if math.Abs(gMean) < 0.5 || math.Abs(gMean+aMean) > 1e-5 {
 				t.Errorf("scope global: per-task means %v, %v; want opposite and far from 0", gMean, aMean)
+			}
+		}
+	}
+}
+
+// TestAdvantageScopeTaskOverRanks: task.adv_norm_scope=task on 2 ranks whitens each task over
+// the whole batch, each task's sums added over the ranks, though rank 1 holds no trajectory of
+// one task (it still takes part in that task's sums): every estimator gives one rank's
+// advantages.
+func TestAdvantageScopeTaskOverRanks(t *testing.T) {
+	sources := []string{"openai/gsm8k", "openai/gsm8k", "openai/gsm8k", "arith", "arith", "arith"}
+	uids := []string{"a", "a", "b", "c", "d", "d"} // groups whole on a rank
+	outs := outsFor(sources, uids)
+	scores := []float64{1, 0, 1, 10, 12, 14}
+	const T = 3
+	in := algo.AdvantageInput{TokenRewards: make([]float32, len(outs)*T), Mask: make([]float32, len(outs)*T),
+		Values: make([]float32, len(outs)*T), B: len(outs), T: T, Groups: uids, Gamma: 1, Lam: 0.95}
+	for i := range in.Mask {
+		in.Mask[i] = float32(min(1, (i+1)%5)) // some tokens masked
+		in.Values[i] = float32(i%4) * 0.3
+	}
+	for i := range outs {
+		in.TokenRewards[i*T+T-1] = float32(scores[i])
+	}
+	cut := 4 // rank 0: three gsm8k and one arith; rank 1: two arith, no gsm8k
+	for _, est := range []string{"reinforce_plus_plus", "gae", "reinforce_plus_plus_baseline", "gpg", "grpo"} {
+		cfg := config.Default()
+		cfg.Algorithm.AdvEstimator = est
+		cfg.Task.AdvNormScope = "task"
+		one, _, err := (&Trainer{cfg: cfg, tasks: twoTasks()}).estimate(outs, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		comms := dist.NewLocal(2, 10*time.Second)
+		got := make([][]float32, 2)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for r, c := range comms {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				lo, hi := 0, cut
+				if r == 1 {
+					lo, hi = cut, len(outs)
+				}
+				p := in
+				p.B = hi - lo
+				p.TokenRewards, p.Mask, p.Values = in.TokenRewards[lo*T:hi*T], in.Mask[lo*T:hi*T], in.Values[lo*T:hi*T]
+				p.Groups = in.Groups[lo:hi]
+				p.Sum = func(xs []float64) error { return c.AllReduce64(context.Background(), xs, dist.Sum) }
+				got[r], _, errs[r] = (&Trainer{cfg: cfg, tasks: twoTasks()}).estimate(outs[lo:hi], p)
+				if errs[r] != nil {
+					c.Abort(errs[r])
+				}
+			}()
+		}
+		wg.Wait()
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("%s: rank %d: %v", est, r, err)
+			}
+		}
+		both := append(slices.Clone(got[0]), got[1]...)
+		for i := range one {
+			if math.Abs(float64(both[i]-one[i])) > 1e-5 {
+				t.Fatalf("%s: advantage %d is %v on 2 ranks, %v on one (2 ranks %v, one %v)", est, i, both[i], one[i], both, one)
 			}
 		}
 	}

@@ -14,28 +14,36 @@ import (
 // after the last; nothing otherwise.
 func (t *Trainer) validateAt(ctx context.Context, step int) (map[string]float64, error) {
 	tc := t.cfg.Trainer
-	if !t.dp.lead() || tc.TestFreq <= 0 || (step%tc.TestFreq != 0 && step != t.totalSteps) {
+	if tc.TestFreq <= 0 || (step%tc.TestFreq != 0 && step != t.totalSteps) {
 		return nil, nil
 	}
 	return t.validate(ctx, step)
 }
 
 // validate runs the validation set with val_kwargs and returns val-core metrics per data source.
+// On several ranks each runs its share of the set (dist.Split: contiguous, as even as the
+// set allows), its samples named by their place in the whole set, and the ranks' figures
+// are merged into the whole set's (rankReduce).
 func (t *Trainer) validate(ctx context.Context, step int) (map[string]float64, error) {
 	vals := map[string]float64{}
 	if len(t.val) == 0 {
 		return vals, nil
 	}
 	start := time.Now()
-	exs := make([]*example, len(t.val))
-	for i := range t.val {
-		exs[i] = &t.val[i]
+	lo, hi := t.dp.split(len(t.val))
+	exs := make([]*example, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		exs = append(exs, &t.val[i])
 	}
 	n := max(t.cfg.ActorRolloutRef.Rollout.ValKwargs.N, 1)
-	samples := t.samplesFor(exs, fmt.Sprintf("val%d", step), 0, n, step, true)
+	samples := t.samplesFor(exs, fmt.Sprintf("val%d", step), lo, n, step, true)
 	bar := progress.New(t.opts.Progress, fmt.Sprintf("validate (step %d)", step), int64(len(samples)), "trajectories")
 	bar.Waiting(t.tasks.waitingOn)
-	res, dropped, err := t.runRollouts(ctx, true, samples, bar)
+	batch := make([]int64, len(t.val))
+	for i := range t.val {
+		batch[i] = t.val[i].SampleIndex
+	}
+	res, dropped, err := t.runRollouts(ctx, true, samples, batch, bar)
 	if err != nil {
 		return nil, err
 	}
@@ -45,6 +53,9 @@ func (t *Trainer) validate(ctx context.Context, step int) (map[string]float64, e
 		return nil, err
 	}
 	t.endTraces(outs, scores, results, nil, nil)
+	if err := t.shipRankTraces(ctx); err != nil {
+		return nil, err
+	}
 	sum := map[string]float64{}
 	cnt := map[string]float64{}
 	tsum := map[string]float64{}
@@ -86,7 +97,7 @@ func (t *Trainer) validate(ctx context.Context, step int) (map[string]float64, e
 		}
 	}
 	vals[timingTesting] = time.Since(start).Seconds()
-	if k := t.cfg.Trainer.LogValGenerations; k > 0 {
+	if k := t.cfg.Trainer.LogValGenerations - lo*n; k > 0 { // the set's first log_val_generations
 		for i, o := range outs {
 			if i >= k {
 				break
@@ -95,5 +106,15 @@ func (t *Trainer) validate(ctx context.Context, step int) (map[string]float64, e
 				"response", t.tk.Decode(o.ResponseIDs, true))
 		}
 	}
-	return vals, nil
+	if t.dp.size() <= 1 {
+		return vals, nil
+	}
+	w := map[string]float64{"traj": float64(len(outs))}
+	for ds, c := range cnt {
+		w["ds:"+ds] = c
+	}
+	for tn, c := range tcnt {
+		w["task:"+tn] = c
+	}
+	return t.mergeOverRanks(ctx, vals, w)
 }
