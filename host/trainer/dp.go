@@ -86,14 +86,11 @@ func (d dataParallel) stepValue(ctx context.Context, vm *model.ValueModel, opt *
 
 // sum adds x over the ranks.
 func (d dataParallel) sum(ctx context.Context, x float64) (float64, error) {
-	if d.comm == nil {
-		return x, nil
+	g, err := d.sumAll(ctx, x)
+	if err != nil {
+		return 0, err
 	}
-	buf := []float64{x}
-	if err := d.comm.AllReduce64(ctx, buf, dist.Sum); err != nil {
-		return 0, fmt.Errorf("trainer: %w", err)
-	}
-	return buf[0], nil
+	return g[0], nil
 }
 
 // sums adds the ranks' sums and counts of the update's metrics (each rank has the same

@@ -320,7 +320,8 @@ func runRanksOut(t *testing.T, n int, overrides []string) ([][]float32, []string
 // (its progress bar counts them), and merges the figures into the whole set's: the
 // val-core score, the val-aux means and val/dropped of one rank's run of the whole set.
 // Rank 0's trace store (the local backend) holds every rank's trajectories, the same
-// samples and rewards as one rank's run.
+// samples and rewards as one rank's run. A one-prompt set on 2 ranks leaves rank 1 nothing
+// to validate; it still takes part in the merge.
 func TestTrainRanksValidate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("validates the default model on one rank and on two")
@@ -378,6 +379,21 @@ func TestTrainRanksValidate(t *testing.T) {
 	}
 	if len(traced[0]) != 6 || !slices.Equal(traced[0], traced[1]) {
 		t.Errorf("traced on one rank:\n%s\non 2 ranks:\n%s", strings.Join(traced[0], "\n"), strings.Join(traced[1], "\n"))
+	}
+
+	// a set smaller than the job: rank 1 validates nothing and still takes part
+	pq1 := filepath.Join(t.TempDir(), "val1.parquet")
+	if err := data.WriteParquet(pq1, gsmRows()[:1]); err != nil {
+		t.Fatal(err)
+	}
+	dir3 := filepath.Join(t.TempDir(), "small")
+	_, small := runRanksOut(t, 2, append(over(dir3), "data.val_files="+pq1))
+	if !strings.Contains(small[0], "2/2 trajectories") || !strings.Contains(small[1], "validate (step 0) 0 trajectories") {
+		t.Errorf("one prompt on 2 ranks: rank 0 printed\n%s\nrank 1\n%s", small[0], small[1])
+	}
+	s := loggedSteps(t, dir3, 1)[0].Values
+	if got, want := s[metrics.ValRewardKey("openai/gsm8k")], w[metrics.ValRewardKey("openai/gsm8k")]; math.IsNaN(got) || s["val/dropped"] != 0 {
+		t.Errorf("one prompt on 2 ranks: score %v (3 prompts: %v), val/dropped %v", got, want, s["val/dropped"])
 	}
 }
 
