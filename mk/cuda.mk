@@ -103,9 +103,10 @@ test-gpu-proof: setup-python ## the proof's table, goals and record on fixture m
 
 # The kernel emulator needs only g++ (C++20): kernels.cu compiled for the CPU,
 # every GPU thread a fiber, run through the backend's own op code.
-cuda-emu-test: setup-blas tokenizers-lib ## run kernels.cu on the CPU (emulator, -tags cudaemu) against gpu/cpu: every check, every planted defect of dev/cuda and the TestTransfer... bounds; every family's tiny checkpoint against transformers' goldens (TestFamilyGoldensEmulator); train and sft setting the CUDA products' precision, the trainer's device step metrics; selftest --bench's counts; the rollout policy's tool turns on the device
+cuda-emu-test: setup-blas tokenizers-lib ## run kernels.cu on the CPU (emulator, -tags cudaemu) against gpu/cpu: every check, every planted defect of dev/cuda and the TestTransfer... bounds; every family's tiny checkpoint against transformers' goldens (TestFamilyGoldensEmulator); train and sft setting the CUDA products' precision, the trainer's device step metrics; data parallelism (bucketed all-reduce, ZeRO-1) on emulated devices; selftest --bench's counts; the rollout policy's tool turns on the device
 	$(GO) test -tags cudaemu -count=1 -timeout 30m ./gpu/cuda/...
 	$(GO) test -tags cudaemu -count=1 -run 'TestDeviceMeterCUDA' ./host/trainer/
+	$(GO) test -tags cudaemu -count=1 -run 'TestDataParallelMatchesOneRankEmulator' ./host/dist/
 	$(GO) test -tags cudaemu -count=1 -run 'TestSetPrecisionCUDA' ./host/device/
 	$(GO) test -tags cudaemu -count=1 -run 'TestParamDtypeCUDA' ./host/sft/
 	$(GO) test -tags cudaemu -count=1 -run 'TestSelftestBenchCUDA' ./cmd/rlhost/

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlhost/rlhost/gpu"
 	"github.com/rlhost/rlhost/gpu/cpu"
 	"github.com/rlhost/rlhost/gpu/model"
 )
@@ -80,6 +81,13 @@ func (b dpBatch) backward(m *model.Model, lo, hi int) error {
 	return m.Backward(a, dlogp, make([]float32, len(dlogp)))
 }
 
+// dpBackend opens a rank's device: gpu/cpu here, the CUDA emulator in the cudaemu build's
+// test, whose device memory the communicator reaches through OnDevice (dpOnDevice).
+var (
+	dpBackend  = func() (gpu.Backend, func()) { return cpu.New(), func() {} }
+	dpOnDevice = false
+)
+
 var dpAdamW = model.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 0.5}
 
 const dpSteps = 3
@@ -115,7 +123,12 @@ func dpRunMoments(t *testing.T, size, bucket int, zero bool, plant string) (para
 	ns := make([][]float64, size)
 	ctx := context.Background()
 	noErrors(t, onRanks(comms, func(c Comm) error {
-		m := model.NewZero(cpu.New(), dpConfig)
+		be, done := dpBackend()
+		defer done()
+		if dpOnDevice {
+			c = OnDevice(c, be)
+		}
+		m := model.NewZero(be, dpConfig)
 		m.Params.Upload(init)
 		m.EnableGrads()
 		opt := model.NewAdamW(m, dpAdamW)
@@ -150,7 +163,8 @@ func dpRunMoments(t *testing.T, size, bucket int, zero bool, plant string) (para
 					return err
 				}
 				if s == 0 {
-					g0[c.Rank()] = slices.Clone(grads)
+					g0[c.Rank()] = make([]float32, len(grads))
+					be.Download(g0[c.Rank()], grads)
 				}
 				if norm, err = opt.Update(m); err != nil {
 					return err
@@ -158,7 +172,7 @@ func dpRunMoments(t *testing.T, size, bucket int, zero bool, plant string) (para
 			}
 			ns[c.Rank()] = append(ns[c.Rank()], norm)
 		}
-		out[c.Rank()] = slices.Clone(m.Params.Data)
+		out[c.Rank()] = m.Params.Host()
 		if plant != "" { // a planted run's moments are not looked at
 			return nil
 		}
