@@ -190,7 +190,7 @@ var compatKeys = map[string]string{
 	"actor_rollout_ref.rollout.trace.project_name":                "traces use trainer.project_name",
 	"actor_rollout_ref.rollout.trace.experiment_name":             "traces use trainer.experiment_name",
 
-	"critic.fsdp":                            "FSDP is not used",
+	"critic.fsdp":                            "FSDP is not used; of critic.fsdp only fsdp_size takes effect",
 	"critic.profiler":                        "",
 	"critic.loss_scale_factor":               "",
 	"critic.data_loader_seed":                "",

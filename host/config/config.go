@@ -123,14 +123,14 @@ type Actor struct {
 	UseDynamicBsz           bool       `yaml:"use_dynamic_bsz" doc:"micro-batches by token budget instead of ppo_micro_batch_size_per_gpu: each mini-batch's trajectories sorted by length, longest first, and packed end to end (no padding; attention restricted to each sequence) while their tokens stay within ppo_max_token_len_per_gpu (the same gradients as fixed micro-batches; docs/training.md)"`
 	PPOMaxTokenLenPerGPU    int        `yaml:"ppo_max_token_len_per_gpu" doc:"use_dynamic_bsz: packed tokens (prompt + response, rounded up to 64) per actor forward/backward"`
 	PolicyLoss              PolicyLoss `yaml:"policy_loss"`
-	FSDPConfig              ActorFSDP  `yaml:"fsdp_config"`
+	FSDPConfig              FSDP       `yaml:"fsdp_config"`
 	Dtype                   string     `yaml:"dtype" enum:"bfloat16|tf32|float32" doc:"how the matrix products compute on trainer.device=cuda, as llm.c's mixed precision: bfloat16 = cublasGemmEx on bfloat16 copies of the weights (made on the device, refreshed after each AdamW step) and of the activations (rounded to nearest even), fp32 accumulation and output; tf32 = fp32 tensors on TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32); float32 = cublasSgemm. Master weights, gradients, AdamW moments, log-softmax, the loss and reductions stay fp32 in every mode. It applies to every product of the run's GPU: the update, the old/reference log-probs, the critic and generation. trainer.device=cpu computes in float32 whatever this says (the CPU rollout has actor_rollout_ref.rollout.dtype). veRL's nearest key is actor.fsdp_config.dtype (bfloat16, with fp32 master weights), which rlhost accepts without effect (docs/gpu.md)"`
 }
 
-// ActorFSDP is actor_rollout_ref.actor.fsdp_config: of veRL's FSDP options only fsdp_size
-// takes effect (the others are accepted without effect, compatKeys).
-type ActorFSDP struct {
-	FSDPSize int `yaml:"fsdp_size" doc:"with several ranks, how many share the actor's AdamW moments (ZeRO-1: each rank keeps and updates 1/world of them; the gradients are reduce-scattered and the weights all-gathered, the same update as replicated AdamW; docs/distributed.md): -1 (veRL's default) = every rank, 1 = none (every rank keeps the whole optimizer and the gradients are all-reduced). veRL's hybrid sharding groups (1 < fsdp_size < world) are refused. No effect on one rank; the weights and gradients stay whole on every rank"`
+// FSDP is actor_rollout_ref.actor.fsdp_config and critic.fsdp: of veRL's FSDP
+// options only fsdp_size takes effect (the others are accepted without effect, compatKeys).
+type FSDP struct {
+	FSDPSize int `yaml:"fsdp_size" doc:"with several ranks, how many share the model's AdamW moments (ZeRO-1: each rank keeps and updates 1/world of them; the gradients are reduce-scattered and the weights all-gathered, the same update as replicated AdamW; docs/distributed.md): -1 (veRL's default) = every rank, 1 = none (every rank keeps the whole optimizer and the gradients are all-reduced). veRL's hybrid sharding groups (1 < fsdp_size < world) are refused. No effect on one rank; the weights and gradients stay whole on every rank"`
 }
 
 // PolicyLoss is actor_rollout_ref.actor.policy_loss.
@@ -234,6 +234,7 @@ type Critic struct {
 	CliprangeValue           float64     `yaml:"cliprange_value" doc:"value clipping range of the critic loss"`
 	LossAggMode              string      `yaml:"loss_agg_mode" doc:"how token value losses are reduced"`
 	GradClip                 float64     `yaml:"grad_clip" doc:"clip the critic's global gradient norm to this value; 0 = no clipping"`
+	FSDP                     FSDP        `yaml:"fsdp"`
 }
 
 // CriticModel is critic.model: the checkpoint the critic starts from.
@@ -359,7 +360,7 @@ func Default() *Config {
 				KLLossType:              "low_var_kl",
 				GradClip:                1.0,
 				PolicyLoss:              PolicyLoss{LossMode: "vanilla"},
-				FSDPConfig:              ActorFSDP{FSDPSize: -1},
+				FSDPConfig:              FSDP{FSDPSize: -1},
 				PPOMaxTokenLenPerGPU:    16384,
 				Dtype:                   "bfloat16",
 			},
@@ -394,6 +395,7 @@ func Default() *Config {
 			CliprangeValue:          0.5,
 			LossAggMode:             "token-mean",
 			GradClip:                1.0,
+			FSDP:                    FSDP{FSDPSize: -1},
 		},
 		RewardModel: RewardModel{
 			Judge:         Judge{Backend: "none", MaxTokens: 256, Timeout: 120},

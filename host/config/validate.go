@@ -106,8 +106,13 @@ func (c *Config) Validate() error {
 	}
 	v.nonNegative("actor_rollout_ref.actor.kl_loss_coef", a.KLLossCoef)
 	v.nonNegative("actor_rollout_ref.actor.grad_clip", a.GradClip)
-	if fs := a.FSDPConfig.FSDPSize; fs == 0 || fs < -1 {
-		v.add("actor_rollout_ref.actor.fsdp_config.fsdp_size", "actor_rollout_ref.actor.fsdp_config.fsdp_size must be -1 (every rank) or >= 1, got %d", fs)
+	for _, k := range []struct {
+		key string
+		fs  int
+	}{{"actor_rollout_ref.actor.fsdp_config.fsdp_size", a.FSDPConfig.FSDPSize}, {"critic.fsdp.fsdp_size", c.Critic.FSDP.FSDPSize}} {
+		if k.fs == 0 || k.fs < -1 {
+			v.add(k.key, "%s must be -1 (every rank) or >= 1, got %d", k.key, k.fs)
+		}
 	}
 	v.atLeast("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", c.ActorRolloutRef.Ref.LogProbMicroBatchSizePerGPU, 1)
 

@@ -54,6 +54,8 @@ func TestValidate(t *testing.T) {
 		{[]string{"actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=2"}, "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio must be in [0, 1], got 2"},
 		{[]string{"actor_rollout_ref.actor.fsdp_config.fsdp_size=0"}, "actor_rollout_ref.actor.fsdp_config.fsdp_size must be -1 (every rank) or >= 1, got 0"},
 		{[]string{"actor_rollout_ref.actor.fsdp_config={fsdp_size: 8, param_offload: true}"}, ""},
+		{[]string{"critic.fsdp.fsdp_size=-2"}, "critic.fsdp.fsdp_size must be -1 (every rank) or >= 1, got -2"},
+		{[]string{"critic.fsdp={fsdp_size: 1, param_offload: true}"}, ""},
 		{[]string{"actor_rollout_ref.actor.clip_ratio=0"}, "actor_rollout_ref.actor.clip_ratio must be > 0, got 0"},
 		{[]string{"actor_rollout_ref.actor.clip_ratio_low=1.2"}, "actor_rollout_ref.actor.clip_ratio_low must be < 1"},
 		{[]string{"actor_rollout_ref.actor.clip_ratio_high=-0.1"}, "actor_rollout_ref.actor.clip_ratio_high must be > 0"},

@@ -87,7 +87,13 @@ type ZeRO1 struct {
 // NewZeRO1 returns the sharded optimizer of m's trainable parameters for rank c.
 func NewZeRO1(c Comm, m *model.Model, cfg model.AdamWConfig) *ZeRO1 {
 	params, _ := m.Trainable()
-	z := &ZeRO1{Config: cfg, c: c, be: m.Backend(), n: len(params), shard: len(params) / c.Size()}
+	return NewZeRO1Flat(c, m.Backend(), len(params), cfg)
+}
+
+// NewZeRO1Flat returns the sharded optimizer of n parameters of be in one buffer, for
+// UpdateFlat.
+func NewZeRO1Flat(c Comm, be gpu.Backend, n int, cfg model.AdamWConfig) *ZeRO1 {
+	z := &ZeRO1{Config: cfg, c: c, be: be, n: n, shard: n / c.Size()}
 	lo, hi := z.Range()
 	z.MomentPair = model.NewMomentPair(z.be, hi-lo, "AdamW (a ZeRO-1 shard)")
 	return z
@@ -116,8 +122,21 @@ func (z *ZeRO1) Update(ctx context.Context, m *model.Model) (float64, error) {
 	if grads == nil {
 		return 0, fmt.Errorf("dist: ZeRO-1 update without gradients")
 	}
-	if len(params) != z.n {
-		return 0, fmt.Errorf("dist: ZeRO-1 state for %d parameters, the model has %d", z.n, len(params))
+	norm, err := z.UpdateFlat(ctx, params, grads, nil)
+	if err != nil {
+		return 0, err
+	}
+	m.Params.Changed()
+	return norm, nil
+}
+
+// UpdateFlat is Update for the parameters and gradients of NewZeRO1Flat's buffer. extra are
+// gradients outside it that every rank already holds reduced (a critic's value head, whose
+// small optimizer every rank keeps whole): they count in the global norm, once, and are
+// clipped with the shard; their AdamW step is the caller's.
+func (z *ZeRO1) UpdateFlat(ctx context.Context, params, grads []float32, extra [][]float32) (float64, error) {
+	if len(params) != z.n || len(grads) != z.n {
+		return 0, fmt.Errorf("dist: ZeRO-1 state for %d parameters, given %d (gradients %d)", z.n, len(params), len(grads))
 	}
 	be, c, size, k := z.be, z.Config, z.c.Size(), z.shard
 	lo, hi := z.Range()
@@ -136,10 +155,16 @@ func (z *ZeRO1) Update(ctx context.Context, m *model.Model) (float64, error) {
 	if err := z.c.AllReduce64(ctx, sq, Sum); err != nil {
 		return 0, fmt.Errorf("ZeRO-1 gradient norm: %w", err)
 	}
+	for _, g := range extra {
+		sq[0] += be.SumSquares(g)
+	}
 	norm := math.Sqrt(sq[0])
 	if c.MaxGradNorm > 0 {
 		if f := float64(c.MaxGradNorm) / (norm + 1e-6); f < 1 { // gpu.ClipGradNorm's factor
 			be.Scale(grads[lo:hi], float32(f))
+			for _, g := range extra {
+				be.Scale(g, float32(f))
+			}
 		}
 	}
 	z.Step++
@@ -157,7 +182,6 @@ func (z *ZeRO1) Update(ctx context.Context, m *model.Model) (float64, error) {
 			return 0, fmt.Errorf("ZeRO-1 parameters: %w", err)
 		}
 	}
-	m.Params.Changed()
 	return norm, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/rlhost/rlhost/gpu/weights"
 	"github.com/rlhost/rlhost/host/algo"
 	"github.com/rlhost/rlhost/host/ckpt"
+	"github.com/rlhost/rlhost/host/dist"
 	"github.com/rlhost/rlhost/host/metrics"
 )
 
@@ -53,9 +54,12 @@ func (t *Trainer) checkpointAt(ctx context.Context, step int) error {
 	if tc.SaveFreq <= 0 || (step%tc.SaveFreq != 0 && step != t.totalSteps) {
 		return nil
 	}
-	if !t.dp.lead() {
-		if t.dp.zero != nil {
-			return t.dp.zero.GatherMoments(ctx, 0, nil)
+	if !t.dp.lead() { // the other ranks' part: their shards of the moments, actor's then critic's
+		if err := t.saveMoments(ctx, ""); err != nil {
+			return err
+		}
+		if t.critic != nil {
+			return t.critic.saveMoments(ctx, "")
 		}
 		return nil
 	}
@@ -70,9 +74,14 @@ func (t *Trainer) checkpoint(ctx context.Context) error {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return err
 	}
-	// the moments first: with the optimizer sharded the other ranks wait on them
+	// the moments first: with the optimizers sharded the other ranks wait on them
 	if err := t.saveMoments(ctx, filepath.Join(tmp, "optimizer.bin")); err != nil {
 		return err
+	}
+	if t.critic != nil {
+		if err := t.critic.saveMoments(ctx, filepath.Join(tmp, criticOptimizerFile)); err != nil {
+			return err
+		}
 	}
 	ck := t.actor.Params.Checkpoint(t.actor.HF)
 	if t.actor.LoRA() != nil {
@@ -259,27 +268,18 @@ func truncateMetrics(path string, step int) error {
 
 // saveMoments writes the actor's AdamW moments to path (optimizer.bin: m then v, each in
 // the parameters' order), the same file whether the optimizer is whole or sharded over
-// the ranks, so a checkpoint resumes at any world size. Sharded, it is a collective: rank 0
-// writes the pieces the ranks gather, a bounded number at a time.
+// the ranks, so a checkpoint resumes at any world size. Sharded, it is a collective
+// (writeShardedMoments): rank 0 passes the path, the others "".
 func (t *Trainer) saveMoments(ctx context.Context, path string) error {
 	if t.dp.zero == nil {
+		if path == "" {
+			return nil
+		}
 		m, v := t.opt.Moments()
 		return writeFloats(path, m, v)
 	}
 	params, _ := t.actor.Trainable()
-	n := int64(len(params))
-	return writeFileAtomic(path, func(f *os.File) error {
-		if err := f.Truncate(8 * n); err != nil {
-			return err
-		}
-		return t.dp.zero.GatherMoments(ctx, 0, func(off int, m, v []float32) error {
-			if _, err := f.WriteAt(floatBytes(m), 4*int64(off)); err != nil {
-				return err
-			}
-			_, err := f.WriteAt(floatBytes(v), 4*(n+int64(off)))
-			return err
-		})
-	})
+	return writeShardedMoments(ctx, path, t.dp.zero, len(params), nil, nil)
 }
 
 // loadMoments restores the actor's AdamW moments and step from path (saveMoments' file);
@@ -293,30 +293,71 @@ func (t *Trainer) loadMoments(path string, step int) error {
 		return t.opt.SetMoments(m, v, step)
 	}
 	params, _ := t.actor.Trainable() // no gradients before the first update
-	n := len(params)
 	lo, hi := t.dp.zero.Range()
-	f, err := os.Open(path)
+	mv, err := readMomentRanges(path, len(params), [2]int{lo, hi})
 	if err != nil {
 		return err
 	}
+	t.opt.Step = step
+	return t.dp.zero.SetMoments(mv[0][0], mv[0][1], step)
+}
+
+// writeShardedMoments writes an optimizer file (m then v over n parameters, each in the
+// parameters' order) whose first parameters are z's, sharded over the ranks (gathered to
+// rank 0 in pieces, dist.ZeRO1.GatherMoments), and whose last len(tm) every rank keeps
+// whole (tm, tv: a critic's value head). A collective: every rank calls it, rank 0 with the
+// path, the others with "".
+func writeShardedMoments(ctx context.Context, path string, z *dist.ZeRO1, zn int, tm, tv []float32) error {
+	if path == "" {
+		return z.GatherMoments(ctx, 0, nil)
+	}
+	n := int64(zn + len(tm))
+	return writeFileAtomic(path, func(f *os.File) error {
+		if err := f.Truncate(8 * n); err != nil {
+			return err
+		}
+		put := func(off int64, m, v []float32) error {
+			if _, err := f.WriteAt(floatBytes(m), 4*off); err != nil {
+				return err
+			}
+			_, err := f.WriteAt(floatBytes(v), 4*(n+off))
+			return err
+		}
+		if err := z.GatherMoments(ctx, 0, func(off int, m, v []float32) error { return put(int64(off), m, v) }); err != nil {
+			return err
+		}
+		return put(int64(zn), tm, tv)
+	})
+}
+
+// readMomentRanges reads the moments of the parameter ranges [lo, hi) from an optimizer file
+// of n parameters (m then v): for each range its m and v.
+func readMomentRanges(path string, n int, ranges ...[2]int) ([][2][]float32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
 	if st, err := f.Stat(); err != nil {
-		return err
+		return nil, err
 	} else if st.Size() != 8*int64(n) {
-		return fmt.Errorf("%s: %d bytes, want %d (the moments of %d parameters)", path, st.Size(), 8*int64(n), n)
+		return nil, fmt.Errorf("%s: %d bytes, want %d (the moments of %d parameters)", path, st.Size(), 8*int64(n), n)
 	}
-	m, v := make([]float32, hi-lo), make([]float32, hi-lo)
-	for i, x := range [][]float32{m, v} {
-		b := make([]byte, 4*len(x))
-		if _, err := f.ReadAt(b, 4*(int64(i*n)+int64(lo))); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		for j := range x {
-			x[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+	out := make([][2][]float32, len(ranges))
+	for r, rg := range ranges {
+		for i := range 2 {
+			x := make([]float32, rg[1]-rg[0])
+			b := make([]byte, 4*len(x))
+			if _, err := f.ReadAt(b, 4*(int64(i*n)+int64(rg[0]))); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			for j := range x {
+				x[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+			}
+			out[r][i] = x
 		}
 	}
-	t.opt.Step = step
-	return t.dp.zero.SetMoments(m, v, step)
+	return out, nil
 }
 
 // floatBytes is xs little-endian.

@@ -16,6 +16,7 @@ import (
 	"github.com/rlhost/rlhost/gpu/weights"
 	"github.com/rlhost/rlhost/host/algo"
 	"github.com/rlhost/rlhost/host/config"
+	"github.com/rlhost/rlhost/host/dist"
 )
 
 // critic is the value model of PPO with GAE (veRL's critic worker): its own copy of the
@@ -30,6 +31,43 @@ type critic struct {
 	opt  *model.ValueAdamW
 	acts *model.ValueActsCache // activations of the micro-batches (at most four buffers)
 	dp   dataParallel          // the job's ranks, as the actor's update (dp.go); zero: one rank
+	// zero shards the decoder's AdamW moments over the ranks (critic.fsdp.fsdp_size); head
+	// then holds the value head's, whole on every rank. nil: opt holds them all.
+	zero *dist.ZeRO1
+	head model.MomentPair
+}
+
+// shard shards the critic's optimizer over dp's ranks (ZeRO-1): the decoder's moments split
+// over the ranks, the value head's (a few floats) kept whole on each.
+func (c *critic) shard(dp dataParallel) {
+	be := c.vm.Body.Backend()
+	m, v := c.opt.Tensors()
+	be.Free(m)
+	be.Free(v)
+	c.opt = &model.ValueAdamW{Config: c.opt.Config}
+	c.zero = dist.NewZeRO1Flat(dp.comm, be, len(c.vm.Body.Params.Data), c.opt.Config)
+	c.head = model.NewMomentPair(be, len(c.vm.Head), "critic value head AdamW")
+}
+
+// step reduces the critic's gradients over the ranks and takes its optimizer's step; it
+// returns the gradient norm before clipping.
+func (c *critic) step(ctx context.Context) (float64, error) {
+	if c.zero == nil {
+		return c.dp.stepValue(ctx, c.vm, c.opt)
+	}
+	if err := dist.AllReduceGradients(ctx, c.dp.comm, c.vm.HeadGrad, c.dp.bucket); err != nil {
+		return 0, fmt.Errorf("trainer: the critic's gradients: %w", err)
+	}
+	body, cfg := c.vm.Body, c.opt.Config
+	c.zero.Config, c.zero.Step = cfg, c.opt.Step
+	norm, err := c.zero.UpdateFlat(ctx, body.Params.Data, body.Grads.Data, [][]float32{c.vm.HeadGrad})
+	if err != nil {
+		return 0, err
+	}
+	c.opt.Step = c.zero.Step
+	m, v := c.head.Tensors()
+	body.Backend().AdamW(c.vm.Head, c.vm.HeadGrad, m, v, c.opt.Step, cfg.LR, cfg.Beta1, cfg.Beta2, cfg.Eps, cfg.WeightDecay)
+	return norm, nil
 }
 
 // criticOptimizerFile and criticDir are the critic's part of a checkpoint directory.
@@ -236,7 +274,7 @@ func (c *critic) update(ctx context.Context, b *batchOf, oldValues, returns []fl
 					return nil, fmt.Errorf("trainer: critic backward: %w", err)
 				}
 			}
-			norm, err := c.dp.stepValue(ctx, c.vm, c.opt)
+			norm, err := c.step(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("trainer: critic: %w", err)
 			}
@@ -328,26 +366,58 @@ func criticDataMetrics(values, returns, adv, mask []float32, sum func(xs ...floa
 	return out, nil
 }
 
-// save writes the critic (decoder + head) and its optimizer moments into a checkpoint
-// directory.
+// save writes the critic (decoder + head) into a checkpoint directory (saveMoments its
+// optimizer).
 func (c *critic) save(dir string) error {
 	if err := c.vm.Save(filepath.Join(dir, criticDir)); err != nil {
 		return fmt.Errorf("trainer: critic checkpoint: %w", err)
 	}
-	m, v := c.opt.Moments()
-	return writeFloats(filepath.Join(dir, criticOptimizerFile), m, v)
+	return nil
 }
 
-// load restores what save wrote, and the optimizer's step count.
+// saveMoments writes the critic's AdamW moments to path (critic_optimizer.bin: m then v over
+// the decoder's parameters and the head's), whole or sharded alike; sharded, a collective
+// (writeShardedMoments: rank 0 passes the path, the others "").
+func (c *critic) saveMoments(ctx context.Context, path string) error {
+	if c.zero == nil {
+		if path == "" {
+			return nil
+		}
+		m, v := c.opt.Moments()
+		return writeFloats(path, m, v)
+	}
+	hm, hv := c.head.Moments()
+	return writeShardedMoments(ctx, path, c.zero, len(c.vm.Body.Params.Data), hm, hv)
+}
+
+// load restores what save and saveMoments wrote, and the optimizer's step count; sharded,
+// each rank reads its shard of the decoder's moments and the head's.
 func (c *critic) load(dir string, optStep int) error {
 	if err := c.vm.Load(filepath.Join(dir, criticDir)); err != nil {
 		return fmt.Errorf("trainer: resume the critic from %s (a checkpoint of a run without a critic cannot resume one with): %w", dir, err)
 	}
-	m, v := c.opt.Moments() // host copies: read into them, then upload
-	if err := readFloats(filepath.Join(dir, criticOptimizerFile), m, v); err != nil {
+	path := filepath.Join(dir, criticOptimizerFile)
+	if c.zero == nil {
+		m, v := c.opt.Moments() // host copies: read into them, then upload
+		if err := readFloats(path, m, v); err != nil {
+			return fmt.Errorf("trainer: resume the critic: %w", err)
+		}
+		return c.opt.SetMoments(m, v, optStep)
+	}
+	nb, nh := len(c.vm.Body.Params.Data), len(c.vm.Head)
+	lo, hi := c.zero.Range()
+	mv, err := readMomentRanges(path, nb+nh, [2]int{lo, hi}, [2]int{nb, nb + nh})
+	if err == nil {
+		err = c.head.LoadMoments(mv[1][0], mv[1][1])
+	}
+	if err == nil {
+		err = c.zero.SetMoments(mv[0][0], mv[0][1], optStep)
+	}
+	if err != nil {
 		return fmt.Errorf("trainer: resume the critic: %w", err)
 	}
-	return c.opt.SetMoments(m, v, optStep)
+	c.opt.Step = optStep
+	return nil
 }
 
 // lrSchedule is an optimiser section's learning-rate schedule over a run of total steps

@@ -131,6 +131,12 @@ func (d dataParallel) shard(n int) (lo, hi int) {
 	return lo, hi
 }
 
+// shards reports whether an optimizer whose fsdp_size key says fsdpSize is sharded over the
+// ranks (ZeRO-1): several ranks and fsdp_size -1 or at least the world size.
+func (d dataParallel) shards(fsdpSize int) bool {
+	return d.size() > 1 && (fsdpSize < 0 || fsdpSize >= d.size())
+}
+
 // split is this rank's share [lo, hi) of n units that need not divide evenly (dist.Split).
 func (d dataParallel) split(n int) (lo, hi int) {
 	if d.comm == nil {

@@ -2,9 +2,12 @@ package trainer
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -105,13 +108,8 @@ func dpAgree(weights [][]float32, mets []map[string]float64, want []float32, wan
 			return fmt.Errorf("rank %d's weights differ from rank 0's", r)
 		}
 	}
-	scale, worst := 1e-3, 0.0
-	for i, w := range want {
-		scale = math.Max(scale, math.Abs(float64(w)))
-		worst = math.Max(worst, math.Abs(float64(weights[0][i]-w)))
-	}
-	if worst > tol*scale {
-		return fmt.Errorf("weights differ from one rank's by %.3g (largest weight %.3g)", worst, scale)
+	if d := maxRelDiff(weights[0], want); d > tol {
+		return fmt.Errorf("weights differ from one rank's by %.3g (relative to the largest)", d)
 	}
 	keys := make([]string, 0, len(wantM))
 	for k := range wantM {
@@ -214,9 +212,12 @@ func relayout(x []float32, fromTr, lo, hi, toTr int) []float32 {
 }
 
 // TestDataParallelCriticUpdateMatchesOneRank: the critic's update (PPO with a critic) on 2 and
-// 4 ranks, each its share of the trajectories, gives one rank's value-model weights and
-// update metrics (vf_loss, clip fraction, vpred mean, gradient norm, padding) within 1e-4;
-// the gradients left unreduced fail it.
+// 4 ranks, each its share of the trajectories, its optimizer whole on each rank or sharded
+// (critic.fsdp.fsdp_size, ZeRO-1 over the decoder with the head's moments on every rank),
+// gives one rank's value-model weights and update metrics (vf_loss, clip fraction, vpred
+// mean, gradient norm, padding) within 1e-4, and the sharded optimizer's checkpoint file one
+// rank's moments; that file, loaded by 3 sharded ranks and written again, comes back bit for
+// bit. The gradients left unreduced fail it.
 func TestDataParallelCriticUpdateMatchesOneRank(t *testing.T) {
 	ctx := context.Background()
 	b, rewards := fakeBatch(8, 7)
@@ -227,40 +228,112 @@ func TestDataParallelCriticUpdateMatchesOneRank(t *testing.T) {
 	}
 	_, returns := algo.GAEAdvantages(rewards, v0, b.mask, b.B, b.Tr, 0.99, 0.95)
 	u := criticUpdate{MiniSeqs: 8, Micro: 2, Epochs: 2, ClipRange: 0.2, AggMode: algo.TokenMean, LR: 3e-3}
-	run := func(size int, comms []dist.Comm) ([][]float32, []map[string]float64) {
+	// run updates on size ranks (comms nil: one) and writes the checkpoint's critic and
+	// optimizer moments into dir
+	run := func(size int, comms []dist.Comm, zero bool, dir string) ([][]float32, []map[string]float64) {
 		return onRanks(t, size, func(rank int) ([]float32, map[string]float64, error) {
 			c := tinyCritic(t, 3e-3)
 			lo, hi := 0, b.B
 			if comms != nil {
 				c.dp = dataParallel{comm: comms[rank], bucket: 1000}
 				lo, hi, _ = dist.Shard(b.B, size, rank)
+				if zero {
+					c.shard(c.dp)
+				}
 			}
 			lb := newBatch(b.outs[lo:hi])
 			m, err := c.update(ctx, lb, relayout(v0, b.Tr, lo, hi, lb.Tr), relayout(returns, b.Tr, lo, hi, lb.Tr), u)
+			if err != nil {
+				return nil, nil, err
+			}
+			path := ""
+			if rank == 0 {
+				if err := c.save(dir); err != nil {
+					return nil, nil, err
+				}
+				path = filepath.Join(dir, criticOptimizerFile)
+			}
+			err = c.saveMoments(ctx, path)
 			return append(slices.Clone(c.vm.Body.Params.Data), c.vm.Head...), m, err
 		})
 	}
-	ws, ms := run(1, nil)
+	oneDir := t.TempDir()
+	ws, ms := run(1, nil, false, oneDir)
+	want := readMomentsFile(t, filepath.Join(oneDir, criticOptimizerFile))
 	for _, size := range []int{2, 4} {
-		t.Run(fmt.Sprintf("%d ranks", size), func(t *testing.T) {
-			w, m := run(size, dist.NewLocal(size, time.Minute))
-			if err := dpAgree(w, m, ws[0], ms[0], 1e-4); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("vf_loss %.8g (one rank %.8g), grad norm %.8g (%.8g)", m[0]["critic/vf_loss"], ms[0]["critic/vf_loss"],
-				m[0]["critic/grad_norm"], ms[0]["critic/grad_norm"])
-		})
+		for _, zero := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%d ranks zero1=%v", size, zero), func(t *testing.T) {
+				dir := t.TempDir()
+				w, m := run(size, dist.NewLocal(size, time.Minute), zero, dir)
+				if err := dpAgree(w, m, ws[0], ms[0], 1e-4); err != nil {
+					t.Fatal(err)
+				}
+				got := readMomentsFile(t, filepath.Join(dir, criticOptimizerFile))
+				if d := maxRelDiff(got, want); len(got) != len(want) || d > 1e-4 {
+					t.Fatalf("the checkpoint's moments differ from one rank's by %.3g (relative)", d)
+				}
+				t.Logf("vf_loss %.8g (one rank %.8g), grad norm %.8g (%.8g)", m[0]["critic/vf_loss"], ms[0]["critic/vf_loss"],
+					m[0]["critic/grad_norm"], ms[0]["critic/grad_norm"])
+				if !zero || size != 4 {
+					return
+				}
+				again := t.TempDir()
+				comms := dist.NewLocal(3, time.Minute)
+				onRanks(t, 3, func(rank int) ([]float32, map[string]float64, error) {
+					c := tinyCritic(t, 3e-3)
+					c.dp = dataParallel{comm: comms[rank], bucket: 1000}
+					c.shard(c.dp)
+					if err := c.load(dir, 2); err != nil {
+						return nil, nil, err
+					}
+					path := ""
+					if rank == 0 {
+						path = filepath.Join(again, criticOptimizerFile)
+					}
+					return nil, nil, c.saveMoments(ctx, path)
+				})
+				if back := readMomentsFile(t, filepath.Join(again, criticOptimizerFile)); !slices.Equal(back, got) {
+					t.Fatal("the moments of 4 sharded ranks, loaded by 3 and written again, differ")
+				}
+			})
+		}
 	}
 	t.Run("planted gradients not reduced", func(t *testing.T) {
 		comms := dist.NewLocal(2, time.Minute)
 		for i, c := range comms {
 			comms[i] = plantedComm{Comm: c, plant: "gradients not reduced"}
 		}
-		w, m := run(2, comms)
+		w, m := run(2, comms, false, t.TempDir())
 		err := dpAgree(w, m, ws[0], ms[0], 1e-4)
 		if err == nil {
 			t.Fatal("the critic's update with its gradients unreduced matches one rank's")
 		}
 		t.Log(err)
 	})
+}
+
+// readMomentsFile reads an optimizer file of little-endian float32.
+func readMomentsFile(t *testing.T, path string) []float32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float32, len(b)/4)
+	for i := range x {
+		x[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return x
+}
+
+// maxRelDiff is max |a-b| / max(1e-3, max |b|).
+func maxRelDiff(a, b []float32) float64 {
+	scale, worst := 1e-3, 0.0
+	for _, v := range b {
+		scale = max(scale, math.Abs(float64(v)))
+	}
+	for i := range a {
+		worst = max(worst, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return worst / scale
 }

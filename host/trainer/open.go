@@ -200,6 +200,9 @@ func (t *Trainer) loadCritic(_ context.Context, o *opening) error {
 		t.critic, err = openCritic(o.be, t.cfg.Critic, t.cfg.ActorRolloutRef.Model.Path, o.ck, t.actor, t.tk)
 		if t.critic != nil {
 			t.critic.dp = t.dp
+			if t.dp.shards(t.cfg.Critic.FSDP.FSDPSize) {
+				t.critic.shard(t.dp)
+			}
 		}
 	}
 	o.ck = nil
@@ -233,7 +236,7 @@ func (t *Trainer) openOptimizer(context.Context, *opening) error {
 	}
 	cfg := model.AdamWConfig{LR: float32(o.LR), Beta1: float32(betas[0]), Beta2: float32(betas[1]),
 		Eps: float32(eps), WeightDecay: float32(o.WeightDecay), MaxGradNorm: float32(t.cfg.ActorRolloutRef.Actor.GradClip)}
-	if t.shardsOptimizer() {
+	if t.dp.shards(t.cfg.ActorRolloutRef.Actor.FSDPConfig.FSDPSize) {
 		// t.opt keeps the schedule's learning rate and the step; the moments are the shard's
 		t.opt = &model.AdamW{Config: cfg}
 		t.dp.zero = dist.NewZeRO1(t.dp.comm, t.actor, cfg)

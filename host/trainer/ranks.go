@@ -42,18 +42,16 @@ func (t *Trainer) checkRanks() error {
 	if t.cfg.ActorRolloutRef.Rollout.Name == "openai" {
 		return fmt.Errorf("trainer: actor_rollout_ref.rollout.name=openai with %d ranks: an external engine's rollouts run on one rank for now (docs/distributed.md)", n)
 	}
-	if fs := t.cfg.ActorRolloutRef.Actor.FSDPConfig.FSDPSize; fs > 1 && fs < n {
-		return fmt.Errorf("trainer: actor_rollout_ref.actor.fsdp_config.fsdp_size=%d with %d ranks: sharding groups smaller than the job (veRL's hybrid sharding) are not supported; "+
-			"use -1 to shard the optimizer over every rank or 1 to keep it whole on each", fs, n)
+	for _, k := range []struct {
+		key string
+		fs  int
+	}{{"actor_rollout_ref.actor.fsdp_config.fsdp_size", t.cfg.ActorRolloutRef.Actor.FSDPConfig.FSDPSize}, {"critic.fsdp.fsdp_size", t.cfg.Critic.FSDP.FSDPSize}} {
+		if k.fs > 1 && k.fs < n {
+			return fmt.Errorf("trainer: %s=%d with %d ranks: sharding groups smaller than the job (veRL's hybrid sharding) are not supported; "+
+				"use -1 to shard the optimizer over every rank or 1 to keep it whole on each", k.key, k.fs, n)
+		}
 	}
 	return nil
-}
-
-// shardsOptimizer reports whether the actor's AdamW moments are sharded over the ranks
-// (ZeRO-1: several ranks and actor.fsdp_config.fsdp_size -1 or at least the world size).
-func (t *Trainer) shardsOptimizer() bool {
-	fs := t.cfg.ActorRolloutRef.Actor.FSDPConfig.FSDPSize
-	return t.dp.size() > 1 && (fs < 0 || fs >= t.dp.size())
 }
 
 // shipRankTraces hands rank 0 the spans the other ranks' tracers kept (tracing.Config.Relay)
