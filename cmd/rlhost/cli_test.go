@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +33,15 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Setenv("RLHOST_PLUGIN_PATH", dir)
+	// The tests train the default model in this process and in the rlhost processes they
+	// start (two at once for a 2-rank job), while make test runs host/trainer's beside them:
+	// without a limit each process's heap grows to twice what is live (about 6 GB for 2.5 GB
+	// live), and CI's machine ran out of memory. The limit, inherited by the processes
+	// started, keeps each near what is live.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		os.Setenv("GOMEMLIMIT", "4GiB")
+		debug.SetMemoryLimit(4 << 30)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
