@@ -174,6 +174,9 @@ func TestCriticCheckpointRoundTrip(t *testing.T) {
 	if err := c.save(dir); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.saveMoments(context.Background(), filepath.Join(dir, criticOptimizerFile)); err != nil {
+		t.Fatal(err)
+	}
 	back := tinyCritic(t, 1e-3)
 	if err := back.load(dir, c.opt.Step); err != nil {
 		t.Fatal(err)
